@@ -1,0 +1,140 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type OpenAI from 'openai';
+import type { Pool } from 'pg';
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import { ErrorType } from '../common/errors';
+import type { CallModelInput, CallModelResult, TokenUsage, ToolCallRequest } from '../common/types';
+import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
+import type { AgentRegistry } from '../worker/agents';
+import { classifyModelError } from './model-errors';
+import { toApplicationFailure } from './failures';
+
+export interface ModelActivityOptions {
+  pool: Pool;
+  /** An `openai` client constructed with `maxRetries: 0`: Temporal's retry policy owns retries. */
+  openai: OpenAI;
+  /** Model name sent when the agent names none. */
+  model: string;
+  /** The current agent definitions (a function, so a reloaded set is seen by new calls). */
+  agents: () => AgentRegistry;
+  /**
+   * How often the activity heartbeats while waiting for the model; must be well under the heartbeat timeout.
+   * @default 2000
+   */
+  heartbeatIntervalMs?: number;
+}
+
+/** Activities that talk to the model endpoint. */
+export function createModelActivities(options: ModelActivityOptions) {
+  const { pool, openai } = options;
+  const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
+
+  /**
+   * Calls the model with the thread's transcript and stores the reply. A retried call whose reply is already
+   * stored returns it without calling the model again (DESIGN.md §4.2).
+   * @throws ApplicationFailure `Agent.NotFound`, `Model.*` (classified), `Thread.StaleEpoch`
+   */
+  async function callModel(input: CallModelInput): Promise<CallModelResult> {
+    const { scope } = input;
+    const stored = await findMessageByOperation(pool, input.operationId);
+    if (stored) return toResult(stored, true);
+
+    const agent = options.agents().get(scope.agent);
+    if (!agent) {
+      throw ApplicationFailure.create({
+        type: ErrorType.AgentNotFound,
+        message: `agent '${scope.agent}' is not defined on this worker`,
+        nonRetryable: true,
+      });
+    }
+    const transcript = await listMessages(pool, scope.threadId);
+    const messages: ChatCompletionMessageParam[] = [
+      { role: 'system', content: agent.body || agent.description },
+      ...transcript.map(toChatMessage),
+    ];
+
+    const context = Context.current();
+    const heartbeat = setInterval(() => context.heartbeat({ step: input.step }), heartbeatIntervalMs);
+    let completion: OpenAI.Chat.Completions.ChatCompletion;
+    try {
+      completion = await openai.chat.completions.create(
+        { model: options.model, messages },
+        {
+          signal: context.cancellationSignal,
+          headers: {
+            'x-baton-agent': scope.agent,
+            'x-baton-thread': scope.threadId,
+            'x-baton-root-thread': scope.rootThreadId,
+          },
+        },
+      );
+    } catch (error) {
+      throw classifyModelError(error);
+    } finally {
+      clearInterval(heartbeat);
+    }
+
+    const choice = completion.choices[0];
+    if (!choice) {
+      throw ApplicationFailure.create({ type: ErrorType.ModelInvalidReply, message: 'the model reply had no choices' });
+    }
+    const toolCalls: ToolCallRequest[] = (choice.message.tool_calls ?? []).flatMap((call) =>
+      call.type === 'function' ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments }] : [],
+    );
+    const usage: TokenUsage | null = completion.usage
+      ? {
+          promptTokens: completion.usage.prompt_tokens,
+          completionTokens: completion.usage.completion_tokens,
+          totalTokens: completion.usage.total_tokens,
+        }
+      : null;
+    try {
+      const { message, reused } = await appendMessage(pool, scope, input.operationId, {
+        role: 'assistant',
+        content: choice.message.content ?? null,
+        ...(toolCalls.length > 0 ? { toolCalls } : {}),
+        usage,
+      });
+      return toResult(message, reused);
+    } catch (error) {
+      throw toApplicationFailure(error);
+    }
+  }
+
+  return { callModel };
+}
+
+function toResult(message: TranscriptMessage, reused: boolean): CallModelResult {
+  return {
+    seq: message.seq,
+    content: message.content,
+    toolCalls: message.toolCalls ?? [],
+    usage: message.usage,
+    reused,
+  };
+}
+
+/** A stored transcript message in the shape the Chat Completions API takes. */
+export function toChatMessage(message: TranscriptMessage): ChatCompletionMessageParam {
+  switch (message.role) {
+    case 'user':
+      return { role: 'user', content: message.content ?? '' };
+    case 'tool':
+      return { role: 'tool', tool_call_id: message.toolCallId ?? '', content: message.content ?? '' };
+    case 'assistant':
+      return {
+        role: 'assistant',
+        content: message.content,
+        ...(message.toolCalls && message.toolCalls.length > 0
+          ? {
+              tool_calls: message.toolCalls.map((call) => ({
+                id: call.id,
+                type: 'function' as const,
+                function: { name: call.name, arguments: call.arguments },
+              })),
+            }
+          : {}),
+      };
+  }
+}

@@ -1,0 +1,38 @@
+import type { Pool } from 'pg';
+import type { EnsureThreadInput, EnsureThreadResult, RecordMessageInput, RecordMessageResult } from '../common/types';
+import { ensureThread as ensureThreadRow } from '../db/threads';
+import { appendMessage } from '../db/transcripts';
+import { toApplicationFailure } from './failures';
+
+export interface ThreadActivityOptions {
+  pool: Pool;
+}
+
+/** Activities that create thread records and append to transcripts. */
+export function createThreadActivities({ pool }: ThreadActivityOptions) {
+  /** Creates the thread record if it is new and returns its current epoch. Idempotent. */
+  async function ensureThread(input: EnsureThreadInput): Promise<EnsureThreadResult> {
+    const thread = await ensureThreadRow(pool, input);
+    return { epoch: thread.epoch };
+  }
+
+  /**
+   * Appends a user or tool message to the transcript, once per operation id, fenced by the scope's epoch.
+   * @throws ApplicationFailure `Thread.StaleEpoch`, `Thread.NotFound`
+   */
+  async function recordMessage(input: RecordMessageInput): Promise<RecordMessageResult> {
+    const { message } = input;
+    try {
+      const { message: stored } = await appendMessage(pool, input.scope, input.operationId, {
+        role: message.role,
+        content: message.content,
+        ...(message.role === 'tool' ? { toolCallId: message.toolCallId } : {}),
+      });
+      return { seq: stored.seq };
+    } catch (error) {
+      throw toApplicationFailure(error);
+    }
+  }
+
+  return { ensureThread, recordMessage };
+}

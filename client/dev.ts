@@ -1,0 +1,111 @@
+/** The `baton dev` and `baton demo` commands: the local stack in the foreground. */
+import path from 'node:path';
+import { connect } from '.';
+import { startLocalStack, type LocalStack } from '../testing/local-stack';
+
+export interface DevCommandOptions {
+  stateDir: string;
+  agents: string;
+  modelScript?: string;
+  taskQueue: string;
+  env: Readonly<Record<string, string | undefined>>;
+  json: boolean;
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** Runs the stack until SIGINT/SIGTERM or until the worker stops by itself. */
+export async function runDev(options: DevCommandOptions): Promise<void> {
+  const stack = await startLocalStack({
+    stateDir: options.stateDir,
+    agentsDir: options.agents,
+    ...(options.modelScript ? { modelScript: options.modelScript } : {}),
+    taskQueue: options.taskQueue,
+    env: options.env,
+    log,
+  });
+  try {
+    if (options.json) process.stdout.write(`${JSON.stringify(stack.stack)}\n`);
+    log(
+      `\nBaton is up. Try: npx baton run <agent> "<message>"${stack.stack.uiUrl ? `\nWeb UI: ${stack.stack.uiUrl}` : ''}`,
+    );
+    log('Press Ctrl-C to stop.');
+    await untilStopped(stack);
+  } finally {
+    await stack.close();
+  }
+}
+
+export interface DemoOptions {
+  stateDir: string;
+  env: Readonly<Record<string, string | undefined>>;
+  /** Stop the stack after the reply. */
+  exit: boolean;
+  json: boolean;
+}
+
+/** The example agents, shipped with the package. */
+const EXAMPLE_AGENTS_DIR = path.join(__dirname, '..', 'agents');
+const DEMO_AGENT = 'greeter';
+const DEMO_MESSAGE = 'Hello! What is Baton?';
+
+/** Runs the example end to end: starts the stack, sends the demo message, prints the reply and where to look. */
+export async function runDemo(options: DemoOptions): Promise<void> {
+  const stack = await startLocalStack({
+    stateDir: options.stateDir,
+    agentsDir: EXAMPLE_AGENTS_DIR,
+    env: options.env,
+    log,
+  });
+  try {
+    if (stack.stack.scriptedModel) {
+      log('Using the scripted model (OPENAI_API_KEY is not set): replies come from agents/model-script.yaml.');
+    }
+    const client = await connect({
+      address: stack.stack.temporalAddress,
+      namespace: stack.stack.namespace,
+      taskQueue: stack.stack.taskQueue,
+    });
+    let threadId: string;
+    try {
+      const thread = await client.startThread({ agent: DEMO_AGENT });
+      threadId = thread.threadId;
+      log(`\nhuman → ${DEMO_AGENT}: ${DEMO_MESSAGE}`);
+      const result = await thread.send(DEMO_MESSAGE);
+      const webUi = stack.workflowsUrl(`BatonRootThreadId="${threadId}"`);
+      if (options.json) {
+        process.stdout.write(`${JSON.stringify({ ...result, workflowId: thread.workflowId, webUi }, null, 2)}\n`);
+      } else {
+        process.stdout.write(`${DEMO_AGENT}: ${result.reply}\n`);
+        log(`\nthread ${threadId} (${result.steps} model call(s), ${result.usage.totalTokens} tokens)`);
+        if (webUi) log(`Web UI, every workflow of this thread: ${webUi}`);
+      }
+      if (options.exit) await thread.end();
+    } finally {
+      await client.close();
+    }
+    if (options.exit) return;
+    log(
+      `\nThe stack stays up for inspection. Continue the conversation with:\n  npx baton send ${threadId} "<message>"   (or start another: npx baton run greeter "<message>")\nPress Ctrl-C to stop.`,
+    );
+    await untilStopped(stack);
+  } finally {
+    await stack.close();
+  }
+}
+
+/** Resolves on SIGINT/SIGTERM, or when the worker stops by itself (rejecting if it failed). */
+async function untilStopped(stack: LocalStack): Promise<void> {
+  let onSignal: () => void = () => undefined;
+  const signalled = new Promise<void>((resolve) => {
+    onSignal = resolve;
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+  try {
+    await Promise.race([signalled, stack.workerRun]);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

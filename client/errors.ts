@@ -1,0 +1,14 @@
+/** Turns an error from the client or Temporal into the one line a CLI user needs. */
+export function describeError(error: unknown): string {
+  // Temporal wraps the real reason in causes: update failed ← child workflow failed ← activity failed ← the reason.
+  const chain: Error[] = [];
+  let current: unknown = error;
+  while (current instanceof Error && chain.length < 10) {
+    chain.push(current);
+    current = current.cause;
+  }
+  const root = chain.at(-1);
+  if (!root) return String(error);
+  const type = (root as { type?: unknown }).type;
+  return typeof type === 'string' && type !== '' ? `${root.message} [${type}]` : root.message;
+}

@@ -1,0 +1,23 @@
+/**
+ * Stable type names of every failure that crosses Temporal (`ApplicationFailure.type`). Callers, tests and
+ * the Web UI match on these strings, so they never change once published.
+ */
+export const ErrorType = {
+  AgentNotFound: 'Agent.NotFound',
+  ThreadStaleEpoch: 'Thread.StaleEpoch',
+  ThreadNotFound: 'Thread.NotFound',
+  ModelRateLimited: 'Model.RateLimited',
+  ModelUnavailable: 'Model.Unavailable',
+  ModelTimeout: 'Model.Timeout',
+  ModelConflict: 'Model.Conflict',
+  ModelBadRequest: 'Model.BadRequest',
+  ModelAuthFailed: 'Model.AuthFailed',
+  ModelNotFound: 'Model.NotFound',
+  ModelUnprocessable: 'Model.Unprocessable',
+  ModelScriptExhausted: 'Model.ScriptExhausted',
+  ModelInvalidReply: 'Model.InvalidReply',
+  TurnFailed: 'Turn.Failed',
+  InvalidInput: 'Input.Invalid',
+} as const;
+
+export type ErrorTypeName = (typeof ErrorType)[keyof typeof ErrorType];

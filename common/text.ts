@@ -1,0 +1,45 @@
+/** Text helpers shared by workflows and activities (pure; no Node built-ins, so byte lengths are computed by hand). */
+
+/** UTF-8 byte length of a string. */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0;
+    bytes += code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
+  }
+  return bytes;
+}
+
+/** Truncates `text` to at most `maxBytes` UTF-8 bytes, ending with an ellipsis when cut. */
+export function truncateBytes(text: string, maxBytes: number): string {
+  if (utf8Length(text) <= maxBytes) return text;
+  const ellipsis = '…';
+  const budget = maxBytes - utf8Length(ellipsis);
+  let out = '';
+  let used = 0;
+  for (const char of text) {
+    const size = utf8Length(char);
+    if (used + size > budget) break;
+    out += char;
+    used += size;
+  }
+  return out + ellipsis;
+}
+
+/** The first non-empty line of `text`, trimmed. */
+export function firstLine(text: string): string {
+  return (
+    text
+      .split('\n')
+      .map((line) => line.trim())
+      .find((line) => line.length > 0) ?? ''
+  );
+}
+
+/**
+ * Workflow `staticSummary` shown in the Web UI: the agent and the first line of its message, at most 200 bytes
+ * (DESIGN.md §5).
+ */
+export function turnSummary(agent: string, message: string): string {
+  return truncateBytes(`${agent}: ${firstLine(message)}`, 200);
+}

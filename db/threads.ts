@@ -1,0 +1,51 @@
+import type { Pool, PoolClient } from 'pg';
+import type { EnsureThreadInput } from '../common/types';
+import { StaleEpochError, ThreadNotFoundError } from './errors';
+
+export type Queryable = Pick<Pool, 'query'> | PoolClient;
+
+export interface ThreadRow {
+  threadId: string;
+  rootThreadId: string;
+  parentThreadId: string | null;
+  agent: string;
+  caller: string | null;
+  epoch: number;
+  status: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const THREAD_COLUMNS = `thread_id AS "threadId", root_thread_id AS "rootThreadId", parent_thread_id AS "parentThreadId",
+  agent, caller, epoch, status, created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+/** Creates the thread record if it does not exist yet (idempotent) and returns it. */
+export async function ensureThread(db: Queryable, input: EnsureThreadInput): Promise<ThreadRow> {
+  await db.query(
+    `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller)
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO NOTHING`,
+    [input.threadId, input.rootThreadId, input.parentThreadId ?? null, input.agent, input.caller ?? null],
+  );
+  const thread = await findThread(db, input.threadId);
+  if (!thread) throw new ThreadNotFoundError(input.threadId);
+  return thread;
+}
+
+export async function findThread(db: Queryable, threadId: string): Promise<ThreadRow | undefined> {
+  const { rows } = await db.query<ThreadRow>(`SELECT ${THREAD_COLUMNS} FROM threads WHERE thread_id = $1`, [threadId]);
+  return rows[0];
+}
+
+/**
+ * Locks the thread row for the rest of the transaction and checks the write's epoch against it. Every fenced
+ * write calls this first, so concurrent writes to one thread serialise and a reclaimed turn cannot slip through.
+ * @throws ThreadNotFoundError, StaleEpochError
+ */
+export async function lockThreadAtEpoch(client: PoolClient, threadId: string, epoch: number): Promise<void> {
+  const { rows } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1 FOR UPDATE', [
+    threadId,
+  ]);
+  const row = rows[0];
+  if (!row) throw new ThreadNotFoundError(threadId);
+  if (row.epoch !== epoch) throw new StaleEpochError(threadId, epoch, row.epoch);
+}

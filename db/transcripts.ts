@@ -1,0 +1,93 @@
+import type { Pool } from 'pg';
+import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
+import type { Queryable } from './threads';
+import { lockThreadAtEpoch } from './threads';
+import { inTransaction } from './transaction';
+
+export type TranscriptRole = 'user' | 'assistant' | 'tool';
+
+/** One stored transcript message, in OpenAI chat shape. */
+export interface TranscriptMessage {
+  threadId: string;
+  seq: number;
+  role: TranscriptRole;
+  agent: string;
+  content: string | null;
+  toolCalls: ToolCallRequest[] | null;
+  toolCallId: string | null;
+  usage: TokenUsage | null;
+  operationId: string;
+  createdAt: string;
+}
+
+export interface NewTranscriptMessage {
+  role: TranscriptRole;
+  content: string | null;
+  toolCalls?: ToolCallRequest[];
+  toolCallId?: string;
+  usage?: TokenUsage | null;
+}
+
+const MESSAGE_COLUMNS = `thread_id AS "threadId", seq, role, agent, content, tool_calls AS "toolCalls",
+  tool_call_id AS "toolCallId", usage, operation_id AS "operationId", created_at AS "createdAt"`;
+
+/** The message a write with `operationId` stored, if it already ran. */
+export async function findMessageByOperation(
+  db: Queryable,
+  operationId: string,
+): Promise<TranscriptMessage | undefined> {
+  const { rows } = await db.query<TranscriptMessage>(
+    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE operation_id = $1`,
+    [operationId],
+  );
+  return rows[0];
+}
+
+/**
+ * Appends a message to a thread's transcript, exactly once per `operationId` and only while the thread is still
+ * at `scope.epoch`. A retried write returns the message the first attempt stored.
+ * @throws StaleEpochError when the thread's epoch has moved on; ThreadNotFoundError
+ */
+export async function appendMessage(
+  pool: Pool,
+  scope: ThreadScope,
+  operationId: string,
+  message: NewTranscriptMessage,
+): Promise<{ message: TranscriptMessage; reused: boolean }> {
+  return inTransaction(pool, async (client) => {
+    // The epoch check comes first: a reclaimed turn is refused even for an operation it had already written.
+    await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+    const existing = await findMessageByOperation(client, operationId);
+    if (existing) return { message: existing, reused: true };
+    const { rows } = await client.query<TranscriptMessage>(
+      `INSERT INTO transcript_messages
+         (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, operation_id)
+       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8, $9
+         FROM transcript_messages WHERE thread_id = $2
+       RETURNING ${MESSAGE_COLUMNS}`,
+      [
+        scope.rootThreadId,
+        scope.threadId,
+        message.role,
+        scope.agent,
+        message.content,
+        message.toolCalls ? JSON.stringify(message.toolCalls) : null,
+        message.toolCallId ?? null,
+        message.usage ? JSON.stringify(message.usage) : null,
+        operationId,
+      ],
+    );
+    const inserted = rows[0];
+    if (!inserted) throw new Error(`append to thread '${scope.threadId}' returned no row`);
+    return { message: inserted, reused: false };
+  });
+}
+
+/** A thread's transcript in order. */
+export async function listMessages(db: Queryable, threadId: string): Promise<TranscriptMessage[]> {
+  const { rows } = await db.query<TranscriptMessage>(
+    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE thread_id = $1 ORDER BY seq`,
+    [threadId],
+  );
+  return rows;
+}

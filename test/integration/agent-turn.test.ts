@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { BatonSearchAttributes } from '../../common/search-attributes';
+import { listMessages } from '../../db/transcripts';
+import { startAgentHarness, type AgentHarness } from '../../testing/harness';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { parseScript } from '../../testing/scripted-model';
+import { parseAgentFile } from '../../worker/agents';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'agent-turn-'));
+const modelLog = path.join(workDir, 'model.jsonl');
+
+const greeterBody = 'You greet people. Answer in one sentence.';
+const agents = new Map(
+  [
+    parseAgentFile(`---\nname: greeter\ndescription: Greets people.\n---\n${greeterBody}\n`, 'greeter.md'),
+    parseAgentFile('---\nname: flaky\ndescription: Its model fails once.\n---\nYou are flaky.\n', 'flaky.md'),
+    parseAgentFile('---\nname: short\ndescription: Its script runs out.\n---\nYou are short.\n', 'short.md'),
+    parseAgentFile('---\nname: caller\ndescription: Calls a tool it lacks.\n---\nYou call tools.\n', 'caller.md'),
+  ].map((agent) => [agent.name, agent]),
+);
+const script = parseScript(
+  `
+agents:
+  greeter:
+    - say: "Hello, human."
+    - say: "Hello again."
+  flaky:
+    - fail: 503
+      times: 1
+    - say: "Recovered."
+  short:
+    - say: "Only one answer."
+  caller:
+    - call: load_arc_task
+      args: { task_id: "007bbfb7" }
+    - say: "No tools, so I answer directly."
+`,
+  'inline',
+);
+
+let harness: AgentHarness;
+
+before(async () => {
+  harness = await startAgentHarness({
+    temporalAddress: env.temporalAddress,
+    databaseUrl: env.databaseUrl,
+    taskQueue: uniqueTaskQueue('agent-turn'),
+    agents,
+    script,
+    modelLogFile: modelLog,
+    workflowBundle: { codePath: env.workflowBundlePath },
+  });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+test('agent turn: a human message gets the scripted reply, and both messages are stored', async () => {
+  const threadId = uniqueThreadId('greet');
+  const thread = await harness.client.startThread({ agent: 'greeter', threadId });
+  const result = await thread.send('Hi there');
+
+  assert.equal(result.status, 'completed');
+  assert.equal(result.reply, 'Hello, human.');
+  assert.equal(result.threadId, threadId);
+  assert.equal(result.turn, 1);
+  assert.ok(result.usage.totalTokens > 0, 'usage comes from the model reply');
+
+  const transcript = await listMessages(harness.pool, threadId);
+  assert.deepEqual(
+    transcript.map((m) => [m.seq, m.role, m.agent, m.content]),
+    [
+      [1, 'user', 'greeter', 'Hi there'],
+      [2, 'assistant', 'greeter', 'Hello, human.'],
+    ],
+  );
+
+  const requests = harness.modelRequests().filter((r) => r.thread === threadId);
+  assert.equal(requests.length, 1);
+  const [request] = requests;
+  assert.deepEqual(request?.headers, {
+    'x-baton-agent': 'greeter',
+    'x-baton-thread': threadId,
+    'x-baton-root-thread': threadId,
+  });
+  assert.deepEqual(request?.messages, [
+    { role: 'system', content: greeterBody },
+    { role: 'user', content: 'Hi there' },
+  ]);
+  await thread.end();
+});
+
+test('thread: a second message continues the same transcript in a second turn', async () => {
+  const threadId = uniqueThreadId('again');
+  const thread = await harness.client.startThread({ agent: 'greeter', threadId });
+  await thread.send('Hi');
+  const second = await thread.send('Hi again');
+
+  assert.equal(second.turn, 2);
+  assert.equal(second.reply, 'Hello again.');
+  const requests = harness.modelRequests().filter((r) => r.thread === threadId);
+  assert.deepEqual(
+    requests[1]?.messages.map((m) => [m.role, m.content]),
+    [
+      ['system', greeterBody],
+      ['user', 'Hi'],
+      ['assistant', 'Hello, human.'],
+      ['user', 'Hi again'],
+    ],
+  );
+  assert.deepEqual(await thread.status(), { rootThreadId: threadId, agent: 'greeter', turns: 2, busy: false });
+  await thread.end();
+});
+
+test('agent turn: workflows carry derived ids, Baton search attributes and summaries', async () => {
+  const threadId = uniqueThreadId('ids');
+  const thread = await harness.client.startThread({ agent: 'greeter', threadId });
+  await thread.send('Hello from the search-attribute test\nsecond line');
+
+  const turn = harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`);
+  const description = await turn.describe();
+  assert.equal(description.type, 'agentTurnWorkflow');
+  assert.equal(description.typedSearchAttributes.get(BatonSearchAttributes.rootThreadId), threadId);
+  assert.equal(description.typedSearchAttributes.get(BatonSearchAttributes.threadId), threadId);
+  assert.equal(description.typedSearchAttributes.get(BatonSearchAttributes.agent), 'greeter');
+  assert.equal(await description.staticSummary(), 'greeter: Hello from the search-attribute test');
+
+  const root = await thread.workflow.describe();
+  assert.equal(root.workflowId, `baton/${threadId}`);
+  assert.equal(root.typedSearchAttributes.get(BatonSearchAttributes.rootThreadId), threadId);
+
+  const history = await turn.fetchHistory();
+  const summaries = (history.events ?? [])
+    .filter((event) => event.activityTaskScheduledEventAttributes)
+    .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'));
+  assert.deepEqual(summaries, ['"transcript: message from human"', '"model: greeter step 1"']);
+  await thread.end();
+});
+
+test('model activity: a transient 503 is retried by Temporal and the reply is stored once', async () => {
+  const threadId = uniqueThreadId('flaky');
+  const thread = await harness.client.startThread({ agent: 'flaky', threadId });
+  const result = await thread.send('Try');
+
+  assert.equal(result.reply, 'Recovered.');
+  assert.equal(harness.modelRequests().filter((r) => r.thread === threadId).length, 2, 'one failed, one answered');
+  const assistantRows = (await listMessages(harness.pool, threadId)).filter((m) => m.role === 'assistant');
+  assert.equal(assistantRows.length, 1);
+  await thread.end();
+});
+
+test('agent turn: a script that runs out fails the turn with Model.ScriptExhausted, without retries', async () => {
+  const threadId = uniqueThreadId('short');
+  const thread = await harness.client.startThread({ agent: 'short', threadId });
+  await thread.send('First');
+  const failure = await thread.send('Second').then(
+    () => assert.fail('the second turn should fail'),
+    (error: unknown) => error,
+  );
+  assert.ok(failure instanceof WorkflowUpdateFailedError);
+  const root = rootCause(failure);
+  assert.equal((root as { type?: string }).type, 'Model.ScriptExhausted');
+  assert.match(root.message, /agent 'short' has no step 2/);
+  assert.equal(harness.modelRequests().filter((r) => r.thread === threadId).length, 2, 'non-retryable: one request');
+  await thread.end();
+});
+
+test('agent turn: a tool call the agent cannot make comes back as a tool error and the turn goes on', async () => {
+  const threadId = uniqueThreadId('caller');
+  const thread = await harness.client.startThread({ agent: 'caller', threadId });
+  const result = await thread.send('Load the task');
+
+  assert.equal(result.reply, 'No tools, so I answer directly.');
+  assert.equal(result.steps, 2);
+  const second = harness.modelRequests().filter((r) => r.thread === threadId)[1];
+  const toolMessage = second?.messages.find((m) => m.role === 'tool');
+  assert.equal(toolMessage?.tool_call_id, 'call_caller_1_0');
+  assert.match(toolMessage?.content ?? '', /unknown tool 'load_arc_task'/);
+  await thread.end();
+});
+
+function rootCause(error: unknown): Error {
+  let current = error as Error;
+  while (current.cause instanceof Error) current = current.cause;
+  return current;
+}

@@ -1,0 +1,335 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { MIGRATIONS_DIR, MigrationError, migrate } from '../../db/migrate';
+import { createPool } from '../../db/pool';
+import type { LocalPostgres } from '../../testing/local-postgres';
+import {
+  LocalPostgresPermissionError,
+  LocalPostgresStartError,
+  TestDatabaseError,
+  createDatabase,
+  dropDatabase,
+  resolveDatabase,
+  startLocalPostgres,
+} from '../../testing/local-postgres';
+
+// The shared server of the project's machines; CI may point elsewhere. Tests that need it skip when it is absent.
+const ADMIN_URL = process.env.BATON_TEST_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const AS_ROOT = process.getuid?.() === 0;
+const FIRST_MIGRATION = '001_threads-and-transcripts.sql';
+const TEST_TIMEOUT_MS = 60_000;
+const RUN_ID = `${process.pid}_${Date.now()}`;
+
+let scratch: string;
+let dataDir: string;
+let server: LocalPostgres | undefined;
+let adminReachable = false;
+const serverLog: string[] = [];
+let firstStartMs = 0;
+
+async function makeScratchDir(): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-local-pg-'));
+  // mkdtemp makes it 0700; as root the server runs as another user, which must be able to enter it.
+  if (AS_ROOT) await fs.chmod(dir, 0o711);
+  return dir;
+}
+
+async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+function currentServer(): LocalPostgres {
+  assert.ok(server, 'the embedded server should be running');
+  return server;
+}
+
+before(
+  async () => {
+    scratch = await makeScratchDir();
+    dataDir = path.join(scratch, 'pg');
+    const started = Date.now();
+    server = await startLocalPostgres({ dataDir, log: (line) => serverLog.push(line) });
+    firstStartMs = Date.now() - started;
+    adminReachable = await withClient(ADMIN_URL, () => Promise.resolve(true)).catch(() => false);
+  },
+  { timeout: 120_000 },
+);
+
+after(async () => {
+  await server?.stop();
+  if (scratch !== undefined) await fs.rm(scratch, { recursive: true, force: true });
+});
+
+test(
+  'local postgres: a first start initialises a loopback-only cluster, and migrate creates the thread tables',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    t.diagnostic(`first start (initdb + start): ${firstStartMs} ms`);
+    const { databaseUrl, clusterDir } = currentServer();
+    assert.equal(new URL(databaseUrl).hostname, '127.0.0.1');
+    assert.ok(serverLog.some((line) => line.includes('initialising a new cluster')));
+    await fs.access(path.join(clusterDir, 'PG_VERSION'));
+    if (AS_ROOT) assert.notEqual((await fs.stat(clusterDir)).uid, 0, 'the cluster must not belong to root');
+
+    const pool = createPool({ connectionString: databaseUrl, max: 2 });
+    try {
+      assert.deepEqual(await migrate(pool), { applied: [FIRST_MIGRATION] });
+      const { rows } = await pool.query<{ setting: string; threads: string | null; transcripts: string | null }>(
+        `SELECT current_setting('listen_addresses') AS setting,
+                to_regclass('public.threads')::text AS threads,
+                to_regclass('public.transcript_messages')::text AS transcripts`,
+      );
+      assert.deepEqual(rows, [{ setting: '127.0.0.1', threads: 'threads', transcripts: 'transcript_messages' }]);
+      assert.deepEqual(await migrate(pool), { applied: [] });
+    } finally {
+      await pool.end();
+    }
+  },
+);
+
+test('migrate: concurrent runs both succeed and apply each file once', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const adminUrl = currentServer().databaseUrl;
+  const name = `concurrent_${RUN_ID}`;
+  const url = await createDatabase(adminUrl, name);
+  const pool = createPool({ connectionString: url, max: 2 });
+  try {
+    // One run takes the advisory lock; the others poll it (once a second) and then find nothing left to apply.
+    const results = await Promise.all([migrate(url), migrate(url), migrate(pool)]);
+    assert.deepEqual(results.flatMap((result) => result.applied).sort(), [FIRST_MIGRATION]);
+    const { rows } = await pool.query<{ count: string }>('SELECT count(*) FROM migrations WHERE id > 0');
+    assert.equal(rows[0]?.count, '1');
+  } finally {
+    await pool.end();
+    await dropDatabase(adminUrl, name);
+  }
+});
+
+test(
+  'migrate: a failing migration is rolled back and its file is named in the error',
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const adminUrl = currentServer().databaseUrl;
+    const name = `failing_${RUN_ID}`;
+    const url = await createDatabase(adminUrl, name);
+    const migrationsDir = path.join(scratch, 'broken-migrations');
+    await fs.mkdir(migrationsDir);
+    await fs.copyFile(path.join(MIGRATIONS_DIR, FIRST_MIGRATION), path.join(migrationsDir, FIRST_MIGRATION));
+    await fs.writeFile(path.join(migrationsDir, '002_broken.sql'), 'CREATE TABLE half_done (id int);\nSELEC 1;\n');
+    try {
+      await assert.rejects(migrate(url, { migrationsDir }), (error: unknown) => {
+        assert.ok(error instanceof MigrationError);
+        assert.equal(error.name, 'MigrationError');
+        assert.equal(error.migrationFile, '002_broken.sql');
+        assert.match(error.message, /002_broken\.sql.*SELEC/s);
+        return true;
+      });
+      const tables = await withClient(url, (client) =>
+        client.query<{ threads: string | null; half: string | null }>(
+          `SELECT to_regclass('public.threads')::text AS threads, to_regclass('public.half_done')::text AS half`,
+        ),
+      );
+      assert.deepEqual(tables.rows, [{ threads: 'threads', half: null }]);
+    } finally {
+      await dropDatabase(adminUrl, name);
+    }
+  },
+);
+
+test(
+  'local postgres: a restart reuses the data directory, its port and its data without re-initialising',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    const first = currentServer();
+    await withClient(first.databaseUrl, (client) =>
+      client.query(`INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ('t-1', 't-1', 'solver')`),
+    );
+    await first.stop();
+    await first.stop(); // idempotent
+    server = undefined;
+
+    const log: string[] = [];
+    const started = Date.now();
+    server = await startLocalPostgres({ dataDir, log: (line) => log.push(line) });
+    t.diagnostic(`restart on an initialised data directory: ${Date.now() - started} ms`);
+    assert.ok(log.some((line) => line.includes('reusing the cluster')));
+    assert.ok(!log.some((line) => line.includes('initialising')), 'initdb must not run again');
+    assert.equal(server.port, first.port);
+    assert.equal(server.databaseUrl, first.databaseUrl);
+
+    const { rows } = await withClient(server.databaseUrl, (client) => client.query('SELECT thread_id FROM threads'));
+    assert.deepEqual(rows, [{ thread_id: 't-1' }]);
+    assert.deepEqual(await migrate(server.databaseUrl), { applied: [] });
+  },
+);
+
+async function occupy(port: number): Promise<net.Server> {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    blocker.once('error', reject);
+    blocker.listen({ host: '127.0.0.1', port }, resolve);
+  });
+  return blocker;
+}
+
+test(
+  'local postgres: a stored port that is now taken is replaced by a free one',
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const previous = currentServer();
+    await previous.stop();
+    server = undefined;
+    const blocker = await occupy(previous.port);
+    try {
+      server = await startLocalPostgres({ dataDir });
+      assert.notEqual(server.port, previous.port);
+      const { rows } = await withClient(server.databaseUrl, (client) => client.query('SELECT count(*) FROM threads'));
+      assert.deepEqual(rows, [{ count: '1' }]);
+    } finally {
+      blocker.close();
+    }
+  },
+);
+
+test(
+  'local postgres: a port grabbed between the free-port check and the server bind is retried on another',
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const previous = currentServer();
+    await previous.stop();
+    server = undefined;
+    const blocker = net.createServer();
+    try {
+      server = await startLocalPostgres({
+        dataDir,
+        log: (line) => {
+          // Emitted after the stored port was found free and before the server binds it. Listening on the wildcard
+          // address binds synchronously, so the server's own bind is sure to lose.
+          if (line.includes('reusing the cluster')) blocker.listen(previous.port);
+        },
+      });
+      assert.ok(blocker.listening, 'the blocker must have taken the port');
+      assert.notEqual(server.port, previous.port);
+      const { rows } = await withClient(server.databaseUrl, (client) => client.query('SELECT count(*) FROM threads'));
+      assert.deepEqual(rows, [{ count: '1' }]);
+    } finally {
+      blocker.close();
+    }
+  },
+);
+
+test(
+  'local postgres: an explicitly requested port that is taken is refused',
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const blocker = await occupy(0);
+    const address = blocker.address();
+    assert.ok(address !== null && typeof address === 'object');
+    try {
+      await assert.rejects(
+        startLocalPostgres({ dataDir: path.join(scratch, 'explicit-port'), port: address.port }),
+        (error: unknown) => error instanceof LocalPostgresStartError && error.message.includes(`Port ${address.port}`),
+      );
+    } finally {
+      blocker.close();
+    }
+  },
+);
+
+test(
+  'local postgres: as root, a data directory the server user cannot enter is refused, naming the directory',
+  { timeout: TEST_TIMEOUT_MS, skip: !AS_ROOT && 'only applies when running as root' },
+  async () => {
+    const locked = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-locked-'));
+    try {
+      await fs.chmod(locked, 0o700);
+      await assert.rejects(startLocalPostgres({ dataDir: path.join(locked, 'pg') }), (error: unknown) => {
+        assert.ok(error instanceof LocalPostgresPermissionError);
+        assert.equal(error.blockedPath, locked);
+        assert.match(error.message, /chmod o\+x/);
+        assert.match(error.message, /DATABASE_URL/);
+        return true;
+      });
+    } finally {
+      await fs.rm(locked, { recursive: true, force: true });
+    }
+  },
+);
+
+test(
+  'resolveDatabase: a given URL is used as is and no server is started',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    const unused = path.join(scratch, 'never-created');
+    const resolved = await resolveDatabase({ databaseUrl: ADMIN_URL, dataDir: unused });
+    assert.deepEqual({ url: resolved.databaseUrl, embedded: resolved.embedded }, { url: ADMIN_URL, embedded: false });
+    await resolved.stop();
+    await assert.rejects(fs.access(unused), { code: 'ENOENT' });
+    if (!adminReachable) return t.skip(`no Postgres at ${ADMIN_URL}`);
+    const { rows } = await withClient(resolved.databaseUrl, (client) => client.query('SELECT 1 AS one'));
+    assert.deepEqual(rows, [{ one: 1 }]);
+  },
+);
+
+test(
+  'resolveDatabase: without a URL (or with an empty one) it starts the embedded server and stops it',
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const resolved = await resolveDatabase({ databaseUrl: '', dataDir: path.join(scratch, 'resolved') });
+    try {
+      assert.equal(resolved.embedded, true);
+      const { rows } = await withClient(resolved.databaseUrl, (client) => client.query('SELECT 1 AS one'));
+      assert.deepEqual(rows, [{ one: 1 }]);
+    } finally {
+      await resolved.stop();
+    }
+    await assert.rejects(
+      withClient(resolved.databaseUrl, () => Promise.resolve()),
+      { code: 'ECONNREFUSED' },
+    );
+  },
+);
+
+test(
+  'local postgres: createDatabase and dropDatabase quote awkward names and drop despite open sessions',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    const targets: [string, string][] = [['embedded', currentServer().databaseUrl]];
+    if (adminReachable) targets.push(['shared', ADMIN_URL]);
+    else t.diagnostic(`no Postgres at ${ADMIN_URL}: only the embedded server is used`);
+
+    for (const [label, adminUrl] of targets) {
+      const name = `baton test "${RUN_ID}"; drop-é`;
+      const url = await createDatabase(adminUrl, name);
+      const lingering = new pg.Client({ connectionString: url });
+      lingering.on('error', () => undefined); // terminated by the drop, as intended
+      await lingering.connect();
+      try {
+        const { rows } = await lingering.query<{ db: string }>('SELECT current_database() AS db');
+        assert.deepEqual(rows, [{ db: name }], label);
+        await assert.rejects(createDatabase(adminUrl, name), TestDatabaseError, 'creating it twice fails');
+
+        await dropDatabase(adminUrl, name);
+        const remaining = await withClient(adminUrl, (client) =>
+          client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]),
+        );
+        assert.equal(remaining.rowCount, 0, label);
+        await dropDatabase(adminUrl, name); // already gone: nothing to do
+      } finally {
+        await lingering.end().catch(() => undefined);
+      }
+    }
+    await assert.rejects(createDatabase(ADMIN_URL, 'x'.repeat(64)), TestDatabaseError);
+    await assert.rejects(dropDatabase(ADMIN_URL, 'what?'), TestDatabaseError);
+  },
+);

@@ -1,0 +1,116 @@
+/**
+ * A Baton worker wired to the scripted model, for testing agents deterministically against a real Temporal
+ * server and a real Postgres (what our own integration tests use, and what users use for theirs).
+ */
+import fs from 'node:fs';
+import { NativeConnection, type Worker, type WorkflowBundleOption } from '@temporalio/worker';
+import type { Pool } from 'pg';
+import { connect, type BatonClient } from '../client';
+import { createPool } from '../db/pool';
+import { createModelClient } from '../worker/model-client';
+import { createBatonWorker } from '../worker/create-worker';
+import { loadAgents, type AgentRegistry } from '../worker/agents';
+import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from './scripted-model';
+
+export interface AgentHarnessOptions {
+  /** Temporal frontend `host:port`. */
+  temporalAddress: string;
+  /** @default 'default' */
+  namespace?: string;
+  /** Postgres URL of a migrated Baton database. */
+  databaseUrl: string;
+  /** The task queue of this harness's worker; give each test its own. */
+  taskQueue: string;
+  /** An agents directory, or loaded agents. */
+  agents: string | AgentRegistry;
+  /** A model script file, or a parsed script. */
+  script: string | Script;
+  /** Where the scripted model appends every request it receives (one JSON line each). */
+  modelLogFile?: string;
+  /** A pre-built workflow bundle, to skip bundling per harness. */
+  workflowBundle?: WorkflowBundleOption;
+}
+
+export interface AgentHarness {
+  client: BatonClient;
+  pool: Pool;
+  model: ScriptedModelServer;
+  worker: Worker;
+  taskQueue: string;
+  /** The requests the scripted model received, parsed from its log (empty without `modelLogFile`). */
+  modelRequests(): ModelLogEntry[];
+  /** Stops the worker and closes everything the harness opened. */
+  close(): Promise<void>;
+}
+
+/** One line of the scripted model's request log. */
+export interface ModelLogEntry {
+  time: string;
+  agent: string;
+  thread: string;
+  headers: Record<string, string>;
+  model: string;
+  messages: { role: string; content: string | null; tool_calls?: unknown[]; tool_call_id?: string }[];
+  tools?: unknown[];
+}
+
+/** Starts a scripted model server and a Baton worker polling `taskQueue`, plus a client for it. */
+export async function startAgentHarness(options: AgentHarnessOptions): Promise<AgentHarness> {
+  const agents = typeof options.agents === 'string' ? loadAgents(options.agents) : options.agents;
+  const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
+  const namespace = options.namespace ?? 'default';
+  const opened: (() => Promise<void>)[] = [];
+  const closeAll = async () => {
+    for (const close of opened.reverse()) await close();
+  };
+  try {
+    const model = await startScriptedModelServer({
+      script,
+      ...(options.modelLogFile ? { logFile: options.modelLogFile } : {}),
+    });
+    opened.push(() => model.close());
+    const pool = createPool({ connectionString: options.databaseUrl, applicationName: 'baton-harness' });
+    opened.push(() => pool.end());
+    const connection = await NativeConnection.connect({ address: options.temporalAddress });
+    opened.push(() => connection.close());
+    const worker = await createBatonWorker({
+      connection,
+      namespace,
+      taskQueue: options.taskQueue,
+      pool,
+      openai: createModelClient({ baseURL: model.baseURL, apiKey: 'scripted', model: 'baton-scripted' }),
+      model: 'baton-scripted',
+      agents: () => agents,
+      ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
+    });
+    const running = worker.run();
+    opened.push(async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    });
+    const client = await connect({ address: options.temporalAddress, namespace, taskQueue: options.taskQueue });
+    opened.push(() => client.close());
+    return {
+      client,
+      pool,
+      model,
+      worker,
+      taskQueue: options.taskQueue,
+      modelRequests: () => readModelLog(options.modelLogFile),
+      close: closeAll,
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}
+
+/** Parses a scripted model request log; a missing file is an empty log. */
+export function readModelLog(file: string | undefined): ModelLogEntry[] {
+  if (!file || !fs.existsSync(file)) return [];
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as ModelLogEntry);
+}

@@ -1,0 +1,153 @@
+/**
+ * The local stack behind `baton dev`, the demo and the tests: Postgres (`DATABASE_URL` or embedded), a Temporal
+ * server (`TEMPORAL_ADDRESS` or a dev server the CLI starts), the model (an OpenAI-compatible endpoint, or the
+ * scripted model without an API key) and a Baton worker. Everything it starts it stops in `close()`.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { NativeConnection, type Worker } from '@temporalio/worker';
+import { writeStackFile, removeStackFile, type StackFile } from '../client/stack-file';
+import { migrate } from '../db/migrate';
+import { createPool } from '../db/pool';
+import { loadAgents } from '../worker/agents';
+import { createBatonWorker } from '../worker/create-worker';
+import { createModelClient } from '../worker/model-client';
+import type { ModelConfig } from '../worker/config';
+import { resolveDatabase } from './local-postgres';
+import { loadScript, startScriptedModelServer } from './scripted-model';
+import { resolveTemporal, type ProgressStream } from './temporal-cli';
+import { startTemporal, webUiWorkflowsUrl } from './temporal-server';
+
+export interface LocalStackOptions {
+  /** State directory: embedded Postgres data, the Temporal database, `stack.json`. */
+  stateDir: string;
+  agentsDir: string;
+  /** Scripted model script, used when no API key is configured. @default `<agentsDir>/model-script.yaml` */
+  modelScript?: string;
+  /** @default 'baton' */
+  taskQueue?: string;
+  /** The environment (`process.env` at the edge): database, Temporal and model settings are read from it. */
+  env: Readonly<Record<string, string | undefined>>;
+  /** Progress and status lines. */
+  log: (line: string) => void;
+  /** Where a Temporal CLI build shows progress. @default process.stderr */
+  progress?: ProgressStream;
+}
+
+export interface LocalStack {
+  readonly stack: StackFile;
+  readonly worker: Worker;
+  /** Settles when the worker stops (on `close()`, or by itself on a fatal error). */
+  readonly workerRun: Promise<void>;
+  /** Web UI link listing the workflows that match a visibility query, when the UI runs. */
+  workflowsUrl(query: string): string | undefined;
+  close(): Promise<void>;
+}
+
+/** Starts the local stack and a worker; writes `stack.json` for other CLI commands. */
+export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  const { env, log, stateDir } = options;
+  const taskQueue = options.taskQueue ?? 'baton';
+  const agents = loadAgents(options.agentsDir);
+  const opened: (() => Promise<void>)[] = [];
+  const closeAll = async () => {
+    for (const close of opened.splice(0).reverse()) {
+      await close().catch((error: unknown) => log(`while stopping: ${String(error)}`));
+    }
+  };
+  try {
+    fs.mkdirSync(stateDir, { recursive: true });
+    const database = await resolveDatabase({
+      ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
+      dataDir: path.join(stateDir, 'pg'),
+      log,
+    });
+    opened.push(() => database.stop());
+    log(database.embedded ? `postgres: embedded, data in ${path.join(stateDir, 'pg')}` : 'postgres: DATABASE_URL');
+    const pool = createPool({ connectionString: database.databaseUrl, applicationName: 'baton-dev' });
+    opened.push(() => pool.end());
+    const { applied } = await migrate(pool);
+    if (applied.length > 0) log(`postgres: applied migrations ${applied.join(', ')}`);
+
+    const resolution = await resolveTemporal({ env, progress: options.progress ?? process.stderr });
+    const temporal = await startTemporal({ resolution, dbFilename: path.resolve(stateDir, 'temporal.db') });
+    opened.push(() => temporal.stop());
+    log(
+      resolution.kind === 'address'
+        ? `temporal: ${temporal.address} (TEMPORAL_ADDRESS)`
+        : `temporal: dev server on ${temporal.address}${temporal.uiUrl ? `, Web UI ${temporal.uiUrl}` : ''}`,
+    );
+
+    let model: ModelConfig;
+    let modelBaseURL: string | undefined;
+    const scripted = !env.OPENAI_API_KEY;
+    if (scripted) {
+      const scriptPath = options.modelScript ?? path.join(options.agentsDir, 'model-script.yaml');
+      if (!fs.existsSync(scriptPath)) {
+        throw new Error(
+          `OPENAI_API_KEY is not set and there is no model script at ${scriptPath}: set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint), or pass --model-script FILE`,
+        );
+      }
+      const server = await startScriptedModelServer({
+        script: loadScript(scriptPath),
+        ...(env.BATON_MODEL_LOG ? { logFile: env.BATON_MODEL_LOG } : {}),
+      });
+      opened.push(() => server.close());
+      modelBaseURL = server.baseURL;
+      model = { baseURL: server.baseURL, apiKey: 'scripted', model: 'baton-scripted' };
+      log(`model: scripted (no OPENAI_API_KEY), script ${scriptPath}, serving ${server.baseURL}`);
+    } else {
+      modelBaseURL = env.OPENAI_BASE_URL;
+      model = {
+        baseURL: env.OPENAI_BASE_URL,
+        apiKey: env.OPENAI_API_KEY ?? '',
+        model: env.BATON_MODEL || 'gpt-4o-mini',
+      };
+      log(`model: ${model.model} at ${env.OPENAI_BASE_URL ?? 'the OpenAI API'}`);
+    }
+
+    const connection = await NativeConnection.connect({ address: temporal.address });
+    opened.push(() => connection.close());
+    const worker = await createBatonWorker({
+      connection,
+      namespace: temporal.namespace,
+      taskQueue,
+      pool,
+      openai: createModelClient(model),
+      model: model.model,
+      agents: () => agents,
+    });
+    const workerRun = worker.run();
+    opened.push(async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await workerRun.catch(() => undefined);
+    });
+    log(`worker: task queue '${taskQueue}', agents ${[...agents.keys()].join(', ')}`);
+
+    const stack: StackFile = {
+      temporalAddress: temporal.address,
+      namespace: temporal.namespace,
+      taskQueue,
+      databaseUrl: database.databaseUrl,
+      ...(temporal.uiUrl ? { uiUrl: temporal.uiUrl } : {}),
+      ...(modelBaseURL ? { modelBaseURL } : {}),
+      scriptedModel: scripted,
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    };
+    writeStackFile(stateDir, stack);
+    opened.push(() => Promise.resolve(removeStackFile(stateDir, process.pid)));
+
+    return {
+      stack,
+      worker,
+      workerRun,
+      workflowsUrl: (query) =>
+        temporal.uiUrl ? webUiWorkflowsUrl(temporal.uiUrl, temporal.namespace, query) : undefined,
+      close: closeAll,
+    };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}

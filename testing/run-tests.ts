@@ -1,0 +1,123 @@
+/**
+ * `npm test`: boots the stack once (a Temporal dev server and Postgres, as DESIGN.md §6 resolves them), creates a
+ * fresh database, bundles the workflows once, runs the suites with Node's test runner, and tears everything down.
+ *
+ *   npm test                      every suite
+ *   npm test -- unit replay       some suites
+ *   npm test -- test/e2e/x.test.ts  some files
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { bundleBatonWorkflows } from '../worker/create-worker';
+import { migrate } from '../db/migrate';
+import { createDatabase, dropDatabase, resolveDatabase } from './local-postgres';
+import { resolveTemporal } from './temporal-cli';
+import { startTemporal } from './temporal-server';
+import { TEST_ENV } from './test-env';
+
+const ROOT = path.resolve(__dirname, '..');
+const SUITES = ['unit', 'integration', 'replay', 'e2e', 'chaos'] as const;
+const log = (line: string) => process.stderr.write(`[npm test] ${line}\n`);
+
+function testFiles(args: string[]): string[] {
+  const selected = args.length > 0 ? args : [...SUITES];
+  const files: string[] = [];
+  for (const arg of selected) {
+    if ((SUITES as readonly string[]).includes(arg)) {
+      const dir = path.join(ROOT, 'test', arg);
+      if (fs.existsSync(dir)) files.push(...walk(dir).filter((file) => file.endsWith('.test.ts')));
+    } else if (fs.existsSync(arg)) {
+      files.push(path.resolve(arg));
+    } else {
+      throw new Error(`'${arg}' is neither a suite (${SUITES.join(', ')}) nor a test file`);
+    }
+  }
+  return files.sort();
+}
+
+function walk(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    return entry.isDirectory() ? walk(full) : [full];
+  });
+}
+
+async function main(): Promise<number> {
+  const files = testFiles(process.argv.slice(2));
+  const needsStack = files.some((file) => !file.includes(`${path.sep}test${path.sep}unit${path.sep}`));
+  const env: Record<string, string | undefined> = { ...process.env };
+  const cleanups: (() => Promise<void>)[] = [];
+  const started = Date.now();
+  try {
+    if (needsStack) {
+      const stateDir = path.join(ROOT, '.baton', 'test', `run-${process.pid}`);
+      fs.mkdirSync(stateDir, { recursive: true });
+      cleanups.push(() => fs.promises.rm(stateDir, { recursive: true, force: true }));
+
+      const database = await resolveDatabase({
+        ...(process.env.DATABASE_URL ? { databaseUrl: process.env.DATABASE_URL } : {}),
+        dataDir: path.join(ROOT, '.baton', 'test', 'pg'),
+        log,
+      });
+      cleanups.push(() => database.stop());
+      const dbName = `baton_test_${process.pid}_${Date.now().toString(36)}`;
+      const databaseUrl = await createDatabase(database.databaseUrl, dbName);
+      cleanups.push(() => dropDatabase(database.databaseUrl, dbName));
+      await migrate(databaseUrl);
+      log(`postgres: ${database.embedded ? 'embedded' : 'DATABASE_URL'}, database ${dbName}`);
+
+      const resolution = await resolveTemporal({ env: process.env });
+      const temporal = await startTemporal({ resolution, port: 0, ui: false });
+      cleanups.push(() => temporal.stop());
+      log(`temporal: ${temporal.address} (${resolution.kind === 'cli' ? resolution.path : resolution.kind})`);
+
+      const bundlePath = path.join(stateDir, 'workflow-bundle.js');
+      fs.writeFileSync(bundlePath, (await bundleBatonWorkflows()).code);
+
+      Object.assign(env, {
+        [TEST_ENV.temporalAddress]: temporal.address,
+        [TEST_ENV.databaseUrl]: databaseUrl,
+        [TEST_ENV.workflowBundle]: bundlePath,
+        [TEST_ENV.stateDir]: stateDir,
+        ...(resolution.kind === 'cli' ? { [TEST_ENV.temporalCli]: resolution.path } : {}),
+      });
+      log(`stack ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
+    }
+    return await runNodeTests(files, env);
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      await cleanup().catch((error: unknown) => log(`cleanup failed: ${String(error)}`));
+    }
+    log(`done in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  }
+}
+
+function runNodeTests(files: string[], env: Record<string, string | undefined>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files],
+      { cwd: ROOT, env, stdio: 'inherit' },
+    );
+    const forward = (signal: NodeJS.Signals) => child.kill(signal);
+    process.on('SIGINT', forward);
+    process.on('SIGTERM', forward);
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      process.off('SIGINT', forward);
+      process.off('SIGTERM', forward);
+      resolve(code ?? (signal ? 1 : 0));
+    });
+  });
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    log(`could not run the tests: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exitCode = 1;
+  },
+);

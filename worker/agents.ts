@@ -1,0 +1,106 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import matter from 'gray-matter';
+import YAML from 'yaml';
+import { agentFrontmatterSchema, type AgentDefinition } from '../common/agent-definition';
+
+/** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
+export class AgentConfigError extends Error {
+  constructor(
+    readonly file: string,
+    readonly line: number | undefined,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${file}${line === undefined ? '' : `:${line}`}: ${reason}`, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The agents a worker can run, by name. */
+export type AgentRegistry = ReadonlyMap<string, AgentDefinition>;
+
+/** Frontmatter is parsed with `yaml` (YAML 1.2, precise error positions) instead of gray-matter's default js-yaml. */
+const yamlEngine = {
+  parse: (text: string): object => {
+    const parsed: unknown = YAML.parse(text, { prettyErrors: true });
+    return parsed !== null && typeof parsed === 'object' ? parsed : {};
+  },
+};
+
+/**
+ * Parses one agent file's text.
+ * @throws AgentConfigError naming the file and line for YAML errors, missing or invalid fields.
+ */
+export function parseAgentFile(text: string, source: string): AgentDefinition {
+  if (!text.startsWith('---')) {
+    throw new AgentConfigError(source, 1, 'missing YAML frontmatter: the file must start with a line "---"');
+  }
+  let parsed: matter.GrayMatterFile<string>;
+  try {
+    // An empty options object bypasses gray-matter's cache, which would hand back stale results for equal text.
+    parsed = matter(text, { engines: { yaml: yamlEngine } });
+  } catch (error) {
+    const linePos = (error as { linePos?: { line: number }[] }).linePos?.[0]?.line;
+    const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    // The frontmatter starts on line 2 of the file.
+    throw new AgentConfigError(source, linePos === undefined ? undefined : linePos + 1, `invalid YAML: ${reason}`, {
+      cause: error,
+    });
+  }
+  const result = agentFrontmatterSchema.safeParse(parsed.data);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const field = issue?.path.join('.') || '(frontmatter)';
+    const line = issue?.path[0] === undefined ? undefined : frontmatterLine(text, String(issue.path[0]));
+    const reason =
+      issue?.code === 'invalid_type' && issue.input === undefined
+        ? `missing required field '${field}'`
+        : issue?.code === 'unrecognized_keys'
+          ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`
+          : `field '${field}' ${issue?.message ?? 'is invalid'}`;
+    throw new AgentConfigError(
+      source,
+      line ?? (issue?.code === 'unrecognized_keys' ? frontmatterLine(text, issue.keys[0] ?? '') : undefined),
+      reason,
+    );
+  }
+  return { ...result.data, body: parsed.content.trim(), source };
+}
+
+/** 1-based line of a top-level frontmatter key, for error messages. */
+function frontmatterLine(text: string, key: string): number | undefined {
+  const lines = text.split('\n');
+  const index = lines.findIndex((line, i) => i > 0 && line.startsWith(`${key}:`));
+  return index < 0 ? undefined : index + 1;
+}
+
+/**
+ * Loads every `*.md` file of `dir` as an agent.
+ * @throws AgentConfigError for a missing directory, a bad file or a duplicate name.
+ */
+export function loadAgents(dir: string): AgentRegistry {
+  const root = path.resolve(dir);
+  if (!fs.existsSync(root) || !fs.statSync(root).isDirectory()) {
+    throw new AgentConfigError(root, undefined, 'agents directory not found');
+  }
+  const agents = new Map<string, AgentDefinition>();
+  for (const file of fs
+    .readdirSync(root)
+    .filter((name) => name.endsWith('.md'))
+    .sort()) {
+    const source = path.join(root, file);
+    const definition = parseAgentFile(fs.readFileSync(source, 'utf8'), source);
+    const existing = agents.get(definition.name);
+    if (existing) {
+      throw new AgentConfigError(
+        source,
+        frontmatterLine(fs.readFileSync(source, 'utf8'), 'name'),
+        `duplicate agent name '${definition.name}' (also defined in ${existing.source})`,
+      );
+    }
+    agents.set(definition.name, definition);
+  }
+  if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
+  return agents;
+}

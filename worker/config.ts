@@ -1,0 +1,68 @@
+import { z } from 'zod';
+
+/** A configuration error found at start-up: names every bad setting at once. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = new.target.name;
+  }
+}
+
+const optionalText = z
+  .string()
+  .trim()
+  .transform((value) => (value === '' ? undefined : value))
+  .optional();
+
+/** Environment variables of a Baton worker (the README's table documents each one). */
+export const workerEnvSchema = z.object({
+  TEMPORAL_ADDRESS: z.string().trim().min(1, 'is required (host:port of the Temporal frontend)'),
+  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
+  BATON_TASK_QUEUE: z.string().trim().min(1).default('baton'),
+  DATABASE_URL: z.url({ message: 'must be a postgres:// URL' }),
+  OPENAI_BASE_URL: z.url({ message: 'must be an http(s) URL' }).optional(),
+  OPENAI_API_KEY: optionalText,
+  BATON_MODEL: z.string().trim().min(1).default('gpt-4o-mini'),
+  BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
+});
+
+export interface WorkerConfig {
+  readonly temporalAddress: string;
+  readonly namespace: string;
+  readonly taskQueue: string;
+  readonly databaseUrl: string;
+  readonly model: ModelConfig;
+  readonly agentsDir: string;
+}
+
+export interface ModelConfig {
+  /** OpenAI-compatible endpoint; the `openai` client's default when unset. */
+  readonly baseURL?: string | undefined;
+  readonly apiKey: string;
+  readonly model: string;
+}
+
+/**
+ * Reads the worker configuration from environment variables, once, at the edge.
+ * @throws ConfigError naming every invalid or missing variable.
+ */
+export function readWorkerConfig(env: Record<string, string | undefined>): WorkerConfig {
+  const parsed = workerEnvSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`));
+  }
+  const value = parsed.data;
+  if (!value.OPENAI_API_KEY) {
+    throw new ConfigError([
+      'OPENAI_API_KEY is required for a production worker (use `baton dev` for the scripted model)',
+    ]);
+  }
+  return Object.freeze({
+    temporalAddress: value.TEMPORAL_ADDRESS,
+    namespace: value.TEMPORAL_NAMESPACE,
+    taskQueue: value.BATON_TASK_QUEUE,
+    databaseUrl: value.DATABASE_URL,
+    model: Object.freeze({ baseURL: value.OPENAI_BASE_URL, apiKey: value.OPENAI_API_KEY, model: value.BATON_MODEL }),
+    agentsDir: value.BATON_AGENTS_DIR,
+  });
+}

@@ -1,0 +1,25 @@
+/**
+ * One activity proxy per timeout/retry profile (STYLE.md habit 3). Every profile sets a start-to-close timeout
+ * and an explicit retry policy; failures marked non-retryable by the activity end retries at once.
+ */
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+
+/** Postgres reads and writes: short, and retried for as long as it takes the database to come back. */
+export const DB_PROFILE = {
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+} as const;
+
+/**
+ * Model calls: long, heartbeating (a dead worker is noticed within the heartbeat timeout, not the whole
+ * start-to-close timeout), and retried with backoff a bounded number of times; the activity honours `retry-after`.
+ */
+export const MODEL_PROFILE = {
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 20 },
+} as const;
+
+export const db = proxyActivities<Activities>(DB_PROFILE);
+export const model = proxyActivities<Activities>(MODEL_PROFILE);

@@ -1,0 +1,6 @@
+/**
+ * Baton's workflows: deterministic control flow only. Runs in Temporal's sandbox, so this folder imports only
+ * `@temporalio/workflow`, `common/` and types from `activities/` (lint enforces it).
+ */
+export { agentTurnWorkflow } from './agent-turn';
+export { threadWorkflow, sendMessageUpdate, statusQuery, endThreadSignal } from './thread';

@@ -1,0 +1,118 @@
+import {
+  ApplicationFailure,
+  condition,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  executeChild,
+  setCurrentDetails,
+  setHandler,
+  allHandlersFinished,
+} from '@temporalio/workflow';
+import { ErrorType } from '../common/errors';
+import { rootTurnWorkflowId } from '../common/ids';
+import { BatonSearchAttributes } from '../common/search-attributes';
+import { turnSummary } from '../common/text';
+import type {
+  AgentTurnInput,
+  SendMessageInput,
+  SendMessageResult,
+  ThreadStatus,
+  ThreadWorkflowInput,
+} from '../common/types';
+import { db } from './activity-profiles';
+import { agentTurnWorkflow } from './agent-turn';
+
+/** Sends a human message to the thread; resolves with the agent's reply once its turn ends. */
+export const sendMessageUpdate = defineUpdate<SendMessageResult, [SendMessageInput]>('sendMessage');
+/** What the thread is doing now. */
+export const statusQuery = defineQuery<ThreadStatus>('status');
+/** Ends the thread after the turns in progress finish. */
+export const endThreadSignal = defineSignal('endThread');
+
+/**
+ * A root thread: a long-lived conversation a human talks to. Each message runs as one child
+ * `agentTurnWorkflow`, one at a time in arrival order, so the transcript reads as a conversation.
+ */
+export async function threadWorkflow(input: ThreadWorkflowInput): Promise<ThreadStatus> {
+  const { rootThreadId, agent } = input;
+  // Set once the thread record exists. Handlers are registered before the first await (an Update that arrives
+  // with the first workflow task and finds no handler is rejected), so turns wait for this instead.
+  let epoch: number | undefined = undefined;
+  let turns = 0;
+  let busy = false;
+  let ending = false;
+  // Turns run one after another: each handler waits for the one before it.
+  let queue: Promise<unknown> = Promise.resolve();
+
+  const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy });
+
+  async function runTurn(message: string): Promise<SendMessageResult> {
+    await condition(() => epoch !== undefined);
+    turns += 1;
+    const turn = turns;
+    busy = true;
+    setCurrentDetails(`Running turn ${turn}: ${agent} is answering a human message.`);
+    const turnInput: AgentTurnInput = {
+      rootThreadId,
+      threadId: rootThreadId,
+      agent,
+      message,
+      sender: 'human',
+      epoch: epoch ?? 0,
+    };
+    try {
+      const result = await executeChild(agentTurnWorkflow, {
+        workflowId: rootTurnWorkflowId(rootThreadId, turn),
+        args: [turnInput],
+        staticSummary: turnSummary(agent, message),
+        typedSearchAttributes: [
+          { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },
+          { key: BatonSearchAttributes.threadId, value: rootThreadId },
+          { key: BatonSearchAttributes.agent, value: agent },
+        ],
+      });
+      return { ...result, threadId: rootThreadId, turn };
+    } finally {
+      busy = false;
+      setCurrentDetails(`Idle after ${turn} turn(s); waiting for a message.`);
+    }
+  }
+
+  setHandler(
+    sendMessageUpdate,
+    (update) => {
+      const next = queue.then(() => runTurn(update.message));
+      queue = next.catch(() => undefined);
+      return next;
+    },
+    {
+      validator: (update: SendMessageInput) => {
+        if (ending) {
+          throw ApplicationFailure.create({ type: ErrorType.InvalidInput, message: 'the thread has ended' });
+        }
+        if (
+          typeof (update as Partial<SendMessageInput> | undefined)?.message !== 'string' ||
+          update.message.trim() === ''
+        ) {
+          throw ApplicationFailure.create({
+            type: ErrorType.InvalidInput,
+            message: 'message must be a non-empty string',
+          });
+        }
+      },
+    },
+  );
+  setHandler(statusQuery, status);
+  setHandler(endThreadSignal, () => {
+    ending = true;
+  });
+
+  const opened = await db.ensureThread.executeWithOptions({ summary: `thread: open ${rootThreadId}` }, [
+    { threadId: rootThreadId, rootThreadId, agent },
+  ]);
+  epoch = opened.epoch;
+  setCurrentDetails('Waiting for a message.');
+  await condition(() => ending && allHandlersFinished());
+  return status();
+}
