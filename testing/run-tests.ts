@@ -9,15 +9,12 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { bundleBatonWorkflows } from '../worker/create-worker';
-import { migrate } from '../db/migrate';
-import { createDatabase, dropDatabase, resolveDatabase } from './local-postgres';
-import { resolveTemporal } from './temporal-cli';
-import { startTemporal } from './temporal-server';
-import { TEST_ENV } from './test-env';
+import { startTestStack, type TestStack } from './test-stack';
 
 const ROOT = path.resolve(__dirname, '..');
 const SUITES = ['unit', 'integration', 'replay', 'e2e', 'chaos'] as const;
+/** Suites that run without servers (replay tests replay recorded histories in-process). */
+const STACKLESS_SUITES = ['unit', 'replay'];
 const log = (line: string) => process.stderr.write(`[npm test] ${line}\n`);
 
 function testFiles(args: string[]): string[] {
@@ -45,50 +42,23 @@ function walk(dir: string): string[] {
 
 async function main(): Promise<number> {
   const files = testFiles(process.argv.slice(2));
-  const needsStack = files.some((file) => !file.includes(`${path.sep}test${path.sep}unit${path.sep}`));
+  const needsStack = files.some(
+    (file) => !STACKLESS_SUITES.some((suite) => file.includes(`${path.sep}test${path.sep}${suite}${path.sep}`)),
+  );
   const env: Record<string, string | undefined> = { ...process.env };
-  const cleanups: (() => Promise<void>)[] = [];
   const started = Date.now();
+  let stack: TestStack | undefined;
   try {
     if (needsStack) {
-      const stateDir = path.join(ROOT, '.baton', 'test', `run-${process.pid}`);
-      fs.mkdirSync(stateDir, { recursive: true });
-      cleanups.push(() => fs.promises.rm(stateDir, { recursive: true, force: true }));
-
-      const database = await resolveDatabase({
-        ...(process.env.DATABASE_URL ? { databaseUrl: process.env.DATABASE_URL } : {}),
-        dataDir: path.join(ROOT, '.baton', 'test', 'pg'),
-        log,
-      });
-      cleanups.push(() => database.stop());
-      const dbName = `baton_test_${process.pid}_${Date.now().toString(36)}`;
-      const databaseUrl = await createDatabase(database.databaseUrl, dbName);
-      cleanups.push(() => dropDatabase(database.databaseUrl, dbName));
-      await migrate(databaseUrl);
-      log(`postgres: ${database.embedded ? 'embedded' : 'DATABASE_URL'}, database ${dbName}`);
-
-      const resolution = await resolveTemporal({ env: process.env });
-      const temporal = await startTemporal({ resolution, port: 0, ui: false });
-      cleanups.push(() => temporal.stop());
-      log(`temporal: ${temporal.address} (${resolution.kind === 'cli' ? resolution.path : resolution.kind})`);
-
-      const bundlePath = path.join(stateDir, 'workflow-bundle.js');
-      fs.writeFileSync(bundlePath, (await bundleBatonWorkflows()).code);
-
-      Object.assign(env, {
-        [TEST_ENV.temporalAddress]: temporal.address,
-        [TEST_ENV.databaseUrl]: databaseUrl,
-        [TEST_ENV.workflowBundle]: bundlePath,
-        [TEST_ENV.stateDir]: stateDir,
-        ...(resolution.kind === 'cli' ? { [TEST_ENV.temporalCli]: resolution.path } : {}),
-      });
+      stack = await startTestStack(ROOT, process.env, log);
+      Object.assign(env, stack.variables);
       log(`stack ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
+    } else {
+      log(`running ${files.length} test files (no stack needed)`);
     }
     return await runNodeTests(files, env);
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      await cleanup().catch((error: unknown) => log(`cleanup failed: ${String(error)}`));
-    }
+    await stack?.stop();
     log(`done in ${((Date.now() - started) / 1000).toFixed(1)}s`);
   }
 }

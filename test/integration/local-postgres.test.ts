@@ -266,20 +266,16 @@ test(
   },
 );
 
-test(
-  'resolveDatabase: a given URL is used as is and no server is started',
-  { timeout: TEST_TIMEOUT_MS },
-  async (t) => {
-    const unused = path.join(scratch, 'never-created');
-    const resolved = await resolveDatabase({ databaseUrl: ADMIN_URL, dataDir: unused });
-    assert.deepEqual({ url: resolved.databaseUrl, embedded: resolved.embedded }, { url: ADMIN_URL, embedded: false });
-    await resolved.stop();
-    await assert.rejects(fs.access(unused), { code: 'ENOENT' });
-    if (!adminReachable) return t.skip(`no Postgres at ${ADMIN_URL}`);
-    const { rows } = await withClient(resolved.databaseUrl, (client) => client.query('SELECT 1 AS one'));
-    assert.deepEqual(rows, [{ one: 1 }]);
-  },
-);
+test('resolveDatabase: a given URL is used as is and no server is started', { timeout: TEST_TIMEOUT_MS }, async (t) => {
+  const unused = path.join(scratch, 'never-created');
+  const resolved = await resolveDatabase({ databaseUrl: ADMIN_URL, dataDir: unused });
+  assert.deepEqual({ url: resolved.databaseUrl, embedded: resolved.embedded }, { url: ADMIN_URL, embedded: false });
+  await resolved.stop();
+  await assert.rejects(fs.access(unused), { code: 'ENOENT' });
+  if (!adminReachable) return t.skip(`no Postgres at ${ADMIN_URL}`);
+  const { rows } = await withClient(resolved.databaseUrl, (client) => client.query('SELECT 1 AS one'));
+  assert.deepEqual(rows, [{ one: 1 }]);
+});
 
 test(
   'resolveDatabase: without a URL (or with an empty one) it starts the embedded server and stops it',

@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import { WORKFLOWS_PATH } from '../../worker/create-worker';
+
+const HISTORIES_DIR = path.join(__dirname, 'histories');
+const histories = fs
+  .readdirSync(HISTORIES_DIR)
+  .filter((file) => file.endsWith('.json'))
+  .sort()
+  .map((file) => ({
+    file,
+    workflowId: `replay:${file}`,
+    history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8'))),
+  }));
+
+test('replay: recorded histories cover the thread and turn workflows', () => {
+  const types = new Set(
+    histories.map((h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name),
+  );
+  assert.deepEqual([...types].sort(), ['agentTurnWorkflow', 'threadWorkflow']);
+  assert.ok(histories.length >= 6, `expected the recorded scenarios, found ${histories.length} files`);
+});
+
+test('replay: every recorded history replays against the current workflow code', async () => {
+  const results = Worker.runReplayHistories({ workflowsPath: WORKFLOWS_PATH }, histories);
+  const failures: string[] = [];
+  let replayed = 0;
+  for await (const result of results) {
+    replayed += 1;
+    if (result.error) failures.push(`${result.workflowId}: ${String(result.error)}`);
+  }
+  assert.equal(replayed, histories.length);
+  assert.deepEqual(failures, []);
+});
+
+test('replay: a reordered turn workflow is caught as a determinism violation', async () => {
+  const turn = histories.find((h) => h.file === 'greeter-two-turns.turn-1.json');
+  assert.ok(turn, 'the greeter turn history is recorded');
+  const workflowBundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('./fixtures/reordered-turn'),
+    logger: undefined,
+  });
+  await assert.rejects(
+    Worker.runReplayHistory({ workflowBundle }, turn.history, turn.workflowId),
+    (error: unknown) => error instanceof DeterminismViolationError,
+  );
+});

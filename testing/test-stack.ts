@@ -1,0 +1,84 @@
+/**
+ * Boots what the tests run against, once: Postgres (`DATABASE_URL` or embedded) with a fresh migrated database,
+ * a Temporal dev server (`TEMPORAL_ADDRESS` or one the CLI starts, in memory), and the workflow bundle. Used by
+ * `npm test` and by `npm run record-histories`.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { migrate } from '../db/migrate';
+import { bundleBatonWorkflows } from '../worker/create-worker';
+import { createDatabase, dropDatabase, resolveDatabase } from './local-postgres';
+import { resolveTemporal } from './temporal-cli';
+import { startTemporal } from './temporal-server';
+import { TEST_ENV, type TestEnv } from './test-env';
+
+export interface TestStack extends TestEnv {
+  /** The variables that hand this stack to test processes (see `readTestEnv`). */
+  variables: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+/**
+ * @param root the project root; state goes under `<root>/.baton/test/`.
+ * @param env the environment (`process.env` at the edge).
+ */
+export async function startTestStack(
+  root: string,
+  env: Readonly<Record<string, string | undefined>>,
+  log: (line: string) => void,
+): Promise<TestStack> {
+  const cleanups: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      await cleanup().catch((error: unknown) => log(`cleanup failed: ${String(error)}`));
+    }
+  };
+  try {
+    const stateDir = path.join(root, '.baton', 'test', `run-${process.pid}`);
+    fs.mkdirSync(stateDir, { recursive: true });
+    cleanups.push(() => fs.promises.rm(stateDir, { recursive: true, force: true }));
+
+    const database = await resolveDatabase({
+      ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
+      dataDir: path.join(root, '.baton', 'test', 'pg'),
+      log: (line) => {
+        if (line.startsWith('[baton]')) log(line);
+      },
+    });
+    cleanups.push(() => database.stop());
+    const dbName = `baton_test_${process.pid}_${Date.now().toString(36)}`;
+    const databaseUrl = await createDatabase(database.databaseUrl, dbName);
+    cleanups.push(() => dropDatabase(database.databaseUrl, dbName));
+    await migrate(databaseUrl);
+    log(`postgres: ${database.embedded ? 'embedded' : 'DATABASE_URL'}, database ${dbName}`);
+
+    const resolution = await resolveTemporal({ env });
+    const temporal = await startTemporal({ resolution, port: 0, ui: false });
+    cleanups.push(() => temporal.stop());
+    log(`temporal: ${temporal.address} (${resolution.kind === 'cli' ? resolution.path : resolution.kind})`);
+
+    const workflowBundlePath = path.join(stateDir, 'workflow-bundle.js');
+    fs.writeFileSync(workflowBundlePath, (await bundleBatonWorkflows()).code);
+
+    const temporalCli = resolution.kind === 'cli' ? resolution.path : undefined;
+    const variables: Record<string, string> = {
+      [TEST_ENV.temporalAddress]: temporal.address,
+      [TEST_ENV.databaseUrl]: databaseUrl,
+      [TEST_ENV.workflowBundle]: workflowBundlePath,
+      [TEST_ENV.stateDir]: stateDir,
+      ...(temporalCli ? { [TEST_ENV.temporalCli]: temporalCli } : {}),
+    };
+    return {
+      temporalAddress: temporal.address,
+      databaseUrl,
+      workflowBundlePath,
+      stateDir,
+      ...(temporalCli ? { temporalCli } : {}),
+      variables,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
