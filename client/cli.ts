@@ -9,6 +9,7 @@ import { describeError } from './errors';
 import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
 import { runDemo, runDev } from './dev';
 import { runWorkerFromEnv } from '../worker/main';
+import { installRuntime, parseLogLevel } from '../worker/runtime';
 
 interface GlobalOptions {
   stateDir: string;
@@ -110,6 +111,7 @@ program
     await runWorkerFromEnv(process.env);
   });
 
+installRuntime(parseLogLevel(process.env.BATON_LOG_LEVEL));
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`baton: ${describeError(error)}\n`);
   if (process.env.BATON_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);

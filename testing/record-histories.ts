@@ -9,6 +9,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { parseAgentFile } from '../worker/agents';
 import { startAgentHarness } from './harness';
 import { parseScript } from './scripted-model';
+import { installRuntime } from '../worker/runtime';
 import { startTestStack } from './test-stack';
 import { uniqueTaskQueue } from './test-env';
 
@@ -43,6 +44,7 @@ agents:
 );
 
 async function main(): Promise<void> {
+  installRuntime();
   const stack = await startTestStack(ROOT, process.env, log);
   try {
     const harness = await startAgentHarness({

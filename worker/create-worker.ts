@@ -1,5 +1,6 @@
 import {
   bundleWorkflowCode,
+  DefaultLogger,
   Worker,
   type NativeConnection,
   type WorkflowBundle,
@@ -20,7 +21,7 @@ export const WORKFLOWS_PATH = require.resolve('../workflows');
 
 /** Bundles Baton's workflow code once (webpack takes seconds), for reuse across workers. */
 export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
-  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: undefined });
+  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
 }
 
 /** A Temporal worker running Baton's workflows and activities on one task queue. */

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../worker/create-worker';
 
@@ -43,7 +43,7 @@ test('replay: a reordered turn workflow is caught as a determinism violation', a
   assert.ok(turn, 'the greeter turn history is recorded');
   const workflowBundle = await bundleWorkflowCode({
     workflowsPath: require.resolve('./fixtures/reordered-turn'),
-    logger: undefined,
+    logger: new DefaultLogger('WARN'),
   });
   await assert.rejects(
     Worker.runReplayHistory({ workflowBundle }, turn.history, turn.workflowId),

@@ -1,0 +1,24 @@
+import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
+
+export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
+
+/**
+ * Installs the Temporal runtime with a logger at `level` (Baton defaults to WARN: the SDK's INFO lines, such as
+ * webpack's bundle report and every worker state change, drown the output people read). Must run before the first
+ * worker or native connection is created; later calls are ignored, since the runtime can be installed only once.
+ */
+export function installRuntime(level: LogLevel = 'WARN'): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger(level) });
+  } catch {
+    // Already installed (by an earlier call, or implicitly by a worker): keep the one in place.
+  }
+}
+
+/** Parses `BATON_LOG_LEVEL`; unset means WARN. @throws Error naming the allowed values. */
+export function parseLogLevel(value: string | undefined): LogLevel {
+  if (value === undefined || value === '') return 'WARN';
+  const upper = value.toUpperCase();
+  if ((LOG_LEVELS as readonly string[]).includes(upper)) return upper as LogLevel;
+  throw new Error(`BATON_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, not '${value}'`);
+}
