@@ -70,6 +70,8 @@ export function createModelActivities(options: ModelActivityOptions) {
         },
       );
     } catch (error) {
+      // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
+      if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
       throw classifyModelError(error);
     } finally {
       clearInterval(heartbeat);

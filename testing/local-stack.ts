@@ -60,7 +60,10 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const database = await resolveDatabase({
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
       dataDir: path.join(stateDir, 'pg'),
-      log,
+      // Only Baton's own lines: initdb and server chatter stay out of the way (a failed start carries its tail).
+      log: (line) => {
+        if (line.startsWith('[baton]')) log(line.replace('[baton] ', 'postgres: '));
+      },
     });
     opened.push(() => database.stop());
     log(database.embedded ? `postgres: embedded, data in ${path.join(stateDir, 'pg')}` : 'postgres: DATABASE_URL');

@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, readWorkerConfig } from '../../worker/config';
+import { parseLogLevel } from '../../worker/runtime';
+
+const minimal = {
+  TEMPORAL_ADDRESS: '127.0.0.1:7233',
+  DATABASE_URL: 'postgres://baton@127.0.0.1:5432/baton',
+  OPENAI_API_KEY: 'sk-test',
+};
+
+test('worker config: defaults fill what is not set', () => {
+  assert.deepEqual(readWorkerConfig(minimal), {
+    temporalAddress: '127.0.0.1:7233',
+    namespace: 'default',
+    taskQueue: 'baton',
+    databaseUrl: 'postgres://baton@127.0.0.1:5432/baton',
+    model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
+    agentsDir: 'agents',
+  });
+});
+
+test('worker config: every variable is read and the result is frozen', () => {
+  const config = readWorkerConfig({
+    ...minimal,
+    TEMPORAL_NAMESPACE: 'prod',
+    BATON_TASK_QUEUE: 'agents',
+    OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1',
+    BATON_MODEL: 'llama3',
+    BATON_AGENTS_DIR: '/srv/agents',
+  });
+  assert.equal(config.namespace, 'prod');
+  assert.equal(config.taskQueue, 'agents');
+  assert.deepEqual(config.model, { baseURL: 'http://127.0.0.1:11434/v1', apiKey: 'sk-test', model: 'llama3' });
+  assert.equal(config.agentsDir, '/srv/agents');
+  assert.ok(Object.isFrozen(config) && Object.isFrozen(config.model));
+});
+
+test('worker config: every problem is named at once', () => {
+  assert.throws(
+    () => readWorkerConfig({ DATABASE_URL: 'not a url', OPENAI_BASE_URL: 'nope' }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      error.problems.length === 3 &&
+      error.problems.some((p) => p.startsWith('TEMPORAL_ADDRESS')) &&
+      error.problems.some((p) => p.startsWith('DATABASE_URL must be a postgres:// URL')) &&
+      error.problems.some((p) => p.startsWith('OPENAI_BASE_URL must be an http(s) URL')),
+  );
+});
+
+test('worker config: a production worker needs an API key; an empty one counts as missing', () => {
+  assert.throws(() => readWorkerConfig({ ...minimal, OPENAI_API_KEY: '  ' }), /OPENAI_API_KEY is required/);
+});
+
+test('log level: unset means WARN, names are case-insensitive, others are refused', () => {
+  assert.equal(parseLogLevel(undefined), 'WARN');
+  assert.equal(parseLogLevel('debug'), 'DEBUG');
+  assert.throws(() => parseLogLevel('loud'), /BATON_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR/);
+});
