@@ -3,7 +3,7 @@
  * This is an edge: it reads `process.env` once and passes configuration down as options.
  */
 import path from 'node:path';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { connect, type ConnectOptions } from '.';
 import { describeError } from './errors';
 import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
@@ -106,7 +106,6 @@ program
 program
   .command('worker')
   .description('run a production worker configured by environment variables (see the README)')
-  .addOption(new Option('--json', 'log start-up as JSON').hideHelp())
   .action(async () => {
     await runWorkerFromEnv(process.env);
   });
