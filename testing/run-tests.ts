@@ -67,7 +67,16 @@ function runNodeTests(files: string[], env: Record<string, string | undefined>):
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--import', './testing/test-setup.ts', '--test', '--test-concurrency=2', '--test-timeout=300000', ...files],
+      [
+        '--import',
+        'tsx',
+        '--require',
+        './testing/test-setup.cjs',
+        '--test',
+        '--test-concurrency=2',
+        '--test-timeout=300000',
+        ...files,
+      ],
       { cwd: ROOT, env, stdio: 'inherit' },
     );
     const forward = (signal: NodeJS.Signals) => child.kill(signal);

@@ -40,7 +40,8 @@ export async function startTestStack(
 
     const database = await resolveDatabase({
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
-      dataDir: path.join(root, '.baton', 'test', 'pg'),
+      // A cluster per run (initdb takes under a second), so concurrent `npm test` runs never share one.
+      dataDir: path.join(stateDir, 'pg'),
       log: (line) => {
         if (line.startsWith('[baton]')) log(line);
       },

@@ -135,6 +135,18 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
   assert.equal(root.workflowId, `baton/${threadId}`);
   assert.equal(root.typedSearchAttributes.get(BatonSearchAttributes.rootThreadId), threadId);
 
+  // What the Web UI does for `BatonRootThreadId="<id>"`: both workflows of the conversation are found.
+  const listed = await eventually(async () => {
+    const ids: string[] = [];
+    for await (const execution of harness.client.temporal.workflow.list({
+      query: `BatonRootThreadId="${threadId}"`,
+    })) {
+      ids.push(execution.workflowId);
+    }
+    return ids.length === 2 ? ids.sort() : undefined;
+  });
+  assert.deepEqual(listed, [`baton/${threadId}`, `baton/${threadId}/turn-1`]);
+
   const history = await turn.fetchHistory();
   const summaries = (history.events ?? [])
     .filter((event) => event.activityTaskScheduledEventAttributes)
@@ -184,6 +196,17 @@ test('agent turn: a tool call the agent cannot make comes back as a tool error a
   assert.match(toolMessage?.content ?? '', /unknown tool 'load_arc_task'/);
   await thread.end();
 });
+
+/** Polls `probe` until it returns a value: visibility (the list API) is eventually consistent. */
+async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`no result within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 function rootCause(error: unknown): Error {
   let current = error as Error;
