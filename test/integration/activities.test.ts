@@ -71,14 +71,14 @@ function requestsFor(threadId: string) {
 test('model activity: a retried call whose reply is stored returns it without calling the model again', async () => {
   const scope = await openThread('echo');
   const input = { scope, operationId: `${scope.threadId}:model:0`, step: 0 };
-  await new MockActivityEnvironment().run(activities.recordMessage, {
+  await run(activities.recordMessage, {
     scope,
     operationId: `${scope.threadId}:in`,
     message: { role: 'user', content: 'hi' },
   });
 
-  const first = await new MockActivityEnvironment().run(activities.callModel, input);
-  const retried = await new MockActivityEnvironment({ attempt: 2 }).run(activities.callModel, input);
+  const first = await run(activities.callModel, input);
+  const retried = await run(activities.callModel, input);
 
   assert.equal(first.reused, false);
   assert.equal(retried.reused, true);
@@ -107,7 +107,7 @@ test('transcript write: a retried write with the same operation id stores one ro
 
 test('transcript write: a write under a stale epoch is refused as Thread.StaleEpoch and stores nothing', async () => {
   const scope = await openThread('echo');
-  await new MockActivityEnvironment().run(activities.recordMessage, {
+  await run(activities.recordMessage, {
     scope,
     operationId: `${scope.threadId}:in`,
     message: { role: 'user', content: 'before reclaim' },
@@ -115,7 +115,7 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
   await pool.query('UPDATE threads SET epoch = epoch + 1 WHERE thread_id = $1', [scope.threadId]);
 
   await assert.rejects(
-    new MockActivityEnvironment().run(activities.recordMessage, {
+    run(activities.recordMessage, {
       scope,
       operationId: `${scope.threadId}:tool:0`,
       message: { role: 'tool', toolCallId: 'call_1', content: 'after reclaim' },
@@ -127,7 +127,7 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
       /is at epoch 1; a write issued under epoch 0 was refused/.test(error.message),
   );
   await assert.rejects(
-    new MockActivityEnvironment().run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 }),
+    run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 }),
     (error: unknown) => error instanceof ApplicationFailure && error.type === 'Thread.StaleEpoch',
   );
   const rows = await listMessages(pool, scope.threadId);
@@ -140,7 +140,7 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
 test('model activity: an unknown agent fails fast as Agent.NotFound without calling the model', async () => {
   const scope = await openThread('ghost');
   await assert.rejects(
-    new MockActivityEnvironment().run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 }),
+    run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 }),
     (error: unknown) =>
       error instanceof ApplicationFailure && error.type === 'Agent.NotFound' && error.nonRetryable === true,
   );

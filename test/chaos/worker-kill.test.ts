@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { decodeTimeoutType } from '@temporalio/common';
+import type { Pool } from 'pg';
+import { connect, type BatonClient, type ThreadHandle } from '../../client';
+import type { SendMessageResult } from '../../common/types';
+import { createPool } from '../../db/pool';
+import { listMessages } from '../../db/transcripts';
+import { readModelLog, type ModelLogEntry } from '../../testing/harness';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startWorkerProcess, type WorkerProcess } from './worker-process';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-worker-kill-'));
+const agentsDir = path.join(workDir, 'agents');
+const modelLog = path.join(workDir, 'model.jsonl');
+const taskQueue = uniqueTaskQueue('chaos-worker-kill');
+
+/**
+ * Far longer than the few milliseconds between the request reaching the model and the SIGKILL, so the first call
+ * is certainly cut off; and far shorter than the 20 s heartbeat timeout, so the retried call (which, seeing the
+ * same transcript, gets the same step and the same delay) is not timed out itself.
+ */
+const MODEL_DELAY_MS = 8_000;
+const REPLY = 'Survived the crash.';
+const script = parseScript(
+  `
+agents:
+  survivor:
+    - say: "${REPLY}"
+      delay_ms: ${MODEL_DELAY_MS}
+`,
+  'worker-kill',
+);
+
+/**
+ * Two worker start-ups (webpack bundling, a few seconds each; worker B's overlaps the wait below), the 20 s
+ * heartbeat timeout that notices the dead worker, the 1 s retry interval and two model delays: about 35 s, so
+ * this leaves room for a slow machine.
+ */
+const TEST_TIMEOUT_MS = 90_000;
+const POLL_INTERVAL_MS = 100;
+
+let model: ScriptedModelServer | undefined;
+let pool: Pool | undefined;
+let client: BatonClient | undefined;
+const workers: WorkerProcess[] = [];
+
+before(async () => {
+  fs.mkdirSync(agentsDir, { recursive: true });
+  fs.writeFileSync(
+    path.join(agentsDir, 'survivor.md'),
+    '---\nname: survivor\ndescription: Answers slowly, so its worker can be killed mid-call.\n---\nYou survive.\n',
+  );
+  model = await startScriptedModelServer({ script, logFile: modelLog });
+  pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-chaos-test' });
+  client = await connect({ address: env.temporalAddress, taskQueue });
+});
+
+after(async () => {
+  await Promise.all(workers.map((worker) => worker.kill()));
+  await client?.close();
+  await pool?.end();
+  await model?.close();
+});
+
+async function startWorker(name: string): Promise<WorkerProcess> {
+  const worker = await startWorkerProcess({
+    name,
+    env: {
+      TEMPORAL_ADDRESS: env.temporalAddress,
+      TEMPORAL_NAMESPACE: 'default',
+      BATON_TASK_QUEUE: taskQueue,
+      DATABASE_URL: env.databaseUrl,
+      OPENAI_BASE_URL: model?.baseURL ?? '',
+      OPENAI_API_KEY: 'scripted',
+      BATON_MODEL: 'baton-scripted',
+      BATON_AGENTS_DIR: agentsDir,
+      BATON_LOG_LEVEL: 'WARN',
+    },
+  });
+  workers.push(worker);
+  return worker;
+}
+
+/** Polls until `check` returns a value, or fails naming `what` after `timeoutMs`. */
+async function waitFor<T>(what: string, timeoutMs: number, check: () => T | undefined): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
+  }
+}
+
+function requestsFor(threadId: string): ModelLogEntry[] {
+  return readModelLog(modelLog).filter((request) => request.thread === threadId);
+}
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/** Holds a promise's outcome without leaving a rejection unhandled while the test does other things. */
+function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
+  return promise.then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+}
+
+test(
+  'chaos: a worker SIGKILLed during a model call is replaced and the turn completes with one stored reply',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    assert.ok(client && pool);
+    const started = Date.now();
+    const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+    const workerA = await startWorker('worker A');
+    t.diagnostic(`worker A polling after ${elapsed()}`);
+    const threadId = uniqueThreadId('worker-kill');
+    let thread: ThreadHandle | undefined;
+    try {
+      thread = await client.startThread({ agent: 'survivor', threadId });
+      const sending = settle(thread.send('Keep going'));
+
+      await waitFor('the model request of the first attempt', 30_000, () =>
+        requestsFor(threadId).length > 0 ? true : undefined,
+      );
+      const exit = await workerA.kill();
+      t.diagnostic(`worker A killed mid-call after ${elapsed()}`);
+      assert.deepEqual(exit, { code: null, signal: 'SIGKILL' }, 'worker A died by the signal, not on its own');
+      assert.deepEqual(
+        (await listMessages(pool, threadId)).map((m) => m.role),
+        ['user'],
+        'no reply was stored before the kill',
+      );
+
+      await startWorker('worker B');
+      t.diagnostic(`worker B polling after ${elapsed()}`);
+      const outcome = await sending;
+      t.diagnostic(`reply after ${elapsed()}`);
+      if (!outcome.ok) throw outcome.error;
+      const result: SendMessageResult = outcome.value;
+      assert.equal(result.status, 'completed');
+      assert.equal(result.reply, REPLY);
+      assert.equal(result.turn, 1);
+
+      const transcript = await listMessages(pool, threadId);
+      assert.deepEqual(
+        transcript.map((m) => [m.seq, m.role, m.content]),
+        [
+          [1, 'user', 'Keep going'],
+          [2, 'assistant', REPLY],
+        ],
+      );
+
+      // The first request was cut off by the kill (its connection dropped, so the model never answered it);
+      // the retry on worker B saw the same transcript and was answered.
+      const requests = requestsFor(threadId);
+      assert.equal(requests.length, 2, 'one request per attempt');
+      const [first, second] = requests;
+      assert.deepEqual(second?.messages, first?.messages, 'the retried call saw the same transcript');
+      assert.deepEqual(
+        first?.messages.map((m) => [m.role, m.content]),
+        [
+          ['system', 'You survive.'],
+          ['user', 'Keep going'],
+        ],
+      );
+
+      // Temporal retried the same activity (attempt 2) because worker A stopped heartbeating, rather than the
+      // workflow scheduling a second model call.
+      const history = await client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory();
+      const events = history.events ?? [];
+      const modelCalls = events.filter(
+        (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'callModel',
+      );
+      assert.equal(modelCalls.length, 1, 'the workflow scheduled one model call');
+      const started = events.find(
+        (event) =>
+          event.activityTaskStartedEventAttributes &&
+          Number(event.activityTaskStartedEventAttributes.scheduledEventId) === Number(modelCalls[0]?.eventId),
+      )?.activityTaskStartedEventAttributes;
+      assert.equal(started?.attempt, 2);
+      assert.equal(decodeTimeoutType(started?.lastFailure?.timeoutFailureInfo?.timeoutType), 'HEARTBEAT');
+    } finally {
+      await thread?.end();
+    }
+  },
+);

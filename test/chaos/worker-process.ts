@@ -1,0 +1,105 @@
+/**
+ * A production worker (`baton worker`) as a real OS process, so chaos tests can SIGKILL it: an in-process worker
+ * cannot die without taking the test with it, and only a killed process drops its sockets the way a crash does.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
+const READY_PREFIX = 'baton worker: polling';
+/** Bundling the workflows with webpack dominates start-up; a cold machine can take a while. */
+const DEFAULT_READY_TIMEOUT_MS = 60_000;
+/** Kept for failure messages; a worker's stderr is short unless something is wrong. */
+const MAX_OUTPUT_CHARS = 20_000;
+
+export interface WorkerProcessOptions {
+  /** A name for failure messages, e.g. 'worker A'. */
+  name: string;
+  /** The worker's configuration (TEMPORAL_ADDRESS, DATABASE_URL, …); merged over this process's environment. */
+  env: Record<string, string>;
+  /** @default 60_000 */
+  readyTimeoutMs?: number;
+}
+
+/** How a worker process ended. */
+export interface WorkerExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface WorkerProcess {
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** Resolves once the process has exited, however it ended. */
+  readonly exited: Promise<WorkerExit>;
+  /** Everything the process wrote to stdout and stderr so far (the tail, when long). */
+  output(): string;
+  /** SIGKILLs the process if it is still running and waits for it to exit. */
+  kill(): Promise<WorkerExit>;
+}
+
+/**
+ * Spawns `node bin/baton.js worker` and resolves once it prints that it is polling.
+ * @throws Error (with the worker's output) when it exits or stays silent past `readyTimeoutMs`; the process is
+ *   killed first.
+ */
+export async function startWorkerProcess(options: WorkerProcessOptions): Promise<WorkerProcess> {
+  const env: Record<string, string | undefined> = { ...process.env, ...options.env };
+  // The test runner marks its children through this variable; the worker is not a test file.
+  delete env.NODE_TEST_CONTEXT;
+  const child = spawn(process.execPath, [BATON_BIN, 'worker'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const append = (chunk: Buffer) => {
+    output = (output + chunk.toString('utf8')).slice(-MAX_OUTPUT_CHARS);
+  };
+  child.stdout.on('data', append);
+  child.stderr.on('data', append);
+  const exited = new Promise<WorkerExit>((resolve) => {
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => resolve({ code, signal }));
+  });
+  const worker: WorkerProcess = {
+    name: options.name,
+    child,
+    exited,
+    output: () => output,
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      return exited;
+    },
+  };
+
+  const readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+  let stderr = '';
+  let onData: ((chunk: Buffer) => void) | undefined;
+  let onExit: ((code: number | null, signal: NodeJS.Signals | null) => void) | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      onData = (chunk) => {
+        stderr += chunk.toString('utf8');
+        if (stderr.split('\n').some((line) => line.startsWith(READY_PREFIX))) resolve();
+      };
+      onExit = (code, signal) =>
+        reject(new Error(`${options.name} exited before polling (code ${code}, signal ${signal}):\n${output}`));
+      timer = setTimeout(
+        () => reject(new Error(`${options.name} was not polling after ${readyTimeoutMs} ms:\n${output}`)),
+        readyTimeoutMs,
+      );
+      child.stderr.on('data', onData);
+      child.once('close', onExit);
+    });
+  } catch (error) {
+    await worker.kill();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    if (onData) child.stderr.off('data', onData);
+    if (onExit) child.off('close', onExit);
+  }
+  return worker;
+}
