@@ -2,13 +2,22 @@
  * The typed client SDK: start root threads, send them messages and read their state. The `baton` CLI is a thin
  * layer over it.
  */
-import { Client, Connection, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowIdReusePolicy,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes } from '../common/text';
 import type { SendMessageInput, SendMessageResult, ThreadStatus, ThreadWorkflowInput } from '../common/types';
 import type { threadWorkflow } from '../workflows';
+import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
+
+export { BatonClientError } from './errors';
 
 export interface ConnectOptions {
   /** Temporal frontend `host:port`. */
@@ -24,14 +33,6 @@ export interface StartThreadOptions {
   agent: string;
   /** A thread id of your own (letters, digits, `_ - .`); a new one is made when omitted. */
   threadId?: string;
-}
-
-/** A Baton-level error on the client side (invalid arguments, a thread that already exists). */
-export class BatonClientError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = new.target.name;
-  }
 }
 
 /** A connected Baton client. Close it when done. */
@@ -56,6 +57,8 @@ export class BatonClient {
         workflowId: threadWorkflowId(threadId),
         taskQueue: this.taskQueue,
         args: [input],
+        // A thread id names one conversation and its data forever: an ended thread is not started again.
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
         staticSummary: truncateBytes(`thread: ${options.agent}`, 200),
         typedSearchAttributes: [
           { key: BatonSearchAttributes.rootThreadId, value: threadId },
@@ -65,7 +68,7 @@ export class BatonClient {
       });
     } catch (error) {
       if (error instanceof WorkflowExecutionAlreadyStartedError) {
-        throw new BatonClientError(`thread '${threadId}' already exists; use thread(id).send() to continue it`, {
+        throw new BatonClientError(`thread '${threadId}' already exists; send it a message to continue it`, {
           cause: error,
         });
       }

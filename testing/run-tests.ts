@@ -24,12 +24,15 @@ function testFiles(args: string[]): string[] {
     if ((SUITES as readonly string[]).includes(arg)) {
       const dir = path.join(ROOT, 'test', arg);
       if (fs.existsSync(dir)) files.push(...walk(dir).filter((file) => file.endsWith('.test.ts')));
+    } else if (fs.existsSync(arg) && fs.statSync(arg).isDirectory()) {
+      files.push(...walk(path.resolve(arg)).filter((file) => file.endsWith('.test.ts')));
     } else if (fs.existsSync(arg)) {
       files.push(path.resolve(arg));
     } else {
       throw new Error(`'${arg}' is neither a suite (${SUITES.join(', ')}) nor a test file`);
     }
   }
+  if (files.length === 0) throw new Error(`no test files found for: ${selected.join(' ')}`);
   return files.sort();
 }
 
