@@ -2,15 +2,40 @@
  * All of Baton's I/O, as Temporal activities built by factories from their dependencies. Workflows proxy the
  * `Activities` type; they never import values from here.
  */
-import { createModelActivities, type ModelActivityOptions } from './model';
+import type OpenAI from 'openai';
+import type { Pool } from 'pg';
+import type { ResolveAgentInput } from '../common/types';
+import type { AgentRegistry } from '../worker/agents';
+import { createAgentStore } from './agent-store';
+import { createModelActivities } from './model';
+import { createQuestionActivities } from './questions';
 import { createThreadActivities } from './threads';
+import { createToolCallActivities } from './tool-calls';
+import type { ToolRegistry } from './tools';
 
-export type ActivityDependencies = ModelActivityOptions;
+export interface ActivityDependencies {
+  pool: Pool;
+  /** An `openai` client constructed with `maxRetries: 0`: Temporal's retry policy owns retries. */
+  openai: OpenAI;
+  /** Model name sent when an agent names none. */
+  model: string;
+  /** The current agent definitions (a function, so a reloaded set is seen by turns that start later). */
+  agents: () => AgentRegistry;
+  tools: ToolRegistry;
+  /** How often long activities heartbeat. @default 2000 */
+  heartbeatIntervalMs?: number;
+}
 
 export function createActivities(deps: ActivityDependencies) {
+  const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
+  const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs };
   return {
     ...createThreadActivities({ pool: deps.pool }),
-    ...createModelActivities(deps),
+    ...createQuestionActivities({ pool: deps.pool }),
+    ...createModelActivities({ ...shared, openai: deps.openai, model: deps.model }),
+    ...createToolCallActivities(shared),
+    /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
+    resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
   };
 }
 

@@ -3,12 +3,16 @@ import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { AgentDefinition } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
-import type { CallModelInput, CallModelResult, TokenUsage, ToolCallRequest } from '../common/types';
+import { buildSystemPrompt } from '../common/system-context';
+import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
-import type { AgentRegistry } from '../worker/agents';
+import type { AgentStore } from './agent-store';
 import { classifyModelError } from './model-errors';
 import { toApplicationFailure } from './failures';
+import type { ModelTool, ToolRegistry } from './tools';
+import { checkToolCall } from './tools/validate';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -16,8 +20,8 @@ export interface ModelActivityOptions {
   openai: OpenAI;
   /** Model name sent when the agent names none. */
   model: string;
-  /** The current agent definitions (a function, so a reloaded set is seen by new calls). */
-  agents: () => AgentRegistry;
+  agentStore: AgentStore;
+  tools: ToolRegistry;
   /**
    * How often the activity heartbeats while waiting for the model; must be well under the heartbeat timeout.
    * @default 2000
@@ -37,29 +41,36 @@ export function createModelActivities(options: ModelActivityOptions) {
    */
   async function callModel(input: CallModelInput): Promise<CallModelResult> {
     const { scope } = input;
+    const agent = await options.agentStore.load(input.agentVersion);
     const stored = await findMessageByOperation(pool, input.operationId);
-    if (stored) return toResult(stored, true);
+    if (stored) return toResult(stored, true, agent);
 
-    const agent = options.agents().get(scope.agent);
-    if (!agent) {
-      throw ApplicationFailure.create({
-        type: ErrorType.AgentNotFound,
-        message: `agent '${scope.agent}' is not defined on this worker`,
-        nonRetryable: true,
-      });
-    }
     const transcript = await listMessages(pool, scope.threadId);
+    const systemPrompt = buildSystemPrompt(agent.body || agent.description, {
+      name: agent.name,
+      declared: agent.capabilities,
+      universal: options.tools.universal,
+      hasEnvData: false,
+    });
     const messages: ChatCompletionMessageParam[] = [
-      { role: 'system', content: agent.body || agent.description },
+      { role: 'system', content: systemPrompt },
       ...transcript.map(toChatMessage),
     ];
+    const tools = [...options.tools.universal, ...agent.capabilities]
+      .map((name) => options.tools.toModelTool(name))
+      .filter((tool): tool is ModelTool => tool !== undefined);
 
     const context = Context.current();
     const heartbeat = setInterval(() => context.heartbeat({ step: input.step }), heartbeatIntervalMs);
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     try {
       completion = await openai.chat.completions.create(
-        { model: options.model, messages },
+        {
+          model: agent.model ?? options.model,
+          messages,
+          ...(tools.length > 0 ? { tools } : {}),
+          ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
+        },
         {
           signal: context.cancellationSignal,
           headers: {
@@ -98,23 +109,42 @@ export function createModelActivities(options: ModelActivityOptions) {
         ...(toolCalls.length > 0 ? { toolCalls } : {}),
         usage,
       });
-      return toResult(message, reused);
+      return toResult(message, reused, agent);
     } catch (error) {
       throw toApplicationFailure(error);
     }
   }
 
-  return { callModel };
-}
+  /**
+   * What the workflow does with each tool call. Computed from the stored reply, so a reused reply plans the same
+   * way; arguments stay in Postgres except those the workflow itself needs (a question for a human).
+   */
+  function planToolCall(call: ToolCallRequest, agent: AgentDefinition): PlannedToolCall {
+    const checked = checkToolCall(call, agent, options.tools);
+    if (checked.ok && checked.tool.name === 'ask_human') {
+      const args = checked.args as { question: string; timeout_s?: number };
+      return {
+        id: call.id,
+        name: call.name,
+        kind: 'ask_human',
+        question: args.question,
+        ...(args.timeout_s === undefined ? {} : { timeoutSeconds: args.timeout_s }),
+      };
+    }
+    return { id: call.id, name: call.name, kind: 'tool' };
+  }
 
-function toResult(message: TranscriptMessage, reused: boolean): CallModelResult {
-  return {
-    seq: message.seq,
-    content: message.content,
-    toolCalls: message.toolCalls ?? [],
-    usage: message.usage,
-    reused,
-  };
+  function toResult(message: TranscriptMessage, reused: boolean, agent: AgentDefinition): CallModelResult {
+    return {
+      seq: message.seq,
+      content: message.content,
+      toolCalls: (message.toolCalls ?? []).map((call) => planToolCall(call, agent)),
+      usage: message.usage,
+      reused,
+    };
+  }
+
+  return { callModel };
 }
 
 /** A stored transcript message in the shape the Chat Completions API takes. */

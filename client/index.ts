@@ -12,7 +12,19 @@ import {
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes } from '../common/text';
-import type { SendMessageInput, SendMessageResult, ThreadStatus, ThreadWorkflowInput } from '../common/types';
+import type {
+  AnswerQuestionInput,
+  AnswerQuestionResult,
+  SendMessageInput,
+  SendMessageResult,
+  ThreadStatus,
+  ThreadWorkflowInput,
+} from '../common/types';
+import { createPool } from '../db/pool';
+import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
+import { findThread } from '../db/threads';
+import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
+import type { Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
 import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
@@ -26,6 +38,21 @@ export interface ConnectOptions {
   namespace?: string;
   /** The task queue Baton's workers poll. @default 'baton' */
   taskQueue?: string;
+  /**
+   * Baton's Postgres, for what lives there rather than in workflows: transcripts, questions, usage. Without it
+   * those methods throw.
+   */
+  databaseUrl?: string;
+}
+
+export type { QuestionRow, TranscriptMessage };
+
+/** Token usage of a whole delegation tree. */
+export interface ThreadUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  modelCalls: number;
 }
 
 export interface StartThreadOptions {
@@ -33,6 +60,8 @@ export interface StartThreadOptions {
   agent: string;
   /** A thread id of your own (letters, digits, `_ - .`); a new one is made when omitted. */
   threadId?: string;
+  /** Continue the thread's workflow as new after this many turns. @default 100 */
+  continueAsNewAfterTurns?: number;
 }
 
 /** A connected Baton client. Close it when done. */
@@ -41,7 +70,18 @@ export class BatonClient {
     readonly temporal: Client,
     private readonly connection: Connection,
     readonly taskQueue: string,
+    private readonly pool: Pool | undefined,
   ) {}
+
+  /** @throws BatonClientError when the client was connected without a database URL. */
+  database(): Pool {
+    if (!this.pool) {
+      throw new BatonClientError(
+        "this needs Baton's database: connect with `databaseUrl` (the CLI reads it from the stack)",
+      );
+    }
+    return this.pool;
+  }
 
   /**
    * Starts a root thread answered by `agent`.
@@ -51,7 +91,13 @@ export class BatonClient {
     const threadId = options.threadId ?? newThreadId();
     const problem = threadIdProblem(threadId);
     if (problem) throw new BatonClientError(problem);
-    const input: ThreadWorkflowInput = { rootThreadId: threadId, agent: options.agent };
+    const input: ThreadWorkflowInput = {
+      rootThreadId: threadId,
+      agent: options.agent,
+      ...(options.continueAsNewAfterTurns === undefined
+        ? {}
+        : { continueAsNewAfterTurns: options.continueAsNewAfterTurns }),
+    };
     try {
       await this.temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', {
         workflowId: threadWorkflowId(threadId),
@@ -79,23 +125,25 @@ export class BatonClient {
 
   /** A handle on an existing root thread. */
   thread(threadId: string): ThreadHandle {
-    return new ThreadHandle(
-      threadId,
-      this.temporal.workflow.getHandle<typeof threadWorkflow>(threadWorkflowId(threadId)),
-    );
+    return new ThreadHandle(this, threadId);
   }
 
   async close(): Promise<void> {
     await this.connection.close();
+    await this.pool?.end();
   }
 }
 
 /** One root thread. */
 export class ThreadHandle {
+  readonly workflow: WorkflowHandle<typeof threadWorkflow>;
+
   constructor(
+    private readonly client: BatonClient,
     readonly threadId: string,
-    readonly workflow: WorkflowHandle<typeof threadWorkflow>,
-  ) {}
+  ) {
+    this.workflow = client.temporal.workflow.getHandle<typeof threadWorkflow>(threadWorkflowId(threadId));
+  }
 
   get workflowId(): string {
     return this.workflow.workflowId;
@@ -115,11 +163,51 @@ export class ThreadHandle {
   async end(): Promise<void> {
     await this.workflow.signal('endThread');
   }
+
+  /** The thread's final status, once it has ended (waits for that). */
+  async result(): Promise<ThreadStatus> {
+    return this.workflow.result();
+  }
+
+  /** Questions agents of this whole tree asked humans: open ones, or all with `{ all: true }`. */
+  async questions(options: { all?: boolean } = {}): Promise<QuestionRow[]> {
+    return listQuestions(this.client.database(), this.threadId, options.all ?? false);
+  }
+
+  /**
+   * Answers an open question; the turn that asked it goes on.
+   * @throws BatonClientError for an unknown question or one no longer open.
+   */
+  async answer(questionId: string, answer: string): Promise<AnswerQuestionResult> {
+    const question = await findQuestion(this.client.database(), this.threadId, questionId);
+    if (!question) throw new BatonClientError(`thread '${this.threadId}' has no question '${questionId}'`);
+    if (question.status !== 'open') {
+      throw new BatonClientError(`question '${questionId}' is already ${question.status}`);
+    }
+    return this.client.temporal.workflow
+      .getHandle(question.workflowId)
+      .executeUpdate<AnswerQuestionResult, [AnswerQuestionInput]>('answerQuestion', { args: [{ questionId, answer }] });
+  }
+
+  /** The root thread's transcript, in order. @throws BatonClientError for an unknown thread. */
+  async transcript(): Promise<TranscriptMessage[]> {
+    const db = this.client.database();
+    if (!(await findThread(db, this.threadId))) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
+    return listMessages(db, this.threadId);
+  }
+
+  /** Token usage of every model call in this thread's tree. */
+  async usage(): Promise<ThreadUsage> {
+    return sumUsage(this.client.database(), this.threadId);
+  }
 }
 
 /** Connects to Temporal and returns a Baton client. */
 export async function connect(options: ConnectOptions): Promise<BatonClient> {
   const connection = await Connection.connect({ address: options.address });
   const namespace = options.namespace ?? 'default';
-  return new BatonClient(new Client({ connection, namespace }), connection, options.taskQueue ?? 'baton');
+  const pool = options.databaseUrl
+    ? createPool({ connectionString: options.databaseUrl, max: 4, applicationName: 'baton-client' })
+    : undefined;
+  return new BatonClient(new Client({ connection, namespace }), connection, options.taskQueue ?? 'baton', pool);
 }

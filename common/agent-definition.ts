@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { AGENT_NAME_PATTERN } from './ids';
 
+/** Steps a turn may take when its agent sets no `max_steps`. */
+export const DEFAULT_MAX_STEPS = 25;
+
 /**
  * Frontmatter of a prompt object (an agent markdown file). Unknown keys are refused so a typo in an option
  * stops start-up instead of being silently ignored.
@@ -8,6 +11,13 @@ import { AGENT_NAME_PATTERN } from './ids';
 export const agentFrontmatterSchema = z.strictObject({
   name: z.string().regex(AGENT_NAME_PATTERN, 'must be lowercase letters, digits, "_" or "-" (at most 64)'),
   description: z.string().trim().min(1, 'must not be empty').max(500),
+  /** Tool and agent names this agent may call, beyond the universal capabilities. */
+  capabilities: z.array(z.string().min(1)).default([]),
+  /** Model name for this agent; the worker's default when omitted. */
+  model: z.string().trim().min(1).optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  /** Model calls one turn may make before it ends with `max_steps`. */
+  max_steps: z.int().min(1).max(1000).default(DEFAULT_MAX_STEPS),
 });
 
 export type AgentFrontmatter = z.infer<typeof agentFrontmatterSchema>;
@@ -18,4 +28,12 @@ export interface AgentDefinition extends AgentFrontmatter {
   body: string;
   /** Path of the file it was loaded from, for error messages. */
   source: string;
+}
+
+/** What a turn keeps of its agent: the version it resolved at start and the limits it runs under. */
+export interface ResolvedAgent {
+  name: string;
+  /** Content hash of the definition; model calls and tools load exactly this version. */
+  version: string;
+  maxSteps: number;
 }

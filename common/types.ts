@@ -53,19 +53,83 @@ export interface RecordMessageResult {
 
 export interface CallModelInput {
   scope: ThreadScope;
+  /** The agent version the turn resolved at its start. */
+  agentVersion: string;
   operationId: string;
   /** 0-based model step within the turn, for summaries and logs. */
   step: number;
 }
 
+/**
+ * What the workflow does with one tool call of a model reply. Arguments stay in Postgres (the stored assistant
+ * message) except the few a workflow-handled call needs.
+ */
+export type PlannedToolCall =
+  /** Run by `executeToolCall`, which also records a refusal (unknown tool, bad arguments) as the result. */
+  | { id: string; name: string; kind: 'tool' }
+  /** Carried out by the workflow: store the question, wait for the answer. */
+  | { id: string; name: string; kind: 'ask_human'; question: string; timeoutSeconds?: number };
+
 export interface CallModelResult {
   /** Transcript sequence number of the stored assistant message. */
   seq: number;
   content: string | null;
-  toolCalls: ToolCallRequest[];
+  toolCalls: PlannedToolCall[];
   usage: TokenUsage | null;
   /** True when the reply was already stored by an earlier attempt and the model was not called again. */
   reused: boolean;
+}
+
+export interface ExecuteToolCallInput {
+  scope: ThreadScope;
+  agentVersion: string;
+  operationId: string;
+  /** Transcript sequence number of the assistant message that made the call. */
+  messageSeq: number;
+  toolCallId: string;
+}
+
+export interface ExecuteToolCallResult {
+  /** Transcript sequence number of the stored tool result. */
+  seq: number;
+  ok: boolean;
+}
+
+export interface ResolveAgentInput {
+  name: string;
+}
+
+export interface OpenQuestionInput {
+  scope: ThreadScope;
+  operationId: string;
+  /** The turn workflow that waits for the answer. */
+  workflowId: string;
+  toolCallId: string;
+  question: string;
+  timeoutSeconds?: number;
+}
+
+export interface OpenQuestionResult {
+  questionId: string;
+}
+
+export interface CloseQuestionInput {
+  rootThreadId: string;
+  questionId: string;
+  outcome: { status: 'answered'; answer: string } | { status: 'expired' };
+}
+
+export type CloseQuestionResult = { status: 'answered'; answer: string } | { status: 'expired' };
+
+/** Update argument that answers a question a turn is waiting on. */
+export interface AnswerQuestionInput {
+  questionId: string;
+  answer: string;
+}
+
+export interface AnswerQuestionResult {
+  questionId: string;
+  status: 'answered';
 }
 
 /** Input of `agentTurnWorkflow`: one agent handling one incoming message until it answers. */
@@ -79,8 +143,6 @@ export interface AgentTurnInput {
   /** Who sent the message: `human`, or the calling agent's name. */
   sender: string;
   epoch: number;
-  /** @default 25 */
-  maxSteps?: number;
 }
 
 export const TurnStatus = {
@@ -101,6 +163,15 @@ export interface AgentTurnResult {
 export interface ThreadWorkflowInput {
   rootThreadId: string;
   agent: string;
+  /** Turns already run by earlier runs of this thread (carried over continue-as-new). @default 0 */
+  turnsSoFar?: number;
+  /** Earlier runs of this thread's workflow (carried over continue-as-new). @default 0 */
+  runsSoFar?: number;
+  /**
+   * Continue-as-new after this many turns in one run (sooner when Temporal suggests it), so history stays small.
+   * @default 100
+   */
+  continueAsNewAfterTurns?: number;
 }
 
 export interface SendMessageInput {
@@ -116,6 +187,9 @@ export interface SendMessageResult extends AgentTurnResult {
 export interface ThreadStatus {
   rootThreadId: string;
   agent: string;
+  /** Turns run in this thread so far, across continue-as-new. */
   turns: number;
   busy: boolean;
+  /** Runs of this thread's workflow so far (1 + times it continued as new). */
+  runs: number;
 }

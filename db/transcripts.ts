@@ -91,3 +91,38 @@ export async function listMessages(db: Queryable, threadId: string): Promise<Tra
   );
   return rows;
 }
+
+/** One message of a thread by its sequence number. */
+export async function findMessageBySeq(
+  db: Queryable,
+  threadId: string,
+  seq: number,
+): Promise<TranscriptMessage | undefined> {
+  const { rows } = await db.query<TranscriptMessage>(
+    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE thread_id = $1 AND seq = $2`,
+    [threadId, seq],
+  );
+  return rows[0];
+}
+
+/** Token usage summed over every model call in a delegation tree. */
+export async function sumUsage(
+  db: Queryable,
+  rootThreadId: string,
+): Promise<{ promptTokens: number; completionTokens: number; totalTokens: number; modelCalls: number }> {
+  const { rows } = await db.query<{ prompt: string; completion: string; total: string; calls: string }>(
+    `SELECT COALESCE(SUM((usage->>'promptTokens')::bigint), 0) AS prompt,
+            COALESCE(SUM((usage->>'completionTokens')::bigint), 0) AS completion,
+            COALESCE(SUM((usage->>'totalTokens')::bigint), 0) AS total,
+            COUNT(*) FILTER (WHERE role = 'assistant') AS calls
+       FROM transcript_messages WHERE root_thread_id = $1`,
+    [rootThreadId],
+  );
+  const row = rows[0];
+  return {
+    promptTokens: Number(row?.prompt ?? 0),
+    completionTokens: Number(row?.completion ?? 0),
+    totalTokens: Number(row?.total ?? 0),
+    modelCalls: Number(row?.calls ?? 0),
+  };
+}

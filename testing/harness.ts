@@ -7,9 +7,11 @@ import { NativeConnection, type Worker, type WorkflowBundleOption } from '@tempo
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../client';
 import { createPool } from '../db/pool';
+import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
-import { loadAgents, type AgentRegistry } from '../worker/agents';
+import type { AgentRegistry } from '../worker/agents';
+import { createAgentCatalog } from '../worker/agent-catalog';
 import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from './scripted-model';
 
 export interface AgentHarnessOptions {
@@ -27,6 +29,10 @@ export interface AgentHarnessOptions {
   script: string | Script;
   /** Where the scripted model appends every request it receives (one JSON line each). */
   modelLogFile?: string;
+  /** The directory `read_file` and `list_files` are confined to. @default the working directory */
+  filesRoot?: string;
+  /** ARC task files for `load_arc_task`. @default DEFAULT_ARC_DATA_DIR */
+  arcDataDir?: string;
   /** A pre-built workflow bundle, to skip bundling per harness. */
   workflowBundle?: WorkflowBundleOption;
 }
@@ -56,7 +62,11 @@ export interface ModelLogEntry {
 
 /** Starts a scripted model server and a Baton worker polling `taskQueue`, plus a client for it. */
 export async function startAgentHarness(options: AgentHarnessOptions): Promise<AgentHarness> {
-  const agents = typeof options.agents === 'string' ? loadAgents(options.agents) : options.agents;
+  const catalog = createAgentCatalog({
+    agents: options.agents,
+    filesRoot: options.filesRoot ?? process.cwd(),
+    arcDataDir: options.arcDataDir ?? DEFAULT_ARC_DATA_DIR,
+  });
   const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
   const namespace = options.namespace ?? 'default';
   const opened: (() => Promise<void>)[] = [];
@@ -80,7 +90,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       pool,
       openai: createModelClient({ baseURL: model.baseURL, apiKey: 'scripted', model: 'baton-scripted' }),
       model: 'baton-scripted',
-      agents: () => agents,
+      catalog,
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
     });
     const running = worker.run();
@@ -88,7 +98,12 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;
     });
-    const client = await connect({ address: options.temporalAddress, namespace, taskQueue: options.taskQueue });
+    const client = await connect({
+      address: options.temporalAddress,
+      namespace,
+      taskQueue: options.taskQueue,
+      databaseUrl: options.databaseUrl,
+    });
     opened.push(() => client.close());
     return {
       client,

@@ -9,10 +9,10 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { writeStackFile, removeStackFile, type StackFile } from '../client/stack-file';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
-import { loadAgents } from '../worker/agents';
+import { createAgentCatalog } from '../worker/agent-catalog';
 import { createBatonWorker } from '../worker/create-worker';
 import { createModelClient } from '../worker/model-client';
-import type { ModelConfig } from '../worker/config';
+import { readToolsConfig, type ModelConfig } from '../worker/config';
 import { resolveDatabase } from './local-postgres';
 import { loadScript, startScriptedModelServer } from './scripted-model';
 import { resolveTemporal, type ProgressStream } from './temporal-cli';
@@ -48,7 +48,7 @@ export interface LocalStack {
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   const { env, log, stateDir } = options;
   const taskQueue = options.taskQueue ?? 'baton';
-  const agents = loadAgents(options.agentsDir);
+  const catalog = createAgentCatalog({ agents: options.agentsDir, ...readToolsConfig(env, process.cwd()) });
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {
@@ -118,14 +118,14 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       pool,
       openai: createModelClient(model),
       model: model.model,
-      agents: () => agents,
+      catalog,
     });
     const workerRun = worker.run();
     opened.push(async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await workerRun.catch(() => undefined);
     });
-    log(`worker: task queue '${taskQueue}', agents ${[...agents.keys()].join(', ')}`);
+    log(`worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}`);
 
     const stack: StackFile = {
       temporalAddress: temporal.address,

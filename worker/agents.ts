@@ -75,11 +75,17 @@ function frontmatterLine(text: string, key: string): number | undefined {
   return index < 0 ? undefined : index + 1;
 }
 
+export interface LoadAgentsOptions {
+  /** Tool names agents may declare as capabilities (besides each other's names). */
+  toolNames: readonly string[];
+}
+
 /**
  * Loads every `*.md` file of `dir` as an agent.
- * @throws AgentConfigError for a missing directory, a bad file or a duplicate name.
+ * @throws AgentConfigError for a missing directory, a bad file, a duplicate name, or a capability that is neither a
+ * tool nor an agent.
  */
-export function loadAgents(dir: string): AgentRegistry {
+export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegistry {
   const root = path.resolve(dir);
   if (!fs.existsSync(root) || !fs.statSync(root).isDirectory()) {
     throw new AgentConfigError(root, undefined, 'agents directory not found');
@@ -102,5 +108,24 @@ export function loadAgents(dir: string): AgentRegistry {
     agents.set(definition.name, definition);
   }
   if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
+  checkCapabilities(agents, options.toolNames);
   return agents;
+}
+
+/**
+ * Refuses a capability that names neither a tool nor an agent.
+ * @throws AgentConfigError naming the file and the line of `capabilities`.
+ */
+export function checkCapabilities(agents: AgentRegistry, toolNames: readonly string[]): void {
+  for (const agent of agents.values()) {
+    for (const capability of agent.capabilities) {
+      if (toolNames.includes(capability) || agents.has(capability)) continue;
+      const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
+      throw new AgentConfigError(
+        agent.source,
+        frontmatterLine(text, 'capabilities'),
+        `capability '${capability}' is neither a tool nor an agent (tools: ${toolNames.join(', ')}; agents: ${[...agents.keys()].join(', ')})`,
+      );
+    }
+  }
 }

@@ -1,4 +1,8 @@
+import path from 'node:path';
 import { z } from 'zod';
+
+/** Where the example ARC tasks live relative to this project (a `shared/` folder beside the checkout). */
+export const DEFAULT_ARC_DATA_DIR = path.resolve(__dirname, '..', '..', 'shared', 'data', 'arc', 'training');
 
 /** A configuration error found at start-up: names every bad setting at once. */
 export class ConfigError extends Error {
@@ -24,6 +28,8 @@ export const workerEnvSchema = z.object({
   OPENAI_API_KEY: optionalText,
   BATON_MODEL: z.string().trim().min(1).default('gpt-4o-mini'),
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
+  BATON_FILES_ROOT: optionalText,
+  BATON_ARC_DIR: optionalText,
 });
 
 export interface WorkerConfig {
@@ -33,6 +39,22 @@ export interface WorkerConfig {
   readonly databaseUrl: string;
   readonly model: ModelConfig;
   readonly agentsDir: string;
+  readonly tools: ToolsConfig;
+}
+
+export interface ToolsConfig {
+  /** The directory `read_file` and `list_files` are confined to. */
+  readonly filesRoot: string;
+  /** The directory of ARC task files for `load_arc_task`. */
+  readonly arcDataDir: string;
+}
+
+/** Tool settings from the environment; `cwd` is the files root when `BATON_FILES_ROOT` is unset. */
+export function readToolsConfig(env: Record<string, string | undefined>, cwd: string): ToolsConfig {
+  return Object.freeze({
+    filesRoot: path.resolve(cwd, env.BATON_FILES_ROOT?.trim() || '.'),
+    arcDataDir: path.resolve(cwd, env.BATON_ARC_DIR?.trim() || DEFAULT_ARC_DATA_DIR),
+  });
 }
 
 export interface ModelConfig {
@@ -46,7 +68,7 @@ export interface ModelConfig {
  * Reads the worker configuration from environment variables, once, at the edge.
  * @throws ConfigError naming every invalid or missing variable.
  */
-export function readWorkerConfig(env: Record<string, string | undefined>): WorkerConfig {
+export function readWorkerConfig(env: Record<string, string | undefined>, cwd = process.cwd()): WorkerConfig {
   const parsed = workerEnvSchema.safeParse(env);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`));
@@ -64,5 +86,6 @@ export function readWorkerConfig(env: Record<string, string | undefined>): Worke
     databaseUrl: value.DATABASE_URL,
     model: Object.freeze({ baseURL: value.OPENAI_BASE_URL, apiKey: value.OPENAI_API_KEY, model: value.BATON_MODEL }),
     agentsDir: value.BATON_AGENTS_DIR,
+    tools: readToolsConfig(env, cwd),
   });
 }

@@ -6,9 +6,18 @@ import {
   type WorkflowBundle,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
-import { createActivities, type ActivityDependencies } from '../activities';
+import type OpenAI from 'openai';
+import type { Pool } from 'pg';
+import { createActivities } from '../activities';
+import type { AgentCatalog } from './agent-catalog';
 
-export interface BatonWorkerOptions extends ActivityDependencies {
+export interface BatonWorkerOptions {
+  pool: Pool;
+  /** An `openai` client constructed with `maxRetries: 0` (see `createModelClient`). */
+  openai: OpenAI;
+  /** Model name sent when an agent names none. */
+  model: string;
+  catalog: AgentCatalog;
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -26,12 +35,12 @@ export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
 
 /** A Temporal worker running Baton's workflows and activities on one task queue. */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
-  const { connection, namespace, taskQueue, workflowBundle, ...deps } = options;
+  const { connection, namespace, taskQueue, workflowBundle, catalog, pool, openai, model } = options;
   return Worker.create({
     connection,
     namespace,
     taskQueue,
-    activities: createActivities(deps),
+    activities: createActivities({ pool, openai, model, agents: () => catalog.agents(), tools: catalog.tools }),
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
   });
 }

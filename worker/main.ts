@@ -2,7 +2,7 @@
 import { NativeConnection } from '@temporalio/worker';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
-import { loadAgents } from './agents';
+import { createAgentCatalog } from './agent-catalog';
 import { readWorkerConfig } from './config';
 import { createBatonWorker } from './create-worker';
 import { createModelClient } from './model-client';
@@ -14,7 +14,7 @@ import { createModelClient } from './model-client';
  */
 export async function runWorkerFromEnv(env: Record<string, string | undefined>): Promise<void> {
   const config = readWorkerConfig(env);
-  const agents = loadAgents(config.agentsDir);
+  const catalog = createAgentCatalog({ agents: config.agentsDir, ...config.tools });
   const pool = createPool({ connectionString: config.databaseUrl, applicationName: 'baton-worker' });
   try {
     await migrate(pool);
@@ -27,10 +27,10 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
         pool,
         openai: createModelClient(config.model),
         model: config.model.model,
-        agents: () => agents,
+        catalog,
       });
       process.stderr.write(
-        `baton worker: polling task queue '${config.taskQueue}' on ${config.temporalAddress} (${agents.size} agents)\n`,
+        `baton worker: polling task queue '${config.taskQueue}' on ${config.temporalAddress} (${catalog.agents().size} agents)\n`,
       );
       await worker.run();
     } finally {

@@ -21,5 +21,16 @@ export const MODEL_PROFILE = {
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 20 },
 } as const;
 
+/**
+ * Tool runs: heartbeating like model calls. Tool failures the model can act on are recorded as results, not
+ * thrown, so what is retried here is infrastructure trouble.
+ */
+export const TOOL_PROFILE = {
+  startToCloseTimeout: '15 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+} as const;
+
 export const db = proxyActivities<Activities>(DB_PROFILE);
 export const model = proxyActivities<Activities>(MODEL_PROFILE);
+export const tools = proxyActivities<Activities>(TOOL_PROFILE);

@@ -1,13 +1,15 @@
 import {
+  allHandlersFinished,
   ApplicationFailure,
   condition,
+  continueAsNew,
   defineQuery,
   defineSignal,
   defineUpdate,
   executeChild,
   setCurrentDetails,
   setHandler,
-  allHandlersFinished,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
 import { rootTurnWorkflowId } from '../common/ids';
@@ -23,6 +25,9 @@ import type {
 import { db } from './activity-profiles';
 import { agentTurnWorkflow } from './agent-turn';
 
+/** Turns one run of a thread takes before it continues as new. */
+export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
+
 /** Sends a human message to the thread; resolves with the agent's reply once its turn ends. */
 export const sendMessageUpdate = defineUpdate<SendMessageResult, [SendMessageInput]>('sendMessage');
 /** What the thread is doing now. */
@@ -32,20 +37,26 @@ export const endThreadSignal = defineSignal('endThread');
 
 /**
  * A root thread: a long-lived conversation a human talks to. Each message runs as one child
- * `agentTurnWorkflow`, one at a time in arrival order, so the transcript reads as a conversation.
+ * `agentTurnWorkflow`, one at a time in arrival order, so the transcript reads as a conversation. The transcript is
+ * in Postgres, so the thread continues as new (after draining its handlers) whenever its history grows, without
+ * losing anything.
  */
 export async function threadWorkflow(input: ThreadWorkflowInput): Promise<ThreadStatus> {
   const { rootThreadId, agent } = input;
+  const limit = input.continueAsNewAfterTurns ?? DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS;
+  const runs = (input.runsSoFar ?? 0) + 1;
+  const turnsAtStart = input.turnsSoFar ?? 0;
   // Set once the thread record exists. Handlers are registered before the first await (an Update that arrives
   // with the first workflow task and finds no handler is rejected), so turns wait for this instead.
   let epoch: number | undefined = undefined;
-  let turns = 0;
+  let turns = turnsAtStart;
   let busy = false;
   let ending = false;
   // Turns run one after another: each handler waits for the one before it.
   let queue: Promise<unknown> = Promise.resolve();
 
-  const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy });
+  const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy, runs });
+  const shouldContinueAsNew = () => turns - turnsAtStart >= limit || workflowInfo().continueAsNewSuggested;
 
   async function runTurn(message: string): Promise<SendMessageResult> {
     await condition(() => epoch !== undefined);
@@ -113,6 +124,9 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   ]);
   epoch = opened.epoch;
   setCurrentDetails('Waiting for a message.');
-  await condition(() => ending && allHandlersFinished());
-  return status();
+  await condition(() => (ending || (shouldContinueAsNew() && !busy)) && allHandlersFinished());
+  if (ending) return status();
+  // Messages that arrive from here on are delivered to the next run: Temporal retries an Update that reaches a
+  // run which has closed by continuing as new.
+  return continueAsNew<typeof threadWorkflow>({ ...input, turnsSoFar: turns, runsSoFar: runs });
 }

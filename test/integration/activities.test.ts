@@ -12,6 +12,8 @@ import { readModelLog } from '../../testing/harness';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
+import { createAgentCatalog } from '../../worker/agent-catalog';
+import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 import { createModelClient } from '../../worker/model-client';
 
 const env = readTestEnv();
@@ -40,6 +42,11 @@ before(async () => {
         ['echo', agent],
         ['sleepy', sleepy],
       ]),
+    tools: createAgentCatalog({
+      agents: new Map([['echo', agent]]),
+      filesRoot: workDir,
+      arcDataDir: DEFAULT_ARC_DATA_DIR,
+    }).tools,
     heartbeatIntervalMs: 50,
   });
 });
@@ -49,19 +56,24 @@ after(async () => {
   await pool.end();
 });
 
-async function openThread(agentName: string): Promise<ThreadScope> {
+async function openThread(agentName: string): Promise<ThreadScope & { agentVersion: string }> {
   const threadId = uniqueThreadId(agentName);
   const { epoch } = await run(activities.ensureThread, {
     threadId,
     rootThreadId: threadId,
     agent: agentName,
   });
-  return { rootThreadId: threadId, threadId, agent: agentName, epoch };
+  const agentVersion = agentName === 'ghost' ? 'no-such-version' : (await run(activities.resolveAgent, { name: agentName })).version;
+  return { rootThreadId: threadId, threadId, agent: agentName, epoch, agentVersion };
 }
 
 /** Runs an activity in a fresh mock context (typed: the SDK's generic signature loses the result type). */
 function run<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> {
   return new MockActivityEnvironment().run(fn, ...args);
+}
+
+function scopeOf({ agentVersion: _version, ...scope }: ThreadScope & { agentVersion: string }): ThreadScope {
+  return scope;
 }
 
 function requestsFor(threadId: string) {
@@ -70,7 +82,12 @@ function requestsFor(threadId: string) {
 
 test('model activity: a retried call whose reply is stored returns it without calling the model again', async () => {
   const scope = await openThread('echo');
-  const input = { scope, operationId: `${scope.threadId}:model:0`, step: 0 };
+  const input = {
+    scope: scopeOf(scope),
+    agentVersion: scope.agentVersion,
+    operationId: `${scope.threadId}:model:0`,
+    step: 0,
+  };
   await run(activities.recordMessage, {
     scope,
     operationId: `${scope.threadId}:in`,
@@ -127,7 +144,7 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
       /is at epoch 1; a write issued under epoch 0 was refused/.test(error.message),
   );
   await assert.rejects(
-    run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 }),
+    run(activities.callModel, { scope: scopeOf(scope), agentVersion: scope.agentVersion, operationId: `${scope.threadId}:m`, step: 0 }),
     (error: unknown) => error instanceof ApplicationFailure && error.type === 'Thread.StaleEpoch',
   );
   const rows = await listMessages(pool, scope.threadId);
@@ -140,7 +157,7 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
 test('model activity: an unknown agent fails fast as Agent.NotFound without calling the model', async () => {
   const scope = await openThread('ghost');
   await assert.rejects(
-    run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 }),
+    run(activities.callModel, { scope: scopeOf(scope), agentVersion: scope.agentVersion, operationId: `${scope.threadId}:m`, step: 0 }),
     (error: unknown) =>
       error instanceof ApplicationFailure && error.type === 'Agent.NotFound' && error.nonRetryable === true,
   );
@@ -150,7 +167,7 @@ test('model activity: an unknown agent fails fast as Agent.NotFound without call
 test('model activity: cancellation aborts the in-flight HTTP request and stores nothing', async () => {
   const scope = await openThread('sleepy');
   const environment = new MockActivityEnvironment();
-  const call = environment.run(activities.callModel, { scope, operationId: `${scope.threadId}:m`, step: 0 });
+  const call = environment.run(activities.callModel, { scope: scopeOf(scope), agentVersion: scope.agentVersion, operationId: `${scope.threadId}:m`, step: 0 });
   const deadline = Date.now() + 10_000;
   while (requestsFor(scope.threadId).length === 0 && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 50));

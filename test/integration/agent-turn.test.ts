@@ -4,6 +4,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { BatonSearchAttributes } from '../../common/search-attributes';
+import { buildSystemPrompt } from '../../common/system-context';
 import { listMessages } from '../../db/transcripts';
 import { startAgentHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
@@ -15,6 +16,12 @@ const workDir = fs.mkdtempSync(path.join(env.stateDir, 'agent-turn-'));
 const modelLog = path.join(workDir, 'model.jsonl');
 
 const greeterBody = 'You greet people. Answer in one sentence.';
+const greeterSystemPrompt = buildSystemPrompt(greeterBody, {
+  name: 'greeter',
+  declared: [],
+  universal: ['think', 'list_capabilities', 'ask_human'],
+  hasEnvData: false,
+});
 const agents = new Map(
   [
     parseAgentFile(`---\nname: greeter\ndescription: Greets people.\n---\n${greeterBody}\n`, 'greeter.md'),
@@ -90,9 +97,14 @@ test('agent turn: a human message gets the scripted reply, and both messages are
     'x-baton-root-thread': threadId,
   });
   assert.deepEqual(request?.messages, [
-    { role: 'system', content: greeterBody },
+    { role: 'system', content: greeterSystemPrompt },
     { role: 'user', content: 'Hi there' },
   ]);
+  assert.deepEqual(
+    (request?.tools as { function: { name: string } }[]).map((tool) => tool.function.name),
+    ['think', 'list_capabilities', 'ask_human'],
+    'the universal capabilities are offered as tools',
+  );
   await thread.end();
 });
 
@@ -108,13 +120,13 @@ test('thread: a second message continues the same transcript in a second turn', 
   assert.deepEqual(
     requests[1]?.messages.map((m) => [m.role, m.content]),
     [
-      ['system', greeterBody],
+      ['system', greeterSystemPrompt],
       ['user', 'Hi'],
       ['assistant', 'Hello, human.'],
       ['user', 'Hi again'],
     ],
   );
-  assert.deepEqual(await thread.status(), { rootThreadId: threadId, agent: 'greeter', turns: 2, busy: false });
+  assert.deepEqual(await thread.status(), { rootThreadId: threadId, agent: 'greeter', turns: 2, busy: false, runs: 1 });
   await thread.end();
 });
 
@@ -151,7 +163,7 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
   const summaries = (history.events ?? [])
     .filter((event) => event.activityTaskScheduledEventAttributes)
     .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'));
-  assert.deepEqual(summaries, ['"transcript: message from human"', '"model: greeter step 1"']);
+  assert.deepEqual(summaries, ['"agent: resolve greeter"', '"transcript: message from human"', '"model: greeter step 1"']);
   await thread.end();
 });
 
@@ -193,7 +205,10 @@ test('agent turn: a tool call the agent cannot make comes back as a tool error a
   const second = harness.modelRequests().filter((r) => r.thread === threadId)[1];
   const toolMessage = second?.messages.find((m) => m.role === 'tool');
   assert.equal(toolMessage?.tool_call_id, 'call_caller_1_0');
-  assert.match(toolMessage?.content ?? '', /unknown tool 'load_arc_task'/);
+  assert.equal(
+    toolMessage?.content,
+    "Error: 'load_arc_task' is not one of your capabilities. You can call: think, list_capabilities, ask_human.",
+  );
   await thread.end();
 });
 

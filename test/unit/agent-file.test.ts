@@ -10,9 +10,22 @@ test('agent file: frontmatter and body are parsed', () => {
   assert.deepEqual(agent, {
     name: 'solver',
     description: 'Solves puzzles.',
+    capabilities: [],
+    max_steps: 25,
     body: 'You solve puzzles.',
     source: 'a.md',
   });
+});
+
+test('agent file: capabilities and model options are read', () => {
+  const agent = parseAgentFile(
+    '---\nname: solver\ndescription: d\ncapabilities: [load_arc_task, observer]\nmodel: gpt-x\ntemperature: 0.2\nmax_steps: 7\n---\n',
+    'a.md',
+  );
+  assert.deepEqual(
+    [agent.capabilities, agent.model, agent.temperature, agent.max_steps],
+    [['load_arc_task', 'observer'], 'gpt-x', 0.2, 7],
+  );
 });
 
 const badFiles: { name: string; text: string; message: RegExp }[] = [
@@ -21,6 +34,11 @@ const badFiles: { name: string; text: string; message: RegExp }[] = [
     name: 'missing description',
     text: '---\nname: a\n---\nbody\n',
     message: /^x\.md: missing required field 'description'/,
+  },
+  {
+    name: 'max_steps out of range',
+    text: '---\nname: a\ndescription: d\nmax_steps: 0\n---\n',
+    message: /^x\.md:4: field 'max_steps' /,
   },
   {
     name: 'bad name',
@@ -50,7 +68,7 @@ test('agent directory: duplicate names are refused, naming both files', () => {
     fs.writeFileSync(path.join(dir, 'a.md'), '---\nname: same\ndescription: first\n---\n');
     fs.writeFileSync(path.join(dir, 'b.md'), '---\nname: same\ndescription: second\n---\n');
     assert.throws(
-      () => loadAgents(dir),
+      () => loadAgents(dir, { toolNames: ['think'] }),
       (error: unknown) =>
         error instanceof AgentConfigError &&
         error.file === path.join(dir, 'b.md') &&
@@ -61,17 +79,33 @@ test('agent directory: duplicate names are refused, naming both files', () => {
   }
 });
 
+test('agent directory: a capability that is neither a tool nor an agent is refused with its line', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-agents-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'a.md'), '---\nname: a\ndescription: d\ncapabilities: [think, b, teleport]\n---\n');
+    fs.writeFileSync(path.join(dir, 'b.md'), '---\nname: b\ndescription: d\n---\n');
+    assert.throws(
+      () => loadAgents(dir, { toolNames: ['think'] }),
+      (error: unknown) =>
+        error instanceof AgentConfigError &&
+        error.message.startsWith(`${path.join(dir, 'a.md')}:4: capability 'teleport' is neither a tool nor an agent`),
+    );
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('agent directory: a missing or empty directory is a clear error', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-agents-'));
   try {
-    assert.throws(() => loadAgents(path.join(dir, 'nope')), /agents directory not found/);
-    assert.throws(() => loadAgents(dir), /no agent files \(\*\.md\) found/);
+    assert.throws(() => loadAgents(path.join(dir, 'nope'), { toolNames: [] }), /agents directory not found/);
+    assert.throws(() => loadAgents(dir, { toolNames: ['think'] }), /no agent files \(\*\.md\) found/);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
 test('agent directory: the example agents load', () => {
-  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'));
+  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), { toolNames: [] });
   assert.ok(agents.has('greeter'));
 });

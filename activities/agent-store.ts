@@ -1,0 +1,64 @@
+import { createHash } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Pool } from 'pg';
+import type { AgentDefinition, ResolvedAgent } from '../common/agent-definition';
+import { ErrorType } from '../common/errors';
+import { findAgentVersion, saveAgentVersion } from '../db/agent-versions';
+import type { AgentRegistry } from '../worker/agents';
+
+/**
+ * Agent definitions by version. A turn resolves its agent by name once, at its start, and from then on every model
+ * call and tool run loads that exact version, so editing an agent file changes new turns only.
+ */
+export interface AgentStore {
+  /** Stores the current definition of `name` and returns its version. @throws ApplicationFailure `Agent.NotFound` */
+  resolve(name: string): Promise<ResolvedAgent>;
+  /** The definition stored under `version`. @throws ApplicationFailure `Agent.NotFound` */
+  load(version: string): Promise<AgentDefinition>;
+  /** Whether an agent of that name is currently defined. */
+  has(name: string): boolean;
+}
+
+/** Content hash of a definition; the file path is left out so the same agent has one version on every machine. */
+export function agentVersion(definition: AgentDefinition): string {
+  const { source: _source, ...content } = definition;
+  const canonical = JSON.stringify(content, Object.keys(content).sort());
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 16);
+}
+
+export function createAgentStore(options: { pool: Pool; agents: () => AgentRegistry }): AgentStore {
+  const cache = new Map<string, AgentDefinition>();
+  return {
+    has: (name) => options.agents().has(name),
+    async resolve(name) {
+      const definition = options.agents().get(name);
+      if (!definition) {
+        throw ApplicationFailure.create({
+          type: ErrorType.AgentNotFound,
+          message: `agent '${name}' is not defined on this worker (known: ${[...options.agents().keys()].join(', ')})`,
+          nonRetryable: true,
+        });
+      }
+      const version = agentVersion(definition);
+      if (!cache.has(version)) {
+        await saveAgentVersion(options.pool, version, definition);
+        cache.set(version, definition);
+      }
+      return { name, version, maxSteps: definition.max_steps };
+    },
+    async load(version) {
+      const cached = cache.get(version);
+      if (cached) return cached;
+      const stored = await findAgentVersion(options.pool, version);
+      if (!stored) {
+        throw ApplicationFailure.create({
+          type: ErrorType.AgentNotFound,
+          message: `agent version '${version}' is not stored`,
+          nonRetryable: true,
+        });
+      }
+      cache.set(version, stored);
+      return stored;
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import type { Pool } from 'pg';
+import type { CloseQuestionInput, CloseQuestionResult, OpenQuestionInput, OpenQuestionResult } from '../common/types';
+import { closeQuestion as closeQuestionRow, openQuestion as openQuestionRow } from '../db/questions';
+import { toApplicationFailure } from './failures';
+
+/** Activities that store the questions agents ask humans (`ask_human`). */
+export function createQuestionActivities({ pool }: { pool: Pool }) {
+  /** Stores an open question, once per operation id, fenced by the asking thread's epoch. */
+  async function openQuestion(input: OpenQuestionInput): Promise<OpenQuestionResult> {
+    try {
+      const row = await openQuestionRow(pool, input.scope, input.operationId, {
+        workflowId: input.workflowId,
+        toolCallId: input.toolCallId,
+        question: input.question,
+        ...(input.timeoutSeconds === undefined ? {} : { timeoutSeconds: input.timeoutSeconds }),
+      });
+      return { questionId: row.questionId };
+    } catch (error) {
+      throw toApplicationFailure(error);
+    }
+  }
+
+  /**
+   * Marks a question answered or expired and returns how it ended: when an answer and a timeout race, the first to
+   * reach Postgres wins and both sides see the same outcome. Idempotent.
+   */
+  async function closeQuestion(input: CloseQuestionInput): Promise<CloseQuestionResult> {
+    const row = await closeQuestionRow(pool, input.rootThreadId, input.questionId, input.outcome);
+    if (!row || row.status === 'open') {
+      throw new Error(`question '${input.questionId}' of thread '${input.rootThreadId}' could not be closed`);
+    }
+    return row.status === 'answered' ? { status: 'answered', answer: row.answer ?? '' } : { status: 'expired' };
+  }
+
+  return { openQuestion, closeQuestion };
+}

@@ -1,0 +1,330 @@
+/**
+ * Read-only file tools confined to one directory. The model names paths; the worker decides the root, and every
+ * path is checked against the real (symlink-free) root before anything is opened.
+ */
+import fs from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './types';
+
+export interface FileToolOptions {
+  /** The directory the tools may read. Paths outside it (after resolving symlinks) are refused. */
+  root: string;
+}
+
+/** Bytes `read_file` returns when the model names no `max_bytes`. */
+export const DEFAULT_READ_BYTES = 65_536;
+export const MAX_READ_BYTES = 1_048_576;
+/** Entries a listing shows before it says how many it left out. */
+export const MAX_LIST_ENTRIES = 1000;
+
+/** A NUL in the first bytes means binary: UTF-8 text never contains one. */
+const BINARY_SNIFF_BYTES = 8192;
+/** Past this many entries a listing stops counting the rest, so a huge tree cannot keep the activity busy. */
+const MAX_COUNTED_ENTRIES = 100_000;
+/** Symlink hops followed while deciding whether a missing path is outside the root (the kernel allows 40). */
+const MAX_SYMLINK_HOPS = 40;
+
+const readFileParameters = z.strictObject({
+  path: z.string().min(1).describe('Path of the file to read, relative to the files directory (e.g. "notes/plan.md").'),
+  max_bytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_READ_BYTES)
+    .default(DEFAULT_READ_BYTES)
+    .describe(
+      `Read at most this many bytes (default ${DEFAULT_READ_BYTES}, at most ${MAX_READ_BYTES}); ` +
+        'a longer file is cut at a character boundary and says so.',
+    ),
+});
+
+const listFilesParameters = z.strictObject({
+  path: z
+    .string()
+    .min(1)
+    .default('.')
+    .describe('Directory to list, relative to the files directory (default ".", the files directory itself).'),
+  recursive: z
+    .boolean()
+    .default(false)
+    .describe('List subdirectories too (default false). Symlinked directories are shown but not descended into.'),
+});
+
+/**
+ * Builds `read_file` and `list_files`, both confined to `options.root`.
+ *
+ * Confinement resolves the requested path against the root, takes its real path and refuses it unless that
+ * lies inside the root's real path, so `../` traversal, absolute paths elsewhere and symlinks pointing out of
+ * the root are all refused the same way. Refusals name only the path the model passed.
+ */
+export function createFileTools(options: FileToolOptions): ToolDefinition[] {
+  const root = path.resolve(options.root);
+  // Cached only once it succeeds: a root created after start-up is picked up by the next call.
+  let realRoot: Promise<string> | undefined;
+
+  async function resolveRoot(): Promise<string> {
+    realRoot ??= (async () => {
+      const real = await fs.realpath(root);
+      if (!(await fs.stat(real)).isDirectory()) throw new Error('files root is not a directory');
+      return real;
+    })();
+    try {
+      return await realRoot;
+    } catch (error) {
+      realRoot = undefined;
+      throw new ToolError('The files directory is not configured or does not exist on this worker.', {
+        cause: error,
+      });
+    }
+  }
+
+  /** The real path of `requested`, or a ToolError if it is outside the root or missing. */
+  async function confine(requested: string): Promise<{ real: string; realRoot: string }> {
+    if (requested.includes('\0')) throw new ToolError('Paths must not contain NUL bytes.');
+    const rootReal = await resolveRoot();
+    const candidate = path.resolve(root, requested);
+    // Refuse lexical escapes before touching the filesystem, so probing outside learns nothing (not even whether
+    // something exists). Absolute paths spelled through the real root are fine.
+    if (!isInside(root, candidate) && !isInside(rootReal, candidate)) throw outside(requested);
+    let real: string;
+    try {
+      real = await fs.realpath(candidate);
+    } catch (error) {
+      if (!isCode(error, 'ENOENT', 'ENOTDIR', 'EACCES', 'ELOOP')) throw error;
+      // A symlink may lead outside to something missing or unreadable: say "outside" rather than reveal that.
+      if ((await classifyMissing(candidate, rootReal, 0)) === 'outside') throw outside(requested);
+      if (isCode(error, 'EACCES')) throw new ToolError(`Permission denied: ${requested}`);
+      if (isCode(error, 'ELOOP')) throw new ToolError(`Too many levels of symbolic links: ${requested}`);
+      throw new ToolError(`File not found: ${requested}`);
+    }
+    if (!isInside(rootReal, real)) throw outside(requested);
+    return { real, realRoot: rootReal };
+  }
+
+  const readFile = defineTool({
+    name: 'read_file',
+    description:
+      'Read a text file from the files directory. Returns its UTF-8 text; a file longer than max_bytes is ' +
+      'truncated and ends with a line saying so. Binary files are refused.',
+    parameters: readFileParameters,
+    handledBy: 'activity',
+    async run(args, context) {
+      context.signal.throwIfAborted();
+      const { real } = await confine(args.path);
+      const stats = await statOrExplain(real, args.path);
+      if (stats.isDirectory()) throw new ToolError(`'${args.path}' is a directory; use list_files to see its entries.`);
+      // A FIFO or device would block or never end: only regular files are read.
+      if (!stats.isFile()) throw new ToolError(`'${args.path}' is not a regular file.`);
+
+      const limit = Math.max(args.max_bytes + 1, BINARY_SNIFF_BYTES);
+      const { bytes, size } = await readHead(real, limit);
+      if (bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0)) {
+        throw new ToolError(`'${args.path}' is a binary file; read_file returns text only.`);
+      }
+      if (bytes.length <= args.max_bytes) return bytes.toString('utf8');
+
+      const end = utf8Boundary(bytes, args.max_bytes);
+      const text = bytes.subarray(0, end).toString('utf8');
+      // stat reports 0 for some special files (procfs); never claim fewer bytes than were read.
+      const total = Math.max(size, bytes.length);
+      return (
+        `${text}${text.endsWith('\n') ? '' : '\n'}` +
+        `[truncated: showed the first ${end} of ${total} bytes; call read_file with a larger max_bytes ` +
+        `(at most ${MAX_READ_BYTES}) to see more]`
+      );
+    },
+  });
+
+  const listFiles = defineTool({
+    name: 'list_files',
+    description:
+      'List a directory of the files directory: one path per line, relative to the files directory, ' +
+      `directories ending in "/", sorted, at most ${MAX_LIST_ENTRIES} entries.`,
+    parameters: listFilesParameters,
+    handledBy: 'activity',
+    async run(args, context) {
+      context.signal.throwIfAborted();
+      const { real, realRoot: rootReal } = await confine(args.path);
+      const stats = await statOrExplain(real, args.path);
+      if (!stats.isDirectory()) throw new ToolError(`'${args.path}' is not a directory; use read_file to read it.`);
+      return listDirectory(real, rootReal, args.recursive, args.path, context);
+    },
+  });
+
+  return [readFile, listFiles];
+}
+
+interface PendingEntry {
+  /** Relative to the root, `/`-separated, without the trailing `/`. */
+  rel: string;
+  real: string;
+  directory: boolean;
+  /** A directory reached through a symlink: shown, never descended into (no cycles, no duplicates). */
+  descend: boolean;
+}
+
+async function listDirectory(
+  dir: string,
+  rootReal: string,
+  recursive: boolean,
+  requested: string,
+  context: ToolContext,
+): Promise<string> {
+  const lines: string[] = [];
+  const unreadable: string[] = [];
+  let shown = 0;
+  let leftOut = 0;
+  let countingStopped = false;
+
+  let top: PendingEntry[];
+  try {
+    top = await readEntries(dir, rootReal);
+  } catch (error) {
+    if (isCode(error, 'EACCES', 'EPERM')) throw new ToolError(`Permission denied: ${requested}`, { cause: error });
+    throw error;
+  }
+  // Depth-first with sorted siblings, so each directory's entries follow it.
+  const stack = top.reverse();
+  for (let entry = stack.pop(); entry; entry = stack.pop()) {
+    if (shown < MAX_LIST_ENTRIES) {
+      lines.push(entry.directory ? `${entry.rel}/` : entry.rel);
+      shown += 1;
+    } else if (shown + leftOut >= MAX_COUNTED_ENTRIES) {
+      countingStopped = true;
+      break;
+    } else {
+      leftOut += 1;
+    }
+    if (!recursive || !entry.descend) continue;
+    context.signal.throwIfAborted();
+    context.heartbeat({ listed: shown + leftOut });
+    try {
+      stack.push(...(await readEntries(entry.real, rootReal)).reverse());
+    } catch (error) {
+      if (!isCode(error, 'EACCES', 'EPERM', 'ENOENT', 'ENOTDIR')) throw error;
+      unreadable.push(`${entry.rel}/`);
+    }
+  }
+
+  if (lines.length === 0) lines.push(`(${requested} is empty)`);
+  if (countingStopped) {
+    lines.push(`[${leftOut}+ more entries left out (stopped counting); list a subdirectory to see them]`);
+  } else if (leftOut > 0) {
+    lines.push(`[${leftOut} more entries left out; list a subdirectory to see them]`);
+  }
+  for (const rel of unreadable) lines.push(`[could not list ${rel}: permission denied or removed while listing]`);
+  return lines.join('\n');
+}
+
+async function readEntries(dir: string, rootReal: string): Promise<PendingEntry[]> {
+  const dirents: Dirent[] = await fs.readdir(dir, { withFileTypes: true });
+  dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const entries: PendingEntry[] = [];
+  for (const dirent of dirents) {
+    const real = path.join(dir, dirent.name);
+    const rel = path.relative(rootReal, real).split(path.sep).join('/');
+    if (dirent.isSymbolicLink()) {
+      // Only a target inside the root is looked at, so a listing says nothing about what lies outside.
+      entries.push({ rel, real, directory: await isDirectoryInside(real, rootReal), descend: false });
+    } else {
+      entries.push({ rel, real, directory: dirent.isDirectory(), descend: dirent.isDirectory() });
+    }
+  }
+  return entries;
+}
+
+async function isDirectoryInside(link: string, rootReal: string): Promise<boolean> {
+  try {
+    const target = await fs.realpath(link);
+    return isInside(rootReal, target) && (await fs.stat(target)).isDirectory();
+  } catch {
+    return false; // dangling or looping: listed as a plain entry
+  }
+}
+
+/**
+ * Decides whether a path whose real path cannot be taken would land outside the root: walks up to the deepest
+ * existing ancestor, and follows a dangling symlink found below it (by its text, never by opening its target).
+ */
+async function classifyMissing(candidate: string, rootReal: string, hops: number): Promise<'outside' | 'missing'> {
+  // Every hop so far stayed inside: a longer chain is a loop the kernel refuses anyway (ELOOP).
+  if (hops > MAX_SYMLINK_HOPS) return 'missing';
+  const rest: string[] = [];
+  let ancestor = candidate;
+  let ancestorReal: string | undefined;
+  while (ancestorReal === undefined) {
+    const parent = path.dirname(ancestor);
+    if (parent === ancestor) return 'outside'; // even the filesystem root is unreadable
+    rest.unshift(path.basename(ancestor));
+    ancestor = parent;
+    try {
+      ancestorReal = await fs.realpath(ancestor);
+    } catch (error) {
+      if (!isCode(error, 'ENOENT', 'ENOTDIR')) return 'outside';
+    }
+  }
+  if (!isInside(rootReal, ancestorReal)) return 'outside';
+  const [first, ...remaining] = rest;
+  if (first === undefined) return 'missing';
+  const next = path.join(ancestorReal, first);
+  let target: string;
+  try {
+    if (!(await fs.lstat(next)).isSymbolicLink()) return 'missing';
+    target = await fs.readlink(next);
+  } catch {
+    return 'missing';
+  }
+  return classifyMissing(path.resolve(ancestorReal, target, ...remaining), rootReal, hops + 1);
+}
+
+async function statOrExplain(real: string, requested: string) {
+  try {
+    return await fs.stat(real);
+  } catch (error) {
+    if (isCode(error, 'ENOENT', 'ENOTDIR')) throw new ToolError(`File not found: ${requested}`);
+    throw error;
+  }
+}
+
+/** Reads up to `limit` bytes from the start of a file, and its size as stat reports it. */
+async function readHead(file: string, limit: number): Promise<{ bytes: Buffer; size: number }> {
+  const handle = await fs.open(file, 'r');
+  try {
+    const { size } = await handle.stat();
+    // Sized by the limit, not by stat: some special files report size 0 and still have content.
+    const buffer = Buffer.alloc(limit);
+    let length = 0;
+    while (length < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    return { bytes: buffer.subarray(0, length), size };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The largest cut at or before `max` that does not split a UTF-8 character. */
+function utf8Boundary(bytes: Buffer, max: number): number {
+  let end = max;
+  // Continuation bytes are 10xxxxxx: back up to the lead byte of the character that straddles the cut.
+  // A character has at most 3 of them; backing up further would only eat into text that is not UTF-8 anyway.
+  while (end > 0 && end > max - 3 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
+  return end;
+}
+
+function isInside(parent: string, child: string): boolean {
+  const rel = path.relative(parent, child);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
+}
+
+function outside(requested: string): ToolError {
+  return new ToolError(`Path '${requested}' is outside the allowed directory.`);
+}
+
+function isCode(error: unknown, ...codes: string[]): boolean {
+  return error instanceof Error && 'code' in error && codes.includes(String(error.code));
+}

@@ -1,0 +1,67 @@
+/**
+ * The tools agents can call, declared once with zod (the model receives JSON Schema generated from the same
+ * schemas). One file per tool family; this module composes them into a registry.
+ */
+import { z } from 'zod';
+import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
+import { createArcTool } from './arc';
+import { createFileTools } from './files';
+import type { ToolDefinition } from './types';
+import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
+
+export interface ToolRegistryOptions {
+  /** The directory `read_file` and `list_files` are confined to. */
+  filesRoot: string;
+  /** The directory of ARC task files (`<task id>.json`) for `load_arc_task`. */
+  arcDataDir: string;
+  /** An agent's description, for `list_capabilities` (agents are capabilities too). */
+  describeAgent: (name: string) => string | undefined;
+}
+
+export interface ToolRegistry {
+  get(name: string): ToolDefinition | undefined;
+  /** Every tool name, universal ones included. */
+  readonly names: readonly string[];
+  /** The universal capabilities, in the order agents are told about them. */
+  readonly universal: readonly string[];
+  /** The function definition the model receives for a tool. */
+  toModelTool(name: string): ModelTool | undefined;
+}
+
+/** A tool as the Chat Completions API takes it. */
+export interface ModelTool {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
+
+export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
+  const tools = new Map<string, ToolDefinition>();
+  const describe = (name: string) => tools.get(name)?.description ?? options.describeAgent(name);
+  const all: ToolDefinition[] = [
+    thinkTool,
+    listCapabilitiesTool(describe),
+    askHumanTool,
+    ...createFileTools({ root: options.filesRoot }),
+    createArcTool({ dataDir: options.arcDataDir }),
+  ];
+  for (const tool of all) tools.set(tool.name, tool);
+  // JSON Schema is generated once per tool, not per model call.
+  const modelTools = new Map<string, ModelTool>(
+    all.map((tool) => {
+      const { $schema: _schema, ...parameters } = z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<
+        string,
+        unknown
+      >;
+      return [
+        tool.name,
+        { type: 'function', function: { name: tool.name, description: tool.description, parameters } },
+      ];
+    }),
+  );
+  return {
+    get: (name) => tools.get(name),
+    names: [...tools.keys()],
+    universal: UNIVERSAL_CAPABILITIES,
+    toModelTool: (name) => modelTools.get(name),
+  };
+}

@@ -1,0 +1,52 @@
+import type { z } from 'zod';
+import type { AgentDefinition } from '../../common/agent-definition';
+import type { ThreadScope } from '../../common/types';
+
+/** What a tool run knows about its caller. Scope comes from the workflow, never from the model's arguments. */
+export interface ToolContext {
+  readonly scope: ThreadScope;
+  /** The definition (at the version the turn started with) of the agent calling the tool. */
+  readonly agent: AgentDefinition;
+  /** Aborted when the activity is cancelled; long-running tools must honour it. */
+  readonly signal: AbortSignal;
+  /** Reports liveness from long-running tools (the activity's heartbeat). */
+  heartbeat(details?: unknown): void;
+}
+
+/** What a tool returns: text as is, anything else as its JSON. */
+export type ToolOutput = string | Record<string, unknown> | unknown[];
+
+/**
+ * A tool's parameters, description and behaviour, declared once: the model receives JSON Schema generated from
+ * `parameters`, and arguments are parsed with the same schema before `run` sees them.
+ */
+export interface ToolDefinition<S extends z.ZodType = z.ZodType> {
+  readonly name: string;
+  /** What the model reads to decide when to call it. */
+  readonly description: string;
+  /** A `z.strictObject`, so invented arguments (a scope, say) are refused rather than ignored. */
+  readonly parameters: S;
+  /**
+   * `activity`: `run` executes inside the tool activity. `workflow`: the workflow carries it out (waiting for a
+   * human, delegating), and `run` is absent.
+   */
+  readonly handledBy: 'activity' | 'workflow';
+  /**
+   * Runs the tool with validated arguments.
+   * @throws ToolError for a failure the model can act on (its message becomes the tool result).
+   */
+  run?(args: z.infer<S>, context: ToolContext): Promise<ToolOutput>;
+}
+
+/** A failure the model can act on: its message is returned as the tool result and the turn goes on. */
+export class ToolError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** Declares a tool; keeps the argument type of `run` tied to `parameters`. */
+export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): ToolDefinition<S> {
+  return definition;
+}

@@ -1,0 +1,53 @@
+import type { z } from 'zod';
+import type { AgentDefinition } from '../../common/agent-definition';
+import { isUniversalCapability } from '../../common/capabilities';
+import type { ToolCallRequest } from '../../common/types';
+import type { ToolRegistry } from '.';
+import type { ToolDefinition } from './types';
+
+export type CheckedToolCall = { ok: true; tool: ToolDefinition; args: unknown } | { ok: false; error: string };
+
+/**
+ * Checks one tool call the model made against the agent's capabilities and the tool's schema. Every refusal is a
+ * sentence the model can act on (it becomes the tool result, prefixed with "Error: ", and the turn goes on).
+ */
+export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, registry: ToolRegistry): CheckedToolCall {
+  const allowed = [...agent.capabilities, ...registry.universal];
+  const tool = registry.get(call.name);
+  if (!tool) {
+    return { ok: false, error: `Unknown tool '${call.name}'. You can call: ${allowed.join(', ')}.` };
+  }
+  if (!isUniversalCapability(call.name) && !agent.capabilities.includes(call.name)) {
+    return {
+      ok: false,
+      error: `'${call.name}' is not one of your capabilities. You can call: ${allowed.join(', ')}.`,
+    };
+  }
+  let raw: unknown;
+  try {
+    raw = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return {
+      ok: false,
+      error: `The arguments of '${call.name}' are not valid JSON (${reason}). Send them as one JSON object.`,
+    };
+  }
+  const parsed = tool.parameters.safeParse(raw);
+  if (!parsed.success) {
+    return { ok: false, error: `Invalid arguments for '${call.name}': ${describeIssues(parsed.error.issues)}.` };
+  }
+  return { ok: true, tool, args: parsed.data };
+}
+
+function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .map((issue) => {
+      if (issue.code === 'unrecognized_keys') {
+        return `unknown argument${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
+      }
+      const where = issue.path.length > 0 ? `'${issue.path.join('.')}' ` : '';
+      return `${where}${issue.message}`;
+    })
+    .join('; ');
+}

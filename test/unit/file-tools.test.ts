@@ -1,0 +1,335 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { z } from 'zod';
+import { agentFrontmatterSchema, type AgentDefinition } from '../../common/agent-definition';
+import { createFileTools, MAX_LIST_ENTRIES } from '../../activities/tools/files';
+import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
+
+// Built through the frontmatter schema so options the definition gains get their defaults.
+const agent: AgentDefinition = {
+  ...agentFrontmatterSchema.parse({ name: 'a', description: 'd' }),
+  body: '',
+  source: 'a.md',
+};
+
+function fakeContext(overrides: Partial<ToolContext> = {}): ToolContext {
+  return {
+    scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
+    agent,
+    signal: new AbortController().signal,
+    heartbeat: () => undefined,
+    ...overrides,
+  };
+}
+
+interface Fixture {
+  /** Holds `root` and `outside`; never shown to the model. */
+  base: string;
+  root: string;
+  outside: string;
+  readFile: ToolDefinition;
+  listFiles: ToolDefinition;
+}
+
+/**
+ * root/                      outside/
+ *   a/x.txt                    secret.txt
+ *   a/deep/y.txt               dir/inner.txt
+ *   b.txt
+ *   c.md
+ */
+function fixture(t: TestContext): Fixture {
+  const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-files-')));
+  t.after(() => fs.rmSync(base, { recursive: true, force: true }));
+  const root = path.join(base, 'root');
+  const outside = path.join(base, 'outside');
+  fs.mkdirSync(path.join(root, 'a', 'deep'), { recursive: true });
+  fs.mkdirSync(path.join(outside, 'dir'), { recursive: true });
+  fs.writeFileSync(path.join(root, 'a', 'x.txt'), 'x\n');
+  fs.writeFileSync(path.join(root, 'a', 'deep', 'y.txt'), 'y\n');
+  fs.writeFileSync(path.join(root, 'b.txt'), 'hello\nwörld\n');
+  fs.writeFileSync(path.join(root, 'c.md'), '# c\n');
+  fs.writeFileSync(path.join(outside, 'secret.txt'), 'secret\n');
+  fs.writeFileSync(path.join(outside, 'dir', 'inner.txt'), 'inner\n');
+  return { base, root, outside, ...tools(root) };
+}
+
+function tools(root: string): { readFile: ToolDefinition; listFiles: ToolDefinition } {
+  const all = createFileTools({ root });
+  const readFile = all.find((tool) => tool.name === 'read_file');
+  const listFiles = all.find((tool) => tool.name === 'list_files');
+  assert.ok(readFile && listFiles);
+  return { readFile, listFiles };
+}
+
+async function run(tool: ToolDefinition, args: unknown, context: ToolContext = fakeContext()): Promise<unknown> {
+  assert.ok(tool.run !== undefined, `${tool.name} runs in the activity`);
+  return tool.run(tool.parameters.parse(args), context);
+}
+
+/** Asserts a ToolError matching `message` that mentions none of `hidden` (real paths the model never passed). */
+async function assertToolError(promise: Promise<unknown>, message: RegExp, hidden: string[] = []): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => {
+    assert.ok(error instanceof ToolError, `expected a ToolError, got ${String(error)}`);
+    assert.match(error.message, message);
+    for (const secret of hidden) assert.ok(!error.message.includes(secret), `'${error.message}' reveals ${secret}`);
+    return true;
+  });
+}
+
+const OUTSIDE = /outside the allowed directory/;
+
+test('file tools: read_file returns the UTF-8 text of a file', async (t) => {
+  const fx = fixture(t);
+  assert.equal(await run(fx.readFile, { path: 'b.txt' }), 'hello\nwörld\n');
+  assert.equal(await run(fx.readFile, { path: 'a/deep/y.txt' }), 'y\n');
+  assert.equal(await run(fx.readFile, { path: './a/../c.md' }), '# c\n');
+});
+
+test('file tools: read_file truncates at a character boundary and says so with the full size', async (t) => {
+  const fx = fixture(t);
+  // 'ab€cd': € is 3 bytes (e2 82 ac), so the file is 7 bytes and a 4-byte cut would split it.
+  fs.writeFileSync(path.join(fx.root, 'euro.txt'), 'ab€cd');
+  const cut = await run(fx.readFile, { path: 'euro.txt', max_bytes: 4 });
+  assert.equal(typeof cut, 'string');
+  const [text, note, ...rest] = String(cut).split('\n');
+  assert.equal(text, 'ab');
+  assert.match(note ?? '', /truncated.*first 2 of 7 bytes/);
+  assert.deepEqual(rest, []);
+  assert.ok(!String(cut).includes('\uFFFD'));
+
+  const whole = await run(fx.readFile, { path: 'euro.txt', max_bytes: 5 });
+  assert.match(String(whole), /^ab€\n\[truncated.*first 5 of 7 bytes/);
+  assert.equal(await run(fx.readFile, { path: 'euro.txt', max_bytes: 7 }), 'ab€cd');
+
+  fs.writeFileSync(path.join(fx.root, 'emoji.txt'), '😀😀'); // two 4-byte characters
+  assert.match(String(await run(fx.readFile, { path: 'emoji.txt', max_bytes: 7 })), /^😀\n\[truncated.*first 4 of 8/);
+  assert.match(String(await run(fx.readFile, { path: 'emoji.txt', max_bytes: 3 })), /^\n?\[truncated.*first 0 of 8/);
+});
+
+test('file tools: read_file reads 65536 bytes by default', async (t) => {
+  const fx = fixture(t);
+  fs.writeFileSync(path.join(fx.root, 'big.txt'), 'z'.repeat(70_000));
+  const result = String(await run(fx.readFile, { path: 'big.txt' }));
+  assert.ok(result.startsWith(`${'z'.repeat(65_536)}\n[truncated`));
+  assert.match(result, /first 65536 of 70000 bytes/);
+});
+
+test('file tools: read_file refuses a binary file', async (t) => {
+  const fx = fixture(t);
+  const bytes = Buffer.from('PNG-ish header then a NUL');
+  bytes[10] = 0;
+  fs.writeFileSync(path.join(fx.root, 'image.bin'), bytes);
+  await assertToolError(run(fx.readFile, { path: 'image.bin' }), /'image\.bin' is a binary file/);
+  // Even when max_bytes stops before the NUL, the first 8 KiB decide.
+  await assertToolError(run(fx.readFile, { path: 'image.bin', max_bytes: 2 }), /binary/);
+});
+
+test('file tools: list_files lists one directory sorted, directories ending in /', async (t) => {
+  const fx = fixture(t);
+  assert.equal(await run(fx.listFiles, {}), 'a/\nb.txt\nc.md');
+  assert.equal(await run(fx.listFiles, { path: 'a' }), 'a/deep/\na/x.txt');
+  assert.equal(await run(fx.listFiles, { path: 'a/deep/' }), 'a/deep/y.txt');
+});
+
+test('file tools: list_files recursive lists the whole tree depth-first', async (t) => {
+  const fx = fixture(t);
+  assert.equal(
+    await run(fx.listFiles, { recursive: true }),
+    ['a/', 'a/deep/', 'a/deep/y.txt', 'a/x.txt', 'b.txt', 'c.md'].join('\n'),
+  );
+});
+
+test('file tools: list_files says when a directory is empty', async (t) => {
+  const fx = fixture(t);
+  fs.mkdirSync(path.join(fx.root, 'empty'));
+  assert.equal(await run(fx.listFiles, { path: 'empty' }), '(empty is empty)');
+});
+
+test('file tools: list_files shows at most 1000 entries and says how many it left out', async (t) => {
+  const fx = fixture(t);
+  const many = path.join(fx.root, 'many');
+  fs.mkdirSync(path.join(many, 'sub'), { recursive: true });
+  for (let i = 0; i < 1003; i += 1) fs.writeFileSync(path.join(many, `f${String(i).padStart(4, '0')}`), '');
+  for (let i = 0; i < 4; i += 1) fs.writeFileSync(path.join(many, 'sub', `g${i}`), '');
+
+  const flat = String(await run(fx.listFiles, { path: 'many' })).split('\n');
+  assert.equal(flat.length, MAX_LIST_ENTRIES + 1);
+  assert.equal(flat[0], 'many/f0000');
+  assert.equal(flat[MAX_LIST_ENTRIES - 1], 'many/f0999');
+  assert.match(flat[MAX_LIST_ENTRIES] ?? '', /^\[4 more entries left out/); // f1000-f1002 and sub/
+
+  const deep = String(await run(fx.listFiles, { path: 'many', recursive: true })).split('\n');
+  assert.match(deep[MAX_LIST_ENTRIES] ?? '', /^\[8 more entries left out/); // sub/ counts its 4 files too
+});
+
+test('file tools: ../ traversal is refused without revealing the root', async (t) => {
+  const fx = fixture(t);
+  const hidden = [fx.base];
+  await assertToolError(
+    run(fx.readFile, { path: '../outside/secret.txt' }),
+    /^Path '\.\.\/outside\/secret\.txt' is outside the allowed directory\.$/,
+    hidden,
+  );
+  await assertToolError(run(fx.readFile, { path: 'a/../../outside/secret.txt' }), OUTSIDE, hidden);
+  await assertToolError(run(fx.listFiles, { path: '..' }), OUTSIDE, hidden);
+  // Probing outside learns nothing: a missing path outside gets the same answer as an existing one.
+  await assertToolError(run(fx.readFile, { path: '../no-such-file' }), OUTSIDE, hidden);
+});
+
+test('file tools: an absolute path is accepted inside the root and refused outside it', async (t) => {
+  const fx = fixture(t);
+  assert.equal(await run(fx.readFile, { path: path.join(fx.root, 'c.md') }), '# c\n');
+  const secret = path.join(fx.outside, 'secret.txt');
+  await assertToolError(run(fx.readFile, { path: secret }), OUTSIDE);
+  await assertToolError(run(fx.readFile, { path: '/etc/passwd' }), OUTSIDE);
+  await assertToolError(run(fx.listFiles, { path: '/' }), OUTSIDE);
+});
+
+test('file tools: a symlinked file pointing outside is refused without revealing its target', async (t) => {
+  const fx = fixture(t);
+  fs.symlinkSync(path.join(fx.outside, 'secret.txt'), path.join(fx.root, 'leak.txt'));
+  fs.symlinkSync('../../outside/secret.txt', path.join(fx.root, 'a', 'relative-leak.txt'));
+  const hidden = [fx.base, 'secret'];
+  await assertToolError(run(fx.readFile, { path: 'leak.txt' }), /^Path 'leak\.txt' is outside/, hidden);
+  await assertToolError(run(fx.readFile, { path: 'a/relative-leak.txt' }), OUTSIDE, hidden);
+  // Listing still shows the link (nothing is skipped silently), as a plain entry.
+  assert.equal(
+    await run(fx.listFiles, { path: 'a', recursive: true }),
+    'a/deep/\na/deep/y.txt\na/relative-leak.txt\na/x.txt',
+  );
+});
+
+test('file tools: a symlinked directory pointing outside is refused anywhere in the path', async (t) => {
+  const fx = fixture(t);
+  fs.symlinkSync(fx.outside, path.join(fx.root, 'a', 'ext'), 'dir');
+  const hidden = [fx.base];
+  await assertToolError(run(fx.readFile, { path: 'a/ext/secret.txt' }), OUTSIDE, hidden);
+  await assertToolError(run(fx.readFile, { path: 'a/ext/dir/inner.txt' }), OUTSIDE, hidden);
+  await assertToolError(run(fx.listFiles, { path: 'a/ext' }), OUTSIDE, hidden);
+  await assertToolError(run(fx.listFiles, { path: 'a/ext/dir' }), OUTSIDE, hidden);
+  // A missing file behind the link is "outside" too, not "not found": nothing is learned about the target.
+  await assertToolError(run(fx.readFile, { path: 'a/ext/missing.txt' }), OUTSIDE, hidden);
+  const listing = String(await run(fx.listFiles, { recursive: true }));
+  assert.ok(listing.split('\n').includes('a/ext'), listing);
+  assert.ok(!listing.includes('secret') && !listing.includes('inner'), listing);
+});
+
+test('file tools: a dangling symlink is "outside" when it points outside and "not found" inside', async (t) => {
+  const fx = fixture(t);
+  fs.symlinkSync(path.join(fx.outside, 'gone.txt'), path.join(fx.root, 'dangling-out'));
+  fs.symlinkSync('gone.txt', path.join(fx.root, 'dangling-in'));
+  fs.symlinkSync('../dangling-out', path.join(fx.root, 'a', 'chain')); // an inside hop, then outside
+  await assertToolError(run(fx.readFile, { path: 'dangling-out' }), OUTSIDE, [fx.base, 'gone']);
+  await assertToolError(run(fx.readFile, { path: 'a/chain' }), OUTSIDE, [fx.base, 'gone']);
+  await assertToolError(run(fx.readFile, { path: 'dangling-in' }), /^File not found: dangling-in$/);
+});
+
+test('file tools: symlinks that stay inside the root are followed, and the root may be a symlink', async (t) => {
+  const fx = fixture(t);
+  fs.symlinkSync('b.txt', path.join(fx.root, 'alias.txt'));
+  fs.symlinkSync('a', path.join(fx.root, 'alias-dir'), 'dir');
+  assert.equal(await run(fx.readFile, { path: 'alias.txt' }), 'hello\nwörld\n');
+  assert.equal(await run(fx.readFile, { path: 'alias-dir/x.txt' }), 'x\n');
+  assert.equal(await run(fx.listFiles, { path: 'alias-dir' }), 'a/deep/\na/x.txt');
+  // Recursion shows a symlinked directory but does not descend into it (no cycles, no duplicates).
+  assert.equal(
+    await run(fx.listFiles, { recursive: true }),
+    ['a/', 'a/deep/', 'a/deep/y.txt', 'a/x.txt', 'alias-dir/', 'alias.txt', 'b.txt', 'c.md'].join('\n'),
+  );
+
+  const linkedRoot = path.join(fx.base, 'root-link');
+  fs.symlinkSync(fx.root, linkedRoot, 'dir');
+  const viaLink = tools(linkedRoot);
+  assert.equal(await run(viaLink.readFile, { path: 'c.md' }), '# c\n');
+  assert.equal(await run(viaLink.readFile, { path: path.join(linkedRoot, 'c.md') }), '# c\n');
+  assert.equal(await run(viaLink.readFile, { path: path.join(fx.root, 'c.md') }), '# c\n');
+  assert.equal(await run(viaLink.listFiles, {}), 'a/\nalias-dir/\nalias.txt\nb.txt\nc.md');
+  await assertToolError(run(viaLink.readFile, { path: '../outside/secret.txt' }), OUTSIDE, [fx.base]);
+});
+
+test('file tools: missing files, wrong kinds and NUL bytes get errors the model can act on', async (t) => {
+  const fx = fixture(t);
+  await assertToolError(run(fx.readFile, { path: 'nope.txt' }), /^File not found: nope\.txt$/);
+  await assertToolError(run(fx.readFile, { path: 'b.txt/inner' }), /^File not found: b\.txt\/inner$/);
+  await assertToolError(run(fx.listFiles, { path: 'nope' }), /^File not found: nope$/);
+  await assertToolError(run(fx.readFile, { path: 'a' }), /'a' is a directory; use list_files/);
+  await assertToolError(run(fx.listFiles, { path: 'b.txt' }), /'b\.txt' is not a directory; use read_file/);
+  await assertToolError(run(fx.readFile, { path: 'b.txt\0.png' }), /NUL/);
+});
+
+test('file tools: a missing root is reported without naming it', async (t) => {
+  const fx = fixture(t);
+  const missing = tools(path.join(fx.base, 'not-there'));
+  await assertToolError(run(missing.readFile, { path: 'b.txt' }), /not configured or does not exist/, [fx.base]);
+  await assertToolError(run(missing.listFiles, {}), /not configured or does not exist/, [fx.base]);
+  // Created later, it is picked up: a failed root lookup is not cached.
+  fs.mkdirSync(path.join(fx.base, 'not-there'));
+  assert.equal(await run(missing.listFiles, {}), '(. is empty)');
+});
+
+test('file tools: the strict schemas refuse unknown arguments and out-of-range values', (t) => {
+  const fx = fixture(t);
+  const refused: [ToolDefinition, unknown][] = [
+    [fx.readFile, { path: 'b.txt', root: '/' }],
+    [fx.readFile, { path: 'b.txt', scope: { rootThreadId: 'other' } }],
+    [fx.readFile, {}],
+    [fx.readFile, { path: '' }],
+    [fx.readFile, { path: 'b.txt', max_bytes: 0 }],
+    [fx.readFile, { path: 'b.txt', max_bytes: 1_048_577 }],
+    [fx.readFile, { path: 'b.txt', max_bytes: 1.5 }],
+    [fx.listFiles, { path: '.', root: '/' }],
+    [fx.listFiles, { recursive: 'yes' }],
+  ];
+  for (const [tool, args] of refused) {
+    assert.equal(tool.parameters.safeParse(args).success, false, `${tool.name} ${JSON.stringify(args)}`);
+  }
+  assert.deepEqual(fx.readFile.parameters.parse({ path: 'b.txt' }), { path: 'b.txt', max_bytes: 65_536 });
+  assert.deepEqual(fx.listFiles.parameters.parse({}), { path: '.', recursive: false });
+});
+
+test('file tools: the JSON Schema forbids extra properties and describes every field', (t) => {
+  const fx = fixture(t);
+  for (const tool of [fx.readFile, fx.listFiles]) {
+    assert.ok(tool.description.length > 0);
+    const schema = z.toJSONSchema(tool.parameters) as { additionalProperties?: unknown; properties?: object };
+    assert.equal(schema.additionalProperties, false, tool.name);
+    const properties = Object.entries(schema.properties ?? {}) as [string, { description?: string }][];
+    assert.ok(properties.length > 0);
+    for (const [name, property] of properties) {
+      assert.ok((property.description ?? '').length > 10, `${tool.name}.${name} has a description`);
+    }
+  }
+  // As the model sees it (input side), fields with defaults are optional.
+  assert.deepEqual((z.toJSONSchema(fx.readFile.parameters, { io: 'input' }) as { required?: string[] }).required, [
+    'path',
+  ]);
+  assert.equal(
+    (z.toJSONSchema(fx.listFiles.parameters, { io: 'input' }) as { required?: string[] }).required,
+    undefined,
+  );
+});
+
+test('file tools: a cancelled activity stops a listing', async (t) => {
+  const fx = fixture(t);
+  const before = new AbortController();
+  before.abort(new Error('cancelled before'));
+  await assert.rejects(run(fx.listFiles, {}, fakeContext({ signal: before.signal })), /cancelled before/);
+  await assert.rejects(run(fx.readFile, { path: 'b.txt' }, fakeContext({ signal: before.signal })), /cancelled before/);
+
+  // Cancelled while the first subdirectory is read: the next step notices.
+  const during = new AbortController();
+  let heartbeats = 0;
+  const context = fakeContext({
+    signal: during.signal,
+    heartbeat: () => {
+      heartbeats += 1;
+      during.abort(new Error('cancelled during'));
+    },
+  });
+  await assert.rejects(run(fx.listFiles, { recursive: true }, context), /cancelled during/);
+  assert.equal(heartbeats, 1);
+});

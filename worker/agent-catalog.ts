@@ -1,0 +1,77 @@
+import fs from 'node:fs';
+import { createToolRegistry, type ToolRegistry } from '../activities/tools';
+import { checkCapabilities, loadAgents, type AgentRegistry } from './agents';
+
+export interface AgentCatalogOptions {
+  /** The agents directory, loaded now and on `reload()`; or agents defined in code (tests), which never reload. */
+  agents: string | AgentRegistry;
+  /** The directory `read_file` and `list_files` are confined to. */
+  filesRoot: string;
+  /** The directory of ARC task files for `load_arc_task`. */
+  arcDataDir: string;
+}
+
+/** The agents a worker runs and the tools they call, with reloading for `baton dev`. */
+export interface AgentCatalog {
+  /** The current agent definitions (turns resolve their agent's version from this when they start). */
+  agents(): AgentRegistry;
+  readonly tools: ToolRegistry;
+  /**
+   * Loads the directory again. A bad set leaves the current one in place.
+   * @throws AgentConfigError naming the file, line and reason.
+   */
+  reload(): AgentRegistry;
+  /**
+   * Reloads whenever a file in the directory changes (debounced); reports each outcome. Returns a function that
+   * stops watching.
+   */
+  watch(report: (outcome: { agents: AgentRegistry } | { error: unknown }) => void): () => void;
+}
+
+/**
+ * Loads the agents and builds the tool registry.
+ * @throws AgentConfigError for a bad agent file, so start-up stops naming it.
+ */
+export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
+  let current: AgentRegistry;
+  const tools = createToolRegistry({
+    filesRoot: options.filesRoot,
+    arcDataDir: options.arcDataDir,
+    describeAgent: (name) => current.get(name)?.description,
+  });
+  const { agents } = options;
+  const load = (): AgentRegistry => {
+    if (typeof agents === 'string') return loadAgents(agents, { toolNames: tools.names });
+    checkCapabilities(agents, tools.names);
+    return agents;
+  };
+  current = load();
+  return {
+    agents: () => current,
+    tools,
+    reload() {
+      current = load();
+      return current;
+    },
+    watch(report) {
+      if (typeof agents !== 'string') return () => undefined;
+      let timer: NodeJS.Timeout | undefined;
+      const watcher = fs.watch(agents, () => {
+        clearTimeout(timer);
+        // Editors write files in several steps; reload once they are done.
+        timer = setTimeout(() => {
+          try {
+            current = load();
+            report({ agents: current });
+          } catch (error) {
+            report({ error });
+          }
+        }, 200);
+      });
+      return () => {
+        clearTimeout(timer);
+        watcher.close();
+      };
+    },
+  };
+}
