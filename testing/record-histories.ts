@@ -17,13 +17,20 @@ const ROOT = path.resolve(__dirname, '..');
 const HISTORIES_DIR = path.join(ROOT, 'test', 'replay', 'histories');
 const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
 
-/** Agents and script of the recorded scenarios: a two-turn conversation, a tool error, a retried model call. */
+/**
+ * Agents and script of the recorded scenarios: a conversation, tool calls (good and refused) in one reply, a
+ * retried model call, a question answered by a human, and a thread that continues as new.
+ */
 const agents = new Map(
   [
-    parseAgentFile('---\nname: greeter\ndescription: Greets people.\n---\nYou greet people.\n', 'greeter.md'),
-    parseAgentFile('---\nname: caller\ndescription: Calls a tool it lacks.\n---\nYou call tools.\n', 'caller.md'),
-    parseAgentFile('---\nname: flaky\ndescription: Its model fails once.\n---\nYou are flaky.\n', 'flaky.md'),
-  ].map((agent) => [agent.name, agent]),
+    '---\nname: greeter\ndescription: Greets people.\n---\nYou greet people.\n',
+    '---\nname: caller\ndescription: Calls tools.\ncapabilities: [load_arc_task]\n---\nYou call tools.\n',
+    '---\nname: flaky\ndescription: Its model fails once.\n---\nYou are flaky.\n',
+    '---\nname: asker\ndescription: Asks a human.\n---\nYou ask.\n',
+  ].map((text) => {
+    const agent = parseAgentFile(text, 'record-histories');
+    return [agent.name, agent];
+  }),
 );
 const script = parseScript(
   `
@@ -31,17 +38,40 @@ agents:
   greeter:
     - say: "Hello, human."
     - say: "Hello again."
+    - say: "Third time."
   caller:
     - calls:
         - { call: load_arc_task, args: { task_id: "007bbfb7" } }
         - { call: think, args: { thought: "two calls at once" } }
-    - say: "Answered without tools."
+        - { call: read_file, args: { path: "not-mine.txt" } }
+    - say: "Answered with tools."
   flaky:
     - fail: 503
     - say: "Recovered."
+  asker:
+    - call: ask_human
+      args: { question: "Which colour?" }
+    - say: "Blue it is."
 `,
   'record-histories',
 );
+
+interface Scenario {
+  name: string;
+  agent: string;
+  messages: string[];
+  /** Answers given to the questions the agent asks, in order. */
+  answers?: string[];
+  continueAsNewAfterTurns?: number;
+}
+
+const scenarios: Scenario[] = [
+  { name: 'greeter-two-turns', agent: 'greeter', messages: ['Hi', 'Hi again'] },
+  { name: 'caller-tools', agent: 'caller', messages: ['Load the task'] },
+  { name: 'flaky-model-retry', agent: 'flaky', messages: ['Try'] },
+  { name: 'asker-human-answer', agent: 'asker', messages: ['Pick a colour'], answers: ['Blue'] },
+  { name: 'greeter-continue-as-new', agent: 'greeter', messages: ['1', '2', '3'], continueAsNewAfterTurns: 2 },
+];
 
 async function main(): Promise<void> {
   installRuntime();
@@ -56,24 +86,36 @@ async function main(): Promise<void> {
       workflowBundle: { codePath: stack.workflowBundlePath },
     });
     try {
-      const scenarios: { name: string; agent: string; messages: string[] }[] = [
-        { name: 'greeter-two-turns', agent: 'greeter', messages: ['Hi', 'Hi again'] },
-        { name: 'caller-tool-errors', agent: 'caller', messages: ['Load the task'] },
-        { name: 'flaky-model-retry', agent: 'flaky', messages: ['Try'] },
-      ];
       fs.mkdirSync(HISTORIES_DIR, { recursive: true });
+      for (const file of fs.readdirSync(HISTORIES_DIR)) fs.rmSync(path.join(HISTORIES_DIR, file));
       for (const scenario of scenarios) {
-        const thread = await harness.client.startThread({ agent: scenario.agent, threadId: `replay-${scenario.name}` });
-        for (const message of scenario.messages) await thread.send(message);
+        const thread = await harness.client.startThread({
+          agent: scenario.agent,
+          threadId: `replay-${scenario.name}`,
+          ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
+        });
+        for (const message of scenario.messages) {
+          const reply = thread.send(message);
+          for (const answer of scenario.answers ?? []) {
+            const questionId = await firstOpenQuestion(() => thread.questions());
+            await thread.answer(questionId, answer);
+          }
+          await reply;
+        }
         await thread.end();
-        await thread.workflow.result();
-        const workflowIds = [
-          thread.workflowId,
-          ...scenario.messages.map((_, i) => `${thread.workflowId}/turn-${i + 1}`),
-        ];
-        for (const [index, workflowId] of workflowIds.entries()) {
-          const history = await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory();
-          const file = path.join(HISTORIES_DIR, `${scenario.name}.${index === 0 ? 'thread' : `turn-${index}`}.json`);
+        await thread.result();
+        // Every run of every workflow of the conversation (a thread that continued as new has several).
+        const runs: { workflowId: string; runId: string }[] = [];
+        for await (const execution of harness.client.temporal.workflow.list({
+          query: `BatonRootThreadId="${thread.threadId}"`,
+        })) {
+          runs.push({ workflowId: execution.workflowId, runId: execution.runId });
+        }
+        runs.sort((a, b) => a.workflowId.localeCompare(b.workflowId) || a.runId.localeCompare(b.runId));
+        for (const [index, run] of runs.entries()) {
+          const history = await harness.client.temporal.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+          const part = run.workflowId.slice(thread.workflowId.length + 1) || 'thread';
+          const file = path.join(HISTORIES_DIR, `${scenario.name}.${part}.${index}.json`);
           fs.writeFileSync(file, `${historyToJSON(history)}\n`);
           log(`wrote ${path.relative(ROOT, file)}`);
         }
@@ -84,6 +126,16 @@ async function main(): Promise<void> {
   } finally {
     await stack.stop();
   }
+}
+
+async function firstOpenQuestion(list: () => Promise<{ questionId: string }[]>): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const [question] = await list();
+    if (question) return question.questionId;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('no question was asked within 30 s');
 }
 
 main().catch((error: unknown) => {

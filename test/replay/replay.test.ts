@@ -23,7 +23,19 @@ test('replay: recorded histories cover the thread and turn workflows', () => {
     histories.map((h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name),
   );
   assert.deepEqual([...types].sort(), ['agentTurnWorkflow', 'threadWorkflow']);
-  assert.ok(histories.length >= 6, `expected the recorded scenarios, found ${histories.length} files`);
+  assert.ok(histories.length >= 14, `expected the recorded scenarios, found ${histories.length} files`);
+  const activities = new Set(
+    histories.flatMap((h) =>
+      (h.history.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []),
+    ),
+  );
+  for (const name of ['callModel', 'executeToolCall', 'openQuestion', 'closeQuestion', 'resolveAgent']) {
+    assert.ok(activities.has(name), `a recorded history exercises ${name}`);
+  }
+  const continued = histories.filter((h) =>
+    h.history.events?.some((e) => e.workflowExecutionContinuedAsNewEventAttributes),
+  );
+  assert.ok(continued.length > 0, 'a recorded thread continued as new');
 });
 
 test('replay: every recorded history replays against the current workflow code', async () => {
@@ -39,7 +51,7 @@ test('replay: every recorded history replays against the current workflow code',
 });
 
 test('replay: a reordered turn workflow is caught as a determinism violation', async () => {
-  const turn = histories.find((h) => h.file === 'greeter-two-turns.turn-1.json');
+  const turn = histories.find((h) => h.file === 'greeter-two-turns.turn-1.1.json');
   assert.ok(turn, 'the greeter turn history is recorded');
   const workflowBundle = await bundleWorkflowCode({
     workflowsPath: require.resolve('./fixtures/reordered-turn'),
