@@ -21,6 +21,8 @@ const workDir = fs.mkdtempSync(path.join(env.stateDir, 'activities-'));
 const modelLog = path.join(workDir, 'model.jsonl');
 const pool = createPool({ connectionString: env.databaseUrl });
 const agent = parseAgentFile('---\nname: echo\ndescription: Echoes.\n---\nYou echo.\n', 'echo.md');
+/** Mutable, so a test can change a definition the way a reload does. */
+const agents = new Map([['echo', agent]]);
 let model: ScriptedModelServer;
 let activities: Activities;
 
@@ -32,16 +34,12 @@ before(async () => {
     ),
     logFile: modelLog,
   });
-  const sleepy = { ...agent, name: 'sleepy' };
+  agents.set('sleepy', { ...agent, name: 'sleepy' });
   activities = createActivities({
     pool,
     openai: createModelClient({ baseURL: model.baseURL, apiKey: 'scripted', model: 'baton-scripted' }),
     model: 'baton-scripted',
-    agents: () =>
-      new Map([
-        ['echo', agent],
-        ['sleepy', sleepy],
-      ]),
+    agents: () => agents,
     tools: createAgentCatalog({
       agents: new Map([['echo', agent]]),
       filesRoot: workDir,
@@ -63,7 +61,8 @@ async function openThread(agentName: string): Promise<ThreadScope & { agentVersi
     rootThreadId: threadId,
     agent: agentName,
   });
-  const agentVersion = agentName === 'ghost' ? 'no-such-version' : (await run(activities.resolveAgent, { name: agentName })).version;
+  const agentVersion =
+    agentName === 'ghost' ? 'no-such-version' : (await run(activities.resolveAgent, { name: agentName })).version;
   return { rootThreadId: threadId, threadId, agent: agentName, epoch, agentVersion };
 }
 
@@ -144,7 +143,12 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
       /is at epoch 1; a write issued under epoch 0 was refused/.test(error.message),
   );
   await assert.rejects(
-    run(activities.callModel, { scope: scopeOf(scope), agentVersion: scope.agentVersion, operationId: `${scope.threadId}:m`, step: 0 }),
+    run(activities.callModel, {
+      scope: scopeOf(scope),
+      agentVersion: scope.agentVersion,
+      operationId: `${scope.threadId}:m`,
+      step: 0,
+    }),
     (error: unknown) => error instanceof ApplicationFailure && error.type === 'Thread.StaleEpoch',
   );
   const rows = await listMessages(pool, scope.threadId);
@@ -157,17 +161,56 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
 test('model activity: an unknown agent fails fast as Agent.NotFound without calling the model', async () => {
   const scope = await openThread('ghost');
   await assert.rejects(
-    run(activities.callModel, { scope: scopeOf(scope), agentVersion: scope.agentVersion, operationId: `${scope.threadId}:m`, step: 0 }),
+    run(activities.callModel, {
+      scope: scopeOf(scope),
+      agentVersion: scope.agentVersion,
+      operationId: `${scope.threadId}:m`,
+      step: 0,
+    }),
     (error: unknown) =>
       error instanceof ApplicationFailure && error.type === 'Agent.NotFound' && error.nonRetryable === true,
   );
   assert.equal(requestsFor(scope.threadId).length, 0);
 });
 
+test('agent versions: a turn keeps the definition it resolved even after the agent changes', async () => {
+  const scope = await openThread('echo');
+  await run(activities.recordMessage, {
+    scope: scopeOf(scope),
+    operationId: `${scope.threadId}:in`,
+    message: { role: 'user', content: 'hi' },
+  });
+  const original = agents.get('echo');
+  assert.ok(original);
+  agents.set('echo', { ...original, body: 'You echo, version two.' });
+  try {
+    const newer = await run(activities.resolveAgent, { name: 'echo' });
+    assert.notEqual(newer.version, scope.agentVersion, 'a changed definition is a new version');
+
+    await run(activities.callModel, {
+      scope: scopeOf(scope),
+      agentVersion: scope.agentVersion,
+      operationId: `${scope.threadId}:model:0`,
+      step: 0,
+    });
+    const [request] = requestsFor(scope.threadId);
+    const system = request?.messages[0]?.content ?? '';
+    assert.ok(system.startsWith('You echo.'), 'the model saw the version the turn started with');
+    assert.ok(!system.includes('version two'));
+  } finally {
+    agents.set('echo', original);
+  }
+});
+
 test('model activity: cancellation aborts the in-flight HTTP request and stores nothing', async () => {
   const scope = await openThread('sleepy');
   const environment = new MockActivityEnvironment();
-  const call = environment.run(activities.callModel, { scope: scopeOf(scope), agentVersion: scope.agentVersion, operationId: `${scope.threadId}:m`, step: 0 });
+  const call = environment.run(activities.callModel, {
+    scope: scopeOf(scope),
+    agentVersion: scope.agentVersion,
+    operationId: `${scope.threadId}:m`,
+    step: 0,
+  });
   const deadline = Date.now() + 10_000;
   while (requestsFor(scope.threadId).length === 0 && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 50));

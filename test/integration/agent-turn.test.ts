@@ -163,7 +163,11 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
   const summaries = (history.events ?? [])
     .filter((event) => event.activityTaskScheduledEventAttributes)
     .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'));
-  assert.deepEqual(summaries, ['"agent: resolve greeter"', '"transcript: message from human"', '"model: greeter step 1"']);
+  assert.deepEqual(summaries, [
+    '"agent: resolve greeter"',
+    '"transcript: message from human"',
+    '"model: greeter step 1"',
+  ]);
   await thread.end();
 });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +23,10 @@ import {
 const ADMIN_URL = process.env.BATON_TEST_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const AS_ROOT = process.getuid?.() === 0;
 const FIRST_MIGRATION = '001_threads-and-transcripts.sql';
+/** Every migration the project ships, in order: a fresh database gets all of them. */
+const ALL_MIGRATIONS = readdirSync(MIGRATIONS_DIR)
+  .filter((file) => file.endsWith('.sql'))
+  .sort();
 const TEST_TIMEOUT_MS = 60_000;
 const RUN_ID = `${process.pid}_${Date.now()}`;
 
@@ -84,7 +89,7 @@ test(
 
     const pool = createPool({ connectionString: databaseUrl, max: 2 });
     try {
-      assert.deepEqual(await migrate(pool), { applied: [FIRST_MIGRATION] });
+      assert.deepEqual(await migrate(pool), { applied: ALL_MIGRATIONS });
       const { rows } = await pool.query<{ setting: string; threads: string | null; transcripts: string | null }>(
         `SELECT current_setting('listen_addresses') AS setting,
                 to_regclass('public.threads')::text AS threads,
@@ -106,9 +111,9 @@ test('migrate: concurrent runs both succeed and apply each file once', { timeout
   try {
     // One run takes the advisory lock; the others poll it (once a second) and then find nothing left to apply.
     const results = await Promise.all([migrate(url), migrate(url), migrate(pool)]);
-    assert.deepEqual(results.flatMap((result) => result.applied).sort(), [FIRST_MIGRATION]);
+    assert.deepEqual(results.flatMap((result) => result.applied).sort(), ALL_MIGRATIONS);
     const { rows } = await pool.query<{ count: string }>('SELECT count(*) FROM migrations WHERE id > 0');
-    assert.equal(rows[0]?.count, '1');
+    assert.equal(rows[0]?.count, String(ALL_MIGRATIONS.length));
   } finally {
     await pool.end();
     await dropDatabase(adminUrl, name);

@@ -38,6 +38,37 @@ test('replay: recorded histories cover the thread and turn workflows', () => {
   assert.ok(continued.length > 0, 'a recorded thread continued as new');
 });
 
+test('history size: every payload in the recorded histories stays far below Temporal limits (invariant 6)', () => {
+  let largest = { size: 0, where: '' };
+  const sizes: number[] = [];
+  for (const { file, history } of histories) {
+    for (const event of history.events ?? []) {
+      // Every payload of the event: inputs, results, update arguments, search attributes, summaries.
+      const payloadSizes = collectPayloadSizes(event);
+      for (const size of payloadSizes) {
+        sizes.push(size);
+        if (size > largest.size) largest = { size, where: `${file} event ${String(event.eventId)}` };
+      }
+    }
+  }
+  assert.ok(sizes.length > 100, 'payloads were found');
+  assert.ok(largest.size < 64 * 1024, `largest payload ${largest.size} bytes at ${largest.where}`);
+  sizes.sort((a, b) => a - b);
+  const p95 = sizes[Math.floor(sizes.length * 0.95)] ?? 0;
+  assert.ok(p95 < 4 * 1024, `95th percentile payload ${p95} bytes`);
+});
+
+function collectPayloadSizes(value: unknown, sizes: number[] = []): number[] {
+  if (value === null || typeof value !== 'object') return sizes;
+  const record = value as Record<string, unknown>;
+  if (record.data instanceof Uint8Array && 'metadata' in record) {
+    sizes.push(record.data.length);
+    return sizes;
+  }
+  for (const child of Object.values(record)) collectPayloadSizes(child, sizes);
+  return sizes;
+}
+
 test('replay: every recorded history replays against the current workflow code', async () => {
   const results = Worker.runReplayHistories({ workflowsPath: WORKFLOWS_PATH }, histories);
   const failures: string[] = [];

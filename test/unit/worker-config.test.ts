@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, readWorkerConfig } from '../../worker/config';
+import { ConfigError, DEFAULT_ARC_DATA_DIR, readWorkerConfig } from '../../worker/config';
 import { parseLogLevel } from '../../worker/runtime';
 
 const minimal = {
@@ -10,14 +10,20 @@ const minimal = {
 };
 
 test('worker config: defaults fill what is not set', () => {
-  assert.deepEqual(readWorkerConfig(minimal), {
+  assert.deepEqual(readWorkerConfig(minimal, '/srv/app'), {
     temporalAddress: '127.0.0.1:7233',
     namespace: 'default',
     taskQueue: 'baton',
     databaseUrl: 'postgres://baton@127.0.0.1:5432/baton',
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     agentsDir: 'agents',
+    tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR },
   });
+});
+
+test('worker config: tool directories resolve against the working directory', () => {
+  const config = readWorkerConfig({ ...minimal, BATON_FILES_ROOT: 'data', BATON_ARC_DIR: '/arc' }, '/srv/app');
+  assert.deepEqual(config.tools, { filesRoot: '/srv/app/data', arcDataDir: '/arc' });
 });
 
 test('worker config: every variable is read and the result is frozen', () => {
