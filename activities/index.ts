@@ -7,6 +7,7 @@ import type { Pool } from 'pg';
 import type { ResolveAgentInput } from '../common/types';
 import type { AgentRegistry } from '../worker/agents';
 import { createAgentStore } from './agent-store';
+import { createDelegationActivities } from './delegations';
 import { createModelActivities } from './model';
 import { createQuestionActivities } from './questions';
 import { createThreadActivities } from './threads';
@@ -34,6 +35,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...createQuestionActivities({ pool: deps.pool }),
     ...createModelActivities({ ...shared, openai: deps.openai, model: deps.model }),
     ...createToolCallActivities(shared),
+    ...createDelegationActivities({ pool: deps.pool, agentStore }),
     /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
     resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
   };

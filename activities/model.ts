@@ -121,6 +121,16 @@ export function createModelActivities(options: ModelActivityOptions) {
    */
   function planToolCall(call: ToolCallRequest, agent: AgentDefinition): PlannedToolCall {
     const checked = checkToolCall(call, agent, options.tools);
+    if (checked.ok && checked.kind === 'agent') {
+      return {
+        id: call.id,
+        name: call.name,
+        kind: 'agent',
+        message: checked.args.message,
+        contextKeys: checked.args.context_keys ?? [],
+        thread: checked.args.thread ?? 'new',
+      };
+    }
     if (checked.ok && checked.tool.name === 'ask_human') {
       const args = checked.args as { question: string; timeout_s?: number };
       return {

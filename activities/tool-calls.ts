@@ -46,7 +46,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     const checked = checkToolCall(call, agent, options.tools);
     if (!checked.ok) {
       content = `Error: ${checked.error}`;
-    } else if (!checked.tool.run) {
+    } else if (checked.kind === 'agent' || !checked.tool.run) {
       content = `Error: '${call.name}' cannot be run as a tool here.`;
     } else {
       const context = Context.current();

@@ -4,7 +4,15 @@
  */
 import path from 'node:path';
 import { Command } from 'commander';
-import { connect, type ConnectOptions } from '.';
+import {
+  connect,
+  type BatonClient,
+  type ConnectOptions,
+  type QuestionRow,
+  type TranscriptMessage,
+  type TreeNode,
+} from '.';
+import type { SendMessageResult } from '../common/types';
 import { describeError } from './errors';
 import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
 import { runDemo, runDev } from './dev';
@@ -24,14 +32,21 @@ function globals(): GlobalOptions {
   return program.opts<GlobalOptions>();
 }
 
-/** Where the Temporal server and task queue are: the environment first, else the running `baton dev`. */
-function connectOptions(): ConnectOptions {
+/**
+ * Where the Temporal server, task queue and Baton's database are: the environment first (`TEMPORAL_ADDRESS`, with
+ * `DATABASE_URL` for commands that read Postgres), else the running `baton dev`.
+ */
+function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
   const env = process.env;
   if (env.TEMPORAL_ADDRESS) {
+    if (needs.database && !env.DATABASE_URL) {
+      throw new CliError("this command reads Baton's database: set DATABASE_URL as well as TEMPORAL_ADDRESS");
+    }
     return {
       address: env.TEMPORAL_ADDRESS,
       namespace: env.TEMPORAL_NAMESPACE || 'default',
       taskQueue: env.BATON_TASK_QUEUE || 'baton',
+      ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
     };
   }
   const stack = readStackFile(globals().stateDir);
@@ -40,7 +55,22 @@ function connectOptions(): ConnectOptions {
       `no Baton stack is running (no live ${path.join(globals().stateDir, 'stack.json')}): start one with \`baton dev\`, or set TEMPORAL_ADDRESS`,
     );
   }
-  return { address: stack.temporalAddress, namespace: stack.namespace, taskQueue: stack.taskQueue };
+  return {
+    address: stack.temporalAddress,
+    namespace: stack.namespace,
+    taskQueue: stack.taskQueue,
+    databaseUrl: stack.databaseUrl,
+  };
+}
+
+/** Connects, runs `use` and closes the client whatever happens. */
+async function withClient<T>(needs: { database?: boolean }, use: (client: BatonClient) => Promise<T>): Promise<T> {
+  const client = await connect(connectOptions(needs));
+  try {
+    return await use(client);
+  } finally {
+    await client.close();
+  }
 }
 
 class CliError extends Error {
@@ -54,6 +84,83 @@ function print(json: boolean, value: unknown, text: string): void {
   process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${text}\n`);
 }
 
+/** Characters of one message the human-readable transcript shows; `--json` gives everything. */
+const TRANSCRIPT_PREVIEW_CHARS = 500;
+
+/** The reply, or a line saying why there is none. */
+function describeTurn(result: SendMessageResult): string {
+  return result.status === 'completed'
+    ? result.reply
+    : `(the turn ended without an answer: ${result.status} after ${result.steps} steps)`;
+}
+
+/** `text` cut to `max` characters (code points), saying how much was left out. */
+function preview(text: string, max: number): string {
+  const chars = Array.from(text);
+  return chars.length <= max ? text : `${chars.slice(0, max).join('')}… (${chars.length - max} more characters)`;
+}
+
+/** How long ago `iso` was, coarsely: `45s`, `12m`, `3h`, `2d`. */
+function age(since: Date, now: number): string {
+  const seconds = Math.max(0, Math.floor((now - since.getTime()) / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
+  if (seconds < 86_400) return `${Math.floor(seconds / 3600)}h`;
+  return `${Math.floor(seconds / 86_400)}d`;
+}
+
+/** Rows of cells as left-aligned columns separated by two spaces; the last column is not padded. */
+function columns(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]?.map((_, index) => Math.max(...rows.map((row) => (row[index] ?? '').length))) ?? [];
+  return rows
+    .map((row) =>
+      row.map((cell, index) => (index === row.length - 1 ? cell : cell.padEnd(widths[index] ?? 0))).join('  '),
+    )
+    .join('\n');
+}
+
+function formatQuestions(rows: readonly QuestionRow[], all: boolean): string {
+  if (rows.length === 0) return all ? 'No questions.' : 'No open questions.';
+  const now = Date.now();
+  const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
+  return columns([
+    all ? ['ID', 'AGENT', 'AGE', 'STATUS', 'QUESTION'] : ['ID', 'AGENT', 'AGE', 'QUESTION'],
+    ...rows.map((row) => [
+      row.questionId,
+      row.agent,
+      age(row.createdAt, now),
+      ...(all ? [row.status] : []),
+      oneLine(row.question),
+    ]),
+  ]);
+}
+
+/** `[seq] role (agent): content`, with tool calls as `→ name(args)` and tool results as `← name: result`. */
+function formatTranscript(messages: readonly TranscriptMessage[]): string {
+  if (messages.length === 0) return 'No messages yet.';
+  const toolNames = new Map<string, string>();
+  for (const message of messages) for (const call of message.toolCalls ?? []) toolNames.set(call.id, call.name);
+  // Continuation lines are indented so each message's `[seq]` stands out.
+  const indent = (text: string) => text.replaceAll('\n', '\n    ');
+  return messages
+    .map((message) => {
+      const lines: string[] = [];
+      if (message.role === 'tool') {
+        const name = message.toolCallId ? toolNames.get(message.toolCallId) : undefined;
+        lines.push(
+          `← ${name ? `${name}: ` : ''}${preview((message.content ?? '').trimEnd(), TRANSCRIPT_PREVIEW_CHARS)}`,
+        );
+      } else if (message.content) {
+        lines.push(preview(message.content.trimEnd(), TRANSCRIPT_PREVIEW_CHARS));
+      }
+      for (const call of message.toolCalls ?? []) {
+        lines.push(`→ ${call.name}(${preview(call.arguments, TRANSCRIPT_PREVIEW_CHARS)})`);
+      }
+      return `[${message.seq}] ${message.role} (${message.agent}): ${indent(lines.join('\n'))}`;
+    })
+    .join('\n');
+}
+
 program
   .command('run')
   .description('start a root thread with <agent>, send it <message> and wait for the reply')
@@ -62,20 +169,94 @@ program
   .option('--thread <id>', 'a thread id of your own (default: a new one)')
   .option('--json', 'print {threadId, workflowId, reply, ...} as JSON')
   .action(async (agent: string, message: string, options: { thread?: string; json?: boolean }) => {
-    const client = await connect(connectOptions());
-    try {
+    await withClient({}, async (client) => {
       const thread = await client.startThread({ agent, ...(options.thread ? { threadId: options.thread } : {}) });
       const result = await thread.send(message);
-      print(
-        Boolean(options.json),
-        { ...result, workflowId: thread.workflowId },
-        result.status === 'completed'
-          ? result.reply
-          : `(the turn ended without an answer: ${result.status} after ${result.steps} steps)`,
-      );
-    } finally {
-      await client.close();
-    }
+      print(Boolean(options.json), { ...result, workflowId: thread.workflowId }, describeTurn(result));
+    });
+  });
+
+program
+  .command('send')
+  .description('send <message> to an existing root thread and wait for the reply (the next turn)')
+  .argument('<thread>', 'the root thread id')
+  .argument('<message>', 'the message')
+  .option('--json', 'print {threadId, reply, status, turn, ...} as JSON')
+  .action(async (threadId: string, message: string, options: { json?: boolean }) => {
+    await withClient({}, async (client) => {
+      const result = await client.thread(threadId).send(message);
+      print(Boolean(options.json), result, describeTurn(result));
+    });
+  });
+
+program
+  .command('questions')
+  .description("list the open questions agents of <thread>'s whole tree asked humans")
+  .argument('<thread>', 'the root thread id')
+  .option('--all', 'answered and expired questions too')
+  .option('--json', 'print the question rows as a JSON array')
+  .action(async (threadId: string, options: { all?: boolean; json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const all = Boolean(options.all);
+      const rows = await client.thread(threadId).questions({ all });
+      print(Boolean(options.json), rows, formatQuestions(rows, all));
+    });
+  });
+
+program
+  .command('answer')
+  .description('answer an open question; the turn that asked it goes on')
+  .argument('<thread>', 'the root thread id')
+  .argument('<question-id>', 'the question, as `baton questions` lists it (q1, q2, …)')
+  .argument('<text>', 'the answer')
+  .option('--json', 'print {questionId, status} as JSON')
+  .action(async (threadId: string, questionId: string, text: string, options: { json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const result = await client.thread(threadId).answer(questionId, text);
+      print(Boolean(options.json), result, `${result.questionId} ${result.status}.`);
+    });
+  });
+
+program
+  .command('transcript')
+  .description("print the root thread's messages in order")
+  .argument('<thread>', 'the root thread id')
+  .option('--json', 'print the full message rows as a JSON array')
+  .action(async (threadId: string, options: { json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const messages = await client.thread(threadId).transcript();
+      print(Boolean(options.json), messages, formatTranscript(messages));
+    });
+  });
+
+/** The delegation tree, one thread a line: agent, status, model calls, tokens, thread id; errors under failures. */
+function formatTree(root: TreeNode): string {
+  const lines: string[] = [];
+  const visit = (node: TreeNode, prefix: string, branch: string) => {
+    const calls = `${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'}`;
+    lines.push(
+      `${prefix}${branch}${node.agent}  ${node.status}  ${calls}  ${node.totalTokens} tokens  (${node.threadId})`,
+    );
+    const inner = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
+    if (node.lastError) lines.push(`${inner}   ! ${preview(node.lastError, 200)}`);
+    node.children.forEach((child, index) => visit(child, inner, index === node.children.length - 1 ? '└─ ' : '├─ '));
+  };
+  visit(root, '', '');
+  const total = (node: TreeNode): number => node.totalTokens + node.children.reduce((sum, c) => sum + total(c), 0);
+  lines.push(`total: ${total(root)} tokens`);
+  return lines.join('\n');
+}
+
+program
+  .command('tree')
+  .description('print the delegation tree of a root thread with statuses and token totals')
+  .argument('<thread>', 'the root thread id')
+  .option('--json', 'print the tree as JSON (each node with its children)')
+  .action(async (threadId: string, options: { json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const tree = await client.thread(threadId).tree();
+      print(Boolean(options.json), tree, formatTree(tree));
+    });
   });
 
 program

@@ -14,7 +14,7 @@ export interface DevCommandOptions {
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-/** Runs the stack until SIGINT/SIGTERM or until the worker stops by itself. */
+/** Runs the stack until SIGINT/SIGTERM or until the worker stops by itself, reloading changed agent files. */
 export async function runDev(options: DevCommandOptions): Promise<void> {
   const stack = await startLocalStack({
     stateDir: options.stateDir,
@@ -23,6 +23,7 @@ export async function runDev(options: DevCommandOptions): Promise<void> {
     taskQueue: options.taskQueue,
     env: options.env,
     log,
+    watchAgents: true,
   });
   try {
     if (options.json) process.stdout.write(`${JSON.stringify(stack.stack)}\n`);

@@ -7,20 +7,22 @@ import {
   Connection,
   WorkflowExecutionAlreadyStartedError,
   WorkflowIdReusePolicy,
+  WorkflowNotFoundError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes } from '../common/text';
 import type {
-  AnswerQuestionInput,
   AnswerQuestionResult,
   SendMessageInput,
   SendMessageResult,
   ThreadStatus,
   ThreadWorkflowInput,
 } from '../common/types';
+import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type AnswerQuestionInput } from '../common/types';
 import { createPool } from '../db/pool';
+import { listTree, type TreeRow } from '../db/delegations';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findThread } from '../db/threads';
 import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
@@ -45,7 +47,12 @@ export interface ConnectOptions {
   databaseUrl?: string;
 }
 
-export type { QuestionRow, TranscriptMessage };
+export type { QuestionRow, TranscriptMessage, TreeRow };
+
+/** A thread of a delegation tree with the threads it delegated to. */
+export interface TreeNode extends TreeRow {
+  children: TreeNode[];
+}
 
 /** Token usage of a whole delegation tree. */
 export interface ThreadUsage {
@@ -62,6 +69,8 @@ export interface StartThreadOptions {
   threadId?: string;
   /** Continue the thread's workflow as new after this many turns. @default 100 */
   continueAsNewAfterTurns?: number;
+  /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
+  limits?: Partial<DelegationLimits>;
 }
 
 /** A connected Baton client. Close it when done. */
@@ -97,6 +106,7 @@ export class BatonClient {
       ...(options.continueAsNewAfterTurns === undefined
         ? {}
         : { continueAsNewAfterTurns: options.continueAsNewAfterTurns }),
+      ...(options.limits ? { limits: { ...DEFAULT_DELEGATION_LIMITS, ...options.limits } } : {}),
     };
     try {
       await this.temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', {
@@ -151,7 +161,16 @@ export class ThreadHandle {
 
   /** Sends a human message and waits for the agent's reply (its turn may take minutes). */
   async send(message: string): Promise<SendMessageResult> {
-    return this.workflow.executeUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', { args: [{ message }] });
+    try {
+      return await this.workflow.executeUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
+        args: [{ message }],
+      });
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) {
+        throw new BatonClientError(`thread '${this.threadId}' does not exist or has ended`, { cause: error });
+      }
+      throw error;
+    }
   }
 
   /** What the thread is doing now. */
@@ -171,7 +190,9 @@ export class ThreadHandle {
 
   /** Questions agents of this whole tree asked humans: open ones, or all with `{ all: true }`. */
   async questions(options: { all?: boolean } = {}): Promise<QuestionRow[]> {
-    return listQuestions(this.client.database(), this.threadId, options.all ?? false);
+    const db = this.client.database();
+    if (!(await findThread(db, this.threadId))) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
+    return listQuestions(db, this.threadId, options.all ?? false);
   }
 
   /**
@@ -194,6 +215,23 @@ export class ThreadHandle {
     const db = this.client.database();
     if (!(await findThread(db, this.threadId))) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
     return listMessages(db, this.threadId);
+  }
+
+  /**
+   * The delegation tree below this root thread: every thread with its agent, caller, status, timings and usage.
+   * @throws BatonClientError for an unknown thread.
+   */
+  async tree(): Promise<TreeNode> {
+    const rows = await listTree(this.client.database(), this.threadId);
+    const nodes = new Map(rows.map((row) => [row.threadId, { ...row, children: [] as TreeNode[] }]));
+    let root: TreeNode | undefined;
+    for (const node of nodes.values()) {
+      const parent = node.parentThreadId ? nodes.get(node.parentThreadId) : undefined;
+      if (parent) parent.children.push(node);
+      else if (node.threadId === this.threadId) root = node;
+    }
+    if (!root) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
+    return root;
   }
 
   /** Token usage of every model call in this thread's tree. */

@@ -18,6 +18,14 @@ export const agentFrontmatterSchema = z.strictObject({
   temperature: z.number().min(0).max(2).optional(),
   /** Model calls one turn may make before it ends with `max_steps`. */
   max_steps: z.int().min(1).max(1000).default(DEFAULT_MAX_STEPS),
+  /** How much a delegated call to this agent is told about its caller: `false` for no preamble. */
+  delegation_context: z.union([z.enum(['minimal', 'standard', 'verbose']), z.literal(false)]).default('standard'),
+  /** A delegated turn of this agent that runs longer than this fails the caller's tool call (it is cancelled). */
+  timeout_s: z
+    .int()
+    .min(1)
+    .max(7 * 24 * 3600)
+    .optional(),
 });
 
 export type AgentFrontmatter = z.infer<typeof agentFrontmatterSchema>;

@@ -68,7 +68,67 @@ export type PlannedToolCall =
   /** Run by `executeToolCall`, which also records a refusal (unknown tool, bad arguments) as the result. */
   | { id: string; name: string; kind: 'tool' }
   /** Carried out by the workflow: store the question, wait for the answer. */
-  | { id: string; name: string; kind: 'ask_human'; question: string; timeoutSeconds?: number };
+  | { id: string; name: string; kind: 'ask_human'; question: string; timeoutSeconds?: number }
+  /** Carried out by the workflow: a child turn of the named agent. */
+  | {
+      id: string;
+      name: string;
+      kind: 'agent';
+      message: string;
+      contextKeys: string[];
+      thread: DelegationThreadMode;
+    };
+
+/** Which thread a delegation runs in: a new one, the callee's last one under this caller, or a copy of the caller's. */
+export type DelegationThreadMode = 'new' | 'reuse' | 'clone';
+
+/** Limits on delegation, carried down the tree. */
+export interface DelegationLimits {
+  /** Levels of delegation below the root agent. @default 8 */
+  maxDepth: number;
+  /** Times one agent may appear in a chain (more means a cycle). @default 2 */
+  maxRepeats: number;
+  /** Characters of the root human message quoted as task context. @default 500 */
+  taskContextLimit: number;
+}
+
+export const DEFAULT_DELEGATION_LIMITS: DelegationLimits = Object.freeze({
+  maxDepth: 8,
+  maxRepeats: 2,
+  taskContextLimit: 500,
+});
+
+export interface OpenDelegationInput {
+  /** The calling turn's scope. */
+  scope: ThreadScope;
+  callerVersion: string;
+  operationId: string;
+  /** The caller's assistant message that made the call (a clone copies what came before it). */
+  callerMessageSeq: number;
+  callee: string;
+  mode: DelegationThreadMode;
+  message: string;
+  contextKeys: string[];
+  /** Agents from the root to the caller. */
+  chain: string[];
+  taskContextLimit: number;
+}
+
+export interface OpenDelegationResult {
+  threadId: string;
+  workflowId: string;
+  epoch: number;
+  /** The message the callee receives: the delegation preamble, then the caller's message. */
+  message: string;
+  /** The callee's `timeout_s`, when it has one. */
+  timeoutSeconds?: number;
+}
+
+export interface FinishTurnInput {
+  threadId: string;
+  status: 'running' | 'completed' | 'max_steps' | 'failed';
+  error?: string;
+}
 
 export interface CallModelResult {
   /** Transcript sequence number of the stored assistant message. */
@@ -143,6 +203,10 @@ export interface AgentTurnInput {
   /** Who sent the message: `human`, or the calling agent's name. */
   sender: string;
   epoch: number;
+  /** Agents from the root down to this one (this one included). @default [agent] */
+  chain?: string[];
+  /** @default DEFAULT_DELEGATION_LIMITS */
+  limits?: DelegationLimits;
 }
 
 export const TurnStatus = {
@@ -172,6 +236,8 @@ export interface ThreadWorkflowInput {
    * @default 100
    */
   continueAsNewAfterTurns?: number;
+  /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
+  limits?: DelegationLimits;
 }
 
 export interface SendMessageInput {

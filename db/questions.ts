@@ -17,9 +17,9 @@ export interface QuestionRow {
   question: string;
   status: QuestionStatus;
   answer: string | null;
-  createdAt: string;
-  expiresAt: string | null;
-  closedAt: string | null;
+  createdAt: Date;
+  expiresAt: Date | null;
+  closedAt: Date | null;
 }
 
 const QUESTION_COLUMNS = `root_thread_id AS "rootThreadId", question_id AS "questionId", thread_id AS "threadId", agent,

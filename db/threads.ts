@@ -12,8 +12,8 @@ export interface ThreadRow {
   caller: string | null;
   epoch: number;
   status: string;
-  createdAt: string;
-  updatedAt: string;
+  createdAt: Date;
+  updatedAt: Date;
 }
 
 const THREAD_COLUMNS = `thread_id AS "threadId", root_thread_id AS "rootThreadId", parent_thread_id AS "parentThreadId",

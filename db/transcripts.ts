@@ -17,7 +17,7 @@ export interface TranscriptMessage {
   toolCallId: string | null;
   usage: TokenUsage | null;
   operationId: string;
-  createdAt: string;
+  createdAt: Date;
 }
 
 export interface NewTranscriptMessage {

@@ -32,6 +32,12 @@ export interface LocalStackOptions {
   log: (line: string) => void;
   /** Where a Temporal CLI build shows progress. @default process.stderr */
   progress?: ProgressStream;
+  /**
+   * Reload the agents directory when its files change (`baton dev`), logging `agents: reloaded (…)` or
+   * `agents: not reloaded: <file:line: reason>`; a bad set keeps the previous one. Stops on `close()`.
+   * @default false
+   */
+  watchAgents?: boolean;
 }
 
 export interface LocalStack {
@@ -98,7 +104,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       opened.push(() => server.close());
       modelBaseURL = server.baseURL;
       model = { baseURL: server.baseURL, apiKey: 'scripted', model: 'baton-scripted' };
-      log(`model: scripted (no OPENAI_API_KEY), script ${scriptPath}, serving ${server.baseURL}`);
+      log(
+        `model: scripted (no OPENAI_API_KEY), script ${scriptPath} (read once; restart to change it), serving ${server.baseURL}`,
+      );
     } else {
       modelBaseURL = env.OPENAI_BASE_URL;
       model = {
@@ -126,6 +134,16 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       await workerRun.catch(() => undefined);
     });
     log(`worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}`);
+    if (options.watchAgents) {
+      const unwatch = catalog.watch((outcome) =>
+        log(
+          'agents' in outcome
+            ? `agents: reloaded (${[...outcome.agents.keys()].join(', ')})`
+            : `agents: not reloaded: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`,
+        ),
+      );
+      opened.push(() => Promise.resolve(unwatch()));
+    }
 
     const stack: StackFile = {
       temporalAddress: temporal.address,

@@ -68,6 +68,8 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
           }
         }, 200);
       });
+      // Without a listener, a watcher error (the directory removed, say) would crash the process.
+      watcher.on('error', (error) => report({ error }));
       return () => {
         clearTimeout(timer);
         watcher.close();

@@ -42,7 +42,11 @@ export function parseAgentFile(text: string, source: string): AgentDefinition {
     parsed = matter(text, { engines: { yaml: yamlEngine } });
   } catch (error) {
     const linePos = (error as { linePos?: { line: number }[] }).linePos?.[0]?.line;
-    const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    // The file line is reported separately; drop the parser's position within the frontmatter.
+    const reason = (error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error)).replace(
+      / at line \d+, column \d+:?$/,
+      '',
+    );
     // The frontmatter starts on line 2 of the file.
     throw new AgentConfigError(source, linePos === undefined ? undefined : linePos + 1, `invalid YAML: ${reason}`, {
       cause: error,

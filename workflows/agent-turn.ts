@@ -1,17 +1,23 @@
 import {
   ApplicationFailure,
+  CancellationScope,
+  ChildWorkflowFailure,
   condition,
+  executeChild,
   defineQuery,
   defineUpdate,
   log,
   setCurrentDetails,
   setHandler,
+  TimeoutFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
 import { operationId } from '../common/ids';
-import { truncateBytes } from '../common/text';
+import { BatonSearchAttributes } from '../common/search-attributes';
+import { truncateBytes, turnSummary } from '../common/text';
 import {
+  DEFAULT_DELEGATION_LIMITS,
   TurnStatus,
   type AgentTurnInput,
   type AgentTurnResult,
@@ -85,8 +91,13 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     },
   );
 
+  const chain = input.chain ?? [input.agent];
+  const limits = input.limits ?? DEFAULT_DELEGATION_LIMITS;
   const agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
     { name: input.agent },
+  ]);
+  await db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} running` }, [
+    { threadId: input.threadId, status: 'running' },
   ]);
   await db.recordMessage.executeWithOptions({ summary: `transcript: message from ${input.sender}` }, [
     { scope, operationId: operationId(runId, 'in'), message: { role: 'user', content: input.message } },
@@ -131,25 +142,147 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     ]);
   }
 
-  let usage = ZERO_USAGE;
-  for (let step = 0; step < agent.maxSteps; step++) {
-    const reply = await model.callModel.executeWithOptions({ summary: `model: ${input.agent} step ${step + 1}` }, [
-      { scope, agentVersion: agent.version, operationId: operationId(runId, 'model', step), step },
-    ]);
-    usage = addUsage(usage, reply.usage);
-    if (reply.toolCalls.length === 0) {
-      return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
+  /** Refuses a delegation that would go too deep or loop; `undefined` when it may go ahead. */
+  function delegationRefusal(callee: string): string | undefined {
+    const depth = chain.length; // levels below the root once the callee runs
+    if (depth > limits.maxDepth) {
+      return `Error: delegating to '${callee}' would exceed the maximum delegation depth of ${limits.maxDepth} (chain: ${['human', ...chain].join(' → ')}). Answer with what you have.`;
     }
-    await Promise.all(
-      reply.toolCalls.map((call, index) => {
-        const opId = operationId(runId, 'tool', step, index);
-        if (call.kind === 'ask_human') return askHuman(call, opId);
-        return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
-          { scope, agentVersion: agent.version, operationId: opId, messageSeq: reply.seq, toolCallId: call.id },
-        ]);
-      }),
-    );
+    const repeats = chain.filter((name) => name === callee).length + 1;
+    if (repeats > limits.maxRepeats) {
+      return `Error: delegating to '${callee}' would put it in the delegation chain ${repeats} times (chain: ${['human', ...chain].join(' → ')}), more than the limit of ${limits.maxRepeats}: this looks like a cycle. Answer with what you have.`;
+    }
+    return undefined;
   }
-  log.warn('turn ran out of steps', { agent: input.agent, maxSteps: agent.maxSteps });
-  return { status: TurnStatus.MaxSteps, reply: '', steps: agent.maxSteps, usage };
+
+  async function delegate(
+    call: Extract<PlannedToolCall, { kind: 'agent' }>,
+    opId: string,
+    callerMessageSeq: number,
+  ): Promise<void> {
+    const record = (content: string) =>
+      db.recordMessage.executeWithOptions({ summary: `tool: ${call.name} result` }, [
+        { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+      ]);
+    const refusal = delegationRefusal(call.name);
+    if (refusal) return void (await record(refusal));
+
+    let opened;
+    try {
+      opened = await db.openDelegation.executeWithOptions({ summary: `delegate: ${input.agent} → ${call.name}` }, [
+        {
+          scope,
+          callerVersion: agent.version,
+          operationId: `${opId}:delegation`,
+          callerMessageSeq,
+          callee: call.name,
+          mode: call.thread,
+          message: call.message,
+          contextKeys: call.contextKeys,
+          chain,
+          taskContextLimit: limits.taskContextLimit,
+        },
+      ]);
+    } catch (error) {
+      return void (await record(`Error: could not delegate to '${call.name}': ${rootMessage(error)}`));
+    }
+    setCurrentDetails(`Waiting for ${call.name} (${opened.workflowId}).`);
+    let content: string;
+    try {
+      const result = await executeChild(agentTurnWorkflow, {
+        workflowId: opened.workflowId,
+        args: [
+          {
+            rootThreadId: scope.rootThreadId,
+            threadId: opened.threadId,
+            parentThreadId: scope.threadId,
+            agent: call.name,
+            message: opened.message,
+            sender: input.agent,
+            epoch: opened.epoch,
+            chain: [...chain, call.name],
+            limits,
+          },
+        ],
+        staticSummary: turnSummary(call.name, call.message),
+        typedSearchAttributes: [
+          { key: BatonSearchAttributes.rootThreadId, value: scope.rootThreadId },
+          { key: BatonSearchAttributes.threadId, value: opened.threadId },
+          { key: BatonSearchAttributes.parentThreadId, value: scope.threadId },
+          { key: BatonSearchAttributes.agent, value: call.name },
+        ],
+        ...(opened.timeoutSeconds === undefined ? {} : { workflowExecutionTimeout: opened.timeoutSeconds * 1000 }),
+      });
+      content =
+        result.status === TurnStatus.Completed
+          ? result.reply
+          : `Error: ${call.name} ran out of steps (${result.steps}) without an answer.`;
+    } catch (error) {
+      const reason = isTimeout(error)
+        ? `it did not finish within ${opened.timeoutSeconds} seconds and was stopped`
+        : rootMessage(error);
+      // A child stopped from outside (timed out, terminated) could not record its own end.
+      await db.finishTurn.executeWithOptions({ summary: `thread: ${call.name} failed` }, [
+        { threadId: opened.threadId, status: 'failed', error: reason },
+      ]);
+      content = `Error: ${call.name} failed: ${reason}`;
+    }
+    setCurrentDetails(`${input.agent} is working.`);
+    await record(content);
+  }
+
+  async function runLoop(): Promise<AgentTurnResult> {
+    let usage = ZERO_USAGE;
+    for (let step = 0; step < agent.maxSteps; step++) {
+      const reply = await model.callModel.executeWithOptions({ summary: `model: ${input.agent} step ${step + 1}` }, [
+        { scope, agentVersion: agent.version, operationId: operationId(runId, 'model', step), step },
+      ]);
+      usage = addUsage(usage, reply.usage);
+      if (reply.toolCalls.length === 0) {
+        return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
+      }
+      await Promise.all(
+        reply.toolCalls.map((call, index) => {
+          const opId = operationId(runId, 'tool', step, index);
+          if (call.kind === 'ask_human') return askHuman(call, opId);
+          if (call.kind === 'agent') return delegate(call, opId, reply.seq);
+          return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
+            { scope, agentVersion: agent.version, operationId: opId, messageSeq: reply.seq, toolCallId: call.id },
+          ]);
+        }),
+      );
+    }
+    log.warn('turn ran out of steps', { agent: input.agent, maxSteps: agent.maxSteps });
+    return { status: TurnStatus.MaxSteps, reply: '', steps: agent.maxSteps, usage };
+  }
+
+  try {
+    const result = await runLoop();
+    await db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${result.status}` }, [
+      { threadId: input.threadId, status: result.status },
+    ]);
+    return result;
+  } catch (error) {
+    // Recorded even when the turn is being cancelled, so the tree shows why it stopped.
+    await CancellationScope.nonCancellable(() =>
+      db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} failed` }, [
+        { threadId: input.threadId, status: 'failed', error: rootMessage(error) },
+      ]),
+    );
+    throw error;
+  }
+}
+
+/** The innermost message of a failure chain: what actually went wrong. */
+function rootMessage(error: unknown): string {
+  let current: unknown = error;
+  for (let depth = 0; depth < 10 && current instanceof Error && current.cause instanceof Error; depth++) {
+    current = current.cause;
+  }
+  return truncateBytes(current instanceof Error ? current.message : String(current), 1000);
+}
+
+/** Whether a child workflow failed by running past its execution timeout. */
+function isTimeout(error: unknown): boolean {
+  return error instanceof ChildWorkflowFailure && error.cause instanceof TimeoutFailure;
 }

@@ -71,6 +71,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
       message,
       sender: 'human',
       epoch: epoch ?? 0,
+      chain: [agent],
+      ...(input.limits ? { limits: input.limits } : {}),
     };
     try {
       const result = await executeChild(agentTurnWorkflow, {

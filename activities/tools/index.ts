@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { createArcTool } from './arc';
+import { delegationDescription, delegationParameters } from './delegation';
 import { createFileTools } from './files';
 import type { ToolDefinition } from './types';
 import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
@@ -20,11 +21,13 @@ export interface ToolRegistryOptions {
 
 export interface ToolRegistry {
   get(name: string): ToolDefinition | undefined;
+  /** Whether `name` is an agent (agents are called like tools, as delegations). */
+  isAgent(name: string): boolean;
   /** Every tool name, universal ones included. */
   readonly names: readonly string[];
   /** The universal capabilities, in the order agents are told about them. */
   readonly universal: readonly string[];
-  /** The function definition the model receives for a tool. */
+  /** The function definition the model receives for a tool or an agent. */
   toModelTool(name: string): ModelTool | undefined;
 }
 
@@ -45,23 +48,32 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     createArcTool({ dataDir: options.arcDataDir }),
   ];
   for (const tool of all) tools.set(tool.name, tool);
-  // JSON Schema is generated once per tool, not per model call.
+  // JSON Schema is generated once per schema, not per model call.
+  const jsonSchema = (schema: z.ZodType): Record<string, unknown> => {
+    const { $schema: _schema, ...parameters } = z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;
+    return parameters;
+  };
   const modelTools = new Map<string, ModelTool>(
-    all.map((tool) => {
-      const { $schema: _schema, ...parameters } = z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<
-        string,
-        unknown
-      >;
-      return [
-        tool.name,
-        { type: 'function', function: { name: tool.name, description: tool.description, parameters } },
-      ];
-    }),
+    all.map((tool) => [
+      tool.name,
+      {
+        type: 'function',
+        function: { name: tool.name, description: tool.description, parameters: jsonSchema(tool.parameters) },
+      },
+    ]),
   );
+  const delegationSchema = jsonSchema(delegationParameters);
+  const isAgent = (name: string) => !tools.has(name) && options.describeAgent(name) !== undefined;
   return {
     get: (name) => tools.get(name),
+    isAgent,
     names: [...tools.keys()],
     universal: UNIVERSAL_CAPABILITIES,
-    toModelTool: (name) => modelTools.get(name),
+    toModelTool: (name) => {
+      const tool = modelTools.get(name);
+      if (tool || !isAgent(name)) return tool;
+      const description = delegationDescription(options.describeAgent(name) ?? '');
+      return { type: 'function', function: { name, description, parameters: delegationSchema } };
+    },
   };
 }

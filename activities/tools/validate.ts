@@ -3,9 +3,13 @@ import type { AgentDefinition } from '../../common/agent-definition';
 import { isUniversalCapability } from '../../common/capabilities';
 import type { ToolCallRequest } from '../../common/types';
 import type { ToolRegistry } from '.';
+import { delegationParameters, type DelegationArguments } from './delegation';
 import type { ToolDefinition } from './types';
 
-export type CheckedToolCall = { ok: true; tool: ToolDefinition; args: unknown } | { ok: false; error: string };
+export type CheckedToolCall =
+  | { ok: true; kind: 'tool'; tool: ToolDefinition; args: unknown }
+  | { ok: true; kind: 'agent'; agent: string; args: DelegationArguments }
+  | { ok: false; error: string };
 
 /**
  * Checks one tool call the model made against the agent's capabilities and the tool's schema. Every refusal is a
@@ -14,8 +18,8 @@ export type CheckedToolCall = { ok: true; tool: ToolDefinition; args: unknown } 
 export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, registry: ToolRegistry): CheckedToolCall {
   const allowed = [...agent.capabilities, ...registry.universal];
   const tool = registry.get(call.name);
-  if (!tool) {
-    return { ok: false, error: `Unknown tool '${call.name}'. You can call: ${allowed.join(', ')}.` };
+  if (!tool && !registry.isAgent(call.name)) {
+    return { ok: false, error: `Unknown tool or agent '${call.name}'. You can call: ${allowed.join(', ')}.` };
   }
   if (!isUniversalCapability(call.name) && !agent.capabilities.includes(call.name)) {
     return {
@@ -33,11 +37,18 @@ export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, reg
       error: `The arguments of '${call.name}' are not valid JSON (${reason}). Send them as one JSON object.`,
     };
   }
+  if (!tool) {
+    const parsed = delegationParameters.safeParse(raw);
+    if (!parsed.success) {
+      return { ok: false, error: `Invalid arguments for '${call.name}': ${describeIssues(parsed.error.issues)}.` };
+    }
+    return { ok: true, kind: 'agent', agent: call.name, args: parsed.data };
+  }
   const parsed = tool.parameters.safeParse(raw);
   if (!parsed.success) {
     return { ok: false, error: `Invalid arguments for '${call.name}': ${describeIssues(parsed.error.issues)}.` };
   }
-  return { ok: true, tool, args: parsed.data };
+  return { ok: true, kind: 'tool', tool, args: parsed.data };
 }
 
 function describeIssues(issues: readonly z.core.$ZodIssue[]): string {

@@ -32,6 +32,7 @@ const QUESTION = 'Which day do you want to visit?';
 const ANSWER = 'Tuesday';
 const FIRST_REPLY = 'The reading room opens at nine on Tuesday.';
 const SECOND_REPLY = 'On Saturday it opens at ten.';
+const THIRD_REPLY = 'You are welcome.';
 const NOTARY_REPLY = 'Noted.';
 /** How long a reload may take to show up in `baton dev`'s output (the watcher debounces for 200 ms). */
 const RELOAD_TIMEOUT_MS = 15_000;
@@ -42,6 +43,8 @@ const librarianFile = (body: string) =>
   `capabilities: [read_file]\n---\n\n${body}\n`;
 const notaryFile = (description: string, body: string) =>
   `---\nname: ${NOTARY}\ndescription: ${description}\n---\n\n${body}\n`;
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Model calls per thread: read the notes and ask at once, answer; then answer the follow-up (turn 2). */
 const SCRIPT = {
@@ -55,6 +58,7 @@ const SCRIPT = {
       },
       { say: FIRST_REPLY },
       { say: SECOND_REPLY },
+      { say: THIRD_REPLY },
     ],
     [NOTARY]: [{ say: NOTARY_REPLY }],
   },
@@ -87,7 +91,10 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
 
   /** Starts `baton run <agent> --thread <id>` in the background and waits until its agent has asked q1. */
   async function runUntilAsked(agent: string, threadId: string, message: string) {
-    const run = startBaton(['--state-dir', stateDir, 'run', agent, message, '--thread', threadId, '--json'], childEnv());
+    const run = startBaton(
+      ['--state-dir', stateDir, 'run', agent, message, '--thread', threadId, '--json'],
+      childEnv(),
+    );
     let last = '';
     await waitFor(
       `question q1 of thread ${threadId}`,
@@ -133,7 +140,7 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
     const human = await cli('questions', threadId);
     assert.equal(human.code, 0, describeRun(human));
     assert.match(human.stdout, /^ID {2}AGENT {6}AGE +QUESTION\n/);
-    assert.match(human.stdout, new RegExp(`^q1 {2}${LIBRARIAN} {2}\\d+[smhd] +${QUESTION.replace('?', '\\?')}$`, 'm'));
+    assert.match(human.stdout, new RegExp(`^q1 {2}${LIBRARIAN} {2}\\d+[smhd] +${escapeRegExp(QUESTION)}$`, 'm'));
     const [question, ...others] = parseJsonArray(await cli('questions', threadId, '--json'));
     assert.deepEqual(others, []);
     assert.equal(question?.agent, LIBRARIAN);
@@ -184,8 +191,7 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
     );
     // The two calls ran concurrently: match each result to its call, not to its position.
     const resultOf = (name: string) =>
-      messages.find((m) => m.role === 'tool' && m.toolCallId === calls.find((call) => call.name === name)?.id)
-        ?.content;
+      messages.find((m) => m.role === 'tool' && m.toolCallId === calls.find((call) => call.name === name)?.id)?.content;
     assert.equal(resultOf('read_file'), `${NOTES}\n`);
     assert.equal(resultOf('ask_human'), `The human answered: ${ANSWER}`);
     assert.equal(messages[4]?.content, FIRST_REPLY);
@@ -196,9 +202,11 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
     assert.equal(lines[0], `[1] user (${LIBRARIAN}): When is the reading room open?`);
     assert.equal(lines[1], `[2] assistant (${LIBRARIAN}): → read_file({"path":"notes.txt"})`);
     assert.equal(lines[2], `    → ask_human({"question":"${QUESTION}"})`);
-    assert.ok(lines.includes(`[3] tool (${LIBRARIAN}): ← read_file: ${NOTES}`) || lines.includes(`[4] tool (${LIBRARIAN}): ← read_file: ${NOTES}`), readable.stdout);
-    assert.match(readable.stdout, new RegExp(`^\\[[34]\\] tool \\(${LIBRARIAN}\\): ← ask_human: The human answered: ${ANSWER}$`, 'm'));
-    assert.match(readable.stdout, new RegExp(`^\\[5\\] assistant \\(${LIBRARIAN}\\): ${FIRST_REPLY}$`, 'm'));
+    const toolLine = (result: string) =>
+      new RegExp(`^\\[[34]\\] tool \\(${LIBRARIAN}\\): ← ${escapeRegExp(result)}$`, 'm');
+    assert.match(readable.stdout, toolLine(`read_file: ${NOTES}`));
+    assert.match(readable.stdout, toolLine(`ask_human: The human answered: ${ANSWER}`));
+    assert.equal(lines[5], `[5] assistant (${LIBRARIAN}): ${FIRST_REPLY}`);
 
     const sent = await cli('send', threadId, 'And on Saturday?', '--json');
     assert.equal(sent.code, 0, describeRun(sent));
@@ -215,9 +223,8 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
       ],
     );
     const sentText = await cli('send', threadId, 'Thanks!');
-    // The script has no fourth step: the turn fails, and the CLI says so in one line.
-    assert.equal(sentText.code, 1, describeRun(sentText));
-    assert.match(sentText.stderr, /^baton: .*\n$/);
+    assert.equal(sentText.code, 0, describeRun(sentText));
+    assert.equal(sentText.stdout, `${THIRD_REPLY}\n`);
   });
 
   test('conversation: answering an unknown question or one already answered exits 1 with the reason', async () => {
@@ -298,7 +305,10 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
   test('conversation: an invalid agent file is not reloaded, and runs keep the previous definitions', async () => {
     const notary = path.join(agentsDir, `${NOTARY}.md`);
     await rewriteAndWaitFor(notary, `---\nname: ${NOTARY}\n---\n\nNo description. (v3)\n`, 'agents: not reloaded:');
-    assert.match(devStderr(), new RegExp(`agents: not reloaded: ${notary.replaceAll('.', '\\.')}.*missing required field 'description'`));
+    assert.match(
+      devStderr(),
+      new RegExp(`agents: not reloaded: ${escapeRegExp(notary)}(:\\d+)?: missing required field 'description'`),
+    );
 
     const result = await cli('run', NOTARY, 'Note this too.', '--json');
     assert.equal(result.code, 0, describeRun(result));

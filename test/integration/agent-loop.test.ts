@@ -148,7 +148,7 @@ test('agent loop: bad tool calls come back as errors the model can act on, and t
     call_clumsy_1_1:
       "Error: Invalid arguments for 'read_file': 'path' Invalid input: expected string, received number.",
     call_clumsy_1_2: "Error: Invalid arguments for 'read_file': unknown argument 'scope'.",
-    call_clumsy_1_3: `Error: Unknown tool 'teleport'. ${can}`,
+    call_clumsy_1_3: `Error: Unknown tool or agent 'teleport'. ${can}`,
     call_clumsy_1_4: `Error: 'load_arc_task' is not one of your capabilities. ${can}`,
     call_clumsy_1_5: toolResults(threadId, 1).call_clumsy_1_5,
   });

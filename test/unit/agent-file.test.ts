@@ -12,6 +12,7 @@ test('agent file: frontmatter and body are parsed', () => {
     description: 'Solves puzzles.',
     capabilities: [],
     max_steps: 25,
+    delegation_context: 'standard',
     body: 'You solve puzzles.',
     source: 'a.md',
   });
@@ -19,12 +20,12 @@ test('agent file: frontmatter and body are parsed', () => {
 
 test('agent file: capabilities and model options are read', () => {
   const agent = parseAgentFile(
-    '---\nname: solver\ndescription: d\ncapabilities: [load_arc_task, observer]\nmodel: gpt-x\ntemperature: 0.2\nmax_steps: 7\n---\n',
+    '---\nname: solver\ndescription: d\ncapabilities: [load_arc_task, observer]\nmodel: gpt-x\ntemperature: 0.2\nmax_steps: 7\ndelegation_context: false\ntimeout_s: 60\n---\n',
     'a.md',
   );
   assert.deepEqual(
-    [agent.capabilities, agent.model, agent.temperature, agent.max_steps],
-    [['load_arc_task', 'observer'], 'gpt-x', 0.2, 7],
+    [agent.capabilities, agent.model, agent.temperature, agent.max_steps, agent.delegation_context, agent.timeout_s],
+    [['load_arc_task', 'observer'], 'gpt-x', 0.2, 7, false, 60],
   );
 });
 

@@ -14,6 +14,7 @@ const solver: AgentDefinition = {
   description: 'Solves.',
   capabilities: ['load_arc_task'],
   max_steps: 25,
+  delegation_context: 'standard',
   body: '',
   source: 'solver.md',
 };
@@ -26,7 +27,7 @@ const refusals: { name: string; call: [string, string]; error: string }[] = [
   {
     name: 'an unknown tool',
     call: ['teleport', '{}'],
-    error: "Unknown tool 'teleport'. You can call: load_arc_task, think, list_capabilities, ask_human.",
+    error: "Unknown tool or agent 'teleport'. You can call: load_arc_task, think, list_capabilities, ask_human.",
   },
   {
     name: 'a tool outside the capabilities',
@@ -65,7 +66,7 @@ for (const { name, call, error } of refusals) {
 
 test('tool calls: valid arguments are parsed; universal tools need no declaration', () => {
   const result = check('think', '{"thought":"plan"}');
-  assert.ok(result.ok);
+  assert.ok(result.ok && result.kind === 'tool');
   assert.equal(result.tool.name, 'think');
   assert.deepEqual(result.args, { thought: 'plan' });
   const empty = check('list_capabilities', '');

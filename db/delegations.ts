@@ -1,0 +1,189 @@
+import type { Pool, PoolClient } from 'pg';
+import type { DelegationThreadMode, ThreadScope } from '../common/types';
+import { lockThreadAtEpoch, type Queryable } from './threads';
+import { inTransaction } from './transaction';
+
+export interface DelegationRow {
+  operationId: string;
+  number: number;
+  threadId: string;
+  workflowId: string;
+  message: string;
+  epoch: number;
+}
+
+export interface NewDelegation {
+  callee: string;
+  mode: DelegationThreadMode;
+  /** Agents from the root down to the callee. */
+  chain: string[];
+  /** The caller's assistant message that made the call; a clone copies the messages before it. */
+  callerMessageSeq: number;
+  /** Builds the message the callee receives, from what the transaction read (called once, inside it). */
+  buildMessage: (reads: DelegationReads) => string;
+}
+
+/** What a delegation reads to build the callee's message. */
+export interface DelegationReads {
+  /** The latest human message of the root thread. */
+  rootMessage: string;
+  /** The caller's latest assistant message with text. */
+  callerLatest: string | undefined;
+}
+
+/** Workflow id of the n-th delegation to `agent` in a tree: `baton/<root>/<agent>-<n>`. */
+export function delegationWorkflowId(rootThreadId: string, agent: string, number: number): string {
+  return `baton/${rootThreadId}/${agent}-${number}`;
+}
+
+/**
+ * Opens a delegation from the caller's thread, once per operation id and only while the caller is at its epoch:
+ * numbers it per root and agent, picks or creates the callee's thread (new, the last one under this caller, or a
+ * clone of the caller's transcript) and records the message the callee will receive.
+ * @throws StaleEpochError, ThreadNotFoundError
+ */
+export async function openDelegation(
+  pool: Pool,
+  scope: ThreadScope,
+  operationId: string,
+  delegation: NewDelegation,
+): Promise<DelegationRow> {
+  return inTransaction(pool, async (client) => {
+    await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+    const done = await findDelegation(client, operationId);
+    if (done) return done;
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`delegations:${scope.rootThreadId}`]);
+    const { rows: counted } = await client.query<{ n: number }>(
+      'SELECT COALESCE(MAX(number), 0) + 1 AS n FROM delegations WHERE root_thread_id = $1 AND agent = $2',
+      [scope.rootThreadId, delegation.callee],
+    );
+    const number = counted[0]?.n ?? 1;
+    const workflowId = delegationWorkflowId(scope.rootThreadId, delegation.callee, number);
+
+    let threadId = `${scope.rootThreadId}/${delegation.callee}-${number}`;
+    if (delegation.mode === 'reuse') {
+      const { rows } = await client.query<{ threadId: string }>(
+        `SELECT thread_id AS "threadId" FROM delegations
+          WHERE parent_thread_id = $1 AND agent = $2 ORDER BY created_at DESC, number DESC LIMIT 1`,
+        [scope.threadId, delegation.callee],
+      );
+      threadId = rows[0]?.threadId ?? threadId;
+    }
+    await client.query(
+      `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain)
+       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING`,
+      [threadId, scope.rootThreadId, scope.threadId, delegation.callee, scope.agent, JSON.stringify(delegation.chain)],
+    );
+    if (delegation.mode === 'clone') {
+      await copyTranscript(client, scope, threadId, delegation.callee, delegation.callerMessageSeq, operationId);
+    }
+    const message = delegation.buildMessage(await readContext(client, scope));
+    const { rows: epochs } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+      threadId,
+    ]);
+    await client.query(
+      `INSERT INTO delegations (root_thread_id, operation_id, parent_thread_id, caller, agent, number, thread_id,
+                                workflow_id, mode, message)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      [
+        scope.rootThreadId,
+        operationId,
+        scope.threadId,
+        scope.agent,
+        delegation.callee,
+        number,
+        threadId,
+        workflowId,
+        delegation.mode,
+        message,
+      ],
+    );
+    return { operationId, number, threadId, workflowId, message, epoch: epochs[0]?.epoch ?? 0 };
+  });
+}
+
+export async function findDelegation(db: Queryable, operationId: string): Promise<DelegationRow | undefined> {
+  const { rows } = await db.query<DelegationRow>(
+    `SELECT d.operation_id AS "operationId", d.number, d.thread_id AS "threadId", d.workflow_id AS "workflowId",
+            d.message, t.epoch
+       FROM delegations d JOIN threads t ON t.thread_id = d.thread_id
+      WHERE d.operation_id = $1`,
+    [operationId],
+  );
+  return rows[0];
+}
+
+async function readContext(client: PoolClient, scope: ThreadScope): Promise<DelegationReads> {
+  const { rows: root } = await client.query<{ content: string }>(
+    `SELECT content FROM transcript_messages WHERE thread_id = $1 AND role = 'user' ORDER BY seq DESC LIMIT 1`,
+    [scope.rootThreadId],
+  );
+  const { rows: latest } = await client.query<{ content: string }>(
+    `SELECT content FROM transcript_messages
+      WHERE thread_id = $1 AND role = 'assistant' AND COALESCE(content, '') <> '' ORDER BY seq DESC LIMIT 1`,
+    [scope.threadId],
+  );
+  return { rootMessage: root[0]?.content ?? '', callerLatest: latest[0]?.content };
+}
+
+/** Seeds a clone with the caller's messages before the one that made the call (that one awaits its results). */
+async function copyTranscript(
+  client: PoolClient,
+  scope: ThreadScope,
+  threadId: string,
+  callee: string,
+  beforeSeq: number,
+  operationId: string,
+): Promise<void> {
+  await client.query(
+    `INSERT INTO transcript_messages
+       (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, operation_id)
+     SELECT root_thread_id, $2, seq, role, $3, content, tool_calls, tool_call_id, NULL, $4 || ':clone:' || seq
+       FROM transcript_messages WHERE thread_id = $1 AND seq < $5 ORDER BY seq`,
+    [scope.threadId, threadId, callee, operationId, beforeSeq],
+  );
+}
+
+/** Records how a thread's latest turn is going. */
+export async function markThread(
+  db: Queryable,
+  threadId: string,
+  status: 'running' | 'completed' | 'max_steps' | 'failed',
+  error?: string,
+): Promise<void> {
+  await db.query(
+    `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
+            finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
+      WHERE thread_id = $1`,
+    [threadId, status, error ?? null],
+  );
+}
+
+/** One node of a delegation tree, with its token usage. */
+export interface TreeRow {
+  threadId: string;
+  parentThreadId: string | null;
+  agent: string;
+  caller: string | null;
+  status: string;
+  lastError: string | null;
+  createdAt: Date;
+  finishedAt: Date | null;
+  modelCalls: number;
+  totalTokens: number;
+}
+
+/** Every thread of a tree with its usage, oldest first. */
+export async function listTree(db: Queryable, rootThreadId: string): Promise<TreeRow[]> {
+  const { rows } = await db.query<TreeRow & { modelCalls: string; totalTokens: string }>(
+    `SELECT t.thread_id AS "threadId", t.parent_thread_id AS "parentThreadId", t.agent, t.caller, t.status,
+            t.last_error AS "lastError", t.created_at AS "createdAt", t.finished_at AS "finishedAt",
+            COUNT(m.seq) FILTER (WHERE m.role = 'assistant' AND m.operation_id NOT LIKE '%:clone:%') AS "modelCalls",
+            COALESCE(SUM((m.usage->>'totalTokens')::bigint), 0) AS "totalTokens"
+       FROM threads t LEFT JOIN transcript_messages m ON m.thread_id = t.thread_id
+      WHERE t.root_thread_id = $1
+      GROUP BY t.thread_id ORDER BY t.created_at, t.thread_id`,
+    [rootThreadId],
+  );
+  return rows.map((row) => ({ ...row, modelCalls: Number(row.modelCalls), totalTokens: Number(row.totalTokens) }));
+}
