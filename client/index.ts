@@ -191,8 +191,24 @@ export class ThreadHandle {
   /** Questions agents of this whole tree asked humans: open ones, or all with `{ all: true }`. */
   async questions(options: { all?: boolean } = {}): Promise<QuestionRow[]> {
     const db = this.client.database();
-    if (!(await findThread(db, this.threadId))) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
+    await this.assertExists(db);
     return listQuestions(db, this.threadId, options.all ?? false);
+  }
+
+  /**
+   * @throws BatonClientError unless the thread is stored or its workflow exists (a thread just started may not
+   * have written its record yet).
+   */
+  private async assertExists(db: Pool): Promise<void> {
+    if (await findThread(db, this.threadId)) return;
+    try {
+      await this.workflow.describe();
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) {
+        throw new BatonClientError(`thread '${this.threadId}' does not exist`, { cause: error });
+      }
+      throw error;
+    }
   }
 
   /**
@@ -213,7 +229,7 @@ export class ThreadHandle {
   /** The root thread's transcript, in order. @throws BatonClientError for an unknown thread. */
   async transcript(): Promise<TranscriptMessage[]> {
     const db = this.client.database();
-    if (!(await findThread(db, this.threadId))) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
+    await this.assertExists(db);
     return listMessages(db, this.threadId);
   }
 

@@ -19,7 +19,8 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
 
 /**
  * Agents and script of the recorded scenarios: a conversation, tool calls (good and refused) in one reply, a
- * retried model call, a question answered by a human, and a thread that continues as new.
+ * retried model call, a question answered by a human, a thread that continues as new, and a three-level delegation
+ * (with two concurrent calls to one agent, the second reusing the first one's thread).
  */
 const agents = new Map(
   [
@@ -27,6 +28,9 @@ const agents = new Map(
     '---\nname: caller\ndescription: Calls tools.\ncapabilities: [load_arc_task]\n---\nYou call tools.\n',
     '---\nname: flaky\ndescription: Its model fails once.\n---\nYou are flaky.\n',
     '---\nname: asker\ndescription: Asks a human.\n---\nYou ask.\n',
+    '---\nname: lead\ndescription: Delegates to mid.\ncapabilities: [mid]\n---\nYou lead.\n',
+    '---\nname: mid\ndescription: Delegates to leaf.\ncapabilities: [leaf, load_arc_task]\n---\nYou relay.\n',
+    '---\nname: leaf\ndescription: Answers.\n---\nYou answer.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -52,6 +56,19 @@ agents:
     - call: ask_human
       args: { question: "Which colour?" }
     - say: "Blue it is."
+  lead:
+    - call: mid
+      args: { message: "Solve ARC task 007bbfb7." }
+    - say: "Mid says: tiled."
+  mid:
+    - calls:
+        - { call: load_arc_task, args: { task_id: "007bbfb7" } }
+        - { call: leaf, args: { message: "What do you see?" } }
+        - { call: leaf, args: { message: "Anything else?", thread: reuse } }
+    - say: "tiled"
+  leaf:
+    - say: "A tiling."
+    - say: "Nothing else."
 `,
   'record-histories',
 );
@@ -71,6 +88,7 @@ const scenarios: Scenario[] = [
   { name: 'flaky-model-retry', agent: 'flaky', messages: ['Try'] },
   { name: 'asker-human-answer', agent: 'asker', messages: ['Pick a colour'], answers: ['Blue'] },
   { name: 'greeter-continue-as-new', agent: 'greeter', messages: ['1', '2', '3'], continueAsNewAfterTurns: 2 },
+  { name: 'three-level-delegation', agent: 'lead', messages: ['Solve ARC task 007bbfb7'] },
 ];
 
 async function main(): Promise<void> {

@@ -241,11 +241,22 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       if (reply.toolCalls.length === 0) {
         return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
       }
+      // A 'reuse' call waits for the calls before it in this reply to the same agent, so it continues their thread
+      // instead of running a second turn in it at the same time.
+      const lastCallTo = new Map<string, Promise<void>>();
       await Promise.all(
         reply.toolCalls.map((call, index) => {
           const opId = operationId(runId, 'tool', step, index);
           if (call.kind === 'ask_human') return askHuman(call, opId);
-          if (call.kind === 'agent') return delegate(call, opId, reply.seq);
+          if (call.kind === 'agent') {
+            const before = call.thread === 'reuse' ? lastCallTo.get(call.name) : undefined;
+            const done = (before ?? Promise.resolve()).then(() => delegate(call, opId, reply.seq));
+            lastCallTo.set(
+              call.name,
+              done.catch(() => undefined),
+            );
+            return done;
+          }
           return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
             { scope, agentVersion: agent.version, operationId: opId, messageSeq: reply.seq, toolCallId: call.id },
           ]);

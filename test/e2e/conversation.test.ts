@@ -263,8 +263,8 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
     assert.match(without.stderr, /^baton: .*set DATABASE_URL/);
 
     const withDatabase = await baton(['questions', 'nosuch', '--json'], stackEnv());
-    assert.equal(withDatabase.code, 0, describeRun(withDatabase));
-    assert.deepEqual(parseJsonArray(withDatabase), []);
+    assert.equal(withDatabase.code, 1, describeRun(withDatabase));
+    assert.match(withDatabase.stderr, /^baton: thread 'nosuch' does not exist/, 'it got as far as the database');
   });
 
   test('conversation: baton dev reloads an edited agent file and new turns use the new version', async () => {

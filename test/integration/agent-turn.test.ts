@@ -165,8 +165,10 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
     .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'));
   assert.deepEqual(summaries, [
     '"agent: resolve greeter"',
+    '"thread: greeter running"',
     '"transcript: message from human"',
     '"model: greeter step 1"',
+    '"thread: greeter completed"',
   ]);
   await thread.end();
 });

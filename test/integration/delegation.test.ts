@@ -31,6 +31,8 @@ const agents: AgentRegistry = new Map(
     agent('pong', 'Calls ping.', ['ping']),
     agent('memo', 'Talks to keeper twice.', ['keeper']),
     agent('keeper', 'Keeps a number.'),
+    agent('batcher', 'Calls vault twice in one reply.', ['vault']),
+    agent('vault', 'Keeps a number.'),
     agent('twin', 'Clones itself.', ['copy']),
     agent('copy', 'A copy.'),
     agent('boss', 'Delegates to broken and sleepy.', ['broken', 'sleepy']),
@@ -82,6 +84,14 @@ agents:
   keeper:
     - say: "Remembered."
     - say: "42"
+  batcher:
+    - calls:
+        - { call: vault, args: { message: "Remember 7." } }
+        - { call: vault, args: { message: "Which number?", thread: reuse } }
+    - say: "batcher done"
+  vault:
+    - { say: "Remembered.", delay_ms: 300 }
+    - say: "7"
   twin:
     - say: "Noted: the secret is 7."
     - call: copy
@@ -304,6 +314,25 @@ test("delegation: thread 'reuse' continues the callee's conversation, so it reme
   // Two delegation workflows, one thread.
   const tree = await thread.tree();
   assert.equal(tree.children.length, 1);
+  await thread.end();
+});
+
+test("delegation: a 'reuse' call in the same reply waits for the earlier call and continues its thread", async () => {
+  const root = uniqueThreadId('batcher');
+  const thread = await harness.client.startThread({ agent: 'batcher', threadId: root });
+  await thread.send('Go.');
+
+  const vault = requestsOf(root, 'vault');
+  assert.equal(vault.length, 2);
+  assert.equal(vault[0]?.thread, vault[1]?.thread, 'one thread, never two turns in it at once');
+  assert.deepEqual(
+    vault[1]?.messages.map((m) => m.role),
+    ['system', 'user', 'assistant', 'user'],
+  );
+  const results = requestsOf(root, 'batcher')[1]
+    ?.messages.filter((m) => m.role === 'tool')
+    .map((m) => m.content);
+  assert.deepEqual(results?.sort(), ['7', 'Remembered.']);
   await thread.end();
 });
 
