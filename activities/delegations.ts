@@ -2,16 +2,18 @@ import type { Pool } from 'pg';
 import { withDelegationPreamble } from '../common/delegation-preamble';
 import type { FinishTurnInput, OpenDelegationInput, OpenDelegationResult } from '../common/types';
 import { markThread, openDelegation as openDelegationRow } from '../db/delegations';
+import type { EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
 import { toApplicationFailure } from './failures';
 
 export interface DelegationActivityOptions {
   pool: Pool;
   agentStore: AgentStore;
+  env: EnvStore;
 }
 
 /** Activities behind delegation: opening a child thread with its preamble, and recording how turns end. */
-export function createDelegationActivities({ pool, agentStore }: DelegationActivityOptions) {
+export function createDelegationActivities({ pool, agentStore, env }: DelegationActivityOptions) {
   /**
    * Opens a delegation: numbers it, picks or creates the callee's thread and builds the message the callee receives
    * (the delegation preamble at the callee's detail level, then the caller's message). Once per operation id.
@@ -21,6 +23,12 @@ export function createDelegationActivities({ pool, agentStore }: DelegationActiv
     const caller = await agentStore.load(input.callerVersion);
     const callee = await agentStore.resolve(input.callee);
     const calleeDefinition = await agentStore.load(callee.version);
+    // The preamble mentions env data only when the scope holds some, and lists the entries the caller pointed to.
+    const manifest = await env.list(input.scope.rootThreadId);
+    const contextEntries = input.contextKeys.map((key) => {
+      const entry = manifest.find((candidate) => candidate.key === key);
+      return { key, shortDescription: entry ? entry.shortDescription : '(not stored: this key does not exist)' };
+    });
     try {
       const row = await openDelegationRow(pool, input.scope, input.operationId, {
         callee: input.callee,
@@ -36,7 +44,8 @@ export function createDelegationActivities({ pool, agentStore }: DelegationActiv
             rootMessage: reads.rootMessage,
             taskContextLimit: input.taskContextLimit,
             ...(reads.callerLatest === undefined ? {} : { callerLatest: reads.callerLatest }),
-            hasEnvData: false,
+            hasEnvData: manifest.length > 0,
+            contextEntries,
           }),
       });
       return {

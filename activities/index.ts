@@ -6,6 +6,7 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ResolveAgentInput } from '../common/types';
 import type { AgentRegistry } from '../worker/agents';
+import { EnvStore } from '../db/env-data';
 import { createAgentStore } from './agent-store';
 import { createDelegationActivities } from './delegations';
 import { createModelActivities } from './model';
@@ -25,17 +26,20 @@ export interface ActivityDependencies {
   tools: ToolRegistry;
   /** How often long activities heartbeat. @default 2000 */
   heartbeatIntervalMs?: number;
+  /** Largest env-data value, as JSON. @default 100 KiB */
+  maxEnvValueBytes?: number;
 }
 
 export function createActivities(deps: ActivityDependencies) {
   const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
-  const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs };
+  const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
+  const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs, env };
   return {
     ...createThreadActivities({ pool: deps.pool }),
     ...createQuestionActivities({ pool: deps.pool }),
     ...createModelActivities({ ...shared, openai: deps.openai, model: deps.model }),
     ...createToolCallActivities(shared),
-    ...createDelegationActivities({ pool: deps.pool, agentStore }),
+    ...createDelegationActivities({ pool: deps.pool, agentStore, env }),
     /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
     resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
   };

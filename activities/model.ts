@@ -8,6 +8,7 @@ import { ErrorType } from '../common/errors';
 import { buildSystemPrompt } from '../common/system-context';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
+import type { EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
 import { classifyModelError } from './model-errors';
 import { toApplicationFailure } from './failures';
@@ -22,6 +23,7 @@ export interface ModelActivityOptions {
   model: string;
   agentStore: AgentStore;
   tools: ToolRegistry;
+  env: EnvStore;
   /**
    * How often the activity heartbeats while waiting for the model; must be well under the heartbeat timeout.
    * @default 2000
@@ -50,7 +52,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       name: agent.name,
       declared: agent.capabilities,
       universal: options.tools.universal,
-      hasEnvData: false,
+      hasEnvData: await options.env.hasEntries(pool, scope.rootThreadId),
     });
     const messages: ChatCompletionMessageParam[] = [
       { role: 'system', content: systemPrompt },

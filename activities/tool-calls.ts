@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import type { ExecuteToolCallInput, ExecuteToolCallResult } from '../common/types';
 import { appendMessage, findMessageByOperation, findMessageBySeq } from '../db/transcripts';
+import type { EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
 import { toApplicationFailure } from './failures';
 import type { ToolRegistry } from './tools';
@@ -10,6 +11,7 @@ import { checkToolCall } from './tools/validate';
 
 export interface ToolCallActivityOptions {
   pool: Pool;
+  env: EnvStore;
   agentStore: AgentStore;
   tools: ToolRegistry;
   /** @default 2000 */
@@ -56,13 +58,15 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
           await checked.tool.run(checked.args, {
             scope,
             agent,
+            operationId: input.operationId,
+            env: options.env,
             signal: context.cancellationSignal,
             heartbeat: (details) => context.heartbeat(details),
           }),
         );
         ok = true;
       } catch (error) {
-        if (!(error instanceof ToolError)) throw error;
+        if (!(error instanceof ToolError)) throw toApplicationFailure(error);
         content = `Error: ${error.message}`;
       } finally {
         clearInterval(heartbeat);

@@ -1,5 +1,14 @@
 /** Capabilities every agent has without declaring them. */
-export const UNIVERSAL_CAPABILITIES = ['think', 'list_capabilities', 'ask_human'] as const;
+export const UNIVERSAL_CAPABILITIES = [
+  'think',
+  'list_capabilities',
+  'ask_human',
+  'store_env_data',
+  'get_env_data',
+  'list_env_data',
+  'update_env_data',
+  'delete_env_data',
+] as const;
 
 export type UniversalCapability = (typeof UNIVERSAL_CAPABILITIES)[number];
 

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
+import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
 import type { ToolDefinition } from './types';
 import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
@@ -44,6 +45,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     thinkTool,
     listCapabilitiesTool(describe),
     askHumanTool,
+    ...createEnvDataTools(),
     ...createFileTools({ root: options.filesRoot }),
     createArcTool({ dataDir: options.arcDataDir }),
   ];

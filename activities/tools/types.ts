@@ -1,12 +1,17 @@
 import type { z } from 'zod';
 import type { AgentDefinition } from '../../common/agent-definition';
 import type { ThreadScope } from '../../common/types';
+import type { EnvStore } from '../../db/env-data';
 
 /** What a tool run knows about its caller. Scope comes from the workflow, never from the model's arguments. */
 export interface ToolContext {
   readonly scope: ThreadScope;
   /** The definition (at the version the turn started with) of the agent calling the tool. */
   readonly agent: AgentDefinition;
+  /** The workflow-computed id of this call: writes record it so a retried call never writes twice. */
+  readonly operationId: string;
+  /** The shared environment data (scoped by `scope.rootThreadId`). */
+  readonly env: EnvStore;
   /** Aborted when the activity is cancelled; long-running tools must honour it. */
   readonly signal: AbortSignal;
   /** Reports liveness from long-running tools (the activity's heartbeat). */

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { listMessages } from '../../db/transcripts';
 import { startAgentHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
@@ -129,7 +130,7 @@ test('agent loop: all tool calls of one reply run and the model sees every resul
   const tools = (requests(threadId)[0]?.tools ?? []) as { function: { name: string } }[];
   assert.deepEqual(
     tools.map((t) => t.function.name),
-    ['think', 'list_capabilities', 'ask_human', 'read_file', 'load_arc_task'],
+    [...UNIVERSAL_CAPABILITIES, 'read_file', 'load_arc_task'],
   );
   await thread.end();
 });
@@ -141,7 +142,7 @@ test('agent loop: bad tool calls come back as errors the model can act on, and t
 
   assert.equal(result.status, 'completed');
   assert.equal(result.reply, 'I will be more careful.');
-  const can = 'You can call: read_file, think, list_capabilities, ask_human.';
+  const can = `You can call: ${['read_file', ...UNIVERSAL_CAPABILITIES].join(', ')}.`;
   assert.deepEqual(toolResults(threadId, 1), {
     call_clumsy_1_0:
       "Error: The arguments of 'read_file' are not valid JSON (Unexpected end of JSON input). Send them as one JSON object.",

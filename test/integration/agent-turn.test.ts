@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { BatonSearchAttributes } from '../../common/search-attributes';
 import { buildSystemPrompt } from '../../common/system-context';
 import { listMessages } from '../../db/transcripts';
@@ -19,7 +20,7 @@ const greeterBody = 'You greet people. Answer in one sentence.';
 const greeterSystemPrompt = buildSystemPrompt(greeterBody, {
   name: 'greeter',
   declared: [],
-  universal: ['think', 'list_capabilities', 'ask_human'],
+  universal: UNIVERSAL_CAPABILITIES,
   hasEnvData: false,
 });
 const agents = new Map(
@@ -102,7 +103,7 @@ test('agent turn: a human message gets the scripted reply, and both messages are
   ]);
   assert.deepEqual(
     (request?.tools as { function: { name: string } }[]).map((tool) => tool.function.name),
-    ['think', 'list_capabilities', 'ask_human'],
+    [...UNIVERSAL_CAPABILITIES],
     'the universal capabilities are offered as tools',
   );
   await thread.end();
@@ -213,7 +214,7 @@ test('agent turn: a tool call the agent cannot make comes back as a tool error a
   assert.equal(toolMessage?.tool_call_id, 'call_caller_1_0');
   assert.equal(
     toolMessage?.content,
-    "Error: 'load_arc_task' is not one of your capabilities. You can call: think, list_capabilities, ask_human.",
+    `Error: 'load_arc_task' is not one of your capabilities. You can call: ${UNIVERSAL_CAPABILITIES.join(', ')}.`,
   );
   await thread.end();
 });

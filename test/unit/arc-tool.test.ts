@@ -6,7 +6,9 @@ import { test, type TestContext } from 'node:test';
 import { z } from 'zod';
 import { agentFrontmatterSchema, type AgentDefinition } from '../../common/agent-definition';
 import { createArcTool } from '../../activities/tools/arc';
+import pg from 'pg';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
+import { EnvStore } from '../../db/env-data';
 
 /** The real ARC training set, shipped beside the project. */
 const ARC_TRAINING_DIR = '/work/shared/data/arc/training';
@@ -20,6 +22,9 @@ const agent: AgentDefinition = {
 const context: ToolContext = {
   scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
   agent,
+  operationId: 'run-1:tool:0:0',
+  // This tool never touches env data; a pool is lazy, so this one never connects.
+  env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
   signal: new AbortController().signal,
   heartbeat: () => undefined,
 };

@@ -19,6 +19,18 @@ const solver: AgentDefinition = {
   source: 'solver.md',
 };
 
+const UNIVERSAL = [
+  'think',
+  'list_capabilities',
+  'ask_human',
+  'store_env_data',
+  'get_env_data',
+  'list_env_data',
+  'update_env_data',
+  'delete_env_data',
+];
+const CAN_CALL = ['load_arc_task', ...UNIVERSAL].join(', ');
+
 function check(name: string, args: string) {
   return checkToolCall({ id: 'call_1', name, arguments: args }, solver, registry);
 }
@@ -27,13 +39,12 @@ const refusals: { name: string; call: [string, string]; error: string }[] = [
   {
     name: 'an unknown tool',
     call: ['teleport', '{}'],
-    error: "Unknown tool or agent 'teleport'. You can call: load_arc_task, think, list_capabilities, ask_human.",
+    error: `Unknown tool or agent 'teleport'. You can call: ${CAN_CALL}.`,
   },
   {
     name: 'a tool outside the capabilities',
     call: ['read_file', '{"path":"a.txt"}'],
-    error:
-      "'read_file' is not one of your capabilities. You can call: load_arc_task, think, list_capabilities, ask_human.",
+    error: `'read_file' is not one of your capabilities. You can call: ${CAN_CALL}.`,
   },
   {
     name: 'invalid JSON',
@@ -74,7 +85,7 @@ test('tool calls: valid arguments are parsed; universal tools need no declaratio
 });
 
 test('tool registry: every tool is offered with JSON Schema from its zod schema', () => {
-  assert.deepEqual(registry.universal, ['think', 'list_capabilities', 'ask_human']);
+  assert.deepEqual(registry.universal, UNIVERSAL);
   for (const name of registry.names) {
     const tool = registry.toModelTool(name);
     assert.equal(tool?.type, 'function');
