@@ -49,7 +49,7 @@ export function createArcTool(options: ArcToolOptions): ToolDefinition {
     name: 'load_arc_task',
     description:
       'Load an ARC (Abstraction and Reasoning Corpus) task by id. Returns { task_id, train, test }: train is a ' +
-      'list of { input, output } demonstration pairs, test a list of { input, output } pairs to solve; grids ' +
+      'list of { input, output } demonstration pairs, test a list of { input } grids to solve; grids ' +
       'are rows of integers 0-9 (colours).',
     parameters: loadArcTaskParameters,
     handledBy: 'activity',
@@ -79,7 +79,8 @@ export function createArcTool(options: ArcToolOptions): ToolDefinition {
           cause: error,
         });
       }
-      const task: ArcTask = { task_id, train: parsed.train, test: parsed.test };
+      // The test outputs are the answers: an agent solving the task must not see them.
+      const task: ArcTask = { task_id, train: parsed.train, test: parsed.test.map(({ input }) => ({ input })) };
       return task;
     },
   });

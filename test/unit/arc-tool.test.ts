@@ -76,6 +76,7 @@ test('arc tool: loads 007bbfb7 with its real grids', async () => {
     [7, 0, 7],
     [7, 7, 0],
   ]);
+  assert.deepEqual(Object.keys(task.test[0] ?? {}), ['input'], 'the answer (test output) is withheld');
   // The caller JSON-encodes the result; it round-trips unchanged.
   assert.deepEqual(JSON.parse(JSON.stringify(task)), task);
 });
