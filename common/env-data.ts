@@ -24,6 +24,9 @@ export function envKeyProblem(key: string): string | undefined {
 
 /** Why `description` is not a valid short description, or `undefined`. */
 export function envDescriptionProblem(description: string): string | undefined {
+  if (typeof description !== 'string') {
+    return 'short_description is required: one or two sentences saying what the value holds';
+  }
   const length = description.trim().length;
   if (length === 0) return 'short_description is required: one or two sentences saying what the value holds';
   if (description.length > MAX_ENV_DESCRIPTION_LENGTH) {

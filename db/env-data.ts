@@ -137,7 +137,10 @@ export class EnvStore {
       const { rows } = await client.query<{ version: number }>(
         `INSERT INTO env_data (root_thread_id, key, short_description, value, type, tags, stored_by_agent,
                                stored_by_thread, version)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1)
+         -- A key created again after a delete continues its version numbers, so a stale expected_version still fails.
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                 (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
+                   WHERE root_thread_id = $1 AND key = $2 AND action <> 'rejected'))
          ON CONFLICT (root_thread_id, key) DO UPDATE SET
            short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
            tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent,
@@ -305,17 +308,34 @@ export class EnvStore {
           await logEvent(client, scope, operationId, key, refuse('Thread.StaleEpoch', stale.message));
           return stale;
         }
+        // Concurrent attempts of one operation (a retried activity overlapping the first) take turns here, so the
+        // second finds the first one's event instead of writing again.
+        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+          `env:${scope.rootThreadId}:${operationId}`,
+        ]);
         const prior = await client.query<{
           action: EnvEvent['action'];
+          key: string;
           version: number | null;
           reason: string | null;
           refusalType: EnvDataErrorType | null;
-        }>('SELECT action, version, reason, refusal_type AS "refusalType" FROM env_events WHERE operation_id = $1', [
-          operationId,
-        ]);
+        }>(
+          `SELECT action, key, version, reason, refusal_type AS "refusalType" FROM env_events
+            WHERE root_thread_id = $1 AND operation_id = $2`,
+          [scope.rootThreadId, operationId],
+        );
         const first = prior.rows[0];
+        if (first && first.key !== key) {
+          throw new BatonDbError(
+            `operation '${operationId}' already wrote '${first.key}' in this scope; it cannot also write '${key}'`,
+          );
+        }
         if (first?.action === 'rejected') {
-          return refuse(first.refusalType ?? EnvDataErrorType.NotFound, first.reason ?? 'refused');
+          return refuse(
+            first.refusalType ?? EnvDataErrorType.NotFound,
+            first.reason ?? 'refused',
+            first.version ?? undefined,
+          );
         }
         if (first) return { action: first.action, key, version: first.version ?? 0 };
         const result = await change(client);
@@ -367,7 +387,7 @@ async function logEvent(
     `INSERT INTO env_events (root_thread_id, key, action, actor_agent, actor_thread, operation_id, version, value_size,
                              value, short_description, reason, refusal_type)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-     ON CONFLICT (operation_id) DO NOTHING
+     ON CONFLICT (root_thread_id, operation_id) DO NOTHING
      RETURNING seq`,
     [
       scope.rootThreadId,
@@ -376,7 +396,7 @@ async function logEvent(
       scope.agent,
       scope.threadId,
       operationId,
-      change?.version ?? null,
+      change ? change.version : 'refused' in event ? (event.currentVersion ?? null) : null,
       change ? Buffer.byteLength(change.json, 'utf8') : null,
       change?.json ?? null,
       change?.shortDescription ?? null,
@@ -394,13 +414,22 @@ async function logEvent(
   }
 }
 
+/** Text Postgres refuses in `jsonb` and `text`: NUL, and UTF-16 surrogates without their pair. */
+export function unstorableText(text: string): boolean {
+  // Matching NUL is the point of this pattern.
+  // eslint-disable-next-line no-control-regex
+  return /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text);
+}
+
 function checkKey(key: string): void {
   const problem = envKeyProblem(key);
   if (problem) throw new EnvDataError(EnvDataErrorType.InvalidKey, problem);
 }
 
 function checkDescription(description: string): void {
-  const problem = envDescriptionProblem(description);
+  const problem =
+    envDescriptionProblem(description) ??
+    (unstorableText(description) ? 'short_description holds a NUL character or a lone surrogate' : undefined);
   if (problem) throw new EnvDataError(EnvDataErrorType.InvalidDescription, problem);
 }
 
@@ -418,7 +447,12 @@ export function toJson(value: unknown): string {
         problems.push(`${where} is ${typeof item}`);
       } else if (typeof item === 'number' && !Number.isFinite(item)) {
         problems.push(`${where} is ${item}`);
+      } else if (item instanceof Map || item instanceof Set) {
+        problems.push(`${where} is a ${item.constructor.name}, which JSON would turn into {}`);
+      } else if (typeof item === 'string' && unstorableText(item)) {
+        problems.push(`${where} holds a NUL character or a lone surrogate, which Postgres cannot store`);
       }
+      if (unstorableText(key)) problems.push(`a property name holds a NUL character or a lone surrogate`);
       return item;
     });
   } catch (error) {
