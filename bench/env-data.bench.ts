@@ -41,7 +41,7 @@ const DESCRIPTION = 'The current ARC task: 007bbfb7, a 3x3 input grid and what w
 
 // The statements EnvStore runs, spelled out for the raw baseline.
 const FENCE = 'SELECT epoch FROM threads WHERE thread_id = $1 FOR SHARE';
-const OPERATION_LOCK = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
+const ROOT_LOCK = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
 const PRIOR = `SELECT action, key, version, reason, refusal_type AS "refusalType" FROM env_events
             WHERE root_thread_id = $1 AND operation_id = $2`;
 const UPSERT = `INSERT INTO env_data (root_thread_id, key, short_description, value, type, tags, stored_by_agent,
@@ -76,9 +76,9 @@ async function rawStore(client: pg.Client, scope: ThreadScope, operationId: stri
   const json = JSON.stringify(VALUE);
   await client.query('BEGIN');
   try {
+    await client.query(ROOT_LOCK, [`env:${scope.rootThreadId}`]);
     const { rows: threads } = await client.query<{ epoch: number }>(FENCE, [scope.threadId]);
     if (threads[0]?.epoch !== scope.epoch) throw new Error(`thread ${scope.threadId} is not at epoch ${scope.epoch}`);
-    await client.query(OPERATION_LOCK, [`env:${scope.rootThreadId}:${operationId}`]);
     const prior = await client.query(PRIOR, [scope.rootThreadId, operationId]);
     if (prior.rows.length > 0) throw new Error(`operation ${operationId} ran before`);
     const { rows } = await client.query<{ version: number }>(UPSERT, [

@@ -3,12 +3,15 @@
  * This is an edge: it reads `process.env` once and passes configuration down as options.
  */
 import path from 'node:path';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import {
   connect,
   type BatonClient,
   type ConnectOptions,
+  type EnvEvent,
+  type EnvManifestEntry,
   type QuestionRow,
+  type ThreadHandle,
   type TranscriptMessage,
   type TreeNode,
 } from '.';
@@ -171,6 +174,8 @@ program
   .action(async (agent: string, message: string, options: { thread?: string; json?: boolean }) => {
     await withClient({}, async (client) => {
       const thread = await client.startThread({ agent, ...(options.thread ? { threadId: options.thread } : {}) });
+      // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
+      if (!options.json) process.stderr.write(`thread ${thread.threadId}\n`);
       const result = await thread.send(message);
       print(Boolean(options.json), { ...result, workflowId: thread.workflowId }, describeTurn(result));
     });
@@ -257,6 +262,153 @@ program
       const tree = await client.thread(threadId).tree();
       print(Boolean(options.json), tree, formatTree(tree));
     });
+  });
+
+/** `text` on one line: runs of whitespace become one space. */
+function singleLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+/** `512 B`, `12.5 KiB`. */
+function formatSize(bytes: number): string {
+  return bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KiB`;
+}
+
+function formatEnvManifest(entries: readonly EnvManifestEntry[]): string {
+  if (entries.length === 0) return 'No environment data.';
+  const now = Date.now();
+  return columns([
+    ['KEY', 'VERSION', 'STORED BY', 'UPDATED', 'DESCRIPTION'],
+    ...entries.map((entry) => [
+      entry.key,
+      String(entry.version),
+      `${entry.storedBy.agent} (${entry.storedBy.thread})`,
+      `${age(entry.updatedAt, now)} ago`,
+      singleLine(entry.shortDescription),
+    ]),
+  ]);
+}
+
+/** `#seq time action key vN by agent (thread) size`, and `: reason` for a refusal. */
+function formatEnvEvent(event: EnvEvent): string {
+  const parts = [`#${event.seq}`, event.createdAt.toISOString(), event.action, event.key];
+  if (event.version !== null) parts.push(`v${event.version}`);
+  parts.push(`by ${event.actor.agent} (${event.actor.thread})`);
+  if (event.valueSize !== null) parts.push(formatSize(event.valueSize));
+  const line = parts.join(' ');
+  return event.reason === null ? line : `${line}: ${singleLine(event.reason)}`;
+}
+
+function parseSeq(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('a sequence number (0, 1, 2, …) is expected.');
+  return Number(value);
+}
+
+/** Env-data events read per query. */
+const ENV_EVENTS_PAGE = 1000;
+
+/** Calls `use` with each page of the env-data events of `thread` after `since`; returns the last sequence number. */
+async function readEnvEvents(
+  thread: ThreadHandle,
+  since: number,
+  use: (events: EnvEvent[]) => void = () => undefined,
+): Promise<number> {
+  let last = since;
+  for (;;) {
+    const events = await thread.envEvents({ since: last, limit: ENV_EVENTS_PAGE });
+    use(events);
+    last = events.at(-1)?.seq ?? last;
+    if (events.length < ENV_EVENTS_PAGE) return last;
+  }
+}
+
+/** Resolves on the first SIGINT after it was called, until `dispose()`; SIGINT no longer ends the process then. */
+function onInterrupt(): { interrupted: Promise<void>; dispose: () => void } {
+  let listener: () => void = () => undefined;
+  const interrupted = new Promise<void>((resolve) => {
+    listener = () => resolve();
+    process.once('SIGINT', listener);
+  });
+  return { interrupted, dispose: () => process.off('SIGINT', listener) };
+}
+
+/**
+ * Prints each env-data event of `thread` after `since` (one line, or one JSON document a line) as it commits, until
+ * `interrupted` settles. @throws what ended the watch otherwise.
+ */
+async function watchEnvEvents(thread: ThreadHandle, since: number, json: boolean, interrupted: Promise<void>) {
+  const watch = await thread.watchEnv(
+    (event) => {
+      process.stdout.write(`${json ? JSON.stringify(event) : formatEnvEvent(event)}\n`);
+    },
+    { since },
+  );
+  try {
+    process.stderr.write(`Watching the environment data of thread '${thread.threadId}' (Ctrl-C to stop).\n`);
+    await Promise.race([watch.done, interrupted]);
+  } finally {
+    await watch.stop();
+  }
+}
+
+interface EnvCommandOptions {
+  json?: boolean;
+  watch?: boolean;
+  since?: number;
+}
+
+program
+  .command('env')
+  .description("show a root thread's shared environment data: the manifest, one entry's value, or the change log")
+  .usage('<thread> [get <key> | events] [options]')
+  .argument('<thread>', 'the root thread id')
+  .argument('[action]', '`get` prints the value under <key>; `events` prints the change log')
+  .argument('[key]', 'with `get`: the key')
+  .option('--since <seq>', 'with `events`: only events after this sequence number', parseSeq)
+  .option('--watch', 'then print each change as it commits, until Ctrl-C (not with `get`)')
+  .option(
+    '--json',
+    'print JSON: the manifest or the events as an array, an entry as an object; with --watch, one JSON document a line',
+  )
+  .action(async (threadId: string, action: string | undefined, key: string | undefined, options: EnvCommandOptions) => {
+    const json = Boolean(options.json);
+    if (action !== undefined && action !== 'get' && action !== 'events') {
+      throw new CliError(`unknown env action '${action}': use \`baton env <thread>\`, \`get <key>\` or \`events\``);
+    }
+    if (action === 'get' && key === undefined) throw new CliError('`baton env <thread> get` needs a <key>');
+    if (action !== 'get' && key !== undefined) throw new CliError(`unexpected argument '${key}'`);
+    if (action === 'get' && options.watch) throw new CliError('--watch goes with the manifest or `events`, not `get`');
+    if (action !== 'events' && options.since !== undefined) throw new CliError('--since goes with `events`');
+    const { interrupted, dispose } = options.watch ? onInterrupt() : { interrupted: undefined, dispose: () => {} };
+    try {
+      await withClient({ database: true }, async (client) => {
+        const thread = client.thread(threadId);
+        if (action === 'get') {
+          const entry = await thread.envGet(key ?? '');
+          if (!entry) throw new CliError(`no entry '${key}' in thread '${threadId}'`);
+          print(json, entry, JSON.stringify(entry.value, null, 2));
+        } else if (action === 'events') {
+          const since = options.since ?? 0;
+          if (interrupted) return watchEnvEvents(thread, since, json, interrupted);
+          const events: EnvEvent[] = [];
+          await readEnvEvents(thread, since, (page) => events.push(...page));
+          print(
+            json,
+            events,
+            events.length === 0 ? 'No environment data events.' : events.map(formatEnvEvent).join('\n'),
+          );
+        } else {
+          // The log's end before the manifest: a change in between is printed though the manifest shows it, not lost.
+          const since = interrupted ? await readEnvEvents(thread, 0) : 0;
+          const entries = await thread.envData();
+          if (!interrupted) return print(json, entries, formatEnvManifest(entries));
+          process.stdout.write(`${json ? JSON.stringify(entries) : formatEnvManifest(entries)}\n`);
+          return watchEnvEvents(thread, since, json, interrupted);
+        }
+      });
+    } finally {
+      dispose();
+    }
   });
 
 program

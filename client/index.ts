@@ -10,6 +10,7 @@ import {
   WorkflowNotFoundError,
   type WorkflowHandle,
 } from '@temporalio/client';
+import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes } from '../common/text';
@@ -23,10 +24,11 @@ import type {
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type AnswerQuestionInput } from '../common/types';
 import { createPool } from '../db/pool';
 import { listTree, type TreeRow } from '../db/delegations';
+import { EnvStore, type EnvEntry, type EnvEvent, type EnvListFilters, type EnvManifestEntry } from '../db/env-data';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findThread } from '../db/threads';
 import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
-import type { Pool } from 'pg';
+import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
 import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
@@ -47,7 +49,7 @@ export interface ConnectOptions {
   databaseUrl?: string;
 }
 
-export type { QuestionRow, TranscriptMessage, TreeRow };
+export type { EnvEntry, EnvEvent, EnvListFilters, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeRow };
 
 /** A thread of a delegation tree with the threads it delegated to. */
 export interface TreeNode extends TreeRow {
@@ -73,23 +75,72 @@ export interface StartThreadOptions {
   limits?: Partial<DelegationLimits>;
 }
 
+/** Called with each env-data event of a watched root thread, in order; the next waits until it settles. */
+export type EnvEventListener = (event: EnvEvent) => void | Promise<void>;
+
+export interface WatchEnvOptions {
+  /** Deliver only events after this sequence number; 0 replays the whole log first. @default 0 */
+  since?: number;
+}
+
+/** A running env-data watch (`thread.watchEnv`). */
+export interface EnvWatch {
+  /**
+   * Resolves once `stop()` (or `BatonClient.close()`) has ended the watch; rejects with what ended it otherwise:
+   * a lost or failed database connection, a failed read, or a listener that threw. The connection is closed by then.
+   */
+  readonly done: Promise<void>;
+  /**
+   * Delivers no further event, waits for a read in flight, UNLISTENs and closes the watch's connection. A listener
+   * call already running is not awaited, so a listener may call `stop()` itself. Calling it again is harmless.
+   */
+  stop(): Promise<void>;
+}
+
+/** Events read per query while catching up. */
+const ENV_EVENTS_PAGE = 500;
+
+const DATABASE_NEEDED = "this needs Baton's database: connect with `databaseUrl` (the CLI reads it from the stack)";
+
 /** A connected Baton client. Close it when done. */
 export class BatonClient {
+  private readonly watches = new Set<EnvWatcher>();
+
   constructor(
     readonly temporal: Client,
     private readonly connection: Connection,
     readonly taskQueue: string,
     private readonly pool: Pool | undefined,
+    /** Where `pool` connects; env watches open a connection of their own there, since LISTEN holds it. */
+    private readonly databaseUrl?: string,
   ) {}
 
   /** @throws BatonClientError when the client was connected without a database URL. */
   database(): Pool {
-    if (!this.pool) {
-      throw new BatonClientError(
-        "this needs Baton's database: connect with `databaseUrl` (the CLI reads it from the stack)",
-      );
-    }
+    if (!this.pool) throw new BatonClientError(DATABASE_NEEDED);
     return this.pool;
+  }
+
+  /**
+   * Starts an env-data watch of `rootThreadId` on a dedicated connection; `close()` stops it. Use
+   * `thread.watchEnv`, which checks that the thread exists first.
+   * @internal
+   * @throws BatonClientError without a database URL; the connection's error when it cannot connect or LISTEN.
+   */
+  async startEnvWatch(rootThreadId: string, onEvent: EnvEventListener, since: number): Promise<EnvWatch> {
+    const store = new EnvStore(this.database());
+    if (!this.databaseUrl) throw new BatonClientError(DATABASE_NEEDED);
+    const listener = new pg.Client({
+      connectionString: this.databaseUrl,
+      application_name: 'baton-client-watch',
+      connectionTimeoutMillis: 10_000,
+      // A watch idles for hours; keepalives notice a server that vanished without closing the connection.
+      keepAlive: true,
+    });
+    const watcher = new EnvWatcher(listener, store, rootThreadId, onEvent, since, () => this.watches.delete(watcher));
+    this.watches.add(watcher);
+    await watcher.start();
+    return watcher;
   }
 
   /**
@@ -138,7 +189,9 @@ export class BatonClient {
     return new ThreadHandle(this, threadId);
   }
 
+  /** Stops the open env watches, then closes the Temporal connection and the database pool. */
   async close(): Promise<void> {
+    await Promise.all([...this.watches].map((watch) => watch.stop()));
     await this.connection.close();
     await this.pool?.end();
   }
@@ -246,8 +299,74 @@ export class ThreadHandle {
       if (parent) parent.children.push(node);
       else if (node.threadId === this.threadId) root = node;
     }
-    if (!root) throw new BatonClientError(`thread '${this.threadId}' does not exist`);
+    if (!root) {
+      const thread = await findThread(this.client.database(), this.threadId);
+      throw new BatonClientError(
+        thread
+          ? `'${this.threadId}' is a delegation thread; its tree is the tree of root thread '${thread.rootThreadId}'`
+          : `thread '${this.threadId}' does not exist`,
+      );
+    }
     return root;
+  }
+
+  /**
+   * Baton's database, once this thread is known to be a root thread: env data belongs to a whole delegation tree,
+   * so a delegation thread of its own would only ever show none.
+   * @throws BatonClientError for an unknown thread, or a delegation thread (naming its root).
+   */
+  private async envDatabase(): Promise<Pool> {
+    const db = this.client.database();
+    const thread = await findThread(db, this.threadId);
+    if (!thread) await this.assertExists(db);
+    else if (thread.rootThreadId !== this.threadId) {
+      throw new BatonClientError(
+        `'${this.threadId}' is a delegation thread; its environment data is that of root thread '${thread.rootThreadId}'`,
+      );
+    }
+    return db;
+  }
+
+  /**
+   * The manifest of this root thread's shared environment data: every entry without its value, by key.
+   * @throws BatonClientError for an unknown thread or a delegation thread.
+   */
+  async envData(filters: EnvListFilters = {}): Promise<EnvManifestEntry[]> {
+    const db = await this.envDatabase();
+    return new EnvStore(db).list(this.threadId, filters);
+  }
+
+  /**
+   * One env-data entry with its value, or `undefined` when the key holds none.
+   * @throws BatonClientError for an unknown thread or a delegation thread.
+   */
+  async envGet(key: string): Promise<EnvEntry | undefined> {
+    const db = await this.envDatabase();
+    return new EnvStore(db).get(this.threadId, key);
+  }
+
+  /**
+   * The env-data change log of this root thread after sequence number `since`, oldest first: every store, update,
+   * delete (with the value it wrote or removed) and refusal, with who did it. Page on with the last `seq`.
+   * @param options.since @default 0 (from the start)
+   * @param options.limit most events returned @default 1000
+   * @throws BatonClientError for an unknown thread or a delegation thread.
+   */
+  async envEvents(options: { since?: number; limit?: number } = {}): Promise<EnvEvent[]> {
+    const db = await this.envDatabase();
+    return new EnvStore(db).events(this.threadId, options);
+  }
+
+  /**
+   * Calls `onEvent` for each env-data event of this root thread after `options.since`, in order, each once: first
+   * those already logged, then each change as it commits. It LISTENs on a connection of its own (not one of the
+   * pool's) and reads the log after every announcement, so a missed or merged notification loses nothing. Resolves
+   * once listening and the events logged so far have been delivered. Stop it with `stop()` or `BatonClient.close()`.
+   * @throws BatonClientError for an unknown thread, a delegation thread, or a client connected without a database URL.
+   */
+  async watchEnv(onEvent: EnvEventListener, options: WatchEnvOptions = {}): Promise<EnvWatch> {
+    await this.envDatabase();
+    return this.client.startEnvWatch(this.threadId, onEvent, options.since ?? 0);
   }
 
   /** Token usage of every model call in this thread's tree. */
@@ -263,5 +382,154 @@ export async function connect(options: ConnectOptions): Promise<BatonClient> {
   const pool = options.databaseUrl
     ? createPool({ connectionString: options.databaseUrl, max: 4, applicationName: 'baton-client' })
     : undefined;
-  return new BatonClient(new Client({ connection, namespace }), connection, options.taskQueue ?? 'baton', pool);
+  return new BatonClient(
+    new Client({ connection, namespace }),
+    connection,
+    options.taskQueue ?? 'baton',
+    pool,
+    options.databaseUrl,
+  );
+}
+
+/** What a change announces on `baton_env_events`; the event itself is read from the log. */
+interface EnvAnnouncement {
+  rootThreadId: string;
+  seq: number;
+}
+
+function parseAnnouncement(payload: string | undefined): EnvAnnouncement | undefined {
+  try {
+    const parsed = JSON.parse(payload ?? '') as Partial<Record<keyof EnvAnnouncement, unknown>>;
+    const { rootThreadId, seq } = parsed;
+    return typeof rootThreadId === 'string' && typeof seq === 'number' ? { rootThreadId, seq } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One env watch: LISTENs, and after each announcement for its root reads the log from the last event it delivered,
+ * one read at a time. Sequence numbers are taken at insert but become visible at commit, so two writers of one root
+ * may commit out of sequence order; an announcement below the last delivered sequence number is therefore read from
+ * just below it, and the sequence numbers delivered are remembered so nothing is delivered twice.
+ */
+class EnvWatcher implements EnvWatch {
+  readonly done: Promise<void>;
+  private settle!: (failure?: Error) => void;
+  private stopped = false;
+  private closing: Promise<void> | undefined;
+  /** The highest sequence number delivered (or `since`). */
+  private lastSeq: number;
+  private readonly delivered = new Set<number>();
+  /** Read from just after this once the current read is done; `undefined` when nothing is pending. */
+  private pendingFrom: number | undefined;
+  private draining: Promise<void> | undefined;
+  private reading: Promise<unknown> | undefined;
+
+  constructor(
+    private readonly listener: pg.Client,
+    private readonly store: EnvStore,
+    private readonly rootThreadId: string,
+    private readonly onEvent: EnvEventListener,
+    private readonly since: number,
+    private readonly onClosed: () => void,
+  ) {
+    this.lastSeq = since;
+    this.done = new Promise<void>((resolve, reject) => {
+      this.settle = (failure) => (failure ? reject(failure) : resolve());
+    });
+    // Whoever never awaits `done` must not get an unhandled rejection; awaiting it still sees the failure.
+    this.done.catch(() => undefined);
+  }
+
+  /** Connects, LISTENs and delivers what is logged already. @throws what failed, after closing the connection. */
+  async start(): Promise<void> {
+    this.listener.on('notification', this.onNotification);
+    this.listener.on('error', (error) => void this.shutdown(error));
+    this.listener.on('end', () => {
+      if (!this.stopped) void this.shutdown(new BatonClientError('the env watch lost its database connection'));
+    });
+    try {
+      await this.listener.connect();
+      await this.listener.query(`LISTEN ${this.listener.escapeIdentifier(ENV_EVENTS_CHANNEL)}`);
+    } catch (error) {
+      await this.shutdown(error instanceof Error ? error : new Error(String(error)));
+      throw error;
+    }
+    // Events logged before the LISTEN took effect were announced to nobody: read them now.
+    await this.schedule(this.lastSeq);
+    await (this.closing ?? Promise.resolve());
+    // A watch that already failed reports why; `done` carries the same error.
+    if (this.stopped) await this.done;
+  }
+
+  stop(): Promise<void> {
+    return this.shutdown(undefined);
+  }
+
+  private readonly onNotification = (message: pg.Notification): void => {
+    if (message.channel !== ENV_EVENTS_CHANNEL || this.stopped) return;
+    const announced = parseAnnouncement(message.payload);
+    if (announced && announced.rootThreadId !== this.rootThreadId) return;
+    if (announced && (announced.seq <= this.since || this.delivered.has(announced.seq))) return;
+    // Without a readable announcement, read on from the last event delivered: nothing is lost either way.
+    void this.schedule(announced ? Math.min(this.lastSeq, announced.seq - 1) : this.lastSeq);
+  };
+
+  /** Asks for a read from after `from`; merges with a pending one. Resolves when no read is pending any more. */
+  private schedule(from: number): Promise<void> {
+    this.pendingFrom = Math.min(this.pendingFrom ?? from, from);
+    this.draining ??= this.drain();
+    return this.draining;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.pendingFrom !== undefined && !this.stopped) {
+        const from = this.pendingFrom;
+        this.pendingFrom = undefined;
+        await this.deliverAfter(from);
+      }
+    } catch (error) {
+      void this.shutdown(error instanceof Error ? error : new Error(String(error)));
+    } finally {
+      this.draining = undefined;
+    }
+  }
+
+  private async deliverAfter(from: number): Promise<void> {
+    let after = from;
+    for (;;) {
+      const read = this.store.events(this.rootThreadId, { since: after, limit: ENV_EVENTS_PAGE });
+      this.reading = read;
+      const events = await read.finally(() => (this.reading = undefined));
+      for (const event of events) {
+        if (this.stopped) return;
+        if (event.seq <= this.since || this.delivered.has(event.seq)) continue;
+        this.delivered.add(event.seq);
+        this.lastSeq = Math.max(this.lastSeq, event.seq);
+        await this.onEvent(event);
+      }
+      const last = events.at(-1);
+      if (!last || events.length < ENV_EVENTS_PAGE) return;
+      after = last.seq;
+    }
+  }
+
+  private shutdown(failure: Error | undefined): Promise<void> {
+    this.closing ??= (async () => {
+      this.stopped = true;
+      await this.reading?.catch(() => undefined);
+      // After a failure the connection may be gone; UNLISTEN matters only to a connection that goes on.
+      if (!failure) {
+        await this.listener
+          .query(`UNLISTEN ${this.listener.escapeIdentifier(ENV_EVENTS_CHANNEL)}`)
+          .catch(() => undefined);
+      }
+      await this.listener.end().catch(() => undefined);
+      this.onClosed();
+      this.settle(failure);
+    })();
+    return this.closing;
+  }
 }

@@ -190,16 +190,18 @@ export class EnvStore {
           version,
         );
       }
-      const { rows } = await client.query<{ version: number; value: string; shortDescription: string }>(
+      const { rows } = await client.query<{ version: number; value: unknown; shortDescription: string }>(
         `UPDATE env_data SET short_description = COALESCE($3, short_description), value = COALESCE($4::jsonb, value),
                 stored_by_agent = $5, stored_by_thread = $6, version = version + 1, updated_at = now()
           WHERE root_thread_id = $1 AND key = $2
-          RETURNING version, value::text AS value, short_description AS "shortDescription"`,
+          RETURNING version, value, short_description AS "shortDescription"`,
         [scope.rootThreadId, input.key, input.shortDescription ?? null, json ?? null, scope.agent, scope.threadId],
       );
       const row = rows[0];
       if (!row) throw new BatonDbError(`update of '${input.key}' returned no row`);
-      return { action: 'updated', version: row.version, json: row.value, shortDescription: row.shortDescription };
+      // Compact JSON, as `store` measures it, so value_size means the same for every action.
+      const written = json ?? JSON.stringify(row.value);
+      return { action: 'updated', version: row.version, json: written, shortDescription: row.shortDescription };
     });
   }
 
@@ -210,14 +212,19 @@ export class EnvStore {
   async delete(scope: ThreadScope, operationId: string, key: string): Promise<EnvWriteResult> {
     checkKey(key);
     return this.write(scope, operationId, key, async (client) => {
-      const { rows } = await client.query<{ version: number; value: string; shortDescription: string }>(
+      const { rows } = await client.query<{ version: number; value: unknown; shortDescription: string }>(
         `DELETE FROM env_data WHERE root_thread_id = $1 AND key = $2
-          RETURNING version, value::text AS value, short_description AS "shortDescription"`,
+          RETURNING version, value, short_description AS "shortDescription"`,
         [scope.rootThreadId, key],
       );
       const row = rows[0];
       if (!row) return refuse(EnvDataErrorType.NotFound, `no entry '${key}' to delete`);
-      return { action: 'deleted', version: row.version, json: row.value, shortDescription: row.shortDescription };
+      return {
+        action: 'deleted',
+        version: row.version,
+        json: JSON.stringify(row.value),
+        shortDescription: row.shortDescription,
+      };
     });
   }
 
@@ -296,7 +303,11 @@ export class EnvStore {
     const outcome = await inTransaction(
       this.pool,
       async (client): Promise<EnvWriteResult | Refusal | StaleEpochError> => {
-        // The fence comes first: a reclaimed turn is refused even for an operation it had already written.
+        // Writes to one root take turns. Event sequence numbers are then in commit order (a reader paging by
+        // `seq` never skips an event that commits late), and concurrent attempts of one operation (a retried
+        // activity overlapping the first) find the first one's event instead of writing again.
+        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`env:${scope.rootThreadId}`]);
+        // The fence comes next: a reclaimed turn is refused even for an operation it had already written.
         const { rows: threads } = await client.query<{ epoch: number }>(
           'SELECT epoch FROM threads WHERE thread_id = $1 FOR SHARE',
           [scope.threadId],
@@ -308,11 +319,6 @@ export class EnvStore {
           await logEvent(client, scope, operationId, key, refuse('Thread.StaleEpoch', stale.message));
           return stale;
         }
-        // Concurrent attempts of one operation (a retried activity overlapping the first) take turns here, so the
-        // second finds the first one's event instead of writing again.
-        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
-          `env:${scope.rootThreadId}:${operationId}`,
-        ]);
         const prior = await client.query<{
           action: EnvEvent['action'];
           key: string;

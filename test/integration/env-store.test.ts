@@ -1083,3 +1083,49 @@ test('env store: Map and Set values are refused rather than stored as {}', async
   }
   assert.equal(await store.get(solver.rootThreadId, 'k'), undefined);
 });
+
+test('env store: events of one root commit in sequence order, so paging by seq never skips a late commit', async () => {
+  const solver = await openRoot('solver');
+  let open!: () => void;
+  let reached!: () => void;
+  const atCommit = new Promise<void>((resolve) => (reached = resolve));
+  const held = new EnvStore(poolHeldAtCommit(new Promise<void>((resolve) => (open = resolve)), reached));
+  try {
+    const first = held.store(solver, opId(solver, 'a'), { key: 'a', shortDescription: 'A.', value: 1 });
+    await atCommit;
+    // A second writer in the same root waits for the first to commit rather than taking a later seq and committing first.
+    let secondDone = false;
+    const second = store
+      .store(solver, opId(solver, 'b'), { key: 'b', shortDescription: 'B.', value: 2 })
+      .then((result) => ((secondDone = true), result));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(secondDone, false, 'the second write waits');
+    assert.deepEqual(await store.events(solver.rootThreadId), []);
+    open();
+    await Promise.all([first, second]);
+    const events = await store.events(solver.rootThreadId);
+    assert.deepEqual(
+      events.map((event) => event.key),
+      ['a', 'b'],
+    );
+    assert.ok((events[0]?.seq ?? 0) < (events[1]?.seq ?? 0));
+  } finally {
+    open();
+  }
+});
+
+test('env store: value_size is the compact JSON size for every action', async () => {
+  const solver = await openRoot('solver');
+  const value = {
+    grid: [
+      [1, 2],
+      [3, 4],
+    ],
+    note: 'same value',
+  };
+  await store.store(solver, opId(solver, 's'), { key: 'k', shortDescription: 'K.', value });
+  await store.update(solver, opId(solver, 'u'), { key: 'k', shortDescription: 'K, described again.' });
+  await store.delete(solver, opId(solver, 'd'), 'k');
+  const sizes = (await store.events(solver.rootThreadId)).map((event) => event.valueSize);
+  assert.deepEqual(sizes, Array(3).fill(Buffer.byteLength(JSON.stringify(value))));
+});
