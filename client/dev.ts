@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { connect } from '.';
 import { startLocalStack, type LocalStack } from '../testing/local-stack';
+import { describeTurn, formatEnvManifest, formatTree } from './format';
 
 export interface DevCommandOptions {
   stateDir: string;
@@ -47,8 +48,9 @@ export interface DemoOptions {
 
 /** The example agents, shipped with the package. */
 const EXAMPLE_AGENTS_DIR = path.join(__dirname, '..', 'agents');
-const DEMO_AGENT = 'greeter';
-const DEMO_MESSAGE = 'Hello! What is Baton?';
+/** The ARC walkthrough: coordinator → solver → observer sharing the task and findings as env data. */
+const DEMO_AGENT = 'coordinator';
+const DEMO_MESSAGE = 'Solve ARC task 007bbfb7';
 
 /** Runs the example end to end: starts the stack, sends the demo message, prints the reply and where to look. */
 export async function runDemo(options: DemoOptions): Promise<void> {
@@ -61,11 +63,14 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   try {
     if (stack.stack.scriptedModel) {
       log('Using the scripted model (OPENAI_API_KEY is not set): replies come from agents/model-script.yaml.');
+    } else {
+      log(`Using the model '${options.env.BATON_MODEL || 'gpt-4o-mini'}' with the example ARC agents.`);
     }
     const client = await connect({
       address: stack.stack.temporalAddress,
       namespace: stack.stack.namespace,
       taskQueue: stack.stack.taskQueue,
+      databaseUrl: stack.stack.databaseUrl,
     });
     let threadId: string;
     try {
@@ -74,12 +79,15 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       log(`\nhuman → ${DEMO_AGENT}: ${DEMO_MESSAGE}`);
       const result = await thread.send(DEMO_MESSAGE);
       const webUi = stack.workflowsUrl(`BatonRootThreadId="${threadId}"`);
+      const [tree, env] = await Promise.all([thread.tree(), thread.envData()]);
       if (options.json) {
-        process.stdout.write(`${JSON.stringify({ ...result, workflowId: thread.workflowId, webUi }, null, 2)}\n`);
+        const summary = { ...result, workflowId: thread.workflowId, webUi, tree, env };
+        process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
       } else {
-        process.stdout.write(`${DEMO_AGENT}: ${result.reply}\n`);
-        log(`\nthread ${threadId} (${result.steps} model call(s), ${result.usage.totalTokens} tokens)`);
-        if (webUi) log(`Web UI, every workflow of this thread: ${webUi}`);
+        process.stdout.write(`${DEMO_AGENT}: ${describeTurn(result)}\n`);
+        log(`\nThe delegation tree (baton tree ${threadId}):\n${formatTree(tree)}`);
+        log(`\nThe shared environment data (baton env ${threadId}):\n${formatEnvManifest(env)}`);
+        if (webUi) log(`\nWeb UI, every workflow of this thread: ${webUi}`);
       }
       if (options.exit) await thread.end();
     } finally {
@@ -87,7 +95,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }
     if (options.exit) return;
     log(
-      `\nThe stack stays up for inspection. Continue the conversation with:\n  npx baton send ${threadId} "<message>"   (or start another: npx baton run greeter "<message>")\nPress Ctrl-C to stop.`,
+      `\nThe stack stays up for inspection. Continue the conversation with:\n  npx baton send ${threadId} "<message>"   (or start another: npx baton run coordinator "<message>")\nPress Ctrl-C to stop.`,
     );
     await untilStopped(stack);
   } finally {

@@ -54,7 +54,8 @@ export interface LocalStack {
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   const { env, log, stateDir } = options;
   const taskQueue = options.taskQueue ?? 'baton';
-  const catalog = createAgentCatalog({ agents: options.agentsDir, ...readToolsConfig(env, process.cwd()) });
+  const tools = readToolsConfig(env, process.cwd());
+  const catalog = createAgentCatalog({ agents: options.agentsDir, ...tools });
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {
@@ -127,6 +128,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       openai: createModelClient(model),
       model: model.model,
       catalog,
+      maxEnvValueBytes: tools.maxEnvValueBytes,
     });
     const workerRun = worker.run();
     opened.push(async () => {

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 
 /** Where the example ARC tasks live relative to this project (a `shared/` folder beside the checkout). */
 export const DEFAULT_ARC_DATA_DIR = path.resolve(__dirname, '..', '..', 'shared', 'data', 'arc', 'training');
@@ -30,6 +31,12 @@ export const workerEnvSchema = z.object({
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
   BATON_ARC_DIR: optionalText,
+  BATON_ENV_MAX_VALUE_BYTES: z.coerce
+    .number({ message: 'must be a number of bytes' })
+    .int({ message: 'must be a whole number of bytes' })
+    .min(1024, { message: 'must be at least 1024 bytes' })
+    .max(16 * 1024 * 1024, { message: 'must be at most 16 MiB' })
+    .optional(),
 });
 
 export interface WorkerConfig {
@@ -47,13 +54,25 @@ export interface ToolsConfig {
   readonly filesRoot: string;
   /** The directory of ARC task files for `load_arc_task`. */
   readonly arcDataDir: string;
+  /** Largest env-data value, as JSON. @default 100 KiB */
+  readonly maxEnvValueBytes: number;
 }
 
-/** Tool settings from the environment; `cwd` is the files root when `BATON_FILES_ROOT` is unset. */
+/**
+ * Tool settings from the environment; `cwd` is the files root when `BATON_FILES_ROOT` is unset.
+ * @throws ConfigError for an invalid `BATON_ENV_MAX_VALUE_BYTES`.
+ */
 export function readToolsConfig(env: Record<string, string | undefined>, cwd: string): ToolsConfig {
+  const limit = workerEnvSchema.shape.BATON_ENV_MAX_VALUE_BYTES.safeParse(
+    env.BATON_ENV_MAX_VALUE_BYTES?.trim() || undefined,
+  );
+  if (!limit.success) {
+    throw new ConfigError(limit.error.issues.map((issue) => `BATON_ENV_MAX_VALUE_BYTES ${issue.message}`));
+  }
   return Object.freeze({
     filesRoot: path.resolve(cwd, env.BATON_FILES_ROOT?.trim() || '.'),
     arcDataDir: path.resolve(cwd, env.BATON_ARC_DIR?.trim() || DEFAULT_ARC_DATA_DIR),
+    maxEnvValueBytes: limit.data ?? DEFAULT_MAX_ENV_VALUE_BYTES,
   });
 }
 

@@ -18,6 +18,8 @@ export interface BatonWorkerOptions {
   /** Model name sent when an agent names none. */
   model: string;
   catalog: AgentCatalog;
+  /** Largest env-data value, as JSON. @default 100 KiB */
+  maxEnvValueBytes?: number;
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -35,12 +37,19 @@ export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
 
 /** A Temporal worker running Baton's workflows and activities on one task queue. */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
-  const { connection, namespace, taskQueue, workflowBundle, catalog, pool, openai, model } = options;
+  const { connection, namespace, taskQueue, workflowBundle, catalog, pool, openai, model, maxEnvValueBytes } = options;
   return Worker.create({
     connection,
     namespace,
     taskQueue,
-    activities: createActivities({ pool, openai, model, agents: () => catalog.agents(), tools: catalog.tools }),
+    activities: createActivities({
+      pool,
+      openai,
+      model,
+      agents: () => catalog.agents(),
+      tools: catalog.tools,
+      ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
+    }),
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
   });
 }

@@ -28,6 +28,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
         openai: createModelClient(config.model),
         model: config.model.model,
         catalog,
+        maxEnvValueBytes: config.tools.maxEnvValueBytes,
       });
       process.stderr.write(
         `baton worker: polling task queue '${config.taskQueue}' on ${config.temporalAddress} (${catalog.agents().size} agents)\n`,

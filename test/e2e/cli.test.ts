@@ -145,12 +145,12 @@ test('cli: dev with a bad agent file exits non-zero naming the file and the reas
   assert.equal(fs.existsSync(path.join(stateDir, 'stack.json')), false);
 });
 
-test('cli: demo --exit --json prints the greeter’s first scripted reply as one JSON document', async () => {
+test('cli: demo --exit --json runs the ARC walkthrough and prints its reply, tree and env data as one JSON document', async () => {
   const script = YAML.parse(fs.readFileSync(path.join(ROOT, 'agents', 'model-script.yaml'), 'utf8')) as {
     agents: Record<string, { say?: string }[]>;
   };
-  const expected = script.agents.greeter?.[0]?.say;
-  assert.ok(expected, "agents/model-script.yaml has the greeter's first reply");
+  const expected = script.agents.coordinator?.at(-1)?.say;
+  assert.ok(expected, "agents/model-script.yaml has the coordinator's final reply");
 
   const stateDir = freshDir('demo-state');
   const result = await baton(['--state-dir', stateDir, 'demo', '--exit', '--json'], stackEnv(), STACK_UP_TIMEOUT_MS);
@@ -158,5 +158,18 @@ test('cli: demo --exit --json prints the greeter’s first scripted reply as one
   const output = parseJson(result);
   assert.equal(output.reply, expected);
   assert.equal(output.status, 'completed');
+  const tree = output.tree as { agent: string; children: { agent: string; children: { agent: string }[] }[] };
+  assert.deepEqual(
+    [tree.agent, tree.children[0]?.agent, tree.children[0]?.children[0]?.agent],
+    ['coordinator', 'solver', 'observer'],
+  );
+  const env = output.env as { key: string; storedBy: { agent: string } }[];
+  assert.deepEqual(
+    env.map((entry) => [entry.key, entry.storedBy.agent]),
+    [
+      ['arc_task', 'solver'],
+      ['observed_patterns', 'observer'],
+    ],
+  );
   assert.equal(fs.existsSync(path.join(stateDir, 'stack.json')), false, 'demo --exit leaves no stack.json');
 });

@@ -17,13 +17,21 @@ test('worker config: defaults fill what is not set', () => {
     databaseUrl: 'postgres://baton@127.0.0.1:5432/baton',
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     agentsDir: 'agents',
-    tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR },
+    tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR, maxEnvValueBytes: 100 * 1024 },
   });
 });
 
 test('worker config: tool directories resolve against the working directory', () => {
   const config = readWorkerConfig({ ...minimal, BATON_FILES_ROOT: 'data', BATON_ARC_DIR: '/arc' }, '/srv/app');
-  assert.deepEqual(config.tools, { filesRoot: '/srv/app/data', arcDataDir: '/arc' });
+  assert.deepEqual(config.tools, { filesRoot: '/srv/app/data', arcDataDir: '/arc', maxEnvValueBytes: 100 * 1024 });
+});
+
+test('worker config: the env-data value limit is configurable and checked', () => {
+  assert.equal(readWorkerConfig({ ...minimal, BATON_ENV_MAX_VALUE_BYTES: '4096' }).tools.maxEnvValueBytes, 4096);
+  assert.throws(
+    () => readWorkerConfig({ ...minimal, BATON_ENV_MAX_VALUE_BYTES: 'lots' }),
+    /BATON_ENV_MAX_VALUE_BYTES must be a number of bytes/,
+  );
 });
 
 test('worker config: every variable is read and the result is frozen', () => {
