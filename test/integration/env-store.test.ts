@@ -13,7 +13,7 @@ import {
 } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
 import { createPool } from '../../db/pool';
-import { ensureThread } from '../../db/threads';
+import { openChildThread, openRootThread } from '../../testing/thread-fixtures';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 
 const env = readTestEnv();
@@ -25,23 +25,9 @@ after(async () => {
   await pool.end();
 });
 
-async function openRoot(agent: string): Promise<ThreadScope> {
-  const threadId = uniqueThreadId(agent);
-  const { epoch } = await ensureThread(pool, { threadId, rootThreadId: threadId, agent });
-  return { rootThreadId: threadId, threadId, agent, epoch };
-}
+const openRoot = (agent: string) => openRootThread(pool, agent);
 
-/** A delegation thread below `parent`, sharing its root's env data. */
-async function openChild(parent: ThreadScope, agent: string): Promise<ThreadScope> {
-  const threadId = uniqueThreadId(agent);
-  const { epoch } = await ensureThread(pool, {
-    threadId,
-    rootThreadId: parent.rootThreadId,
-    parentThreadId: parent.threadId,
-    agent,
-  });
-  return { rootThreadId: parent.rootThreadId, threadId, agent, epoch };
-}
+const openChild = (parent: ThreadScope, agent: string) => openChildThread(pool, parent, agent);
 
 /** Derived operation ids, as a workflow computes them. */
 function opId(scope: ThreadScope, step: string): string {

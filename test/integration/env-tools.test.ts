@@ -7,8 +7,8 @@ import type { AgentDefinition } from '../../common/agent-definition';
 import type { ThreadScope } from '../../common/types';
 import { EnvStore } from '../../db/env-data';
 import { createPool } from '../../db/pool';
-import { ensureThread } from '../../db/threads';
-import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { openChildThread, openRootThread } from '../../testing/thread-fixtures';
+import { readTestEnv } from '../../testing/test-env';
 
 const env = readTestEnv();
 const pool = createPool({ connectionString: env.databaseUrl });
@@ -35,22 +35,9 @@ function agentNamed(name: string): AgentDefinition {
   };
 }
 
-async function openRoot(agent: string): Promise<ThreadScope> {
-  const threadId = uniqueThreadId(agent);
-  const { epoch } = await ensureThread(pool, { threadId, rootThreadId: threadId, agent });
-  return { rootThreadId: threadId, threadId, agent, epoch };
-}
+const openRoot = (agent: string) => openRootThread(pool, agent);
 
-async function openChild(parent: ThreadScope, agent: string): Promise<ThreadScope> {
-  const threadId = uniqueThreadId(agent);
-  const { epoch } = await ensureThread(pool, {
-    threadId,
-    rootThreadId: parent.rootThreadId,
-    parentThreadId: parent.threadId,
-    agent,
-  });
-  return { rootThreadId: parent.rootThreadId, threadId, agent, epoch };
-}
+const openChild = (parent: ThreadScope, agent: string) => openChildThread(pool, parent, agent);
 
 type CallOutcome = { ok: true; text: string } | { ok: false; error: string; kind: 'validation' | 'tool' };
 

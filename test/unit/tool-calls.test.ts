@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createToolRegistry } from '../../activities/tools';
 import { checkToolCall } from '../../activities/tools/validate';
+import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import type { AgentDefinition } from '../../common/agent-definition';
 
 const registry = createToolRegistry({
@@ -19,16 +20,7 @@ const solver: AgentDefinition = {
   source: 'solver.md',
 };
 
-const UNIVERSAL = [
-  'think',
-  'list_capabilities',
-  'ask_human',
-  'store_env_data',
-  'get_env_data',
-  'list_env_data',
-  'update_env_data',
-  'delete_env_data',
-];
+const UNIVERSAL = [...UNIVERSAL_CAPABILITIES];
 const CAN_CALL = ['load_arc_task', ...UNIVERSAL].join(', ');
 
 function check(name: string, args: string) {
