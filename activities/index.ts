@@ -13,6 +13,7 @@ import { createModelActivities } from './model';
 import { createQuestionActivities } from './questions';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
+import { createWorldActivities } from './worlds';
 import type { ToolRegistry } from './tools';
 
 export interface ActivityDependencies {
@@ -40,6 +41,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...createModelActivities({ ...shared, openai: deps.openai, model: deps.model }),
     ...createToolCallActivities(shared),
     ...createDelegationActivities({ pool: deps.pool, agentStore, env }),
+    ...createWorldActivities({ pool: deps.pool }),
     /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
     resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
   };

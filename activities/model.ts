@@ -5,6 +5,7 @@ import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentDefinition } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
+import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
@@ -14,6 +15,7 @@ import { classifyModelError } from './model-errors';
 import { toApplicationFailure } from './failures';
 import type { ModelTool, ToolRegistry } from './tools';
 import { checkToolCall } from './tools/validate';
+import { loadWorldVariables } from './worlds';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -48,7 +50,9 @@ export function createModelActivities(options: ModelActivityOptions) {
     if (stored) return toResult(stored, true, agent);
 
     const transcript = await listMessages(pool, scope.threadId);
-    const systemPrompt = buildSystemPrompt(agent.body || agent.description, {
+    // The world's variables as they are at this call: an edit mid-thread shows at the next call.
+    const variables = await loadWorldVariables(pool, input.world);
+    const systemPrompt = buildSystemPrompt(interpolate(agent.body || agent.description, variables), {
       name: agent.name,
       declared: agent.capabilities,
       universal: options.tools.universal,

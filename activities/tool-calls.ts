@@ -8,6 +8,7 @@ import { toApplicationFailure } from './failures';
 import type { ToolRegistry } from './tools';
 import { ToolError, type ToolOutput } from './tools/types';
 import { checkToolCall } from './tools/validate';
+import { loadWorldVariables } from './worlds';
 
 export interface ToolCallActivityOptions {
   pool: Pool;
@@ -60,6 +61,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
             agent,
             operationId: input.operationId,
             env: options.env,
+            world: { name: input.world, variables: await loadWorldVariables(pool, input.world) },
             signal: context.cancellationSignal,
             heartbeat: (details) => context.heartbeat(details),
           }),

@@ -2,9 +2,11 @@
  * The `baton` CLI: a thin layer over the client SDK and the local stack. Every command takes `--json`.
  * This is an edge: it reads `process.env` once and passes configuration down as options.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { connect, type BatonClient, type ConnectOptions, type EnvEvent, type ThreadHandle } from '.';
+import { parseEnvText } from '../common/env-text';
 import { describeError } from './errors';
 import {
   describeTurn,
@@ -90,10 +92,15 @@ program
   .argument('<agent>', 'the agent that answers')
   .argument('<message>', 'the first message')
   .option('--thread <id>', 'a thread id of your own (default: a new one)')
+  .option('--world <name>', 'the world the conversation runs in (its variables fill prompts)', 'default')
   .option('--json', 'print {threadId, workflowId, reply, ...} as JSON')
-  .action(async (agent: string, message: string, options: { thread?: string; json?: boolean }) => {
+  .action(async (agent: string, message: string, options: { thread?: string; world: string; json?: boolean }) => {
     await withClient({}, async (client) => {
-      const thread = await client.startThread({ agent, ...(options.thread ? { threadId: options.thread } : {}) });
+      const thread = await client.startThread({
+        agent,
+        world: options.world,
+        ...(options.thread ? { threadId: options.thread } : {}),
+      });
       // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
       if (!options.json) process.stderr.write(`thread ${thread.threadId}\n`);
       const result = await thread.send(message);
@@ -276,6 +283,129 @@ program
     } finally {
       dispose();
     }
+  });
+
+const world = program
+  .command('world')
+  .description("a world's variables, one .env-style text: get, set, unset, import, dir (see the README)");
+
+interface WorldOptions {
+  world: string;
+  json?: boolean;
+}
+
+world
+  .command('get')
+  .description('print the variables text, or one variable')
+  .argument('[key]', 'one variable')
+  .option('--world <name>', 'the world', 'default')
+  .option('--json', 'print {world, variables, text} (or {world, key, value}) as JSON')
+  .action(async (key: string | undefined, options: WorldOptions) => {
+    await withClient({ database: true }, async (client) => {
+      const handle = client.world(options.world);
+      if (key !== undefined) {
+        const value = await handle.getEnvValue(key);
+        if (value === undefined && !options.json) throw new CliError(`world '${handle.name}' has no variable '${key}'`);
+        print(Boolean(options.json), { world: handle.name, key, value: value ?? null }, value ?? '');
+        return;
+      }
+      const text = await handle.getVariablesText();
+      const variables = await handle.getEnvMap();
+      print(
+        Boolean(options.json),
+        { world: handle.name, variables, text: text ?? null },
+        text === undefined || text === '' ? `(world '${handle.name}' has no variables)` : text.replace(/\n$/, ''),
+      );
+    });
+  });
+
+world
+  .command('set')
+  .description('set variables, keeping the rest of the text as it is')
+  .argument('<assignments...>', 'KEY=VALUE pairs')
+  .option('--world <name>', 'the world', 'default')
+  .option('--json', 'print {world, set} as JSON')
+  .action(async (assignments: string[], options: WorldOptions) => {
+    const parsed: Record<string, string> = {};
+    for (const assignment of assignments) {
+      const index = assignment.indexOf('=');
+      if (index <= 0) throw new CliError(`'${assignment}' is not KEY=VALUE; nothing was changed`);
+      parsed[assignment.slice(0, index).trim()] = assignment.slice(index + 1);
+    }
+    await withClient({ database: true }, async (client) => {
+      const handle = client.world(options.world);
+      await handle.set(parsed);
+      print(
+        Boolean(options.json),
+        { world: handle.name, set: parsed },
+        `Set ${Object.keys(parsed).join(', ')} in world '${handle.name}'.`,
+      );
+    });
+  });
+
+world
+  .command('unset')
+  .description('remove a variable (every assignment of it)')
+  .argument('<key>', 'the variable')
+  .option('--world <name>', 'the world', 'default')
+  .option('--json', 'print {world, key, removed} as JSON')
+  .action(async (key: string, options: WorldOptions) => {
+    await withClient({ database: true }, async (client) => {
+      const handle = client.world(options.world);
+      const removed = await handle.unset(key);
+      print(
+        Boolean(options.json),
+        { world: handle.name, key, removed },
+        removed ? `Removed ${key} from world '${handle.name}'.` : `World '${handle.name}' had no variable '${key}'.`,
+      );
+    });
+  });
+
+world
+  .command('import')
+  .description('replace the variables text with the contents of a .env file')
+  .argument('<file>', 'the file')
+  .option('--world <name>', 'the world', 'default')
+  .option('--json', 'print {world, variables, ignoredLines} as JSON')
+  .action(async (file: string, options: WorldOptions) => {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new CliError(`cannot read ${file}: ${(error as Error).message}; nothing was changed`);
+    }
+    const ignored: { line: number; reason: string }[] = [];
+    const variables = parseEnvText(text, { onInvalidLine: (line, _text, reason) => ignored.push({ line, reason }) });
+    await withClient({ database: true }, async (client) => {
+      const handle = client.world(options.world);
+      await handle.setVariablesText(text);
+      const notes = ignored.map((entry) => `\n  ${file}:${entry.line} ignored: ${entry.reason}`).join('');
+      print(
+        Boolean(options.json),
+        { world: handle.name, variables: { ...variables }, ignoredLines: ignored },
+        `Imported ${Object.keys(variables).length} variable(s) into world '${handle.name}'.${notes}`,
+      );
+    });
+  });
+
+world
+  .command('dir')
+  .description(
+    "set the world's working_directory (where shell, read_file and list_files work) to an existing directory",
+  )
+  .argument('<path>', 'the directory')
+  .option('--world <name>', 'the world', 'default')
+  .option('--json', 'print {world, working_directory} as JSON')
+  .action(async (directory: string, options: WorldOptions) => {
+    await withClient({ database: true }, async (client) => {
+      const handle = client.world(options.world);
+      const absolute = await handle.setWorkingDirectory(directory);
+      print(
+        Boolean(options.json),
+        { world: handle.name, working_directory: absolute },
+        `World '${handle.name}' works in ${absolute}.`,
+      );
+    });
   });
 
 program

@@ -21,9 +21,14 @@ import type {
   ThreadStatus,
   ThreadWorkflowInput,
 } from '../common/types';
-import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type AnswerQuestionInput } from '../common/types';
+import type { DelegationLimits, AnswerQuestionInput } from '../common/types';
 import { createPool } from '../db/pool';
+import fs from 'node:fs';
+import path from 'node:path';
+import { EnvTextError, parseEnvText, setEnvVariables, unsetEnvVariable } from '../common/env-text';
+import { AGENT_NAME_PATTERN } from '../common/ids';
 import { listTree, type TreeRow } from '../db/delegations';
+import { DEFAULT_WORLD, editWorldVariablesText, getWorldVariablesText, setWorldVariablesText } from '../db/worlds';
 import { EnvStore, type EnvEntry, type EnvEvent, type EnvListFilters, type EnvManifestEntry } from '../db/env-data';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findThread } from '../db/threads';
@@ -71,6 +76,8 @@ export interface StartThreadOptions {
   threadId?: string;
   /** Continue the thread's workflow as new after this many turns. @default 100 */
   continueAsNewAfterTurns?: number;
+  /** The world the conversation runs in: its variables fill prompts and set limits. @default 'default' */
+  world?: string;
   /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
   limits?: Partial<DelegationLimits>;
 }
@@ -154,10 +161,11 @@ export class BatonClient {
     const input: ThreadWorkflowInput = {
       rootThreadId: threadId,
       agent: options.agent,
+      ...(options.world === undefined ? {} : { world: worldName(options.world) }),
       ...(options.continueAsNewAfterTurns === undefined
         ? {}
         : { continueAsNewAfterTurns: options.continueAsNewAfterTurns }),
-      ...(options.limits ? { limits: { ...DEFAULT_DELEGATION_LIMITS, ...options.limits } } : {}),
+      ...(options.limits ? { limits: options.limits } : {}),
     };
     try {
       await this.temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', {
@@ -182,6 +190,11 @@ export class BatonClient {
       throw error;
     }
     return this.thread(threadId);
+  }
+
+  /** A world (created when first written): its variables as one `.env` text. @throws BatonClientError for a bad name */
+  world(name: string = DEFAULT_WORLD): WorldHandle {
+    return new WorldHandle(this, worldName(name));
   }
 
   /** A handle on an existing root thread. */
@@ -531,5 +544,84 @@ class EnvWatcher implements EnvWatch {
       this.settle(failure);
     })();
     return this.closing;
+  }
+}
+
+/** World names follow agent names: lowercase letters, digits, `_` and `-`. */
+function worldName(name: string): string {
+  if (!AGENT_NAME_PATTERN.test(name)) {
+    throw new BatonClientError(`world name '${name}' must be lowercase letters, digits, '_' or '-' (at most 64)`);
+  }
+  return name;
+}
+
+/**
+ * A world's variables, kept as one editable `.env`-style text (see `common/env-text.ts` for the syntax). Every model
+ * call reads them as they are then, so an edit shows at the next call of a running conversation.
+ */
+export class WorldHandle {
+  constructor(
+    private readonly client: BatonClient,
+    readonly name: string,
+  ) {}
+
+  /** The raw text, or `undefined` when the world has no variables. */
+  async getVariablesText(): Promise<string | undefined> {
+    return getWorldVariablesText(this.client.database(), this.name);
+  }
+
+  /** Replaces the whole text (what `baton world import` does). */
+  async setVariablesText(text: string): Promise<void> {
+    await setWorldVariablesText(this.client.database(), this.name, text);
+  }
+
+  /** The variables parsed from the text (last assignment wins; invalid lines are ignored). */
+  async getEnvMap(): Promise<Record<string, string>> {
+    return { ...parseEnvText(await this.getVariablesText()) };
+  }
+
+  async getEnvValue(key: string): Promise<string | undefined> {
+    return (await this.getEnvMap())[key];
+  }
+
+  /**
+   * Sets variables in place, keeping comments and order (appending new ones).
+   * @throws BatonClientError for an invalid name or a value with a line break; nothing is changed then.
+   */
+  async set(assignments: Readonly<Record<string, string>>): Promise<void> {
+    try {
+      await editWorldVariablesText(this.client.database(), this.name, (text) => setEnvVariables(text, assignments));
+    } catch (error) {
+      if (error instanceof EnvTextError) throw new BatonClientError(error.message, { cause: error });
+      throw error;
+    }
+  }
+
+  /** Removes every assignment of `key`; returns whether there was one. */
+  async unset(key: string): Promise<boolean> {
+    let had = false;
+    await editWorldVariablesText(this.client.database(), this.name, (text) => {
+      had = parseEnvText(text)[key] !== undefined;
+      return unsetEnvVariable(text, key);
+    });
+    return had;
+  }
+
+  /**
+   * Sets `working_directory`, the directory the shell and file tools work in, to the normalised absolute path of an
+   * existing directory, and returns it.
+   * @throws BatonClientError when the path is not an existing directory; nothing is changed then.
+   */
+  async setWorkingDirectory(directory: string): Promise<string> {
+    const absolute = path.resolve(directory);
+    let isDirectory = false;
+    try {
+      isDirectory = (await fs.promises.stat(absolute)).isDirectory();
+    } catch {
+      // Reported below: a path that does not exist changes nothing.
+    }
+    if (!isDirectory) throw new BatonClientError(`'${absolute}' is not an existing directory; nothing was changed`);
+    await this.set({ working_directory: absolute });
+    return absolute;
   }
 }

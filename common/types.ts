@@ -32,6 +32,8 @@ export interface TokenUsage {
 export interface EnsureThreadInput {
   threadId: string;
   rootThreadId: string;
+  /** @default 'default' */
+  world?: string;
   parentThreadId?: string;
   agent: string;
   caller?: string;
@@ -53,6 +55,8 @@ export interface RecordMessageResult {
 
 export interface CallModelInput {
   scope: ThreadScope;
+  /** The world whose variables fill the prompt's `{{ name }}` placeholders, as they are at this call. */
+  world: string;
   /** The agent version the turn resolved at its start. */
   agentVersion: string;
   operationId: string;
@@ -142,6 +146,8 @@ export interface CallModelResult {
 
 export interface ExecuteToolCallInput {
   scope: ThreadScope;
+  /** The world whose variables (`working_directory`) the tool sees. */
+  world: string;
   agentVersion: string;
   operationId: string;
   /** Transcript sequence number of the assistant message that made the call. */
@@ -205,6 +211,8 @@ export interface AgentTurnInput {
   epoch: number;
   /** Agents from the root down to this one (this one included). @default [agent] */
   chain?: string[];
+  /** The world the conversation runs in. @default 'default' */
+  world?: string;
   /** @default DEFAULT_DELEGATION_LIMITS */
   limits?: DelegationLimits;
 }
@@ -227,6 +235,8 @@ export interface AgentTurnResult {
 export interface ThreadWorkflowInput {
   rootThreadId: string;
   agent: string;
+  /** The world the conversation runs in. @default 'default' */
+  world?: string;
   /** Turns already run by earlier runs of this thread (carried over continue-as-new). @default 0 */
   turnsSoFar?: number;
   /** Earlier runs of this thread's workflow (carried over continue-as-new). @default 0 */
@@ -236,8 +246,14 @@ export interface ThreadWorkflowInput {
    * @default 100
    */
   continueAsNewAfterTurns?: number;
-  /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
-  limits?: DelegationLimits;
+  /** Delegation limits for the whole tree, over the world's (which default to DEFAULT_DELEGATION_LIMITS). */
+  limits?: Partial<DelegationLimits>;
+}
+
+export interface ResolveLimitsInput {
+  world: string;
+  /** Limits set for this conversation; they win over the world's. */
+  overrides?: Partial<DelegationLimits>;
 }
 
 export interface SendMessageInput {

@@ -69,9 +69,11 @@ export async function openDelegation(
       );
       threadId = rows[0]?.threadId ?? threadId;
     }
+    // The callee's thread runs in its caller's world.
     await client.query(
-      `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain)
-       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING`,
+      `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain, world)
+       SELECT $1, $2, $3, $4, $5, $6, world FROM threads WHERE thread_id = $3
+       ON CONFLICT (thread_id) DO NOTHING`,
       [threadId, scope.rootThreadId, scope.threadId, delegation.callee, scope.agent, JSON.stringify(delegation.chain)],
     );
     if (delegation.mode === 'clone') {

@@ -22,9 +22,16 @@ const THREAD_COLUMNS = `thread_id AS "threadId", root_thread_id AS "rootThreadId
 /** Creates the thread record if it does not exist yet (idempotent) and returns it. */
 export async function ensureThread(db: Queryable, input: EnsureThreadInput): Promise<ThreadRow> {
   await db.query(
-    `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller)
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO NOTHING`,
-    [input.threadId, input.rootThreadId, input.parentThreadId ?? null, input.agent, input.caller ?? null],
+    `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, world)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING`,
+    [
+      input.threadId,
+      input.rootThreadId,
+      input.parentThreadId ?? null,
+      input.agent,
+      input.caller ?? null,
+      input.world ?? 'default',
+    ],
   );
   const thread = await findThread(db, input.threadId);
   if (!thread) throw new ThreadNotFoundError(input.threadId);

@@ -92,6 +92,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   );
 
   const chain = input.chain ?? [input.agent];
+  const world = input.world ?? 'default';
   const limits = input.limits ?? DEFAULT_DELEGATION_LIMITS;
   const agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
     { name: input.agent },
@@ -201,6 +202,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
             sender: input.agent,
             epoch: opened.epoch,
             chain: [...chain, call.name],
+            world,
             limits,
           },
         ],
@@ -235,7 +237,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     let usage = ZERO_USAGE;
     for (let step = 0; step < agent.maxSteps; step++) {
       const reply = await model.callModel.executeWithOptions({ summary: `model: ${input.agent} step ${step + 1}` }, [
-        { scope, agentVersion: agent.version, operationId: operationId(runId, 'model', step), step },
+        { scope, world, agentVersion: agent.version, operationId: operationId(runId, 'model', step), step },
       ]);
       usage = addUsage(usage, reply.usage);
       if (reply.toolCalls.length === 0) {
@@ -258,7 +260,14 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
             return done;
           }
           return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
-            { scope, agentVersion: agent.version, operationId: opId, messageSeq: reply.seq, toolCallId: call.id },
+            {
+              scope,
+              world,
+              agentVersion: agent.version,
+              operationId: opId,
+              messageSeq: reply.seq,
+              toolCallId: call.id,
+            },
           ]);
         }),
       );

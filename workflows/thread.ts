@@ -43,6 +43,7 @@ export const endThreadSignal = defineSignal('endThread');
  */
 export async function threadWorkflow(input: ThreadWorkflowInput): Promise<ThreadStatus> {
   const { rootThreadId, agent } = input;
+  const world = input.world ?? 'default';
   const limit = input.continueAsNewAfterTurns ?? DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS;
   const runs = (input.runsSoFar ?? 0) + 1;
   const turnsAtStart = input.turnsSoFar ?? 0;
@@ -64,6 +65,10 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     const turn = turns;
     busy = true;
     setCurrentDetails(`Running turn ${turn}: ${agent} is answering a human message.`);
+    // Read at every turn, so a change to the world's limits applies from the next message on.
+    const limits = await db.resolveLimits.executeWithOptions({ summary: `world: ${world} limits` }, [
+      { world, ...(input.limits ? { overrides: input.limits } : {}) },
+    ]);
     const turnInput: AgentTurnInput = {
       rootThreadId,
       threadId: rootThreadId,
@@ -72,7 +77,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
       sender: 'human',
       epoch: epoch ?? 0,
       chain: [agent],
-      ...(input.limits ? { limits: input.limits } : {}),
+      world,
+      limits,
     };
     try {
       const result = await executeChild(agentTurnWorkflow, {
@@ -122,7 +128,7 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   });
 
   const opened = await db.ensureThread.executeWithOptions({ summary: `thread: open ${rootThreadId}` }, [
-    { threadId: rootThreadId, rootThreadId, agent },
+    { threadId: rootThreadId, rootThreadId, agent, world },
   ]);
   epoch = opened.epoch;
   setCurrentDetails('Waiting for a message.');

@@ -2,6 +2,7 @@
  * Read-only file tools confined to one directory. The model names paths; the worker decides the root, and every
  * path is checked against the real (symlink-free) root before anything is opened.
  */
+import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
 import fs from 'node:fs/promises';
 import type { Dirent } from 'node:fs';
 import path from 'node:path';
@@ -60,20 +61,18 @@ const listFilesParameters = z.strictObject({
  * the root are all refused the same way. Refusals name only the path the model passed.
  */
 export function createFileTools(options: FileToolOptions): ToolDefinition[] {
-  const root = path.resolve(options.root);
-  // Cached only once it succeeds: a root created after start-up is picked up by the next call.
-  let realRoot: Promise<string> | undefined;
+  /** The world's working_directory when it has one (the directory the shell works in too), else the configured root. */
+  function rootOf(context: ToolContext): string {
+    const workingDirectory = context.world.variables[WORKING_DIRECTORY_VARIABLE]?.trim();
+    return path.resolve(workingDirectory || options.root);
+  }
 
-  async function resolveRoot(): Promise<string> {
-    realRoot ??= (async () => {
+  async function resolveRoot(root: string): Promise<string> {
+    try {
       const real = await fs.realpath(root);
       if (!(await fs.stat(real)).isDirectory()) throw new Error('files root is not a directory');
       return real;
-    })();
-    try {
-      return await realRoot;
     } catch (error) {
-      realRoot = undefined;
       throw new ToolError('The files directory is not configured or does not exist on this worker.', {
         cause: error,
       });
@@ -81,26 +80,18 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
   }
 
   /** The real path of `requested`, or a ToolError if it is outside the root or missing. */
-  async function confine(requested: string): Promise<{ real: string; realRoot: string }> {
+  async function confine(requested: string, context: ToolContext): Promise<{ real: string; realRoot: string }> {
     if (requested.includes('\0')) throw new ToolError('Paths must not contain NUL bytes.');
-    const rootReal = await resolveRoot();
-    const candidate = path.resolve(root, requested);
-    // Refuse lexical escapes before touching the filesystem, so probing outside learns nothing (not even whether
-    // something exists). Absolute paths spelled through the real root are fine.
-    if (!isInside(root, candidate) && !isInside(rootReal, candidate)) throw outside(requested);
-    let real: string;
-    try {
-      real = await fs.realpath(candidate);
-    } catch (error) {
-      if (!isCode(error, 'ENOENT', 'ENOTDIR', 'EACCES', 'ELOOP')) throw error;
-      // A symlink may lead outside to something missing or unreadable: say "outside" rather than reveal that.
-      if ((await classifyMissing(candidate, rootReal, 0)) === 'outside') throw outside(requested);
-      if (isCode(error, 'EACCES')) throw new ToolError(`Permission denied: ${requested}`);
-      if (isCode(error, 'ELOOP')) throw new ToolError(`Too many levels of symbolic links: ${requested}`);
+    const root = rootOf(context);
+    const rootReal = await resolveRoot(root);
+    const found = await confinePath(root, rootReal, requested);
+    if (found.status === 'outside') throw outside(requested);
+    if (found.status === 'missing') {
+      if (found.code === 'EACCES') throw new ToolError(`Permission denied: ${requested}`);
+      if (found.code === 'ELOOP') throw new ToolError(`Too many levels of symbolic links: ${requested}`);
       throw new ToolError(`File not found: ${requested}`);
     }
-    if (!isInside(rootReal, real)) throw outside(requested);
-    return { real, realRoot: rootReal };
+    return { real: found.real, realRoot: rootReal };
   }
 
   const readFile = defineTool({
@@ -112,7 +103,7 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
     handledBy: 'activity',
     async run(args, context) {
       context.signal.throwIfAborted();
-      const { real } = await confine(args.path);
+      const { real } = await confine(args.path, context);
       const stats = await statOrExplain(real, args.path);
       if (stats.isDirectory()) throw new ToolError(`'${args.path}' is a directory; use list_files to see its entries.`);
       // A FIFO or device would block or never end: only regular files are read.
@@ -146,7 +137,7 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
     handledBy: 'activity',
     async run(args, context) {
       context.signal.throwIfAborted();
-      const { real, realRoot: rootReal } = await confine(args.path);
+      const { real, realRoot: rootReal } = await confine(args.path, context);
       const stats = await statOrExplain(real, args.path);
       if (!stats.isDirectory()) throw new ToolError(`'${args.path}' is not a directory; use read_file to read it.`);
       return listDirectory(real, rootReal, args.recursive, args.path, context);
@@ -154,6 +145,46 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
   });
 
   return [readFile, listFiles];
+}
+
+/** Where a path named relative to a root lands once symlinks are resolved. */
+export type ConfinedPath =
+  | { readonly status: 'inside'; readonly real: string }
+  | { readonly status: 'outside' }
+  /** Nothing inside the root answers to the path (`code` says why: ENOENT, ENOTDIR, EACCES or ELOOP). */
+  | { readonly status: 'missing'; readonly code: 'ENOENT' | 'ENOTDIR' | 'EACCES' | 'ELOOP' };
+
+/**
+ * Resolves `requested` against `root` and decides, on real paths, whether it lies inside the root; shared by the
+ * file tools and the shell tool's directory check.
+ *
+ * Lexical escapes (`../`, absolute paths elsewhere) are refused before the filesystem is touched, so probing
+ * outside learns nothing, not even whether something exists; absolute paths spelled through the real root are
+ * fine. A path that cannot be resolved because a symlink leads out of the root is `outside`, never `missing`.
+ * `requested` must not contain NUL bytes: callers refuse those first.
+ * @param root The root as configured (absolute).
+ * @param rootReal The root's real path (`fs.realpath(root)`).
+ * @throws what `fs.realpath` throws for errors other than ENOENT, ENOTDIR, EACCES and ELOOP.
+ */
+export async function confinePath(root: string, rootReal: string, requested: string): Promise<ConfinedPath> {
+  const candidate = path.resolve(root, requested);
+  if (!isInside(root, candidate) && !isInside(rootReal, candidate)) return { status: 'outside' };
+  let real: string;
+  try {
+    real = await fs.realpath(candidate);
+  } catch (error) {
+    const code = missingCode(error);
+    if (code === undefined) throw error;
+    // A symlink may lead outside to something missing or unreadable: say "outside" rather than reveal that.
+    if ((await classifyMissing(candidate, rootReal, 0)) === 'outside') return { status: 'outside' };
+    return { status: 'missing', code };
+  }
+  return isInside(rootReal, real) ? { status: 'inside', real } : { status: 'outside' };
+}
+
+function missingCode(error: unknown): 'ENOENT' | 'ENOTDIR' | 'EACCES' | 'ELOOP' | undefined {
+  for (const code of ['ENOENT', 'ENOTDIR', 'EACCES', 'ELOOP'] as const) if (isCode(error, code)) return code;
+  return undefined;
 }
 
 interface PendingEntry {
@@ -316,7 +347,8 @@ function utf8Boundary(bytes: Buffer, max: number): number {
   return end;
 }
 
-function isInside(parent: string, child: string): boolean {
+/** Whether `child` is `parent` or lies below it, compared as path strings (resolve symlinks first). */
+export function isInside(parent: string, child: string): boolean {
   const rel = path.relative(parent, child);
   return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
 }
@@ -325,6 +357,7 @@ function outside(requested: string): ToolError {
   return new ToolError(`Path '${requested}' is outside the allowed directory.`);
 }
 
-function isCode(error: unknown, ...codes: string[]): boolean {
+/** Whether `error` is a Node system error with one of `codes` (`ENOENT`, …). */
+export function isCode(error: unknown, ...codes: string[]): error is NodeJS.ErrnoException {
   return error instanceof Error && 'code' in error && codes.includes(String(error.code));
 }

@@ -8,6 +8,7 @@ import { createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
 import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
+import { createShellTool } from './shell';
 import type { ToolDefinition } from './types';
 import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
 
@@ -47,6 +48,8 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     askHumanTool,
     ...createEnvDataTools(),
     ...createFileTools({ root: options.filesRoot }),
+    // Below the tool activity's 15-minute start-to-close timeout, so a command times out before its activity does.
+    createShellTool({ maxTimeoutS: 840 }),
     createArcTool({ dataDir: options.arcDataDir }),
   ];
   for (const tool of all) tools.set(tool.name, tool);

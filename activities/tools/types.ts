@@ -12,10 +12,19 @@ export interface ToolContext {
   readonly operationId: string;
   /** The shared environment data (scoped by `scope.rootThreadId`). */
   readonly env: EnvStore;
+  /** The world the conversation runs in, with its variables as they are now (parsed from its `.env` text). */
+  readonly world: WorldContext;
   /** Aborted when the activity is cancelled; long-running tools must honour it. */
   readonly signal: AbortSignal;
   /** Reports liveness from long-running tools (the activity's heartbeat). */
   heartbeat(details?: unknown): void;
+}
+
+/** A world as tools see it. */
+export interface WorldContext {
+  readonly name: string;
+  /** The world's variables (last assignment wins); `working_directory` is the directory tools work in. */
+  readonly variables: Readonly<Record<string, string>>;
 }
 
 /** What a tool returns: text as is, anything else as its JSON. */

@@ -83,6 +83,7 @@ test('model activity: a retried call whose reply is stored returns it without ca
   const scope = await openThread('echo');
   const input = {
     scope: scopeOf(scope),
+    world: 'default',
     agentVersion: scope.agentVersion,
     operationId: `${scope.threadId}:model:0`,
     step: 0,
@@ -145,6 +146,7 @@ test('transcript write: a write under a stale epoch is refused as Thread.StaleEp
   await assert.rejects(
     run(activities.callModel, {
       scope: scopeOf(scope),
+      world: 'default',
       agentVersion: scope.agentVersion,
       operationId: `${scope.threadId}:m`,
       step: 0,
@@ -163,6 +165,7 @@ test('model activity: an unknown agent fails fast as Agent.NotFound without call
   await assert.rejects(
     run(activities.callModel, {
       scope: scopeOf(scope),
+      world: 'default',
       agentVersion: scope.agentVersion,
       operationId: `${scope.threadId}:m`,
       step: 0,
@@ -189,6 +192,7 @@ test('agent versions: a turn keeps the definition it resolved even after the age
 
     await run(activities.callModel, {
       scope: scopeOf(scope),
+      world: 'default',
       agentVersion: scope.agentVersion,
       operationId: `${scope.threadId}:model:0`,
       step: 0,
@@ -207,6 +211,7 @@ test('model activity: cancellation aborts the in-flight HTTP request and stores 
   const environment = new MockActivityEnvironment();
   const call = environment.run(activities.callModel, {
     scope: scopeOf(scope),
+    world: 'default',
     agentVersion: scope.agentVersion,
     operationId: `${scope.threadId}:m`,
     step: 0,

@@ -65,6 +65,7 @@ async function call(
     scope,
     agent: agentNamed(scope.agent),
     operationId: options.operationId ?? `${scope.threadId}:${name}:${nextStep()}`,
+    world: { name: 'default', variables: {} },
     env: options.env ?? store,
     signal: new AbortController().signal,
     heartbeat: () => undefined,

@@ -23,6 +23,7 @@ const context: ToolContext = {
   scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
   agent,
   operationId: 'run-1:tool:0:0',
+  world: { name: 'default', variables: {} },
   // This tool never touches env data; a pool is lazy, so this one never connects.
   env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
   signal: new AbortController().signal,

@@ -22,6 +22,7 @@ function fakeContext(overrides: Partial<ToolContext> = {}): ToolContext {
     scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
     agent,
     operationId: 'run-1:tool:0:0',
+    world: { name: 'default', variables: {} },
     // These tools never touch env data; a pool is lazy, so this one never connects.
     env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
     signal: new AbortController().signal,
@@ -337,4 +338,17 @@ test('file tools: a cancelled activity stops a listing', async (t) => {
   });
   await assert.rejects(run(fx.listFiles, { recursive: true }, context), /cancelled during/);
   assert.equal(heartbeats, 1);
+});
+
+test("file tools: the world's working_directory, when set, is the root instead of the configured one", async (t) => {
+  const { readFile, outside, root } = fixture(t);
+  const inWorld = fakeContext({ world: { name: 'w', variables: { working_directory: outside } } });
+  assert.equal(await run(readFile, { path: 'secret.txt' }, inWorld), 'secret\n');
+  // The configured root is now outside: reaching back into it is refused like any other escape.
+  await assert.rejects(
+    run(readFile, { path: path.join(root, 'b.txt') }, inWorld),
+    (error: unknown) => error instanceof ToolError && /outside the allowed directory/.test(error.message),
+  );
+  const blank = fakeContext({ world: { name: 'w', variables: { working_directory: '  ' } } });
+  assert.equal(await run(readFile, { path: 'b.txt' }, blank), 'hello\nwörld\n', 'a blank value counts as unset');
 });

@@ -1,0 +1,409 @@
+/**
+ * The `shell` tool: runs one command with `sh -c` in a directory the tool can resolve, in its own process
+ * group, and returns its exit status with the tail of its output. Nothing is started until the directory is
+ * settled: a call that names no directory in a world without `working_directory` is refused before any spawn.
+ */
+import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
+import { spawn as spawnProcess, type ChildProcessByStdio, type SpawnOptionsWithStdioTuple } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import { confinePath, isCode } from './files';
+import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './types';
+
+/** Starts the command's process: `child_process.spawn`, or a stand-in that tests use to count spawns. */
+export type ShellSpawn = (
+  command: string,
+  args: readonly string[],
+  options: SpawnOptionsWithStdioTuple<'ignore', 'pipe', 'pipe'>,
+) => ChildProcessByStdio<null, Readable, Readable>;
+
+export interface ShellToolOptions {
+  /**
+   * Output bytes kept per call; past it the start is dropped (the end matters most) and the result says how much.
+   * @default 65536
+   */
+  maxOutputBytes?: number;
+  /** Seconds a command may run when the model names no `timeout_s`. @default 60 */
+  defaultTimeoutS?: number;
+  /**
+   * The largest `timeout_s` the model may ask for. Keep it under the tool activity's start-to-close timeout, or
+   * Temporal cancels the activity first (which also kills the command, as any cancellation does). @default 3600
+   */
+  maxTimeoutS?: number;
+  /** The shell run as `<shell> -c <command>`. @default '/bin/sh' */
+  shell?: string;
+  /** How long a stopped command's processes get between SIGTERM and SIGKILL. @default 2000 */
+  killGraceMs?: number;
+  /** How often the tool heartbeats while a command runs. @default 1000 */
+  heartbeatIntervalMs?: number;
+  /**
+   * The environment commands run with. World variables are never added to it (see {@link createShellTool}).
+   * @default the worker's own environment
+   */
+  env?: Readonly<Record<string, string>>;
+  /** @default `child_process.spawn` */
+  spawn?: ShellSpawn;
+}
+
+const NO_COMMAND_RUN = 'No command was run.';
+
+/**
+ * Builds the `shell` tool (`{ command, directory?, timeout_s? }`, run in the tool activity). POSIX only: it relies
+ * on process groups.
+ *
+ * **Directory.** The command runs in, by precedence: the `directory` argument; else the world's
+ * `working_directory` variable; else nowhere — the call is refused with guidance and no process is started. When
+ * the world sets `working_directory`, it must be an existing directory (an absolute path), and a `directory`
+ * argument is resolved against it (relative or absolute) and refused unless its real path (symlinks followed)
+ * lies inside it. When the world sets no `working_directory`, an absolute `directory` argument naming an existing
+ * directory is accepted as is (the variable is what confines the tool; a world without it has chosen no root),
+ * and a relative one is refused. Every refusal happens before anything is spawned. The check decides where a
+ * command starts, not what it may touch: it is not a sandbox, and a command can `cd` anywhere the worker can.
+ *
+ * **Process.** `<shell> -c <command>` runs as the leader of its own process group (and session) with stdin closed
+ * and the worker's environment (or `options.env`). World variables are not exported into it: they exist for
+ * prompts and for this tool's directory, and letting a world set `PATH` or `LD_PRELOAD` for the worker's
+ * processes would be a surprise; a prompt can still pass a value on (`{{ name }}`) in the command it asks for.
+ *
+ * **Ending.** On timeout (`timeout_s`), on cancellation of the activity (`context.signal`), and when the shell
+ * exits while processes it started are still running in its group, the whole group gets SIGTERM, then SIGKILL
+ * once the output pipes close or `killGraceMs` passes, whichever comes first. So no process of the command
+ * outlives the call (except one that left the group itself, with `setsid`); a server started with `&` is stopped
+ * when the command returns, and the description tells the model so. A cancelled call rejects with the signal's
+ * reason once the group is gone.
+ *
+ * **Result.** `exit code: N` (a non-zero code is a normal result, not an error), `terminated by signal SIG…`, or
+ * `timed out after N s (killed)`, then stdout and stderr interleaved in arrival order. Past `maxOutputBytes` the
+ * start of the output is dropped (at a UTF-8 character boundary) and a line before the tail says how many bytes
+ * were. While the command runs, `context.heartbeat({ tool: 'shell', elapsedMs, bytes })` reports progress.
+ *
+ * @throws RangeError when the options are not positive whole numbers or `defaultTimeoutS` exceeds `maxTimeoutS`.
+ */
+export function createShellTool(options: ShellToolOptions = {}): ToolDefinition {
+  const settings = Object.freeze({
+    maxOutputBytes: options.maxOutputBytes ?? 65_536,
+    defaultTimeoutS: options.defaultTimeoutS ?? 60,
+    maxTimeoutS: options.maxTimeoutS ?? 3600,
+    shell: options.shell ?? '/bin/sh',
+    killGraceMs: options.killGraceMs ?? 2000,
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 1000,
+    env: options.env,
+    spawn: options.spawn ?? (spawnProcess satisfies ShellSpawn),
+  });
+  for (const key of [
+    'maxOutputBytes',
+    'defaultTimeoutS',
+    'maxTimeoutS',
+    'killGraceMs',
+    'heartbeatIntervalMs',
+  ] as const) {
+    const value = settings[key];
+    if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${key} must be a positive integer`);
+  }
+  if (settings.defaultTimeoutS > settings.maxTimeoutS) throw new RangeError('defaultTimeoutS exceeds maxTimeoutS');
+
+  const parameters = z.strictObject({
+    command: z.string().min(1).describe('The command line, run with `sh -c` (pipes, `&&` and redirections work).'),
+    directory: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Directory to run in. Relative paths resolve against the world's working_directory, and the directory " +
+          'must lie inside it. Omit it to run in the working_directory itself.',
+      ),
+    timeout_s: z
+      .number()
+      .int()
+      .min(1)
+      .max(settings.maxTimeoutS)
+      .default(settings.defaultTimeoutS)
+      .describe(
+        `Seconds before the command and everything it started are killed ` +
+          `(default ${settings.defaultTimeoutS}, at most ${settings.maxTimeoutS}).`,
+      ),
+  });
+
+  return defineTool({
+    name: 'shell',
+    description:
+      "Run a shell command (sh -c) in the world's working_directory, or in `directory` inside it. Returns the " +
+      'exit code, then stdout and stderr interleaved; long output keeps its end and says how much was dropped. ' +
+      'stdin is closed, so interactive prompts get end-of-file. The command and every process it starts are ' +
+      'stopped when it exits or times out: nothing keeps running in the background after the call.',
+    parameters,
+    handledBy: 'activity',
+    async run(args, context) {
+      context.signal.throwIfAborted();
+      if (args.command.includes('\0')) throw new ToolError('Commands must not contain NUL bytes.');
+      const cwd = await resolveDirectory(args.directory, context.world.variables[WORKING_DIRECTORY_VARIABLE]);
+      context.signal.throwIfAborted();
+      const outcome = await execute(settings, args.command, cwd, args.timeout_s * 1000, context);
+      if (outcome.stop === 'aborted') context.signal.throwIfAborted();
+      return formatOutcome(outcome, args.timeout_s);
+    },
+  });
+}
+
+/**
+ * The real path of the directory to run in, by precedence argument → `working_directory` → refusal.
+ * @throws ToolError for every refusal; nothing has been started when it does.
+ */
+async function resolveDirectory(argument: string | undefined, workingDirectory: string | undefined): Promise<string> {
+  if (argument?.includes('\0')) throw new ToolError(`Directory names must not contain NUL bytes. ${NO_COMMAND_RUN}`);
+  const root = workingDirectory?.trim() ? workingDirectory : undefined;
+
+  if (root === undefined) {
+    if (argument === undefined) {
+      throw new ToolError(
+        "No working directory: pass `directory`, or set the world's working_directory with " +
+          `\`baton world dir PATH\`. ${NO_COMMAND_RUN}`,
+      );
+    }
+    if (!path.isAbsolute(argument)) {
+      throw new ToolError(
+        `'${argument}' is relative and the world sets no working_directory to resolve it against: pass an ` +
+          `absolute directory, or set one with \`baton world dir PATH\`. ${NO_COMMAND_RUN}`,
+      );
+    }
+    return existingDirectory(argument, argument);
+  }
+
+  if (!path.isAbsolute(root)) {
+    throw new ToolError(
+      `The world's working_directory '${root}' is not an absolute path; set it with \`baton world dir PATH\`. ` +
+        NO_COMMAND_RUN,
+    );
+  }
+  const rootFound = await realDirectory(root);
+  if (rootFound.problem !== undefined) {
+    throw new ToolError(
+      `The world's working_directory '${root}' ${rootFound.problem}; set it with \`baton world dir PATH\`. ` +
+        NO_COMMAND_RUN,
+    );
+  }
+  if (argument === undefined) return rootFound.real;
+
+  const found = await confinePath(root, rootFound.real, argument);
+  if (found.status === 'outside') {
+    throw new ToolError(
+      `Directory '${argument}' is outside the world's working_directory; pass a directory inside it, or omit ` +
+        `\`directory\` to run in the working_directory. ${NO_COMMAND_RUN}`,
+    );
+  }
+  if (found.status === 'missing') {
+    throw new ToolError(`Directory '${argument}' ${problemOf(found.code)}. ${NO_COMMAND_RUN}`);
+  }
+  return existingDirectory(found.real, argument);
+}
+
+/** The real path of `directory`, which must exist and be a directory; refusals name `shown`. */
+async function existingDirectory(directory: string, shown: string): Promise<string> {
+  const found = await realDirectory(directory);
+  if (found.problem !== undefined) throw new ToolError(`Directory '${shown}' ${found.problem}. ${NO_COMMAND_RUN}`);
+  return found.real;
+}
+
+/** The real path of an existing directory, or what is wrong with it. */
+async function realDirectory(directory: string): Promise<{ real: string; problem?: never } | { problem: string }> {
+  let real: string;
+  try {
+    real = await fs.realpath(directory);
+    if ((await fs.stat(real)).isDirectory()) return { real };
+  } catch (error) {
+    if (isCode(error, 'ENOENT', 'ENOTDIR', 'EACCES', 'ELOOP')) return { problem: problemOf(String(error.code)) };
+    throw error;
+  }
+  return { problem: 'is not a directory' };
+}
+
+function problemOf(code: string): string {
+  if (code === 'EACCES') return 'cannot be reached (permission denied)';
+  if (code === 'ELOOP') return 'has too many levels of symbolic links';
+  return 'does not exist';
+}
+
+interface Outcome {
+  /** Why the tool stopped the command, if it did. */
+  readonly stop: 'timeout' | 'aborted' | undefined;
+  /** The shell's exit code, or the signal that ended it. */
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly output: Buffer;
+  /** Bytes of output dropped from the start. */
+  readonly dropped: number;
+}
+
+type Settings = Required<Omit<ShellToolOptions, 'env'>> & Pick<ShellToolOptions, 'env'>;
+
+function execute(
+  settings: Settings,
+  command: string,
+  cwd: string,
+  timeoutMs: number,
+  context: ToolContext,
+): Promise<Outcome> {
+  return new Promise<Outcome>((resolve, reject) => {
+    const started = Date.now();
+    const output = new OutputTail(settings.maxOutputBytes);
+    let child: ChildProcessByStdio<null, Readable, Readable>;
+    try {
+      child = settings.spawn(settings.shell, ['-c', command], {
+        cwd,
+        detached: true, // leader of its own process group, so the group can be killed as a whole
+        stdio: ['ignore', 'pipe', 'pipe'],
+        ...(settings.env ? { env: { ...settings.env } } : {}),
+      });
+    } catch (error) {
+      reject(cannotStart(settings.shell, error));
+      return;
+    }
+
+    const heartbeat = setInterval(
+      () => context.heartbeat({ tool: 'shell', elapsedMs: Date.now() - started, bytes: output.total }),
+      settings.heartbeatIntervalMs,
+    );
+    let stop: Outcome['stop'];
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    let terminated = false;
+    let killed = false;
+    let settled = false;
+    const timers: NodeJS.Timeout[] = [];
+
+    const signalGroup = (signal: NodeJS.Signals): boolean => {
+      if (child.pid === undefined) return false;
+      try {
+        process.kill(-child.pid, signal);
+        return true;
+      } catch {
+        return false; // ESRCH: the group is gone; EPERM: a member changed user and cannot be signalled anyway
+      }
+    };
+    const kill = () => {
+      if (killed) return;
+      killed = true;
+      signalGroup('SIGKILL');
+    };
+    const terminate = () => {
+      if (terminated) return;
+      terminated = true;
+      if (!signalGroup('SIGTERM')) return;
+      timers.push(
+        setTimeout(() => {
+          kill();
+          // A process that left the group (setsid) may still hold the pipes: stop waiting for it.
+          timers.push(setTimeout(finish, settings.killGraceMs));
+        }, settings.killGraceMs),
+      );
+    };
+    const onAbort = () => {
+      stop ??= 'aborted';
+      terminate();
+    };
+    const finish = () => {
+      if (settled) return;
+      settled = true;
+      for (const timer of timers) clearTimeout(timer);
+      clearInterval(heartbeat);
+      context.signal.removeEventListener('abort', onAbort);
+      // Whatever ignored SIGTERM without holding the output open is not left behind.
+      if (terminated) kill();
+      child.stdout.destroy();
+      child.stderr.destroy();
+      const { bytes, dropped } = output.tail();
+      resolve({ stop, code: exit?.code ?? null, signal: exit?.signal ?? null, output: bytes, dropped });
+    };
+
+    child.stdout.on('data', (chunk: Buffer) => output.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => output.push(chunk));
+    child.on('error', (error) => {
+      if (child.pid !== undefined || settled) return; // a started process reports through 'exit' and 'close'
+      settled = true;
+      for (const timer of timers) clearTimeout(timer);
+      clearInterval(heartbeat);
+      context.signal.removeEventListener('abort', onAbort);
+      reject(cannotStart(settings.shell, error));
+    });
+    child.on('exit', (code, signal) => {
+      exit = { code, signal };
+      // Background processes the command left running do not outlive the call.
+      terminate();
+    });
+    child.on('close', finish);
+
+    timers.push(
+      setTimeout(() => {
+        stop ??= 'timeout';
+        terminate();
+      }, timeoutMs),
+    );
+    context.signal.addEventListener('abort', onAbort, { once: true });
+    if (context.signal.aborted) onAbort();
+  });
+}
+
+function cannotStart(shell: string, error: unknown): ToolError {
+  const reason = error instanceof Error ? error.message : String(error);
+  return new ToolError(`Could not start ${shell}: ${reason}`, { cause: error });
+}
+
+function formatOutcome(outcome: Outcome, timeoutS: number): string {
+  const status =
+    outcome.stop === 'timeout'
+      ? `timed out after ${timeoutS} s (killed)`
+      : outcome.code !== null
+        ? `exit code: ${outcome.code}`
+        : `terminated by signal ${outcome.signal ?? 'unknown'}`;
+  const lines = [status];
+  if (outcome.dropped > 0) {
+    lines.push(
+      `[output truncated: dropped the first ${outcome.dropped} bytes, showing the last ${outcome.output.length}]`,
+    );
+  }
+  lines.push(outcome.output.length > 0 ? outcome.output.toString('utf8') : '(no output)');
+  return lines.join('\n');
+}
+
+/** Keeps the last `limit` bytes of a stream of chunks, in memory bounded by `limit` plus one chunk. */
+class OutputTail {
+  /** Bytes received in all. */
+  total = 0;
+  private chunks: Buffer[] = [];
+  /** Index of the first chunk still kept (dropping by index keeps a flood of tiny chunks linear). */
+  private head = 0;
+  private kept = 0;
+
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    this.chunks.push(chunk);
+    this.kept += chunk.length;
+    let first = this.chunks[this.head];
+    while (first && this.kept - first.length >= this.limit) {
+      this.kept -= first.length;
+      this.head += 1;
+      first = this.chunks[this.head];
+    }
+    if (this.head > 1024 && this.head * 2 > this.chunks.length) {
+      this.chunks = this.chunks.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** The kept tail, starting at a UTF-8 character boundary, and how many bytes before it were dropped. */
+  tail(): { bytes: Buffer; dropped: number } {
+    const kept = Buffer.concat(this.chunks.slice(this.head));
+    let start = Math.max(0, kept.length - this.limit);
+    if (this.total > kept.length - start) {
+      // The tail starts mid-stream: skip continuation bytes (10xxxxxx) of a cut character. A character has at
+      // most 3, so skipping more would only eat output that is not UTF-8 anyway.
+      const end = Math.min(start + 3, kept.length);
+      while (start < end && ((kept[start] ?? 0) & 0xc0) === 0x80) start += 1;
+    }
+    const bytes = kept.subarray(start);
+    return { bytes, dropped: this.total - bytes.length };
+  }
+}

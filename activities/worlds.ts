@@ -1,0 +1,46 @@
+import { log } from '@temporalio/activity';
+import type { Pool } from 'pg';
+import { parseEnvText } from '../common/env-text';
+import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
+import { getWorldVariablesText } from '../db/worlds';
+
+/** World variables that set a world's delegation limits (`baton world set BATON_MAX_DELEGATION_DEPTH=4`). */
+export const LIMIT_VARIABLES: Record<keyof DelegationLimits, string> = {
+  maxDepth: 'BATON_MAX_DELEGATION_DEPTH',
+  maxRepeats: 'BATON_MAX_AGENT_REPEATS',
+  taskContextLimit: 'BATON_TASK_CONTEXT_CHARS',
+};
+
+/** A world's variables as they are now; a world without variables (or not created yet) has none. */
+export async function loadWorldVariables(pool: Pool, world: string): Promise<Record<string, string>> {
+  const text = await getWorldVariablesText(pool, world);
+  return parseEnvText(text, {
+    onInvalidLine: (lineNumber, line, reason) => {
+      log.debug('ignoring an invalid line of world variables', { world, lineNumber, line, reason });
+    },
+  });
+}
+
+/** The delegation limits of a world: its variables over the defaults, and a conversation's overrides over both. */
+export function limitsFromVariables(
+  variables: Readonly<Record<string, string>>,
+  overrides: Partial<DelegationLimits> = {},
+): DelegationLimits {
+  const limits: DelegationLimits = { ...DEFAULT_DELEGATION_LIMITS };
+  for (const [field, name] of Object.entries(LIMIT_VARIABLES) as [keyof DelegationLimits, string][]) {
+    const raw = variables[name];
+    if (raw === undefined) continue;
+    const value = Number(raw);
+    if (Number.isInteger(value) && value >= 1) limits[field] = value;
+    else log.warn('ignoring a world variable that is not a positive whole number', { name, value: raw });
+  }
+  return { ...limits, ...overrides };
+}
+
+export function createWorldActivities({ pool }: { pool: Pool }) {
+  /** The delegation limits a turn runs under, read from its world when it starts. */
+  async function resolveLimits(input: ResolveLimitsInput): Promise<DelegationLimits> {
+    return limitsFromVariables(await loadWorldVariables(pool, input.world), input.overrides);
+  }
+  return { resolveLimits };
+}

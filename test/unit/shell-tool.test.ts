@@ -1,0 +1,389 @@
+import assert from 'node:assert/strict';
+import childProcess from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test, type TestContext } from 'node:test';
+import pg from 'pg';
+import { agentFrontmatterSchema, type AgentDefinition } from '../../common/agent-definition';
+import { createShellTool, type ShellSpawn, type ShellToolOptions } from '../../activities/tools/shell';
+import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
+import { EnvStore } from '../../db/env-data';
+
+// Built through the frontmatter schema so options the definition gains get their defaults.
+const agent: AgentDefinition = {
+  ...agentFrontmatterSchema.parse({ name: 'a', description: 'd' }),
+  body: '',
+  source: 'a.md',
+};
+
+function fakeContext(variables: Record<string, string> = {}, overrides: Partial<ToolContext> = {}): ToolContext {
+  return {
+    scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
+    agent,
+    operationId: 'run-1:tool:0:0',
+    // The shell tool never touches env data; a pool is lazy, so this one never connects.
+    env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
+    world: { name: 'w', variables },
+    signal: new AbortController().signal,
+    heartbeat: () => undefined,
+    ...overrides,
+  };
+}
+
+interface SpawnCall {
+  command: string;
+  args: readonly string[];
+  options: Parameters<ShellSpawn>[2];
+}
+
+/** The shell tool with a spawn that records every call before starting the real process. */
+function shellTool(options: ShellToolOptions = {}): { tool: ToolDefinition; spawns: SpawnCall[] } {
+  const spawns: SpawnCall[] = [];
+  const spawn: ShellSpawn = (command, args, spawnOptions) => {
+    spawns.push({ command, args, options: spawnOptions });
+    return childProcess.spawn(command, args, spawnOptions);
+  };
+  return { tool: createShellTool({ killGraceMs: 300, ...options, spawn }), spawns };
+}
+
+async function run(tool: ToolDefinition, args: unknown, context: ToolContext): Promise<string> {
+  assert.ok(tool.run !== undefined, 'shell runs in the activity');
+  const output = await tool.run(tool.parameters.parse(args), context);
+  assert.equal(typeof output, 'string');
+  return output as string;
+}
+
+async function assertToolError(promise: Promise<unknown>, message: RegExp): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => {
+    assert.ok(error instanceof ToolError, `expected a ToolError, got ${String(error)}`);
+    assert.match(error.message, message);
+    return true;
+  });
+}
+
+interface Fixture {
+  base: string;
+  /** The world's working_directory. */
+  root: string;
+  outside: string;
+}
+
+/**
+ * root/                         outside/
+ *   sub/deep/                     (empty)
+ *   file.txt
+ *   in -> root/sub
+ *   out -> outside
+ *   gone -> outside/missing
+ */
+function fixture(t: TestContext): Fixture {
+  const base = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-shell-')));
+  t.after(() => fs.rmSync(base, { recursive: true, force: true }));
+  const root = path.join(base, 'root');
+  const outside = path.join(base, 'outside');
+  fs.mkdirSync(path.join(root, 'sub', 'deep'), { recursive: true });
+  fs.mkdirSync(outside);
+  fs.writeFileSync(path.join(root, 'file.txt'), 'x\n');
+  fs.symlinkSync(path.join(root, 'sub'), path.join(root, 'in'));
+  fs.symlinkSync(outside, path.join(root, 'out'));
+  fs.symlinkSync(path.join(outside, 'missing'), path.join(root, 'gone'));
+  return { base, root, outside };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls until `file` holds a pid (written by the command under test). */
+async function readPid(file: string): Promise<number> {
+  for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(20)) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '';
+    if (/^\d+$/.test(text)) return Number(text);
+  }
+  throw new Error(`no pid in ${file}`);
+}
+
+/**
+ * Whether a process no longer runs: `kill(pid, 0)` fails with ESRCH, or it is a zombie. A killed orphan is
+ * re-parented to PID 1, and some container inits never reap it, so it stays a zombie: dead, but still signallable.
+ */
+function isGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if (error instanceof Error && 'code' in error && error.code === 'ESRCH') return true;
+    throw error;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true; // reaped between the two checks
+  }
+}
+
+async function assertGone(pid: number): Promise<void> {
+  for (const deadline = Date.now() + 3000; Date.now() < deadline; await sleep(20)) if (isGone(pid)) return;
+  assert.fail(`process ${pid} is still running`);
+}
+
+test('shell tool: refuses without a directory or a working_directory and starts no process', async () => {
+  const { tool, spawns } = shellTool();
+  const guidance = /^No working directory: pass `directory`, or set .*`baton world dir PATH`\. No command was run\.$/;
+  await assertToolError(run(tool, { command: 'touch marker' }, fakeContext()), guidance);
+  // An empty or blank value is no directory either.
+  await assertToolError(run(tool, { command: 'touch marker' }, fakeContext({ working_directory: '' })), guidance);
+  await assertToolError(run(tool, { command: 'touch marker' }, fakeContext({ working_directory: '  ' })), guidance);
+  // A relative directory has nothing to resolve against.
+  await assertToolError(
+    run(tool, { command: 'touch marker', directory: 'sub' }, fakeContext()),
+    /relative.*No command/,
+  );
+  assert.deepEqual(spawns, []);
+});
+
+test('shell tool: refuses a missing directory or a bad working_directory without starting a process', async (t) => {
+  const fx = fixture(t);
+  const { tool, spawns } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  await assertToolError(run(tool, { command: 'true', directory: 'nope' }, world), /^Directory 'nope' does not exist/);
+  await assertToolError(run(tool, { command: 'true', directory: 'sub/nope/deeper' }, world), /does not exist/);
+  await assertToolError(run(tool, { command: 'true', directory: 'file.txt' }, world), /'file.txt' is not a directory/);
+  const absent = path.join(fx.base, 'absent');
+  await assertToolError(run(tool, { command: 'true', directory: absent }, fakeContext()), /does not exist/);
+
+  for (const [workingDirectory, message] of [
+    [absent, /working_directory '.*absent' does not exist; set it with `baton world dir PATH`/],
+    [path.join(fx.root, 'file.txt'), /working_directory '.*file\.txt' is not a directory/],
+    ['relative/dir', /working_directory 'relative\/dir' is not an absolute path/],
+  ] as const) {
+    const context = fakeContext({ working_directory: workingDirectory });
+    await assertToolError(run(tool, { command: 'true' }, context), message);
+    await assertToolError(run(tool, { command: 'true', directory: fx.root }, context), message);
+  }
+  assert.deepEqual(spawns, []);
+});
+
+test('shell tool: refuses directories outside the working_directory without starting a process', async (t) => {
+  const fx = fixture(t);
+  const { tool, spawns } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  for (const directory of [
+    '..',
+    '../outside',
+    'sub/../../outside',
+    fx.outside,
+    '/',
+    'out', // a symlink inside pointing outside
+    'gone', // a dangling symlink to outside: "outside", not "missing"
+    path.join(fx.root, 'out'),
+  ]) {
+    await assertToolError(
+      run(tool, { command: 'true', directory }, world),
+      new RegExp(`^Directory '${directory.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}' is outside the world's working`),
+    );
+  }
+  assert.deepEqual(spawns, []);
+});
+
+test('shell tool: a directory argument takes precedence over the working_directory', async (t) => {
+  const fx = fixture(t);
+  const { tool, spawns } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  const sub = path.join(fx.root, 'sub');
+  assert.equal(await run(tool, { command: 'pwd -P', directory: sub }, world), `exit code: 0\n${sub}\n`);
+  assert.equal(spawns.length, 1);
+  assert.equal(spawns[0]?.command, '/bin/sh');
+  assert.deepEqual(spawns[0]?.args, ['-c', 'pwd -P']);
+  assert.equal(spawns[0]?.options.cwd, sub);
+  assert.equal(spawns[0]?.options.detached, true);
+});
+
+test('shell tool: runs in the working_directory when no directory is passed', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  assert.equal(
+    await run(tool, { command: 'pwd -P' }, fakeContext({ working_directory: fx.root })),
+    `exit code: 0\n${fx.root}\n`,
+  );
+  // Spelled through a symlink, it runs in the real directory.
+  const link = path.join(fx.base, 'link-to-root');
+  fs.symlinkSync(fx.root, link);
+  assert.equal(
+    await run(tool, { command: 'pwd -P' }, fakeContext({ working_directory: link })),
+    `exit code: 0\n${fx.root}\n`,
+  );
+  assert.equal(
+    await run(tool, { command: 'pwd -P', directory: 'sub' }, fakeContext({ working_directory: link })),
+    `exit code: 0\n${path.join(fx.root, 'sub')}\n`,
+  );
+});
+
+test('shell tool: resolves a relative directory inside the working_directory, symlinks included', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  const deep = path.join(fx.root, 'sub', 'deep');
+  assert.equal(await run(tool, { command: 'pwd -P', directory: 'sub/deep' }, world), `exit code: 0\n${deep}\n`);
+  assert.equal(
+    await run(tool, { command: 'pwd -P', directory: './in/deep/..' }, world),
+    `exit code: 0\n${path.dirname(deep)}\n`,
+  );
+  assert.equal(await run(tool, { command: 'pwd -P', directory: '.' }, world), `exit code: 0\n${fx.root}\n`);
+  // `..` applies to the path as written (as `cd` does), before symlinks are resolved: this is the root itself.
+  assert.equal(await run(tool, { command: 'pwd -P', directory: 'out/..' }, world), `exit code: 0\n${fx.root}\n`);
+});
+
+test('shell tool: accepts an existing absolute directory when the world sets no working_directory', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  assert.equal(
+    await run(tool, { command: 'pwd -P', directory: fx.outside }, fakeContext()),
+    `exit code: 0\n${fx.outside}\n`,
+  );
+});
+
+test('shell tool: returns the exit code and stderr; a failing command is a result, not an error', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  const failed = await run(tool, { command: 'echo out; echo err >&2; exit 3' }, world);
+  assert.match(failed, /^exit code: 3\n/);
+  assert.match(failed, /^out$/m);
+  assert.match(failed, /^err$/m);
+  assert.equal(await run(tool, { command: 'echo only-stderr >&2' }, world), 'exit code: 0\nonly-stderr\n');
+  assert.equal(await run(tool, { command: 'true' }, world), 'exit code: 0\n(no output)');
+  assert.equal(await run(tool, { command: 'kill -9 $$' }, world), 'terminated by signal SIGKILL\n(no output)');
+  // stdin is closed: a command reading it sees end-of-file at once instead of hanging.
+  assert.equal(await run(tool, { command: 'cat; echo done' }, world), 'exit code: 0\ndone\n');
+});
+
+test('shell tool: caps output keeping the tail and says how many bytes were dropped', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool({ maxOutputBytes: 100 });
+  const world = fakeContext({ working_directory: fx.root });
+  const full = Array.from({ length: 300 }, (_, i) => `line ${i}\n`).join('') + 'last words\n';
+  const command = 'i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); done; echo "last words" >&2';
+  const result = await run(tool, { command }, world);
+  const dropped = Buffer.byteLength(full) - 100;
+  assert.equal(
+    result,
+    `exit code: 0\n[output truncated: dropped the first ${dropped} bytes, showing the last 100]\n${full.slice(-100)}`,
+  );
+
+  // The cut never splits a character: 'a', 'é' (2 bytes), '€' (3 bytes) keeping 4 bytes shows only '€'.
+  const small = shellTool({ maxOutputBytes: 4 }).tool;
+  assert.equal(
+    await run(small, { command: "printf 'a\\303\\251\\342\\202\\254'" }, world),
+    'exit code: 0\n[output truncated: dropped the first 3 bytes, showing the last 3]\n€',
+  );
+  // Output within the cap is whole.
+  assert.equal(await run(small, { command: 'printf abcd' }, world), 'exit code: 0\nabcd');
+});
+
+test('shell tool: a timeout kills the whole process group, grandchildren included', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  const started = Date.now();
+  const result = await run(
+    tool,
+    {
+      // A background grandchild, and one that ignores SIGTERM (it gets SIGKILL after the grace).
+      command:
+        "echo before; sleep 30 & echo $! > grandchild.pid; (trap '' TERM; exec sleep 30) & echo $! > stubborn.pid; " +
+        'sleep 30; wait',
+      timeout_s: 1,
+    },
+    world,
+  );
+  const elapsed = Date.now() - started;
+  assert.equal(result, 'timed out after 1 s (killed)\nbefore\n');
+  assert.ok(elapsed >= 1000 && elapsed < 4000, `took ${elapsed} ms`);
+  await assertGone(await readPid(path.join(fx.root, 'grandchild.pid')));
+  await assertGone(await readPid(path.join(fx.root, 'stubborn.pid')));
+});
+
+test('shell tool: processes left running in the background are stopped when the command exits', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  const started = Date.now();
+  const result = await run(tool, { command: 'sleep 30 & echo $! > bg.pid; echo started' }, world);
+  assert.equal(result, 'exit code: 0\nstarted\n');
+  assert.ok(Date.now() - started < 2000, 'returns without waiting for the background process');
+  await assertGone(await readPid(path.join(fx.root, 'bg.pid')));
+});
+
+test('shell tool: aborting the context signal kills the process group', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const controller = new AbortController();
+  const world = fakeContext({ working_directory: fx.root }, { signal: controller.signal });
+  const cancelled = new Error('activity cancelled');
+  const running = run(tool, { command: 'sleep 30 & echo $! > grandchild.pid; wait' }, world);
+  const pid = await readPid(path.join(fx.root, 'grandchild.pid'));
+  assert.ok(!isGone(pid));
+  const started = Date.now();
+  controller.abort(cancelled);
+  await assert.rejects(running, (error) => error === cancelled);
+  assert.ok(Date.now() - started < 2000);
+  await assertGone(pid);
+
+  // An already-cancelled call starts nothing.
+  const { tool: idle, spawns } = shellTool();
+  await assert.rejects(run(idle, { command: 'true' }, world), (error) => error === cancelled);
+  assert.deepEqual(spawns, []);
+});
+
+test('shell tool: heartbeats while a command runs', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const beats: unknown[] = [];
+  const world = fakeContext({ working_directory: fx.root }, { heartbeat: (details) => beats.push(details) });
+  assert.equal(await run(tool, { command: 'echo hi; sleep 2.5' }, world), 'exit code: 0\nhi\n');
+  assert.ok(beats.length >= 2, `${beats.length} heartbeats`);
+  let previous = 0;
+  for (const beat of beats) {
+    assert.ok(typeof beat === 'object' && beat !== null);
+    const { tool: name, elapsedMs, bytes } = beat as Record<string, unknown>;
+    assert.equal(name, 'shell');
+    assert.ok(typeof elapsedMs === 'number' && elapsedMs > previous && elapsedMs < 3000);
+    assert.equal(bytes, 3);
+    previous = elapsedMs;
+  }
+  const count = beats.length;
+  await sleep(1200);
+  assert.equal(beats.length, count, 'heartbeats stop when the command ends');
+});
+
+test('shell tool: world variables are not exported to the command; options.env replaces the environment', async (t) => {
+  const fx = fixture(t);
+  const world = fakeContext({ working_directory: fx.root, GREETING: 'hello' });
+  const command = 'echo "[${GREETING-unset}] [${BATON_ONLY-unset}]"';
+  assert.equal(await run(shellTool().tool, { command }, world), 'exit code: 0\n[unset] [unset]\n');
+  const { tool } = shellTool({ env: { PATH: '/usr/bin:/bin', BATON_ONLY: 'yes' } });
+  assert.equal(await run(tool, { command }, world), 'exit code: 0\n[unset] [yes]\n');
+});
+
+test('shell tool: timeout_s defaults and is bounded by the options', () => {
+  const { tool } = shellTool({ defaultTimeoutS: 5, maxTimeoutS: 10 });
+  assert.deepEqual(tool.parameters.parse({ command: 'ls' }), { command: 'ls', timeout_s: 5 });
+  assert.equal(tool.parameters.safeParse({ command: 'ls', timeout_s: 11 }).success, false);
+  assert.equal(tool.parameters.safeParse({ command: 'ls', timeout_s: 0 }).success, false);
+  assert.equal(tool.parameters.safeParse({ command: 'ls', timeout_s: 1.5 }).success, false);
+  assert.equal(tool.parameters.safeParse({ command: '' }).success, false);
+  assert.equal(tool.parameters.safeParse({ command: 'ls', cwd: '/' }).success, false);
+  assert.deepEqual(createShellTool().parameters.parse({ command: 'ls' }), { command: 'ls', timeout_s: 60 });
+  assert.equal(createShellTool().parameters.safeParse({ command: 'ls', timeout_s: 3601 }).success, false);
+  assert.throws(() => createShellTool({ defaultTimeoutS: 10, maxTimeoutS: 5 }), RangeError);
+  assert.throws(() => createShellTool({ maxOutputBytes: 0 }), RangeError);
+});
+
+test('shell tool: a shell that cannot start is a ToolError', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool({ shell: path.join(fx.base, 'no-such-shell') });
+  await assertToolError(
+    run(tool, { command: 'true' }, fakeContext({ working_directory: fx.root })),
+    /^Could not start/,
+  );
+});
