@@ -13,6 +13,7 @@ import { createBatonWorker } from '../worker/create-worker';
 import type { AgentRegistry } from '../worker/agents';
 import { createAgentCatalog } from '../worker/agent-catalog';
 import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from './scripted-model';
+import { readTestEnv, uniqueTaskQueue } from './test-env';
 
 export interface AgentHarnessOptions {
   /** Temporal frontend `host:port`. */
@@ -128,4 +129,24 @@ export function readModelLog(file: string | undefined): ModelLogEntry[] {
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => JSON.parse(line) as ModelLogEntry);
+}
+
+/**
+ * A harness on the stack `npm test` booted (see `readTestEnv`): its Temporal server, database and pre-built
+ * workflow bundle, on a task queue of its own unless `taskQueue` names one (to restart a worker on the same queue).
+ */
+export function startTestHarness(
+  name: string,
+  options: Omit<AgentHarnessOptions, 'temporalAddress' | 'databaseUrl' | 'taskQueue' | 'workflowBundle'> & {
+    taskQueue?: string;
+  },
+): Promise<AgentHarness> {
+  const env = readTestEnv();
+  return startAgentHarness({
+    ...options,
+    temporalAddress: env.temporalAddress,
+    databaseUrl: env.databaseUrl,
+    taskQueue: options.taskQueue ?? uniqueTaskQueue(name),
+    workflowBundle: { codePath: env.workflowBundlePath },
+  });
 }

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { listMessages } from '../../db/transcripts';
-import { startAgentHarness, type AgentHarness } from '../../testing/harness';
+import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
@@ -73,17 +73,8 @@ agents:
 
 let harness: AgentHarness;
 
-async function startHarness(taskQueue: string): Promise<AgentHarness> {
-  return startAgentHarness({
-    temporalAddress: env.temporalAddress,
-    databaseUrl: env.databaseUrl,
-    taskQueue,
-    agents,
-    script,
-    modelLogFile: modelLog,
-    filesRoot,
-    workflowBundle: { codePath: env.workflowBundlePath },
-  });
+function startHarness(taskQueue: string): Promise<AgentHarness> {
+  return startTestHarness('agent-loop', { taskQueue, agents, script, modelLogFile: modelLog, filesRoot });
 }
 
 before(async () => {

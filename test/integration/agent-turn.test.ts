@@ -7,8 +7,8 @@ import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { BatonSearchAttributes } from '../../common/search-attributes';
 import { buildSystemPrompt } from '../../common/system-context';
 import { listMessages } from '../../db/transcripts';
-import { startAgentHarness, type AgentHarness } from '../../testing/harness';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startTestHarness, type AgentHarness } from '../../testing/harness';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseScript } from '../../testing/scripted-model';
 import { parseAgentFile } from '../../worker/agents';
 
@@ -54,14 +54,10 @@ agents:
 let harness: AgentHarness;
 
 before(async () => {
-  harness = await startAgentHarness({
-    temporalAddress: env.temporalAddress,
-    databaseUrl: env.databaseUrl,
-    taskQueue: uniqueTaskQueue('agent-turn'),
+  harness = await startTestHarness('agent-turn', {
     agents,
     script,
     modelLogFile: modelLog,
-    workflowBundle: { codePath: env.workflowBundlePath },
   });
 });
 

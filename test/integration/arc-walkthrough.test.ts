@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { EnvStore } from '../../db/env-data';
-import { startAgentHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 
 const env = readTestEnv();
@@ -22,14 +22,10 @@ const task = JSON.parse(fs.readFileSync(path.join(DEFAULT_ARC_DATA_DIR, '007bbfb
 let harness: AgentHarness;
 
 before(async () => {
-  harness = await startAgentHarness({
-    temporalAddress: env.temporalAddress,
-    databaseUrl: env.databaseUrl,
-    taskQueue: uniqueTaskQueue('arc'),
+  harness = await startTestHarness('arc', {
     agents: path.join(ROOT, 'agents'),
     script: path.join(ROOT, 'agents', 'model-script.yaml'),
     modelLogFile: modelLog,
-    workflowBundle: { codePath: env.workflowBundlePath },
   });
 });
 

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { BatonSearchAttributes } from '../../common/search-attributes';
 import { listMessages } from '../../db/transcripts';
-import { startAgentHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
+import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const env = readTestEnv();
@@ -118,14 +118,10 @@ agents:
 let harness: AgentHarness;
 
 before(async () => {
-  harness = await startAgentHarness({
-    temporalAddress: env.temporalAddress,
-    databaseUrl: env.databaseUrl,
-    taskQueue: uniqueTaskQueue('delegation'),
+  harness = await startTestHarness('delegation', {
     agents,
     script,
     modelLogFile: modelLog,
-    workflowBundle: { codePath: env.workflowBundlePath },
   });
 });
 

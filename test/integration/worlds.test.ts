@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startAgentHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
+import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const env = readTestEnv();
@@ -47,14 +47,10 @@ agents:
 let harness: AgentHarness;
 
 before(async () => {
-  harness = await startAgentHarness({
-    temporalAddress: env.temporalAddress,
-    databaseUrl: env.databaseUrl,
-    taskQueue: uniqueTaskQueue('worlds'),
+  harness = await startTestHarness('worlds', {
     agents,
     script,
     modelLogFile: modelLog,
-    workflowBundle: { codePath: env.workflowBundlePath },
   });
 });
 
