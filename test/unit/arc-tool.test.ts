@@ -4,31 +4,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { z } from 'zod';
-import { agentFrontmatterSchema, type AgentDefinition } from '../../common/agent-definition';
 import { createArcTool } from '../../activities/tools/arc';
-import pg from 'pg';
-import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
-import { EnvStore } from '../../db/env-data';
+import { fakeToolContext } from '../../testing/tool-context';
+import { ToolError, type ToolDefinition } from '../../activities/tools/types';
 
 /** The real ARC training set, shipped beside the project. */
 const ARC_TRAINING_DIR = '/work/shared/data/arc/training';
 
-// Built through the frontmatter schema so options the definition gains get their defaults.
-const agent: AgentDefinition = {
-  ...agentFrontmatterSchema.parse({ name: 'a', description: 'd' }),
-  body: '',
-  source: 'a.md',
-};
-const context: ToolContext = {
-  scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
-  agent,
-  operationId: 'run-1:tool:0:0',
-  world: { name: 'default', variables: {} },
-  // This tool never touches env data; a pool is lazy, so this one never connects.
-  env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
-  signal: new AbortController().signal,
-  heartbeat: () => undefined,
-};
+const context = fakeToolContext();
 
 async function run(tool: ToolDefinition, args: unknown): Promise<unknown> {
   assert.ok(tool.run !== undefined, `${tool.name} runs in the activity`);

@@ -4,32 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { z } from 'zod';
-import { agentFrontmatterSchema, type AgentDefinition } from '../../common/agent-definition';
 import { createFileTools, MAX_LIST_ENTRIES } from '../../activities/tools/files';
-import pg from 'pg';
+import { fakeToolContext } from '../../testing/tool-context';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
-import { EnvStore } from '../../db/env-data';
 
-// Built through the frontmatter schema so options the definition gains get their defaults.
-const agent: AgentDefinition = {
-  ...agentFrontmatterSchema.parse({ name: 'a', description: 'd' }),
-  body: '',
-  source: 'a.md',
-};
-
-function fakeContext(overrides: Partial<ToolContext> = {}): ToolContext {
-  return {
-    scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
-    agent,
-    operationId: 'run-1:tool:0:0',
-    world: { name: 'default', variables: {} },
-    // These tools never touch env data; a pool is lazy, so this one never connects.
-    env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
-    signal: new AbortController().signal,
-    heartbeat: () => undefined,
-    ...overrides,
-  };
-}
+const fakeContext = fakeToolContext;
 
 interface Fixture {
   /** Holds `root` and `outside`; never shown to the model. */

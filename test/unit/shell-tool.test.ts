@@ -4,31 +4,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
-import pg from 'pg';
-import { agentFrontmatterSchema, type AgentDefinition } from '../../common/agent-definition';
 import { createShellTool, type ShellSpawn, type ShellToolOptions } from '../../activities/tools/shell';
+import { fakeToolContext } from '../../testing/tool-context';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
-import { EnvStore } from '../../db/env-data';
-
-// Built through the frontmatter schema so options the definition gains get their defaults.
-const agent: AgentDefinition = {
-  ...agentFrontmatterSchema.parse({ name: 'a', description: 'd' }),
-  body: '',
-  source: 'a.md',
-};
 
 function fakeContext(variables: Record<string, string> = {}, overrides: Partial<ToolContext> = {}): ToolContext {
-  return {
-    scope: { rootThreadId: 't', threadId: 't', agent: 'a', epoch: 0 },
-    agent,
-    operationId: 'run-1:tool:0:0',
-    // The shell tool never touches env data; a pool is lazy, so this one never connects.
-    env: new EnvStore(new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/unused' })),
-    world: { name: 'w', variables },
-    signal: new AbortController().signal,
-    heartbeat: () => undefined,
-    ...overrides,
-  };
+  return fakeToolContext({ world: { name: 'w', variables }, ...overrides });
 }
 
 interface SpawnCall {
