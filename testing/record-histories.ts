@@ -8,6 +8,7 @@ import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { parseAgentFile } from '../worker/agents';
 import { startAgentHarness } from './harness';
+import { scrubMachinePaths } from './history-paths';
 import { parseScript } from './scripted-model';
 import { installRuntime } from '../worker/runtime';
 import { startTestStack } from './test-stack';
@@ -134,7 +135,8 @@ async function main(): Promise<void> {
           const history = await harness.client.temporal.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
           const part = run.workflowId.slice(thread.workflowId.length + 1) || 'thread';
           const file = path.join(HISTORIES_DIR, `${scenario.name}.${part}.${index}.json`);
-          fs.writeFileSync(file, `${historyToJSON(history)}\n`);
+          // Committed files: the recording machine's paths (stack traces of failures) are scrubbed.
+          fs.writeFileSync(file, `${scrubMachinePaths(historyToJSON(history), ROOT)}\n`);
           log(`wrote ${path.relative(ROOT, file)}`);
         }
       }
