@@ -9,6 +9,8 @@ export interface AgentCatalogOptions {
   filesRoot: string;
   /** The directory of ARC task files for `load_arc_task`. */
   arcDataDir: string;
+  /** The base environment of shell commands (never the worker's whole environment). @default DEFAULT_SHELL_ENV */
+  shellEnv?: Readonly<Record<string, string>>;
 }
 
 /** The agents a worker runs and the tools they call, with reloading for `baton dev`. */
@@ -37,6 +39,7 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
   const tools = createToolRegistry({
     filesRoot: options.filesRoot,
     arcDataDir: options.arcDataDir,
+    ...(options.shellEnv === undefined ? {} : { shellEnv: options.shellEnv }),
     describeAgent: (name) => current.get(name)?.description,
   });
   const { agents } = options;

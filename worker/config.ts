@@ -56,6 +56,8 @@ export interface ToolsConfig {
   readonly arcDataDir: string;
   /** Largest env-data value, as JSON. @default 100 KiB */
   readonly maxEnvValueBytes: number;
+  /** The base environment of shell commands: the worker's PATH, HOME and LANG (see {@link toolEnvironment}). */
+  readonly shellEnv: Readonly<Record<string, string>>;
 }
 
 /**
@@ -73,6 +75,7 @@ export function readToolsConfig(env: Record<string, string | undefined>, cwd: st
     filesRoot: path.resolve(cwd, env.BATON_FILES_ROOT?.trim() || '.'),
     arcDataDir: path.resolve(cwd, env.BATON_ARC_DIR?.trim() || DEFAULT_ARC_DATA_DIR),
     maxEnvValueBytes: limit.data ?? DEFAULT_MAX_ENV_VALUE_BYTES,
+    shellEnv: Object.freeze(toolEnvironment(env)),
   });
 }
 
@@ -107,4 +110,17 @@ export function readWorkerConfig(env: Record<string, string | undefined>, cwd = 
     agentsDir: value.BATON_AGENTS_DIR,
     tools: readToolsConfig(env, cwd),
   });
+}
+
+/** The worker's variables a tool's process may see; everything else (DATABASE_URL, OPENAI_*, TEMPORAL_*) stays out. */
+export const TOOL_ENV_VARIABLES = ['PATH', 'HOME', 'LANG'] as const;
+
+/** The base environment of tool processes (the shell), picked from the worker's: PATH, HOME and LANG only. */
+export function toolEnvironment(env: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const picked: Record<string, string> = {};
+  for (const name of TOOL_ENV_VARIABLES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') picked[name] = value;
+  }
+  return picked;
 }

@@ -8,6 +8,7 @@ import { createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
 import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
+import { forkJoinTool } from './fork-join';
 import { createShellTool } from './shell';
 import type { ToolDefinition } from './types';
 import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
@@ -17,6 +18,11 @@ export interface ToolRegistryOptions {
   filesRoot: string;
   /** The directory of ARC task files (`<task id>.json`) for `load_arc_task`. */
   arcDataDir: string;
+  /**
+   * The base environment of shell commands: PATH, HOME, LANG picked by the worker, never its whole environment.
+   * @default DEFAULT_SHELL_ENV
+   */
+  shellEnv?: Readonly<Record<string, string>>;
   /** An agent's description, for `list_capabilities` (agents are capabilities too). */
   describeAgent: (name: string) => string | undefined;
 }
@@ -49,8 +55,9 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     ...createEnvDataTools(),
     ...createFileTools({ root: options.filesRoot }),
     // Below the tool activity's 15-minute start-to-close timeout, so a command times out before its activity does.
-    createShellTool({ maxTimeoutS: 840 }),
+    createShellTool({ maxTimeoutS: 840, ...(options.shellEnv === undefined ? {} : { env: options.shellEnv }) }),
     createArcTool({ dataDir: options.arcDataDir }),
+    forkJoinTool,
   ];
   for (const tool of all) tools.set(tool.name, tool);
   // JSON Schema is generated once per schema, not per model call.

@@ -5,6 +5,7 @@
  */
 import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
 import { spawn as spawnProcess, type ChildProcessByStdio, type SpawnOptionsWithStdioTuple } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -39,8 +40,9 @@ export interface ShellToolOptions {
   /** How often the tool heartbeats while a command runs. @default 1000 */
   heartbeatIntervalMs?: number;
   /**
-   * The environment commands run with. World variables are never added to it (see {@link createShellTool}).
-   * @default the worker's own environment
+   * The environment commands run with, before the world's `env.NAME` variables are added (see
+   * {@link createShellTool}). Never the worker's own environment: that holds the database URL and API keys.
+   * @default {@link DEFAULT_SHELL_ENV}
    */
   env?: Readonly<Record<string, string>>;
   /** @default `child_process.spawn` */
@@ -48,6 +50,26 @@ export interface ShellToolOptions {
 }
 
 const NO_COMMAND_RUN = 'No command was run.';
+
+/** The environment of commands when the worker passes none: a standard PATH and a UTF-8 locale, nothing else. */
+export const DEFAULT_SHELL_ENV: Readonly<Record<string, string>> = Object.freeze({
+  PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  LANG: 'C.UTF-8',
+});
+
+/** World variables named `env.NAME` are meant for tools: the shell exports them as `NAME`. */
+export const TOOL_VARIABLE_PREFIX = 'env.';
+
+/** The world's variables meant for tools, by their exported names (names a shell cannot hold are left out). */
+export function toolVariables(variables: Readonly<Record<string, string>>): Record<string, string> {
+  const exported: Record<string, string> = {};
+  for (const [name, value] of Object.entries(variables)) {
+    if (!name.startsWith(TOOL_VARIABLE_PREFIX)) continue;
+    const bare = name.slice(TOOL_VARIABLE_PREFIX.length);
+    if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(bare) && bare !== SHELL_RUN_MARKER) exported[bare] = value;
+  }
+  return exported;
+}
 
 /**
  * Builds the `shell` tool (`{ command, directory?, timeout_s? }`, run in the tool activity). POSIX only: it relies
@@ -63,16 +85,21 @@ const NO_COMMAND_RUN = 'No command was run.';
  * command starts, not what it may touch: it is not a sandbox, and a command can `cd` anywhere the worker can.
  *
  * **Process.** `<shell> -c <command>` runs as the leader of its own process group (and session) with stdin closed
- * and the worker's environment (or `options.env`). World variables are not exported into it: they exist for
- * prompts and for this tool's directory, and letting a world set `PATH` or `LD_PRELOAD` for the worker's
- * processes would be a surprise; a prompt can still pass a value on (`{{ name }}`) in the command it asks for.
+ * and a minimal environment: `options.env` (the worker passes its PATH, HOME and LANG) or {@link DEFAULT_SHELL_ENV},
+ * plus the world's variables meant for tools (`env.NAME=value` is exported as `NAME`). Never the worker's own
+ * environment, which holds the database URL and API keys: a command that could read them could bypass every scope
+ * and fence. Other world variables are not exported: they exist for prompts and for this tool's directory; a
+ * prompt can still pass a value on (`{{ name }}`) in the command it asks for.
  *
  * **Ending.** On timeout (`timeout_s`), on cancellation of the activity (`context.signal`), and when the shell
- * exits while processes it started are still running in its group, the whole group gets SIGTERM, then SIGKILL
- * once the output pipes close or `killGraceMs` passes, whichever comes first. So no process of the command
- * outlives the call (except one that left the group itself, with `setsid`); a server started with `&` is stopped
- * when the command returns, and the description tells the model so. A cancelled call rejects with the signal's
- * reason once the group is gone.
+ * exits, every process of the call gets SIGTERM, then SIGKILL once they are gone or `killGraceMs` passes. "Every
+ * process" is the shell's process group plus every process whose environment carries this call's
+ * {@link SHELL_RUN_MARKER} value, found through `/proc`: a process that left the group or the session (`setsid`, a
+ * double fork, `nohup`) inherits the marker and is killed too. The call returns once they are gone (waiting at most
+ * a short moment more for the output pipes), never waiting on a process that holds the pipes open. So nothing the
+ * command started outlives the call, short of a process that scrubs its own environment (`env -i`); this is not a
+ * sandbox. A server started with `&` is stopped when the command returns, and the description tells the model so.
+ * A cancelled call rejects with the signal's reason once its processes are gone.
  *
  * **Result.** `exit code: N` (a non-zero code is a normal result, not an error), `terminated by signal SIG…`, or
  * `timed out after N s (killed)`, then stdout and stderr interleaved in arrival order. Past `maxOutputBytes` the
@@ -89,7 +116,7 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
     shell: options.shell ?? '/bin/sh',
     killGraceMs: options.killGraceMs ?? 2000,
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? 1000,
-    env: options.env,
+    env: Object.freeze({ ...(options.env ?? DEFAULT_SHELL_ENV) }),
     spawn: options.spawn ?? (spawnProcess satisfies ShellSpawn),
   });
   for (const key of [
@@ -140,7 +167,8 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
       if (args.command.includes('\0')) throw new ToolError('Commands must not contain NUL bytes.');
       const cwd = await resolveDirectory(args.directory, context.world.variables[WORKING_DIRECTORY_VARIABLE]);
       context.signal.throwIfAborted();
-      const outcome = await execute(settings, args.command, cwd, args.timeout_s * 1000, context);
+      const env = { ...settings.env, ...toolVariables(context.world.variables) };
+      const outcome = await execute({ ...settings, env }, args.command, cwd, args.timeout_s * 1000, context);
       if (outcome.stop === 'aborted') context.signal.throwIfAborted();
       return formatOutcome(outcome, args.timeout_s);
     },
@@ -236,7 +264,17 @@ interface Outcome {
   readonly dropped: number;
 }
 
-type Settings = Required<Omit<ShellToolOptions, 'env'>> & Pick<ShellToolOptions, 'env'>;
+type Settings = Required<Omit<ShellToolOptions, 'env'>> & { env: Readonly<Record<string, string>> };
+
+/**
+ * The variable every process of one call carries, with a value unique to the call. A process that leaves the
+ * command's process group or session (`setsid`, a double fork, `nohup`) keeps its environment, so the tool finds it
+ * by scanning `/proc` for this marker and kills it too.
+ */
+export const SHELL_RUN_MARKER = 'BATON_SHELL_RUN';
+
+/** Rounds of SIGKILL while marked processes keep appearing (a process forking as it is killed). */
+const KILL_ROUNDS = 50;
 
 function execute(
   settings: Settings,
@@ -248,13 +286,14 @@ function execute(
   return new Promise<Outcome>((resolve, reject) => {
     const started = Date.now();
     const output = new OutputTail(settings.maxOutputBytes);
+    const marker = randomUUID();
     let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
       child = settings.spawn(settings.shell, ['-c', command], {
         cwd,
-        detached: true, // leader of its own process group, so the group can be killed as a whole
+        detached: true, // leader of its own process group (and session), so the group can be killed as a whole
         stdio: ['ignore', 'pipe', 'pipe'],
-        ...(settings.env ? { env: { ...settings.env } } : {}),
+        env: { ...settings.env, [SHELL_RUN_MARKER]: marker },
       });
     } catch (error) {
       reject(cannotStart(settings.shell, error));
@@ -267,40 +306,50 @@ function execute(
     );
     let stop: Outcome['stop'];
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-    let terminated = false;
-    let killed = false;
+    let closed = false;
+    let stopping: Promise<void> | undefined;
     let settled = false;
     const timers: NodeJS.Timeout[] = [];
 
-    const signalGroup = (signal: NodeJS.Signals): boolean => {
-      if (child.pid === undefined) return false;
-      try {
-        process.kill(-child.pid, signal);
-        return true;
-      } catch {
-        return false; // ESRCH: the group is gone; EPERM: a member changed user and cannot be signalled anyway
+    const signalAll = async (signal: NodeJS.Signals): Promise<number> => {
+      if (child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, signal);
+        } catch {
+          // ESRCH: the group is gone; EPERM: a member changed user and cannot be signalled anyway
+        }
       }
+      const marked = await markedProcesses(marker);
+      for (const pid of marked) {
+        try {
+          process.kill(pid, signal);
+        } catch {
+          // gone meanwhile
+        }
+      }
+      return marked.length;
     };
-    const kill = () => {
-      if (killed) return;
-      killed = true;
-      signalGroup('SIGKILL');
-    };
-    const terminate = () => {
-      if (terminated) return;
-      terminated = true;
-      if (!signalGroup('SIGTERM')) return;
-      timers.push(
-        setTimeout(() => {
-          kill();
-          // A process that left the group (setsid) may still hold the pipes: stop waiting for it.
-          timers.push(setTimeout(finish, settings.killGraceMs));
-        }, settings.killGraceMs),
-      );
-    };
+    /** SIGTERM to every process of the call, SIGKILL to those still there after the grace period. */
+    const stopAll = (): Promise<void> =>
+      (stopping ??= (async () => {
+        if ((await signalAll('SIGTERM')) > 0) {
+          for (const deadline = Date.now() + settings.killGraceMs; Date.now() < deadline; await delay(25)) {
+            if ((await markedProcesses(marker)).length === 0) break;
+          }
+        }
+        for (let round = 0; round < KILL_ROUNDS; round += 1) {
+          if ((await signalAll('SIGKILL')) === 0) break;
+          await delay(10);
+        }
+      })());
     const onAbort = () => {
       stop ??= 'aborted';
-      terminate();
+      void stopAll().then(finishSoon);
+    };
+    /** Waits a moment for the pipes to deliver what the killed processes wrote, then finishes regardless. */
+    const finishSoon = () => {
+      if (closed) finish();
+      else timers.push(setTimeout(finish, Math.min(settings.killGraceMs, 500)));
     };
     const finish = () => {
       if (settled) return;
@@ -308,8 +357,6 @@ function execute(
       for (const timer of timers) clearTimeout(timer);
       clearInterval(heartbeat);
       context.signal.removeEventListener('abort', onAbort);
-      // Whatever ignored SIGTERM without holding the output open is not left behind.
-      if (terminated) kill();
       child.stdout.destroy();
       child.stderr.destroy();
       const { bytes, dropped } = output.tail();
@@ -328,21 +375,56 @@ function execute(
     });
     child.on('exit', (code, signal) => {
       exit = { code, signal };
-      // Background processes the command left running do not outlive the call.
-      terminate();
+      // Processes the command left running (in the background, or escaped with setsid) do not outlive the call.
+      void stopAll().then(finishSoon);
     });
-    child.on('close', finish);
+    child.on('close', () => {
+      closed = true;
+      if (stopping === undefined) return;
+      void stopping.then(finish);
+    });
 
     timers.push(
       setTimeout(() => {
         stop ??= 'timeout';
-        terminate();
+        void stopAll().then(finishSoon);
       }, timeoutMs),
     );
     context.signal.addEventListener('abort', onAbort, { once: true });
     if (context.signal.aborted) onAbort();
   });
 }
+
+/**
+ * Processes whose environment holds `BATON_SHELL_RUN=<marker>` (zombies have none, so they are not counted).
+ * Linux only: elsewhere there is no `/proc` and this finds nothing, leaving the process-group kill alone.
+ */
+async function markedProcesses(marker: string): Promise<number[]> {
+  const needle = Buffer.from(`${SHELL_RUN_MARKER}=${marker}\0`);
+  let names: string[];
+  try {
+    names = await fs.readdir('/proc');
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  await Promise.all(
+    names.map(async (name) => {
+      if (!/^\d+$/.test(name) || Number(name) === process.pid) return;
+      let environ: Buffer;
+      try {
+        environ = await fs.readFile(`/proc/${name}/environ`);
+      } catch {
+        return; // gone, or not ours to read
+      }
+      const at = environ.indexOf(needle);
+      if (at === 0 || (at > 0 && environ[at - 1] === 0)) found.push(Number(name));
+    }),
+  );
+  return found;
+}
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function cannotStart(shell: string, error: unknown): ToolError {
   const reason = error instanceof Error ? error.message : String(error);

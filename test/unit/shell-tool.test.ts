@@ -7,6 +7,7 @@ import { test, type TestContext } from 'node:test';
 import { createShellTool, type ShellSpawn, type ShellToolOptions } from '../../activities/tools/shell';
 import { fakeToolContext } from '../../testing/tool-context';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
+import { toolEnvironment } from '../../worker/config';
 
 function fakeContext(variables: Record<string, string> = {}, overrides: Partial<ToolContext> = {}): ToolContext {
   return fakeToolContext({ world: { name: 'w', variables }, ...overrides });
@@ -367,4 +368,79 @@ test('shell tool: a shell that cannot start is a ToolError', async (t) => {
     run(tool, { command: 'true' }, fakeContext({ working_directory: fx.root })),
     /^Could not start/,
   );
+});
+
+test('shell tool: processes that left the group (setsid, double fork, nohup) are stopped when the command exits', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  const result = await run(
+    tool,
+    {
+      command:
+        "setsid sh -c 'echo $$ > setsid.pid; exec sleep 30' & " +
+        '( (sleep 30 & echo $! > double.pid) & ) ; ' +
+        'nohup sleep 30 > /dev/null 2>&1 & echo $! > nohup.pid; ' +
+        'setsid sh -c \'trap "" TERM; echo $$ > stubborn.pid; while :; do sleep 1; done\' & ' +
+        'sleep 0.3; echo started',
+      timeout_s: 20,
+    },
+    world,
+  );
+  // The call ends with the command, long before any of the escaped sleeps would.
+  assert.equal(result, 'exit code: 0\nstarted\n');
+  for (const name of ['setsid.pid', 'double.pid', 'nohup.pid', 'stubborn.pid']) {
+    await assertGone(await readPid(path.join(fx.root, name)));
+  }
+});
+
+test('shell tool: at timeout_s the call returns and processes that left the session are killed', async (t) => {
+  const fx = fixture(t);
+  const { tool } = shellTool();
+  const world = fakeContext({ working_directory: fx.root });
+  // The issue's reproduction: a setsid child holding the output pipe kept the call waiting for it.
+  const started = Date.now();
+  const result = await run(
+    tool,
+    {
+      command: "setsid sh -c 'echo $$ > escaped.pid; exec sleep 30' & sleep 0.2; echo started; sleep 30",
+      timeout_s: 1,
+    },
+    world,
+  );
+  assert.equal(result, 'timed out after 1 s (killed)\nstarted\n');
+  // Far below the 30 s sleeps: the call did not wait for the escaped process to end on its own.
+  assert.ok(Date.now() - started < 15_000, `took ${Date.now() - started} ms`);
+  await assertGone(await readPid(path.join(fx.root, 'escaped.pid')));
+});
+
+test('shell tool: commands get a minimal environment, never the worker secrets', async (t) => {
+  const fx = fixture(t);
+  const world = fakeContext({ working_directory: fx.root, 'env.TOOL_TOKEN': 'for-tools', SECRET_NOTE: 'x' });
+  const secrets = {
+    DATABASE_URL: 'postgres://u:p@db/baton',
+    OPENAI_API_KEY: 'sk-secret',
+    OPENAI_BASE_URL: 'http://model',
+    TEMPORAL_ADDRESS: 'temporal:7233',
+  };
+  const saved = { ...process.env };
+  Object.assign(process.env, secrets);
+  t.after(() => {
+    for (const name of Object.keys(secrets)) delete process.env[name];
+    Object.assign(process.env, saved);
+  });
+  // Without options.env, the tool does not fall back to the worker's environment.
+  const output = await run(shellTool().tool, { command: 'env' }, world);
+  for (const name of Object.keys(secrets)) assert.doesNotMatch(output, new RegExp(`^${name}=`, 'm'));
+  assert.doesNotMatch(output, /^(OPENAI|TEMPORAL|DATABASE)_/m);
+  assert.match(output, /^PATH=/m);
+  // World variables meant for tools (`env.NAME`) are exported under NAME; other world variables are not.
+  assert.match(output, /^TOOL_TOKEN=for-tools$/m);
+  assert.doesNotMatch(output, /SECRET_NOTE/);
+  // The tool registry builds the shell from the worker's settings with only PATH, HOME and LANG kept.
+  const environment = toolEnvironment({ ...secrets, PATH: '/bin', HOME: '/home/w', LANG: 'C.UTF-8', OTHER: '1' });
+  assert.deepEqual(environment, { PATH: '/bin', HOME: '/home/w', LANG: 'C.UTF-8' });
+  const listed = await run(shellTool({ env: environment }).tool, { command: 'env' }, world);
+  assert.doesNotMatch(listed, /^(OPENAI|TEMPORAL|DATABASE|OTHER)/m);
+  assert.match(listed, /^HOME=\/home\/w$/m);
 });

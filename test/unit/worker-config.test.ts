@@ -17,13 +17,18 @@ test('worker config: defaults fill what is not set', () => {
     databaseUrl: 'postgres://baton@127.0.0.1:5432/baton',
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     agentsDir: 'agents',
-    tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR, maxEnvValueBytes: 100 * 1024 },
+    tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR, maxEnvValueBytes: 100 * 1024, shellEnv: {} },
   });
 });
 
 test('worker config: tool directories resolve against the working directory', () => {
   const config = readWorkerConfig({ ...minimal, BATON_FILES_ROOT: 'data', BATON_ARC_DIR: '/arc' }, '/srv/app');
-  assert.deepEqual(config.tools, { filesRoot: '/srv/app/data', arcDataDir: '/arc', maxEnvValueBytes: 100 * 1024 });
+  assert.deepEqual(config.tools, {
+    filesRoot: '/srv/app/data',
+    arcDataDir: '/arc',
+    maxEnvValueBytes: 100 * 1024,
+    shellEnv: {},
+  });
 });
 
 test('worker config: the env-data value limit is configurable and checked', () => {
@@ -70,4 +75,9 @@ test('log level: unset means WARN, names are case-insensitive, others are refuse
   assert.equal(parseLogLevel(undefined), 'WARN');
   assert.equal(parseLogLevel('debug'), 'DEBUG');
   assert.throws(() => parseLogLevel('loud'), /BATON_LOG_LEVEL must be one of TRACE, DEBUG, INFO, WARN, ERROR/);
+});
+
+test('worker config: shell commands get PATH, HOME and LANG from the worker, never its secrets', () => {
+  const config = readWorkerConfig({ ...minimal, PATH: '/bin', HOME: '/home/w', LANG: 'C.UTF-8', EXTRA: 'x' });
+  assert.deepEqual(config.tools.shellEnv, { PATH: '/bin', HOME: '/home/w', LANG: 'C.UTF-8' });
 });
