@@ -8,6 +8,8 @@ import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
+import { storableText } from '../common/text';
+import { checkThreadEpoch } from '../db/threads';
 import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
 import type { EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
@@ -47,6 +49,8 @@ export function createModelActivities(options: ModelActivityOptions) {
     const { scope } = input;
     const agent = await options.agentStore.load(input.agentVersion);
     const stored = await findMessageByOperation(pool, input.operationId);
+    // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
+    await checkThreadEpoch(pool, scope.threadId, scope.epoch);
     if (stored) return toResult(stored, true, agent);
 
     const transcript = await listMessages(pool, scope.threadId);
@@ -99,7 +103,15 @@ export function createModelActivities(options: ModelActivityOptions) {
       throw ApplicationFailure.create({ type: ErrorType.ModelInvalidReply, message: 'the model reply had no choices' });
     }
     const toolCalls: ToolCallRequest[] = (choice.message.tool_calls ?? []).flatMap((call) =>
-      call.type === 'function' ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments }] : [],
+      call.type === 'function'
+        ? [
+            {
+              id: storableText(call.id),
+              name: storableText(call.function.name),
+              arguments: storableText(call.function.arguments),
+            },
+          ]
+        : [],
     );
     const usage: TokenUsage | null = completion.usage
       ? {
@@ -111,7 +123,8 @@ export function createModelActivities(options: ModelActivityOptions) {
     try {
       const { message, reused } = await appendMessage(pool, scope, input.operationId, {
         role: 'assistant',
-        content: choice.message.content ?? null,
+        // Cleaned, not refused: the model call already happened, and a refusal would only make a retry repeat it.
+        content: typeof choice.message.content === 'string' ? storableText(choice.message.content) : null,
         ...(toolCalls.length > 0 ? { toolCalls } : {}),
         usage,
       });

@@ -132,6 +132,7 @@ export class EnvStore {
   async store(scope: ThreadScope, operationId: string, input: EnvStoreInput): Promise<EnvWriteResult> {
     checkKey(input.key);
     checkDescription(input.shortDescription);
+    checkLabels(input.type, input.tags);
     const json = this.serialize(input.value);
     return this.write(scope, operationId, input.key, async (client) => {
       const { rows } = await client.query<{ version: number }>(
@@ -430,6 +431,18 @@ export function unstorableText(text: string): boolean {
 function checkKey(key: string): void {
   const problem = envKeyProblem(key);
   if (problem) throw new EnvDataError(EnvDataErrorType.InvalidKey, problem);
+}
+
+/** `type` and `tags` are plain text columns: refuse what Postgres cannot store there before it throws. */
+function checkLabels(type: string | undefined, tags: readonly string[] | undefined): void {
+  for (const [where, text] of [['type', type], ...(tags ?? []).map((tag) => ['a tag', tag])] as const) {
+    if (text !== undefined && unstorableText(text)) {
+      throw new EnvDataError(
+        EnvDataErrorType.NotSerializable,
+        `${where} holds a NUL character or a lone surrogate, which Postgres cannot store`,
+      );
+    }
+  }
 }
 
 function checkDescription(description: string): void {

@@ -6,12 +6,20 @@
  * Every input comes in through {@link ResolveTemporalOptions} (the environment is passed as a value), so tests
  * drive each route with fake executables in temporary directories.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, open, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
-import { homedir, hostname } from 'node:os';
-import { delimiter, isAbsolute, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { access, stat } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+import {
+  batonCacheDir,
+  buildGoBinariesOnce,
+  isErrnoCode,
+  TemporalSetupError,
+  type GoBuildTarget,
+  type ProgressStream,
+} from '../stack/temporal-build';
+
+export { TemporalBuildError, TemporalSetupError, type ProgressStream } from '../stack/temporal-build';
 
 /** The Temporal CLI release Baton builds; v1.5.1 is the last tag whose go.mod has no `replace` directive. */
 export const TEMPORAL_CLI_VERSION = 'v1.5.1';
@@ -42,13 +50,6 @@ export type TemporalResolution =
       readonly attempts: readonly TemporalRouteAttempt[];
     }
   | { readonly kind: 'sdk-download'; readonly attempts: readonly TemporalRouteAttempt[] };
-
-/** A stream progress lines go to; `isTTY` and `columns` pick between one updating line and periodic lines. */
-export interface ProgressStream {
-  write(chunk: string): unknown;
-  readonly isTTY?: boolean;
-  readonly columns?: number;
-}
 
 /** Inputs of {@link resolveTemporal}. */
 export interface ResolveTemporalOptions {
@@ -102,14 +103,6 @@ export interface ResolveTemporalOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Base of the errors raised while finding or starting a Temporal server. */
-export class TemporalSetupError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = new.target.name;
-  }
-}
-
 /** No route gave a Temporal server; the message lists every route tried and why it failed. */
 export class TemporalUnavailableError extends TemporalSetupError {
   constructor(
@@ -117,19 +110,6 @@ export class TemporalUnavailableError extends TemporalSetupError {
     options?: { cause?: unknown },
   ) {
     super(describeAttempts(attempts), options);
-  }
-}
-
-/** `go install` of the Temporal CLI failed, timed out or was aborted. */
-export class TemporalBuildError extends TemporalSetupError {
-  constructor(
-    message: string,
-    readonly exitCode: number | null,
-    /** The last lines `go` printed, to show what broke. */
-    readonly outputTail: readonly string[],
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
   }
 }
 
@@ -189,12 +169,19 @@ export async function resolveTemporal(options: ResolveTemporalOptions): Promise<
       attempts.push({ route: 'go build', outcome: 'failed', detail: `\`go\` not found: ${go.reason}` });
     } else {
       try {
-        const reuse = async (path: string): Promise<boolean> => (await checkCli(path, verify, env)).ok;
-        const built = await buildTemporalCli({ ...options, goPath: go.found.path, cacheDir, reuse });
-        const check = await checkCli(built.path, verify, env);
-        if (!check.ok) throw new TemporalSetupError(`the built ${built.path} does not work: ${check.reason}`);
-        attempts.push({ route: 'go build', outcome: 'used', detail: built.path });
-        return { kind: 'cli', path: built.path, source: built.source, ...versionField(check.version), attempts };
+        const reuse = async (paths: Readonly<Record<string, string>>): Promise<boolean> =>
+          (await checkCli(paths.temporal ?? cached, verify, env)).ok;
+        const built = await buildGoBinariesOnce(temporalCliBuild(cacheDir), {
+          ...options,
+          goPath: go.found.path,
+          reason: 'No Temporal CLI found',
+          reuse,
+        });
+        const path = built.paths.temporal ?? cached;
+        const check = await checkCli(path, verify, env);
+        if (!check.ok) throw new TemporalSetupError(`the built ${path} does not work: ${check.reason}`);
+        attempts.push({ route: 'go build', outcome: 'used', detail: path });
+        return { kind: 'cli', path, source: built.source, ...versionField(check.version), attempts };
       } catch (error) {
         if (options.signal?.aborted) throw error;
         attempts.push({ route: 'go build', outcome: 'failed', detail: `with ${go.found.path}: ${errorText(error)}` });
@@ -220,12 +207,18 @@ export function temporalCliCacheDir(options: {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly homeDir?: string;
 }): string {
-  const xdg = nonEmpty(options.env.XDG_CACHE_HOME);
-  const cacheHome =
-    xdg !== undefined && isAbsolute(xdg)
-      ? xdg
-      : join(options.homeDir ?? nonEmpty(options.env.HOME) ?? homedir(), '.cache');
-  return join(cacheHome, 'baton', `temporal-${TEMPORAL_CLI_VERSION}`);
+  return batonCacheDir(options, `temporal-${TEMPORAL_CLI_VERSION}`);
+}
+
+/** The Temporal CLI as {@link buildGoBinariesOnce} builds it into `cacheDir`. */
+function temporalCliBuild(cacheDir: string): GoBuildTarget {
+  return {
+    label: 'the Temporal CLI',
+    progressName: 'temporal',
+    version: TEMPORAL_CLI_VERSION,
+    binaries: [{ goPackage: TEMPORAL_CLI_GO_PACKAGE, builtName: 'temporal', name: 'temporal' }],
+    cacheDir,
+  };
 }
 
 /** Renders attempts as the message of {@link TemporalUnavailableError}. */
@@ -296,237 +289,6 @@ async function findOnPath(
   return { reason: rejected.length === 0 ? none : `${none} that works; rejected ${rejected.join(', ')}` };
 }
 
-interface BuildOptions extends ResolveTemporalOptions {
-  readonly goPath: string;
-  readonly cacheDir: string;
-  /** Whether a CLI already at the target (built by whoever held the lock before) works and can be kept. */
-  readonly reuse: (path: string) => Promise<boolean>;
-}
-
-/**
- * Builds the CLI into `cacheDir` under a lock, so concurrent first runs build once: the others wait and reuse it.
- * The build goes to a temporary GOBIN inside the cache directory and is renamed into place, so a killed build never
- * leaves a half-written binary where the cache route would find it.
- */
-async function buildTemporalCli(options: BuildOptions): Promise<{ path: string; source: TemporalCliSource }> {
-  const { cacheDir } = options;
-  const target = join(cacheDir, 'temporal');
-  const progress = options.progress === undefined ? process.stderr : options.progress;
-  await mkdir(cacheDir, { recursive: true });
-
-  const release = await acquireLock(join(cacheDir, 'build.lock'), {
-    timeoutMs: options.lockWaitTimeoutMs ?? 2_400_000,
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-    onWait: (holder) =>
-      progress?.write(`Waiting for another process (${holder}) that is building the Temporal CLI into ${cacheDir}\n`),
-  });
-  try {
-    // Whoever held the lock before us may have finished the build.
-    if (await options.reuse(target)) return { path: target, source: 'cache' };
-    await removeStaleBuildDirs(cacheDir);
-    const gobin = join(cacheDir, `.build-${process.pid}-${Date.now()}`);
-    await mkdir(gobin);
-    try {
-      await runGoInstall({ ...options, gobin, progress });
-      await rename(join(gobin, 'temporal'), target);
-    } finally {
-      await rm(gobin, { recursive: true, force: true });
-    }
-    return { path: target, source: 'built' };
-  } finally {
-    await release();
-  }
-}
-
-async function runGoInstall(
-  options: BuildOptions & { readonly gobin: string; readonly progress: ProgressStream | null },
-): Promise<void> {
-  const pkg = `${TEMPORAL_CLI_GO_PACKAGE}@${TEMPORAL_CLI_VERSION}`;
-  const timeoutMs = options.buildTimeoutMs ?? 1_800_000;
-  const reporter = new BuildProgress(options.progress, options.progressIntervalMs ?? 10_000);
-  reporter.begin(
-    `No Temporal CLI found; building it once with \`go install ${pkg}\` into ${options.cacheDir} ` +
-      '(takes a few minutes on first run).',
-  );
-
-  // `-v` names each package as it compiles, which is the only sign of life during a long link-free stretch.
-  // CGO_ENABLED=0 matches the official release builds (SQLite is pure Go) and needs no C toolchain.
-  const child = spawn(options.goPath, ['install', '-v', pkg], {
-    env: { ...options.env, GOBIN: options.gobin, CGO_ENABLED: '0' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const tail: string[] = [];
-  const onData = lineSplitter((line) => {
-    tail.push(line);
-    if (tail.length > 20) tail.shift();
-    reporter.line(line);
-  });
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
-
-  let killedFor: string | undefined;
-  const kill = (why: string): void => {
-    killedFor ??= why;
-    // go forwards SIGINT to the compilers it runs; SIGKILL is the fallback if it hangs.
-    child.kill('SIGINT');
-    setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
-  };
-  const timer = setTimeout(() => kill(`timed out after ${formatDuration(timeoutMs)}`), timeoutMs);
-  const onAbort = (): void => kill('aborted');
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-
-  try {
-    const exitCode = await new Promise<number | null>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('close', (code) => resolve(code));
-    });
-    if (killedFor !== undefined) throw new TemporalBuildError(`go install ${killedFor}`, exitCode, [...tail]);
-    if (exitCode !== 0) {
-      const last = tail.slice(-5).join(' | ');
-      throw new TemporalBuildError(`go install exited with code ${String(exitCode)}: ${last}`, exitCode, [...tail]);
-    }
-    reporter.end(`Built the Temporal CLI in ${formatDuration(reporter.elapsedMs())}: ${options.cacheDir}/temporal`);
-  } catch (error) {
-    reporter.end(`Building the Temporal CLI failed after ${formatDuration(reporter.elapsedMs())}.`);
-    throw error;
-  } finally {
-    clearTimeout(timer);
-    options.signal?.removeEventListener('abort', onAbort);
-  }
-}
-
-/** Elapsed time and the latest `go` line: one rewritten line on a TTY, a line per interval otherwise. */
-class BuildProgress {
-  #started = Date.now();
-  #latest = '';
-  #timer: NodeJS.Timeout | undefined;
-
-  constructor(
-    private readonly stream: ProgressStream | null,
-    private readonly intervalMs: number,
-  ) {}
-
-  begin(message: string): void {
-    if (this.stream === null) return;
-    this.stream.write(`${message}\n`);
-    this.#timer = setInterval(() => this.#render(), this.stream.isTTY === true ? 1_000 : this.intervalMs);
-    this.#timer.unref();
-  }
-
-  line(text: string): void {
-    this.#latest = text;
-  }
-
-  elapsedMs(): number {
-    return Date.now() - this.#started;
-  }
-
-  end(message: string): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    if (this.stream === null) return;
-    this.stream.write(`${this.stream.isTTY === true ? '\r\x1b[2K' : ''}${message}\n`);
-  }
-
-  #render(): void {
-    if (this.stream === null) return;
-    const text = `  building temporal ${TEMPORAL_CLI_VERSION}: ${formatDuration(this.elapsedMs())}  ${this.#latest}`;
-    if (this.stream.isTTY === true) {
-      const width = Math.max(20, (this.stream.columns ?? 80) - 1);
-      this.stream.write(`\r\x1b[2K${text.length > width ? `${text.slice(0, width - 1)}…` : text}`);
-    } else {
-      this.stream.write(`${text}\n`);
-    }
-  }
-}
-
-interface LockOptions {
-  readonly timeoutMs: number;
-  readonly signal?: AbortSignal;
-  readonly onWait: (holder: string) => void;
-}
-
-/** A lock older than this is taken to be left over from a crash on another host sharing the cache. */
-const MAX_LOCK_AGE_MS = 2 * 60 * 60 * 1000;
-
-/**
- * Takes an exclusive lock file (O_EXCL create). A lock whose holder process is gone (same host) or that is older
- * than {@link MAX_LOCK_AGE_MS} is stale and taken over. Returns the release function.
- */
-async function acquireLock(lockPath: string, options: LockOptions): Promise<() => Promise<void>> {
-  const deadline = Date.now() + options.timeoutMs;
-  const me = JSON.stringify({ pid: process.pid, host: hostname(), at: Date.now() });
-  let announced = false;
-  for (;;) {
-    options.signal?.throwIfAborted();
-    try {
-      const handle = await open(lockPath, 'wx');
-      try {
-        await handle.writeFile(me);
-      } finally {
-        await handle.close();
-      }
-      return async () => {
-        // Only remove the lock if it is still ours (a stale-lock takeover elsewhere may have replaced it).
-        const current = await readFile(lockPath, 'utf8').catch(() => undefined);
-        if (current === me) await unlink(lockPath).catch(() => undefined);
-      };
-    } catch (error) {
-      if (!isErrnoCode(error, 'EEXIST')) throw error;
-    }
-    const raw = await readFile(lockPath, 'utf8').catch(() => undefined);
-    if (raw === undefined) continue;
-    const holder = parseLock(raw);
-    if (holder === undefined || isStale(holder)) {
-      // Re-read just before removing so a lock another waiter has just re-taken is left alone.
-      const again = await readFile(lockPath, 'utf8').catch(() => undefined);
-      if (again === raw) await unlink(lockPath).catch(() => undefined);
-      continue;
-    }
-    if (!announced) {
-      options.onWait(`pid ${holder.pid} on ${holder.host}`);
-      announced = true;
-    }
-    if (Date.now() > deadline) {
-      throw new TemporalSetupError(
-        `gave up after ${formatDuration(options.timeoutMs)} waiting for pid ${holder.pid} on ${holder.host} ` +
-          `to finish building (lock ${lockPath})`,
-      );
-    }
-    await sleep(500, undefined, options.signal === undefined ? {} : { signal: options.signal });
-  }
-}
-
-function parseLock(raw: string): { pid: number; host: string; at: number } | undefined {
-  try {
-    const value: unknown = JSON.parse(raw);
-    if (typeof value !== 'object' || value === null) return undefined;
-    const { pid, host, at } = value as Record<string, unknown>;
-    if (typeof pid !== 'number' || typeof host !== 'string' || typeof at !== 'number') return undefined;
-    return { pid, host, at };
-  } catch {
-    return undefined;
-  }
-}
-
-function isStale(holder: { pid: number; host: string; at: number }): boolean {
-  if (Date.now() - holder.at > MAX_LOCK_AGE_MS) return true;
-  if (holder.host !== hostname()) return false;
-  try {
-    process.kill(holder.pid, 0);
-    return false;
-  } catch (error) {
-    // EPERM means the process exists but belongs to someone else.
-    return !isErrnoCode(error, 'EPERM');
-  }
-}
-
-/** Temporary GOBIN directories left by builds that were killed; only called while holding the lock. */
-async function removeStaleBuildDirs(cacheDir: string): Promise<void> {
-  for (const entry of await readdir(cacheDir)) {
-    if (entry.startsWith('.build-')) await rm(join(cacheDir, entry), { recursive: true, force: true });
-  }
-}
-
 function run(
   file: string,
   args: readonly string[],
@@ -545,16 +307,6 @@ function run(
   });
 }
 
-function lineSplitter(onLine: (line: string) => void): (chunk: Buffer) => void {
-  let pending = '';
-  return (chunk) => {
-    pending += chunk.toString('utf8');
-    const lines = pending.split(/\r?\n/);
-    pending = lines.pop() ?? '';
-    for (const line of lines) if (line.trim() !== '') onLine(line.trim());
-  };
-}
-
 function splitPath(value: string | undefined): string[] {
   return (value ?? '').split(delimiter).filter((dir) => dir !== '');
 }
@@ -568,18 +320,6 @@ function versionField(version: string | undefined): { version?: string } {
   return version === undefined ? {} : { version };
 }
 
-function isErrnoCode(error: unknown, code: string): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
-}
-
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** `3m21s`, `45s`, `1.2s`. */
-export function formatDuration(ms: number): string {
-  if (ms < 10_000) return `${(ms / 1000).toFixed(1)}s`;
-  const seconds = Math.round(ms / 1000);
-  const minutes = Math.floor(seconds / 60);
-  return minutes === 0 ? `${seconds}s` : `${minutes}m${String(seconds % 60).padStart(2, '0')}s`;
 }

@@ -46,6 +46,12 @@ export interface ToolDefinition<S extends z.ZodType = z.ZodType> {
    */
   readonly handledBy: 'activity' | 'workflow';
   /**
+   * The tool changes things outside Baton's own fenced, idempotent writes (the shell does). It then runs at most once
+   * per operation id: a retried activity never runs it again, and it never runs for a reclaimed turn.
+   * @default false
+   */
+  readonly sideEffects?: boolean;
+  /**
    * Runs the tool with validated arguments.
    * @throws ToolError for a failure the model can act on (its message becomes the tool result).
    */
