@@ -1,7 +1,10 @@
+import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
+import { ErrorType } from '../common/errors';
 import type { EnsureThreadInput, EnsureThreadResult, RecordMessageInput, RecordMessageResult } from '../common/types';
 import { ensureThread as ensureThreadRow } from '../db/threads';
 import { appendMessage } from '../db/transcripts';
+import { findDelegationMessage } from '../db/delegations';
 import { toApplicationFailure } from './failures';
 
 export interface ThreadActivityOptions {
@@ -23,9 +26,23 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
   async function recordMessage(input: RecordMessageInput): Promise<RecordMessageResult> {
     const { message } = input;
     try {
+      let content: string;
+      if ('delegationOperationId' in message) {
+        const stored = await findDelegationMessage(pool, input.scope.rootThreadId, message.delegationOperationId);
+        if (stored === undefined) {
+          throw ApplicationFailure.create({
+            type: ErrorType.ThreadNotFound,
+            message: `no delegation '${message.delegationOperationId}' in root '${input.scope.rootThreadId}' holds this thread's message`,
+            nonRetryable: true,
+          });
+        }
+        content = stored;
+      } else {
+        content = message.content;
+      }
       const { message: stored } = await appendMessage(pool, input.scope, input.operationId, {
         role: message.role,
-        content: message.content,
+        content,
         ...(message.role === 'tool' ? { toolCallId: message.toolCallId } : {}),
       });
       return { seq: stored.seq };

@@ -37,6 +37,47 @@ export interface DelegationPreambleInput {
   hasEnvData: boolean;
   /** Entries named in `context_keys` that exist, with their descriptions. */
   contextEntries?: readonly ContextEntry[];
+  /** Set when the callee runs one task of a fork: where it sits among its siblings and how its store works. */
+  fork?: ForkPosition;
+}
+
+/** One task's place in a fork, as its preamble tells it. */
+export interface ForkPosition {
+  forkNumber: number;
+  /** 1-based. */
+  taskIndex: number;
+  taskCount: number;
+  /** Every task's agent, in task order (this one included). */
+  agents: readonly string[];
+  store: 'isolated' | 'shared';
+  /** Where this task's findings merge (isolated stores): `<prefix>/<task index>/`. */
+  prefix: string;
+}
+
+/** The lines that tell a fork task where it sits and how its writes reach the others. */
+export function forkLines(fork: ForkPosition): string[] {
+  const siblings = fork.agents
+    .map((agent, index) => ({ agent, task: index + 1 }))
+    .filter(({ task }) => task !== fork.taskIndex)
+    .map(({ agent, task }) => `${agent} (task ${task})`);
+  const lines = [
+    `Fork: you are task ${fork.taskIndex} of ${fork.taskCount} of fork ${fork.forkNumber}, running in parallel` +
+      (siblings.length > 0 ? ` with ${siblings.join(', ')}.` : ' on your own.'),
+  ];
+  if (fork.store === 'isolated') {
+    lines.push(
+      `Your store is isolated: what you store is yours alone until you finish (you still read the shared data); ` +
+        `if you succeed it is merged under ${fork.prefix}/${fork.taskIndex}/. Updating a shared entry records a ` +
+        `proposal your caller may accept. You may also end your answer with a JSON commit ` +
+        `{"commit_id", "creates": [{"id", "description", "content"}], "links": [{"type": "supports|contradicts|refines", "src", "dst"}], "proposes_updates": [{"target_id", "patch"}]}.`,
+    );
+  } else {
+    lines.push(
+      'Your store is shared: you write straight into the shared data, as the other tasks do. ' +
+        'list_env_data(exclude_self: true) shows what they found; pass expected_version when you update an entry.',
+    );
+  }
+  return lines;
 }
 
 export const DEFAULT_TASK_CONTEXT_LIMIT = 500;
@@ -60,6 +101,8 @@ export function buildDelegationPreamble(input: DelegationPreambleInput): string 
   const full = input.detail !== DelegationDetail.Minimal;
   if (full) lines.push(`${input.caller.name} is: "${input.caller.description}"`);
   lines.push(`Delegation chain: ${['human', ...input.chain].join(' → ')} → you (${input.callee})`);
+  // Even a minimal preamble says it is one of several parallel tasks: how its writes travel depends on it.
+  if (input.fork) lines.push(...forkLines(input.fork));
   if (full) {
     const limit = input.taskContextLimit ?? DEFAULT_TASK_CONTEXT_LIMIT;
     lines.push(`Task context: ${truncateChars(input.rootMessage, limit)}`);

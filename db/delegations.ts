@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DelegationThreadMode, ThreadScope } from '../common/types';
 import { lockThreadAtEpoch, type Queryable } from './threads';
+import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
 
 export interface DelegationRow {
@@ -48,60 +49,101 @@ export async function openDelegation(
   operationId: string,
   delegation: NewDelegation,
 ): Promise<DelegationRow> {
-  return inTransaction(pool, async (client) => {
-    await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
-    const done = await findDelegation(client, operationId);
-    if (done) return done;
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`delegations:${scope.rootThreadId}`]);
-    const { rows: counted } = await client.query<{ n: number }>(
-      'SELECT COALESCE(MAX(number), 0) + 1 AS n FROM delegations WHERE root_thread_id = $1 AND agent = $2',
-      [scope.rootThreadId, delegation.callee],
-    );
-    const number = counted[0]?.n ?? 1;
-    const workflowId = delegationWorkflowId(scope.rootThreadId, delegation.callee, number);
+  return logStaleRefusal(pool, scope, 'delegation', operationId, () =>
+    inTransaction(pool, async (client) => {
+      await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+      const done = await findDelegation(client, operationId);
+      if (done) return done;
+      await lockDelegationNumbers(client, scope.rootThreadId);
+      return insertDelegation(client, scope, operationId, delegation, await readContext(client, scope));
+    }),
+  );
+}
 
-    let threadId = `${scope.rootThreadId}/${delegation.callee}-${number}`;
-    if (delegation.mode === 'reuse') {
-      const { rows } = await client.query<{ threadId: string }>(
-        `SELECT thread_id AS "threadId" FROM delegations
-          WHERE parent_thread_id = $1 AND agent = $2 ORDER BY created_at DESC, number DESC LIMIT 1`,
-        [scope.threadId, delegation.callee],
-      );
-      threadId = rows[0]?.threadId ?? threadId;
-    }
-    // The callee's thread runs in its caller's world.
-    await client.query(
-      `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain, world)
-       SELECT $1, $2, $3, $4, $5, $6, world FROM threads WHERE thread_id = $3
-       ON CONFLICT (thread_id) DO NOTHING`,
-      [threadId, scope.rootThreadId, scope.threadId, delegation.callee, scope.agent, JSON.stringify(delegation.chain)],
+/** Serialises numbering of delegations (and forks) within one root; held to the end of the transaction. */
+export async function lockDelegationNumbers(client: PoolClient, rootThreadId: string): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`delegations:${rootThreadId}`]);
+}
+
+/** How a fork task's thread differs from a plain delegation's. */
+export interface ForkThreadOptions {
+  /** The task's attribution label, e.g. `fork 1 task 2`. */
+  forkTask: string;
+  /** Whether the task writes to a store of its own (its thread id, in front of the caller's scopes). */
+  isolated: boolean;
+}
+
+/**
+ * Numbers a delegation, creates (or, for `reuse`, picks) the callee's thread and records the message it receives.
+ * The caller holds the thread lock at its epoch and {@link lockDelegationNumbers}.
+ */
+export async function insertDelegation(
+  client: PoolClient,
+  scope: ThreadScope,
+  operationId: string,
+  delegation: NewDelegation,
+  reads: DelegationReads,
+  fork?: ForkThreadOptions,
+): Promise<DelegationRow> {
+  const { rows: counted } = await client.query<{ n: number }>(
+    'SELECT COALESCE(MAX(number), 0) + 1 AS n FROM delegations WHERE root_thread_id = $1 AND agent = $2',
+    [scope.rootThreadId, delegation.callee],
+  );
+  const number = counted[0]?.n ?? 1;
+  const workflowId = delegationWorkflowId(scope.rootThreadId, delegation.callee, number);
+
+  let threadId = `${scope.rootThreadId}/${delegation.callee}-${number}`;
+  if (delegation.mode === 'reuse') {
+    const { rows } = await client.query<{ threadId: string }>(
+      `SELECT thread_id AS "threadId" FROM delegations
+        WHERE parent_thread_id = $1 AND agent = $2 ORDER BY created_at DESC, number DESC LIMIT 1`,
+      [scope.threadId, delegation.callee],
     );
-    if (delegation.mode === 'clone') {
-      await copyTranscript(client, scope, threadId, delegation.callee, delegation.callerMessageSeq, operationId);
-    }
-    const message = delegation.buildMessage(await readContext(client, scope));
-    const { rows: epochs } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+    threadId = rows[0]?.threadId ?? threadId;
+  }
+  // The callee's thread runs in its caller's world and reads the caller's env-data scopes; an isolated fork task
+  // writes to a scope of its own in front of them.
+  await client.query(
+    `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain, world, env_scopes, fork_task)
+     SELECT $1, $2, $3, $4, $5, $6, world, CASE WHEN $7 THEN ARRAY[$1::text] || env_scopes ELSE env_scopes END, $8
+       FROM threads WHERE thread_id = $3
+     ON CONFLICT (thread_id) DO NOTHING`,
+    [
       threadId,
-    ]);
-    await client.query(
-      `INSERT INTO delegations (root_thread_id, operation_id, parent_thread_id, caller, agent, number, thread_id,
-                                workflow_id, mode, message)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-      [
-        scope.rootThreadId,
-        operationId,
-        scope.threadId,
-        scope.agent,
-        delegation.callee,
-        number,
-        threadId,
-        workflowId,
-        delegation.mode,
-        message,
-      ],
-    );
-    return { operationId, number, threadId, workflowId, message, epoch: epochs[0]?.epoch ?? 0 };
-  });
+      scope.rootThreadId,
+      scope.threadId,
+      delegation.callee,
+      scope.agent,
+      JSON.stringify(delegation.chain),
+      fork?.isolated ?? false,
+      fork?.forkTask ?? null,
+    ],
+  );
+  if (delegation.mode === 'clone') {
+    await copyTranscript(client, scope, threadId, delegation.callee, delegation.callerMessageSeq, operationId);
+  }
+  const message = delegation.buildMessage(reads);
+  const { rows: epochs } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+    threadId,
+  ]);
+  await client.query(
+    `INSERT INTO delegations (root_thread_id, operation_id, parent_thread_id, caller, agent, number, thread_id,
+                              workflow_id, mode, message)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [
+      scope.rootThreadId,
+      operationId,
+      scope.threadId,
+      scope.agent,
+      delegation.callee,
+      number,
+      threadId,
+      workflowId,
+      delegation.mode,
+      message,
+    ],
+  );
+  return { operationId, number, threadId, workflowId, message, epoch: epochs[0]?.epoch ?? 0 };
 }
 
 export async function findDelegation(db: Queryable, operationId: string): Promise<DelegationRow | undefined> {
@@ -115,7 +157,20 @@ export async function findDelegation(db: Queryable, operationId: string): Promis
   return rows[0];
 }
 
-async function readContext(client: PoolClient, scope: ThreadScope): Promise<DelegationReads> {
+/** The message a delegation recorded for its callee (preamble included), or `undefined`. */
+export async function findDelegationMessage(
+  db: Queryable,
+  rootThreadId: string,
+  operationId: string,
+): Promise<string | undefined> {
+  const { rows } = await db.query<{ message: string }>(
+    'SELECT message FROM delegations WHERE root_thread_id = $1 AND operation_id = $2',
+    [rootThreadId, operationId],
+  );
+  return rows[0]?.message;
+}
+
+export async function readContext(client: PoolClient, scope: ThreadScope): Promise<DelegationReads> {
   const { rows: root } = await client.query<{ content: string }>(
     `SELECT content FROM transcript_messages WHERE thread_id = $1 AND role = 'user' ORDER BY seq DESC LIMIT 1`,
     [scope.rootThreadId],
@@ -146,7 +201,10 @@ async function copyTranscript(
   );
 }
 
-/** Records how a thread's latest turn is going. */
+/**
+ * Records how a thread's latest turn is going. A reclaimed thread keeps saying so when its cancelled turn reports
+ * its own end afterwards; only a new turn in it (`running`) moves it on.
+ */
 export async function markThread(
   db: Queryable,
   threadId: string,
@@ -155,8 +213,9 @@ export async function markThread(
 ): Promise<void> {
   await db.query(
     `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
+            started_at = CASE WHEN $2 = 'running' THEN now() ELSE started_at END,
             finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
-      WHERE thread_id = $1`,
+      WHERE thread_id = $1 AND (status <> 'reclaimed' OR $2 = 'running')`,
     [threadId, status, error ?? null],
   );
 }

@@ -8,6 +8,7 @@ import {
 import type { ThreadScope } from '../common/types';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
+import { recordRefusedWrite } from './refusals';
 import { inTransaction } from './transaction';
 
 /** Stable names of env-data refusals (also the `ApplicationFailure` types when they cross Temporal). */
@@ -35,11 +36,15 @@ export class EnvDataError extends BatonDbError {
 
 export interface EnvEntry {
   key: string;
+  /** The scope holding the entry: '' for the root's shared data, a thread id for an isolated fork task's store. */
+  scope: string;
   shortDescription: string;
   value: unknown;
   type: string | null;
   tags: string[];
   storedBy: { agent: string; thread: string };
+  /** The fork task that stored it (`fork 1 task 2`), or null. */
+  storedByTask: string | null;
   version: number;
   createdAt: Date;
   updatedAt: Date;
@@ -51,9 +56,13 @@ export type EnvManifestEntry = Omit<EnvEntry, 'value'>;
 export interface EnvEvent {
   seq: number;
   rootThreadId: string;
+  /** The scope written ('' for the root's shared data). */
+  scope: string;
   key: string;
-  action: 'stored' | 'updated' | 'deleted' | 'rejected';
+  action: 'stored' | 'updated' | 'deleted' | 'rejected' | 'proposed' | 'linked';
   actor: { agent: string; thread: string };
+  /** The fork task that wrote it (`fork 1 task 2`), or null. */
+  actorTask: string | null;
   operationId: string;
   version: number | null;
   valueSize: number | null;
@@ -70,8 +79,18 @@ export interface EnvListFilters {
   tag?: string;
   /** Entries last written by this agent. */
   storedBy?: string;
-  /** Leave out entries last written by this agent (the caller). */
+  /** Leave out entries last written by this agent. */
   excludeAgent?: string;
+  /** Leave out entries last written by this thread (the caller: what the others found). */
+  excludeThread?: string;
+}
+
+/**
+ * Whose view of the data to read. Without one, the root's shared data; with a thread, what that thread sees: its
+ * own isolated store first (a fork task's), then its callers' scopes, then the root's.
+ */
+export interface EnvView {
+  threadId: string;
 }
 
 export interface EnvStoreInput {
@@ -92,9 +111,28 @@ export interface EnvUpdateInput {
 
 /** The result of a write: what happened and the entry's version after it. */
 export interface EnvWriteResult {
-  action: 'stored' | 'updated' | 'deleted';
+  /** `proposed`: an isolated fork task updated an entry it may read but not write; see `proposalId`. */
+  action: 'stored' | 'updated' | 'deleted' | 'proposed';
   key: string;
+  /** The entry's version after the write (for a proposal: the version it was based on). */
   version: number;
+  proposalId?: string;
+}
+
+/** A change a fork worker proposed to an entry it could read but not write. */
+export interface EnvProposal {
+  proposalId: string;
+  scope: string;
+  key: string;
+  value: unknown;
+  patch: Record<string, unknown> | null;
+  shortDescription: string | null;
+  baseVersion: number | null;
+  proposedBy: { agent: string; thread: string };
+  forkTask: string | null;
+  status: 'staged' | 'pending' | 'accepted' | 'rejected' | 'discarded';
+  decidedBy: { agent: string; thread: string } | null;
+  createdAt: Date;
 }
 
 export interface EnvStoreOptions {
@@ -102,13 +140,31 @@ export interface EnvStoreOptions {
   maxValueBytes?: number;
 }
 
-const ENTRY_COLUMNS = `key, short_description AS "shortDescription", type, tags,
-  json_build_object('agent', stored_by_agent, 'thread', stored_by_thread) AS "storedBy", version,
-  created_at AS "createdAt", updated_at AS "updatedAt"`;
+const ENTRY_COLUMNS = `e.key, e.scope, e.short_description AS "shortDescription", e.type, e.tags,
+  json_build_object('agent', e.stored_by_agent, 'thread', e.stored_by_thread) AS "storedBy",
+  e.stored_by_task AS "storedByTask", e.version, e.created_at AS "createdAt", e.updated_at AS "updatedAt"`;
 
-const EVENT_COLUMNS = `seq::float8 AS seq, root_thread_id AS "rootThreadId", key, action,
-  json_build_object('agent', actor_agent, 'thread', actor_thread) AS actor, operation_id AS "operationId", version,
+const EVENT_COLUMNS = `seq::float8 AS seq, root_thread_id AS "rootThreadId", scope, key, action,
+  json_build_object('agent', actor_agent, 'thread', actor_thread) AS actor, actor_task AS "actorTask",
+  operation_id AS "operationId", version,
   value_size AS "valueSize", value, short_description AS "shortDescription", reason, created_at AS "createdAt"`;
+
+const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch, short_description AS "shortDescription",
+  base_version AS "baseVersion", json_build_object('agent', proposed_by_agent, 'thread', proposed_by_thread) AS "proposedBy",
+  fork_task AS "forkTask", status,
+  CASE WHEN decided_by_agent IS NULL THEN NULL
+       ELSE json_build_object('agent', decided_by_agent, 'thread', decided_by_thread) END AS "decidedBy",
+  created_at AS "createdAt"`;
+
+/**
+ * The scopes a view reads, nearest first, as a SQL fragment over `$n` (a thread id, or NULL for the root's shared
+ * data): joined to entries on scope, ordered by `pos`.
+ */
+function viewScopes(param: string): string {
+  return `(SELECT u.scope, u.pos FROM threads t, unnest(t.env_scopes) WITH ORDINALITY AS u(scope, pos)
+            WHERE t.thread_id = ${param}
+           UNION ALL SELECT '', 1 WHERE ${param} IS NULL)`;
+}
 
 /**
  * Shared environment data of root threads, in Postgres. Every write is idempotent per operation id, fenced by the
@@ -126,7 +182,8 @@ export class EnvStore {
   }
 
   /**
-   * Creates or replaces an entry (last write wins).
+   * Creates or replaces an entry (last write wins) in the writing thread's scope: the root's shared data, or an
+   * isolated fork task's own store.
    * @throws EnvDataError for an invalid key, description or value; StaleEpochError; ThreadNotFoundError
    */
   async store(scope: ThreadScope, operationId: string, input: EnvStoreInput): Promise<EnvWriteResult> {
@@ -134,18 +191,19 @@ export class EnvStore {
     checkDescription(input.shortDescription);
     checkLabels(input.type, input.tags);
     const json = this.serialize(input.value);
-    return this.write(scope, operationId, input.key, async (client) => {
+    return this.write(scope, operationId, input.key, async (client, target) => {
       const { rows } = await client.query<{ version: number }>(
-        `INSERT INTO env_data (root_thread_id, key, short_description, value, type, tags, stored_by_agent,
-                               stored_by_thread, version)
+        `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
+                               stored_by_thread, stored_by_task, version)
          -- A key created again after a delete continues its version numbers, so a stale expected_version still fails.
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+         VALUES ($1, $9, $2, $3, $4, $5, $6, $7, $8, $10,
                  (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
-                   WHERE root_thread_id = $1 AND key = $2 AND action <> 'rejected'))
-         ON CONFLICT (root_thread_id, key) DO UPDATE SET
+                   WHERE root_thread_id = $1 AND scope = $9 AND key = $2 AND action IN ('stored', 'updated', 'deleted')))
+         ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
            short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
            tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent,
-           stored_by_thread = EXCLUDED.stored_by_thread, version = env_data.version + 1, updated_at = now()
+           stored_by_thread = EXCLUDED.stored_by_thread, stored_by_task = EXCLUDED.stored_by_task,
+           version = env_data.version + 1, updated_at = now()
          RETURNING version`,
         [
           scope.rootThreadId,
@@ -156,6 +214,8 @@ export class EnvStore {
           input.tags ?? [],
           scope.agent,
           scope.threadId,
+          target.scope,
+          target.forkTask,
         ],
       );
       const version = rows[0]?.version ?? 1;
@@ -164,7 +224,9 @@ export class EnvStore {
   }
 
   /**
-   * Changes an existing entry, keeping the fields left out; with `expectedVersion`, refuses a stale update.
+   * Changes an existing entry, keeping the fields left out; with `expectedVersion`, refuses a stale update. An
+   * isolated fork task updating an entry of its callers' scopes does not change it: the update is staged as a
+   * proposal, offered to the caller when the task succeeds.
    * @throws EnvDataError `EnvData.NotFound`, `EnvData.VersionConflict` (with the current version), invalid input;
    * StaleEpochError
    */
@@ -175,13 +237,24 @@ export class EnvStore {
     }
     if (input.shortDescription !== undefined) checkDescription(input.shortDescription);
     const json = input.value === undefined ? undefined : this.serialize(input.value);
-    return this.write(scope, operationId, input.key, async (client) => {
+    return this.write(scope, operationId, input.key, async (client, target) => {
       const { rows: current } = await client.query<{ version: number }>(
-        'SELECT version FROM env_data WHERE root_thread_id = $1 AND key = $2 FOR UPDATE',
-        [scope.rootThreadId, input.key],
+        'SELECT version FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3 FOR UPDATE',
+        [scope.rootThreadId, target.scope, input.key],
       );
       const version = current[0]?.version;
       if (version === undefined) {
+        const inherited = await findInReadScopes(client, scope.rootThreadId, target, input.key);
+        if (inherited) {
+          if (input.expectedVersion !== undefined && input.expectedVersion !== inherited.version) {
+            return refuse(
+              EnvDataErrorType.VersionConflict,
+              `'${input.key}' is at version ${inherited.version}, not ${input.expectedVersion}: read it again and retry`,
+              inherited.version,
+            );
+          }
+          return stageProposal(client, scope, operationId, target, inherited, input, json);
+        }
         return refuse(EnvDataErrorType.NotFound, `no entry '${input.key}' to update (use store_env_data to create it)`);
       }
       if (input.expectedVersion !== undefined && input.expectedVersion !== version) {
@@ -192,11 +265,21 @@ export class EnvStore {
         );
       }
       const { rows } = await client.query<{ version: number; value: unknown; shortDescription: string }>(
-        `UPDATE env_data SET short_description = COALESCE($3, short_description), value = COALESCE($4::jsonb, value),
-                stored_by_agent = $5, stored_by_thread = $6, version = version + 1, updated_at = now()
-          WHERE root_thread_id = $1 AND key = $2
+        `UPDATE env_data SET short_description = COALESCE($4, short_description), value = COALESCE($5::jsonb, value),
+                stored_by_agent = $6, stored_by_thread = $7, stored_by_task = $8, version = version + 1,
+                updated_at = now()
+          WHERE root_thread_id = $1 AND scope = $2 AND key = $3
           RETURNING version, value, short_description AS "shortDescription"`,
-        [scope.rootThreadId, input.key, input.shortDescription ?? null, json ?? null, scope.agent, scope.threadId],
+        [
+          scope.rootThreadId,
+          target.scope,
+          input.key,
+          input.shortDescription ?? null,
+          json ?? null,
+          scope.agent,
+          scope.threadId,
+          target.forkTask,
+        ],
       );
       const row = rows[0];
       if (!row) throw new BatonDbError(`update of '${input.key}' returned no row`);
@@ -207,47 +290,143 @@ export class EnvStore {
   }
 
   /**
-   * Deletes an entry; its last value stays in the event log.
+   * Applies a pending proposal to its entry, in the accepting thread's scope, and marks it accepted by that thread;
+   * the event log says who accepted what. A proposal with a patch merges it into the entry's current object value.
+   * @throws EnvDataError `EnvData.NotFound` (no such pending proposal, or its entry is gone), invalid input;
+   * StaleEpochError
+   */
+  async acceptProposal(
+    scope: ThreadScope,
+    operationId: string,
+    input: { key: string; proposalId: string },
+  ): Promise<EnvWriteResult> {
+    checkKey(input.key);
+    return this.write(scope, operationId, input.key, async (client, target) => {
+      const { rows: proposals } = await client.query<EnvProposal>(
+        `SELECT ${PROPOSAL_COLUMNS} FROM env_proposals WHERE root_thread_id = $1 AND proposal_id = $2 FOR UPDATE`,
+        [scope.rootThreadId, input.proposalId],
+      );
+      const proposal = proposals[0];
+      if (!proposal || proposal.status !== 'pending') {
+        const state = proposal ? `is ${proposal.status}` : 'does not exist';
+        return refuse(
+          EnvDataErrorType.NotFound,
+          `proposal '${input.proposalId}' ${state}; only pending ones can be accepted`,
+        );
+      }
+      if (proposal.key !== input.key) {
+        return refuse(
+          EnvDataErrorType.NotFound,
+          `proposal '${input.proposalId}' changes '${proposal.key}', not '${input.key}'`,
+        );
+      }
+      const { rows: current } = await client.query<{ version: number; value: unknown; shortDescription: string }>(
+        `SELECT version, value, short_description AS "shortDescription" FROM env_data
+          WHERE root_thread_id = $1 AND scope = $2 AND key = $3 FOR UPDATE`,
+        [scope.rootThreadId, target.scope, input.key],
+      );
+      const entry = current[0];
+      if (!entry) {
+        return refuse(EnvDataErrorType.NotFound, `no entry '${input.key}' to apply proposal '${input.proposalId}' to`);
+      }
+      let value = proposal.value;
+      if (proposal.patch) {
+        if (typeof entry.value !== 'object' || entry.value === null || Array.isArray(entry.value)) {
+          return refuse(
+            EnvDataErrorType.NotSerializable,
+            `proposal '${input.proposalId}' patches fields, but '${input.key}' does not hold a JSON object`,
+          );
+        }
+        value = { ...(entry.value as Record<string, unknown>), ...proposal.patch };
+      }
+      const json = value === null || value === undefined ? JSON.stringify(entry.value) : this.serialize(value);
+      const description = proposal.shortDescription ?? entry.shortDescription;
+      const { rows } = await client.query<{ version: number }>(
+        `UPDATE env_data SET short_description = $4, value = $5::jsonb, stored_by_agent = $6, stored_by_thread = $7,
+                stored_by_task = $8, version = version + 1, updated_at = now()
+          WHERE root_thread_id = $1 AND scope = $2 AND key = $3 RETURNING version`,
+        [scope.rootThreadId, target.scope, input.key, description, json, scope.agent, scope.threadId, target.forkTask],
+      );
+      await client.query(
+        `UPDATE env_proposals SET status = 'accepted', decided_by_agent = $3, decided_by_thread = $4, decided_at = now()
+          WHERE root_thread_id = $1 AND proposal_id = $2`,
+        [scope.rootThreadId, input.proposalId, scope.agent, scope.threadId],
+      );
+      const proposer = proposal.forkTask
+        ? `${proposal.proposedBy.agent}, ${proposal.forkTask}`
+        : proposal.proposedBy.agent;
+      return {
+        action: 'updated',
+        version: rows[0]?.version ?? entry.version + 1,
+        json,
+        shortDescription: description,
+        reason: `accepted proposal ${input.proposalId} (proposed by ${proposer})`,
+      };
+    });
+  }
+
+  /**
+   * Deletes an entry of the writing thread's scope; its last value stays in the event log.
    * @throws EnvDataError `EnvData.NotFound`; StaleEpochError
    */
-  async delete(scope: ThreadScope, operationId: string, key: string): Promise<EnvWriteResult> {
+  async delete(scope: ThreadScope, operationId: string, key: string, reason?: string): Promise<EnvWriteResult> {
     checkKey(key);
-    return this.write(scope, operationId, key, async (client) => {
+    if (reason !== undefined && unstorableText(reason)) {
+      throw new EnvDataError(
+        EnvDataErrorType.InvalidDescription,
+        'the reason holds a NUL character or a lone surrogate',
+      );
+    }
+    return this.write(scope, operationId, key, async (client, target) => {
       const { rows } = await client.query<{ version: number; value: unknown; shortDescription: string }>(
-        `DELETE FROM env_data WHERE root_thread_id = $1 AND key = $2
+        `DELETE FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3
           RETURNING version, value, short_description AS "shortDescription"`,
-        [scope.rootThreadId, key],
+        [scope.rootThreadId, target.scope, key],
       );
       const row = rows[0];
-      if (!row) return refuse(EnvDataErrorType.NotFound, `no entry '${key}' to delete`);
+      if (!row) {
+        if (await findInReadScopes(client, scope.rootThreadId, target, key)) {
+          return refuse(
+            EnvDataErrorType.NotFound,
+            `'${key}' belongs to the shared data, and your store is isolated: you can delete only entries you stored`,
+          );
+        }
+        return refuse(EnvDataErrorType.NotFound, `no entry '${key}' to delete`);
+      }
       return {
         action: 'deleted',
         version: row.version,
         json: JSON.stringify(row.value),
         shortDescription: row.shortDescription,
+        ...(reason === undefined ? {} : { reason }),
       };
     });
   }
 
-  /** One entry with its value, or `undefined`. */
-  async get(rootThreadId: string, key: string): Promise<EnvEntry | undefined> {
+  /** One entry with its value as `view` sees it (the root's shared data by default), or `undefined`. */
+  async get(rootThreadId: string, key: string, view?: EnvView): Promise<EnvEntry | undefined> {
     const { rows } = await this.pool.query<EnvEntry>(
-      `SELECT ${ENTRY_COLUMNS}, value FROM env_data WHERE root_thread_id = $1 AND key = $2`,
-      [rootThreadId, key],
+      `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
+        WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+      [rootThreadId, key, view?.threadId ?? null],
     );
     return rows[0];
   }
 
-  /** The manifest: every entry without its value, by key. */
-  async list(rootThreadId: string, filters: EnvListFilters = {}): Promise<EnvManifestEntry[]> {
+  /** The manifest as `view` sees it (the root's shared data by default): every entry without its value, by key. */
+  async list(rootThreadId: string, filters: EnvListFilters = {}, view?: EnvView): Promise<EnvManifestEntry[]> {
     const { rows } = await this.pool.query<EnvManifestEntry>(
-      `SELECT ${ENTRY_COLUMNS} FROM env_data
-        WHERE root_thread_id = $1
-          AND ($2::text IS NULL OR starts_with(key, $2))
+      `SELECT * FROM (
+         SELECT DISTINCT ON (e.key) ${ENTRY_COLUMNS}
+           FROM env_data e JOIN ${viewScopes('$8::text')} s ON e.scope = s.scope
+          WHERE e.root_thread_id = $1
+          ORDER BY e.key, s.pos) visible
+        WHERE ($2::text IS NULL OR starts_with(key, $2))
           AND ($3::text IS NULL OR type = $3)
           AND ($4::text IS NULL OR $4 = ANY (tags))
-          AND ($5::text IS NULL OR stored_by_agent = $5)
-          AND ($6::text IS NULL OR stored_by_agent <> $6)
+          AND ($5::text IS NULL OR "storedBy"->>'agent' = $5)
+          AND ($6::text IS NULL OR "storedBy"->>'agent' <> $6)
+          AND ($7::text IS NULL OR "storedBy"->>'thread' <> $7)
         ORDER BY key`,
       [
         rootThreadId,
@@ -256,7 +435,28 @@ export class EnvStore {
         filters.tag ?? null,
         filters.storedBy ?? null,
         filters.excludeAgent ?? null,
+        filters.excludeThread ?? null,
+        view?.threadId ?? null,
       ],
+    );
+    return rows;
+  }
+
+  /**
+   * Proposals of a root: by default the pending ones `view` can see (those against its read scopes; the root's
+   * shared data without a view).
+   */
+  async proposals(
+    rootThreadId: string,
+    options: { status?: EnvProposal['status'] | 'all'; view?: EnvView } = {},
+  ): Promise<EnvProposal[]> {
+    const status = options.status ?? 'pending';
+    const { rows } = await this.pool.query<EnvProposal>(
+      `SELECT ${PROPOSAL_COLUMNS} FROM env_proposals p
+        WHERE p.root_thread_id = $1 AND ($2 = 'all' OR p.status = $2)
+          AND ($2 = 'all' OR p.scope IN (SELECT scope FROM ${viewScopes('$3::text')} v))
+        ORDER BY p.number`,
+      [rootThreadId, status, options.view?.threadId ?? null],
     );
     return rows;
   }
@@ -279,7 +479,8 @@ export class EnvStore {
     return rows;
   }
 
-  private serialize(value: unknown): string {
+  /** Checks a value as `store` would (JSON-serialisable, within the size limit) and returns its JSON text. */
+  serialize(value: unknown): string {
     const json = toJson(value);
     const bytes = Buffer.byteLength(json, 'utf8');
     if (bytes > this.maxValueBytes) {
@@ -299,7 +500,7 @@ export class EnvStore {
     scope: ThreadScope,
     operationId: string,
     key: string,
-    change: (client: PoolClient) => Promise<Change | Refusal>,
+    change: (client: PoolClient, target: WriteTarget) => Promise<Change | Refusal>,
   ): Promise<EnvWriteResult> {
     const outcome = await inTransaction(
       this.pool,
@@ -309,15 +510,30 @@ export class EnvStore {
         // activity overlapping the first) find the first one's event instead of writing again.
         await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`env:${scope.rootThreadId}`]);
         // The fence comes next: a reclaimed turn is refused even for an operation it had already written.
-        const { rows: threads } = await client.query<{ epoch: number }>(
-          'SELECT epoch FROM threads WHERE thread_id = $1 FOR SHARE',
+        const { rows: threads } = await client.query<{ epoch: number; scopes: string[]; forkTask: string | null }>(
+          'SELECT epoch, env_scopes AS scopes, fork_task AS "forkTask" FROM threads WHERE thread_id = $1 FOR SHARE',
           [scope.threadId],
         );
         const thread = threads[0];
         if (!thread) throw new ThreadNotFoundError(scope.threadId);
+        const target: WriteTarget = {
+          scope: thread.scopes[0] ?? '',
+          readScopes: thread.scopes,
+          forkTask: thread.forkTask,
+        };
         if (thread.epoch !== scope.epoch) {
           const stale = new StaleEpochError(scope.threadId, scope.epoch, thread.epoch);
-          await logEvent(client, scope, operationId, key, refuse('Thread.StaleEpoch', stale.message));
+          // Logged under an operation id of its own, so the write's id stays free: a refusal of a reclaimed turn
+          // never stands in for the outcome of that operation.
+          await logEvent(
+            client,
+            scope,
+            `${operationId}@stale:${scope.epoch}`,
+            key,
+            target,
+            refuse('Thread.StaleEpoch', stale.message),
+          );
+          await recordRefusedWrite(client, scope, 'env', operationId, stale);
           return stale;
         }
         const prior = await client.query<{
@@ -326,9 +542,12 @@ export class EnvStore {
           version: number | null;
           reason: string | null;
           refusalType: EnvDataErrorType | null;
+          proposalId: string | null;
         }>(
-          `SELECT action, key, version, reason, refusal_type AS "refusalType" FROM env_events
-            WHERE root_thread_id = $1 AND operation_id = $2`,
+          `SELECT action, key, version, reason, refusal_type AS "refusalType",
+                  (SELECT proposal_id FROM env_proposals p
+                    WHERE p.root_thread_id = ev.root_thread_id AND p.operation_id = ev.operation_id) AS "proposalId"
+             FROM env_events ev WHERE root_thread_id = $1 AND operation_id = $2`,
           [scope.rootThreadId, operationId],
         );
         const first = prior.rows[0];
@@ -344,76 +563,200 @@ export class EnvStore {
             first.version ?? undefined,
           );
         }
-        if (first) return { action: first.action, key, version: first.version ?? 0 };
-        const result = await change(client);
-        if ('refused' in result) {
-          await logEvent(client, scope, operationId, key, result);
-          return result;
+        if (first) {
+          const action = first.action === 'linked' ? 'stored' : first.action;
+          return {
+            action,
+            key,
+            version: first.version ?? 0,
+            ...(first.proposalId === null ? {} : { proposalId: first.proposalId }),
+          };
         }
-        await logEvent(client, scope, operationId, key, result);
-        return { action: result.action, key, version: result.version };
+        const result = await change(client, target);
+        await logEvent(client, scope, operationId, key, target, result);
+        if ('refused' in result) return result;
+        return {
+          action: result.action,
+          key,
+          version: result.version,
+          ...(result.proposalId === undefined ? {} : { proposalId: result.proposalId }),
+        };
       },
     );
     if (outcome instanceof StaleEpochError) throw outcome;
-    if ('refused' in outcome) {
-      if (outcome.type === 'Thread.StaleEpoch') throw new StaleEpochError(scope.threadId, scope.epoch, -1);
-      throw new EnvDataError(outcome.type, outcome.message, outcome.currentVersion);
-    }
+    if ('refused' in outcome)
+      throw new EnvDataError(outcome.type as EnvDataErrorType, outcome.message, outcome.currentVersion);
     return outcome;
   }
 }
 
-interface Change {
+/** Where a thread's writes land: its own scope, the scopes it reads (nearest first), its fork task. */
+export interface WriteTarget {
+  scope: string;
+  readScopes: readonly string[];
+  forkTask: string | null;
+}
+
+/** The entry `key` in one of the scopes a thread reads beyond its own (an isolated task's callers'), or undefined. */
+async function findInReadScopes(
+  client: PoolClient,
+  rootThreadId: string,
+  target: WriteTarget,
+  key: string,
+): Promise<{ scope: string; version: number } | undefined> {
+  const others = target.readScopes.slice(1);
+  if (others.length === 0) return undefined;
+  const { rows } = await client.query<{ scope: string; version: number }>(
+    `SELECT e.scope, e.version FROM env_data e JOIN unnest($3::text[]) WITH ORDINALITY AS s(scope, pos) ON e.scope = s.scope
+      WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+    [rootThreadId, key, others],
+  );
+  return rows[0];
+}
+
+/** Stages an isolated task's update of an inherited entry as a proposal, offered to its caller if the task succeeds. */
+async function stageProposal(
+  client: PoolClient,
+  scope: ThreadScope,
+  operationId: string,
+  target: WriteTarget,
+  inherited: { scope: string; version: number },
+  input: EnvUpdateInput,
+  json: string | undefined,
+): Promise<Change> {
+  const proposalId = await insertProposal(client, {
+    rootThreadId: scope.rootThreadId,
+    scope: inherited.scope,
+    fromScope: target.scope,
+    key: input.key,
+    valueJson: json ?? null,
+    patchJson: null,
+    shortDescription: input.shortDescription ?? null,
+    baseVersion: inherited.version,
+    proposedBy: { agent: scope.agent, thread: scope.threadId },
+    forkTask: target.forkTask,
+    operationId,
+    status: 'staged',
+  });
+  return {
+    action: 'proposed',
+    version: inherited.version,
+    json: json ?? 'null',
+    shortDescription: input.shortDescription ?? '',
+    proposalId,
+  };
+}
+
+/** A proposal to record; numbered per root (`p1`, `p2`, …) under the root's env-data lock. */
+export interface NewProposal {
+  rootThreadId: string;
+  scope: string;
+  fromScope: string | null;
+  key: string;
+  valueJson: string | null;
+  patchJson: string | null;
+  shortDescription: string | null;
+  baseVersion: number | null;
+  proposedBy: { agent: string; thread: string };
+  forkTask: string | null;
+  operationId: string;
+  status: 'staged' | 'pending';
+}
+
+/** Records a proposal and returns its id. The caller holds the root's env-data lock. */
+export async function insertProposal(client: PoolClient, proposal: NewProposal): Promise<string> {
+  const { rows } = await client.query<{ proposalId: string }>(
+    `INSERT INTO env_proposals (root_thread_id, proposal_id, number, scope, from_scope, key, value, patch,
+                                short_description, base_version, proposed_by_agent, proposed_by_thread, fork_task,
+                                operation_id, status)
+     SELECT $1, 'p' || n, n, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13
+       FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM env_proposals WHERE root_thread_id = $1) next
+     RETURNING proposal_id AS "proposalId"`,
+    [
+      proposal.rootThreadId,
+      proposal.scope,
+      proposal.fromScope,
+      proposal.key,
+      proposal.valueJson,
+      proposal.patchJson,
+      proposal.shortDescription,
+      proposal.baseVersion,
+      proposal.proposedBy.agent,
+      proposal.proposedBy.thread,
+      proposal.forkTask,
+      proposal.operationId,
+      proposal.status,
+    ],
+  );
+  const id = rows[0]?.proposalId;
+  if (id === undefined) throw new BatonDbError('recording a proposal returned no row');
+  return id;
+}
+
+/** A change one write made, as its event records it. */
+export interface Change {
   action: EnvWriteResult['action'];
   version: number;
   json: string;
   shortDescription: string;
+  /** Why, when the change itself does not say (a merge, an accepted proposal, a delete's reason). */
+  reason?: string;
+  proposalId?: string;
 }
 
-interface Refusal {
+export interface Refusal {
   refused: true;
   type: EnvDataErrorType | 'Thread.StaleEpoch';
   message: string;
   currentVersion?: number;
 }
 
-function refuse(type: Refusal['type'], message: string, currentVersion?: number): Refusal {
+export function refuse(type: Refusal['type'], message: string, currentVersion?: number): Refusal {
   return { refused: true, type, message, ...(currentVersion === undefined ? {} : { currentVersion }) };
 }
 
-async function logEvent(
+/**
+ * Appends one event (a change or a refusal) to the log, once per operation id, and announces it on the change feed.
+ * `actor` is who the event is attributed to (for a merge: the worker whose finding it is).
+ */
+export async function logEvent(
   client: PoolClient,
   scope: ThreadScope,
   operationId: string,
   key: string,
+  target: Pick<WriteTarget, 'scope' | 'forkTask'>,
   event: Change | Refusal,
+  actor: { agent: string; thread: string } = { agent: scope.agent, thread: scope.threadId },
 ): Promise<void> {
   const change = 'refused' in event ? undefined : event;
   const action = change ? change.action : 'rejected';
   const { rows } = await client.query<{ seq: string }>(
-    `INSERT INTO env_events (root_thread_id, key, action, actor_agent, actor_thread, operation_id, version, value_size,
-                             value, short_description, reason, refusal_type)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    `INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, actor_task, operation_id,
+                             version, value_size, value, short_description, reason, refusal_type)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      ON CONFLICT (root_thread_id, operation_id) DO NOTHING
      RETURNING seq`,
     [
       scope.rootThreadId,
+      target.scope,
       key,
       action,
-      scope.agent,
-      scope.threadId,
+      actor.agent,
+      actor.thread,
+      target.forkTask,
       operationId,
       change ? change.version : 'refused' in event ? (event.currentVersion ?? null) : null,
       change ? Buffer.byteLength(change.json, 'utf8') : null,
       change?.json ?? null,
       change?.shortDescription ?? null,
-      'refused' in event ? event.message : null,
+      'refused' in event ? event.message : (change?.reason ?? null),
       'refused' in event ? event.type : null,
     ],
   );
   const seq = rows[0]?.seq;
   if (seq !== undefined) {
-    // Delivered at commit; listeners read the event itself from the table by sequence number.
+    // Delivered at commit; listeners read the event itself from the table by sequence number. Kept small: NOTIFY
+    // payloads are limited, and every listener of the channel receives every one.
     await client.query('SELECT pg_notify($1, $2)', [
       ENV_EVENTS_CHANNEL,
       JSON.stringify({ rootThreadId: scope.rootThreadId, seq: Number(seq), key, action }),

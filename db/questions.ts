@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { Queryable } from './threads';
 import { lockThreadAtEpoch } from './threads';
+import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
 import type { ThreadScope } from '../common/types';
 
@@ -44,37 +45,39 @@ export async function openQuestion(
   operationId: string,
   question: NewQuestion,
 ): Promise<QuestionRow> {
-  return inTransaction(pool, async (client) => {
-    await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
-    const existing = await client.query<QuestionRow>(
-      `SELECT ${QUESTION_COLUMNS} FROM questions WHERE operation_id = $1`,
-      [operationId],
-    );
-    if (existing.rows[0]) return existing.rows[0];
-    // Numbers are per root thread; the advisory lock serialises numbering across the threads of one tree.
-    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`questions:${scope.rootThreadId}`]);
-    const { rows } = await client.query<QuestionRow>(
-      `INSERT INTO questions (root_thread_id, question_id, number, thread_id, agent, workflow_id, tool_call_id,
+  return logStaleRefusal(pool, scope, 'question', operationId, () =>
+    inTransaction(pool, async (client) => {
+      await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+      const existing = await client.query<QuestionRow>(
+        `SELECT ${QUESTION_COLUMNS} FROM questions WHERE operation_id = $1`,
+        [operationId],
+      );
+      if (existing.rows[0]) return existing.rows[0];
+      // Numbers are per root thread; the advisory lock serialises numbering across the threads of one tree.
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`questions:${scope.rootThreadId}`]);
+      const { rows } = await client.query<QuestionRow>(
+        `INSERT INTO questions (root_thread_id, question_id, number, thread_id, agent, workflow_id, tool_call_id,
                               question, operation_id, expires_at)
        SELECT $1, 'q' || n, n, $2, $3, $4, $5, $6, $7,
               CASE WHEN $8::integer IS NULL THEN NULL ELSE now() + make_interval(secs => $8::integer) END
          FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM questions WHERE root_thread_id = $1) next
        RETURNING ${QUESTION_COLUMNS}`,
-      [
-        scope.rootThreadId,
-        scope.threadId,
-        scope.agent,
-        question.workflowId,
-        question.toolCallId,
-        question.question,
-        operationId,
-        question.timeoutSeconds ?? null,
-      ],
-    );
-    const row = rows[0];
-    if (!row) throw new Error(`storing a question for thread '${scope.threadId}' returned no row`);
-    return row;
-  });
+        [
+          scope.rootThreadId,
+          scope.threadId,
+          scope.agent,
+          question.workflowId,
+          question.toolCallId,
+          question.question,
+          operationId,
+          question.timeoutSeconds ?? null,
+        ],
+      );
+      const row = rows[0];
+      if (!row) throw new Error(`storing a question for thread '${scope.threadId}' returned no row`);
+      return row;
+    }),
+  );
 }
 
 /**

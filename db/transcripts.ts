@@ -2,6 +2,7 @@ import type { Pool } from 'pg';
 import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
 import type { Queryable } from './threads';
 import { lockThreadAtEpoch } from './threads';
+import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
 
 export type TranscriptRole = 'user' | 'assistant' | 'tool';
@@ -54,33 +55,35 @@ export async function appendMessage(
   operationId: string,
   message: NewTranscriptMessage,
 ): Promise<{ message: TranscriptMessage; reused: boolean }> {
-  return inTransaction(pool, async (client) => {
-    // The epoch check comes first: a reclaimed turn is refused even for an operation it had already written.
-    await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
-    const existing = await findMessageByOperation(client, operationId);
-    if (existing) return { message: existing, reused: true };
-    const { rows } = await client.query<TranscriptMessage>(
-      `INSERT INTO transcript_messages
+  return logStaleRefusal(pool, scope, 'transcript', operationId, () =>
+    inTransaction(pool, async (client) => {
+      // The epoch check comes first: a reclaimed turn is refused even for an operation it had already written.
+      await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+      const existing = await findMessageByOperation(client, operationId);
+      if (existing) return { message: existing, reused: true };
+      const { rows } = await client.query<TranscriptMessage>(
+        `INSERT INTO transcript_messages
          (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, operation_id)
        SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8, $9
          FROM transcript_messages WHERE thread_id = $2
        RETURNING ${MESSAGE_COLUMNS}`,
-      [
-        scope.rootThreadId,
-        scope.threadId,
-        message.role,
-        scope.agent,
-        message.content,
-        message.toolCalls ? JSON.stringify(message.toolCalls) : null,
-        message.toolCallId ?? null,
-        message.usage ? JSON.stringify(message.usage) : null,
-        operationId,
-      ],
-    );
-    const inserted = rows[0];
-    if (!inserted) throw new Error(`append to thread '${scope.threadId}' returned no row`);
-    return { message: inserted, reused: false };
-  });
+        [
+          scope.rootThreadId,
+          scope.threadId,
+          message.role,
+          scope.agent,
+          message.content,
+          message.toolCalls ? JSON.stringify(message.toolCalls) : null,
+          message.toolCallId ?? null,
+          message.usage ? JSON.stringify(message.usage) : null,
+          operationId,
+        ],
+      );
+      const inserted = rows[0];
+      if (!inserted) throw new Error(`append to thread '${scope.threadId}' returned no row`);
+      return { message: inserted, reused: false };
+    }),
+  );
 }
 
 /** A thread's transcript in order. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_ENV_DESCRIPTION_LENGTH, MAX_ENV_KEY_LENGTH, envKeyProblem } from '../../common/env-data';
-import { EnvDataError, type EnvManifestEntry } from '../../db/env-data';
+import { EnvDataError, type EnvManifestEntry, type EnvProposal } from '../../db/env-data';
 import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './types';
 
 const key = z
@@ -33,21 +33,44 @@ async function refusalsAsToolErrors<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The manifest as the model sees it: no values, and who stored what. */
-function manifestView(entries: readonly EnvManifestEntry[]) {
-  return entries.map((entry) => ({
+/**
+ * The manifest as the model sees it: no values, and who stored what. Entries in the caller's own isolated store are
+ * marked, and pending proposals follow the entries (only when there are any).
+ */
+function manifestView(entries: readonly EnvManifestEntry[], proposals: readonly EnvProposal[] = []) {
+  const listed: Record<string, unknown>[] = entries.map((entry) => ({
     key: entry.key,
     short_description: entry.shortDescription,
-    stored_by: entry.storedBy.agent,
+    stored_by: entry.storedByTask ? `${entry.storedBy.agent} (${entry.storedByTask})` : entry.storedBy.agent,
     version: entry.version,
     updated_at: entry.updatedAt,
+    ...(entry.scope === '' ? {} : { in: 'your isolated store (merged into the shared data if you succeed)' }),
     ...(entry.type === null ? {} : { type: entry.type }),
     ...(entry.tags.length === 0 ? {} : { tags: entry.tags }),
   }));
+  for (const proposal of proposals) {
+    listed.push({
+      proposal: proposal.proposalId,
+      key: proposal.key,
+      proposed_by: proposal.forkTask
+        ? `${proposal.proposedBy.agent} (${proposal.forkTask})`
+        : proposal.proposedBy.agent,
+      ...(proposal.shortDescription === null ? {} : { short_description: proposal.shortDescription }),
+      ...(proposal.patch === null ? { value: proposal.value } : { patch: proposal.patch }),
+      based_on_version: proposal.baseVersion,
+      status: `pending: not applied; apply it with update_env_data({key: '${proposal.key}', proposal: '${proposal.proposalId}'})`,
+    });
+  }
+  return listed;
 }
 
 function env(context: ToolContext) {
   return context.env;
+}
+
+/** What the calling thread sees: its own isolated store first (a fork task's), then the shared data. */
+function ownView(context: ToolContext) {
+  return { threadId: context.scope.threadId };
 }
 
 /**
@@ -87,7 +110,7 @@ export function createEnvDataTools(): ToolDefinition[] {
       parameters: z.strictObject({ key }),
       handledBy: 'activity',
       run: async (args, context) => {
-        const entry = await env(context).get(context.scope.rootThreadId, args.key);
+        const entry = await env(context).get(context.scope.rootThreadId, args.key, ownView(context));
         if (!entry) {
           throw new ToolError(`No environment data under '${args.key}'. Call list_env_data() to see what exists.`);
         }
@@ -104,18 +127,29 @@ export function createEnvDataTools(): ToolDefinition[] {
         type: z.string().min(1).optional().describe('Only entries of this type.'),
         tag: z.string().min(1).optional().describe('Only entries with this tag.'),
         stored_by: z.string().min(1).optional().describe('Only entries last written by this agent.'),
-        exclude_self: z.boolean().optional().describe('Leave out entries you stored yourself.'),
+        exclude_self: z
+          .boolean()
+          .optional()
+          .describe('Leave out entries you stored yourself (in a fork: see what the others found).'),
       }),
       handledBy: 'activity',
       run: async (args, context) => {
-        const entries = await env(context).list(context.scope.rootThreadId, {
-          ...(args.prefix === undefined ? {} : { prefix: args.prefix }),
-          ...(args.type === undefined ? {} : { type: args.type }),
-          ...(args.tag === undefined ? {} : { tag: args.tag }),
-          ...(args.stored_by === undefined ? {} : { storedBy: args.stored_by }),
-          ...(args.exclude_self ? { excludeAgent: context.scope.agent } : {}),
-        });
-        return manifestView(entries);
+        const view = ownView(context);
+        const entries = await env(context).list(
+          context.scope.rootThreadId,
+          {
+            ...(args.prefix === undefined ? {} : { prefix: args.prefix }),
+            ...(args.type === undefined ? {} : { type: args.type }),
+            ...(args.tag === undefined ? {} : { tag: args.tag }),
+            ...(args.stored_by === undefined ? {} : { storedBy: args.stored_by }),
+            ...(args.exclude_self ? { excludeThread: context.scope.threadId } : {}),
+          },
+          view,
+        );
+        const proposals = (await env(context).proposals(context.scope.rootThreadId, { view })).filter(
+          (proposal) => args.prefix === undefined || proposal.key.startsWith(args.prefix),
+        );
+        return manifestView(entries, proposals);
       },
     }),
     defineTool({
@@ -128,27 +162,51 @@ export function createEnvDataTools(): ToolDefinition[] {
         short_description: shortDescription.optional(),
         value: z.unknown().optional().describe('The new value (any JSON value).'),
         expected_version: z.int().min(1).optional().describe('The version you read; the update fails if it moved on.'),
+        proposal: z
+          .string()
+          .regex(/^p[1-9][0-9]*$/, { error: "is a proposal id such as 'p1' (list_env_data shows them)" })
+          .optional()
+          .describe('Apply this pending proposal (from a fork worker) to the entry instead of giving a value.'),
       }),
       handledBy: 'activity',
       run: (args, context) =>
         refusalsAsToolErrors(async () => {
+          if (args.proposal !== undefined) {
+            if (args.value !== undefined || args.short_description !== undefined) {
+              throw new ToolError('give either a proposal to apply or a new value/short_description, not both');
+            }
+            const accepted = await env(context).acceptProposal(context.scope, context.operationId, {
+              key: args.key,
+              proposalId: args.proposal,
+            });
+            return `Applied proposal ${args.proposal} to '${args.key}' (now version ${accepted.version}).`;
+          }
           const result = await env(context).update(context.scope, context.operationId, {
             key: args.key,
             shortDescription: args.short_description,
             value: args.value,
             expectedVersion: args.expected_version,
           });
+          if (result.action === 'proposed') {
+            return (
+              `'${args.key}' belongs to the shared data and your store is isolated, so it was not changed: your ` +
+              `update is recorded as proposal ${result.proposalId ?? ''}, offered to your caller if you succeed.`
+            );
+          }
           return `Updated '${args.key}' (now version ${result.version}).`;
         }),
     }),
     defineTool({
       name: 'delete_env_data',
       description: 'Delete an entry of the shared environment data (its history stays in the event log).',
-      parameters: z.strictObject({ key }),
+      parameters: z.strictObject({
+        key,
+        reason: z.string().trim().min(1).max(500).optional().describe('Why, kept in the event log.'),
+      }),
       handledBy: 'activity',
       run: (args, context) =>
         refusalsAsToolErrors(async () => {
-          await env(context).delete(context.scope, context.operationId, args.key);
+          await env(context).delete(context.scope, context.operationId, args.key, args.reason);
           return `Deleted '${args.key}' from environment data.`;
         }),
     }),

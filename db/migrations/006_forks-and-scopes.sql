@@ -21,6 +21,9 @@ ALTER TABLE env_events DROP CONSTRAINT IF EXISTS env_events_action_check;
 ALTER TABLE env_events ADD CONSTRAINT env_events_action_check
   CHECK (action IN ('stored', 'updated', 'deleted', 'rejected', 'proposed', 'linked'));
 
+-- The version of a key is read from its own events, not from a scan of the scope's log.
+CREATE INDEX env_events_key_idx ON env_events (root_thread_id, scope, key);
+
 CREATE TABLE forks (
   root_thread_id   text NOT NULL,
   number           integer NOT NULL,
@@ -83,7 +86,9 @@ CREATE TABLE env_proposals (
   root_thread_id     text NOT NULL,
   proposal_id        text NOT NULL,
   number             integer NOT NULL,
+  -- The scope whose entry it would change, and the isolated scope of the worker that proposed it.
   scope              text NOT NULL DEFAULT '',
+  from_scope         text,
   key                text NOT NULL,
   -- Either a whole new value, or a patch merged into the current object value at acceptance.
   value              jsonb,
@@ -94,7 +99,10 @@ CREATE TABLE env_proposals (
   proposed_by_thread text NOT NULL,
   fork_task          text,
   operation_id       text NOT NULL,
-  status             text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'accepted', 'rejected')),
+  -- staged: made by a worker still running (invisible); pending: merged at the join, waiting for a decision;
+  -- discarded: its worker did not succeed, so nothing it proposed is offered.
+  status             text NOT NULL DEFAULT 'pending'
+                     CHECK (status IN ('staged', 'pending', 'accepted', 'rejected', 'discarded')),
   decided_by_agent   text,
   decided_by_thread  text,
   decided_at         timestamptz,

@@ -126,8 +126,10 @@ test('env store: list returns the manifest (key, description, author, version, t
     assert.deepEqual(Object.keys(entry).sort(), [
       'createdAt',
       'key',
+      'scope',
       'shortDescription',
       'storedBy',
+      'storedByTask',
       'tags',
       'type',
       'updatedAt',
@@ -747,7 +749,8 @@ test('env store: a write under a stale epoch is refused, changes nothing and is 
   const rejected = after.events.at(-1);
   assert.equal(rejected?.action, 'rejected');
   assert.equal(rejected?.key, 'arc_task');
-  assert.equal(rejected?.operationId, opId(solver, 's2'));
+  // Logged under an id of its own, so the operation id stays free for the turn that owns the thread now.
+  assert.equal(rejected?.operationId, `${opId(solver, 's2')}@stale:${solver.epoch}`);
   assert.deepEqual(rejected?.actor, actorOf(solver));
   assert.equal(rejected?.value, null);
   assert.match(rejected?.reason ?? '', new RegExp(`is at epoch ${solver.epoch + 1}; .* under epoch ${solver.epoch}`));
@@ -762,6 +765,24 @@ test('env store: a write under a stale epoch is refused, changes nothing and is 
   assert.deepEqual((await store.get(solver.rootThreadId, 'arc_task'))?.value, 'v1');
   const current = { ...solver, epoch: solver.epoch + 1 };
   assert.equal((await store.update(current, opId(current, 'u2'), { key: 'arc_task', value: 'v2' })).version, 2);
+  // The refused operation's id, used again at the current epoch, writes instead of replaying the refusal.
+  const reused = await store.store(current, opId(solver, 's2'), {
+    key: 'arc_task',
+    shortDescription: 'Now.',
+    value: 'v3',
+  });
+  assert.equal(reused.version, 3);
+  // Every refusal of the reclaimed turn is also in the root's refused-writes log, with both epochs.
+  const { rows: refused } = await pool.query<{ operation_id: string; write_epoch: number; current_epoch: number }>(
+    `SELECT operation_id, write_epoch, current_epoch FROM refused_writes WHERE root_thread_id = $1 AND kind = 'env'
+      ORDER BY seq`,
+    [solver.rootThreadId],
+  );
+  assert.deepEqual(
+    refused.map((row) => row.operation_id),
+    [opId(solver, 's2'), opId(solver, 's2'), opId(solver, 'u1'), opId(solver, 'd1')],
+  );
+  assert.ok(refused.every((row) => row.write_epoch === solver.epoch && row.current_epoch === solver.epoch + 1));
 });
 
 // ---------------------------------------------------------------------------------------------------------------
