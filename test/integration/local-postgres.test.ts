@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import { readdirSync } from 'node:fs';
+import { execFile } from 'node:child_process';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { MIGRATIONS_DIR, MigrationError, migrate } from '../../db/migrate';
 import { createPool } from '../../db/pool';
 import type { LocalPostgres } from '../../testing/local-postgres';
 import {
-  LocalPostgresPermissionError,
   LocalPostgresStartError,
   TestDatabaseError,
   createDatabase,
@@ -29,6 +30,7 @@ const ALL_MIGRATIONS = readdirSync(MIGRATIONS_DIR)
   .sort();
 const TEST_TIMEOUT_MS = 60_000;
 const RUN_ID = `${process.pid}_${Date.now()}`;
+const execFileAsync = promisify(execFile);
 
 let scratch: string;
 let dataDir: string;
@@ -252,24 +254,125 @@ test(
 );
 
 test(
-  'local postgres: as root, a data directory the server user cannot enter is refused, naming the directory',
+  'local postgres: as root in a directory other users can enter, the cluster stays in the data directory',
   { timeout: TEST_TIMEOUT_MS, skip: !AS_ROOT && 'only applies when running as root' },
+  () => {
+    // makeScratchDir left the scratch directory enterable (0711), like a project under /srv or /opt.
+    const { clusterDir, home, relocated } = currentServer();
+    assert.equal(relocated, false);
+    assert.equal(home, dataDir);
+    assert.equal(clusterDir, path.join(dataDir, 'cluster'));
+  },
+);
+
+test(
+  'local postgres: as root in a mode-700 directory, the cluster moves to a per-project directory the server user owns, reused across restarts',
+  { timeout: 120_000, skip: !AS_ROOT && 'only applies when running as root' },
   async () => {
     const locked = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-locked-'));
+    const lockedDataDir = path.join(locked, 'project', '.baton', 'pg');
+    let home: string | undefined;
+    let relocatedServer: LocalPostgres | undefined;
     try {
-      await fs.chmod(locked, 0o700);
-      await assert.rejects(startLocalPostgres({ dataDir: path.join(locked, 'pg') }), (error: unknown) => {
-        assert.ok(error instanceof LocalPostgresPermissionError);
-        assert.equal(error.blockedPath, locked);
-        assert.match(error.message, /chmod o\+x/);
-        assert.match(error.message, /DATABASE_URL/);
-        return true;
-      });
+      assert.equal((await fs.stat(locked)).mode & 0o777, 0o700);
+      const log: string[] = [];
+      relocatedServer = await startLocalPostgres({ dataDir: lockedDataDir, log: (line) => log.push(line) });
+      home = relocatedServer.home;
+      assert.equal(relocatedServer.relocated, true);
+      assert.ok(!home.startsWith(locked), `the cluster is outside the unreachable directory: ${home}`);
+      assert.equal(relocatedServer.clusterDir, path.join(home, 'cluster'));
+      const where = log.filter((line) => line.startsWith('[baton]') && line.includes(`lives in ${home}`));
+      assert.equal(where.length, 1, `one line says where the cluster lives: ${log.join('\n')}`);
+      assert.match(where[0] ?? '', new RegExp(`may not enter ${locked}`));
+      const stat = await fs.stat(home);
+      assert.equal(stat.mode & 0o777, 0o700);
+      const serverUid = (await fs.stat(relocatedServer.clusterDir)).uid;
+      assert.notEqual(serverUid, 0);
+      assert.equal(stat.uid, serverUid, 'the per-project directory belongs to the server user');
+      assert.equal((await fs.readFile(path.join(home, 'project'), 'utf8')).trim(), lockedDataDir);
+
+      await withClient(relocatedServer.databaseUrl, (client) =>
+        client.query('CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)'),
+      );
+      await relocatedServer.stop();
+      relocatedServer = undefined;
+
+      const again: string[] = [];
+      relocatedServer = await startLocalPostgres({ dataDir: lockedDataDir, log: (line) => again.push(line) });
+      assert.equal(relocatedServer.home, home, 'the same project finds the same directory');
+      assert.ok(again.some((line) => line.includes('reusing the cluster')));
+      const { rows } = await withClient(relocatedServer.databaseUrl, (client) => client.query('SELECT n FROM kept'));
+      assert.deepEqual(rows, [{ n: 7 }]);
     } finally {
+      await relocatedServer?.stop();
       await fs.rm(locked, { recursive: true, force: true });
+      if (home !== undefined) await fs.rm(home, { recursive: true, force: true });
     }
   },
 );
+
+test('local postgres: a non-root user keeps the cluster in its data directory', { timeout: 120_000 }, async (t) => {
+  if (!AS_ROOT) {
+    const own = await startLocalPostgres({ dataDir: path.join(scratch, 'non-root') });
+    try {
+      assert.deepEqual([own.relocated, own.home], [false, path.join(scratch, 'non-root')]);
+    } finally {
+      await own.stop();
+    }
+    return;
+  }
+  // As root, run the server start as an unprivileged user that is not the server user.
+  const user = 'nobody';
+  const root = path.resolve(__dirname, '..', '..');
+  const runuser = await execFileAsync('runuser', [
+    '-u',
+    user,
+    '--',
+    'test',
+    '-r',
+    path.join(root, 'node_modules', 'tsx', 'package.json'),
+  ]).then(
+    () => undefined,
+    (error: unknown) =>
+      `runuser -u ${user} cannot reach ${root}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
+  );
+  if (runuser !== undefined) return t.skip(`${runuser}; the non-root case is not exercised here`);
+  const own = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-non-root-'));
+  try {
+    const { uid, gid } = await lookupUser(user);
+    await fs.chown(own, uid, gid);
+    const ownDataDir = path.join(own, '.baton', 'pg');
+    const { stdout } = await execFileAsync(
+      'runuser',
+      [
+        '-u',
+        user,
+        '--',
+        process.execPath,
+        '--import',
+        'tsx',
+        path.join(__dirname, 'local-postgres-child.ts'),
+        ownDataDir,
+      ],
+      { cwd: root, env: { ...process.env, HOME: own, TMPDIR: own }, timeout: 100_000 },
+    );
+    const report = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as Record<string, unknown>;
+    assert.deepEqual(report, {
+      uid,
+      home: ownDataDir,
+      relocated: false,
+      clusterDir: path.join(ownDataDir, 'cluster'),
+      owner: uid,
+    });
+  } finally {
+    await fs.rm(own, { recursive: true, force: true });
+  }
+});
+
+async function lookupUser(user: string): Promise<{ uid: number; gid: number }> {
+  const [uid, gid] = await Promise.all([execFileAsync('id', ['-u', user]), execFileAsync('id', ['-g', user])]);
+  return { uid: Number.parseInt(uid.stdout, 10), gid: Number.parseInt(gid.stdout, 10) };
+}
 
 test('resolveDatabase: a given URL is used as is and no server is started', { timeout: TEST_TIMEOUT_MS }, async (t) => {
   const unused = path.join(scratch, 'never-created');
