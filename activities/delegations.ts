@@ -4,6 +4,7 @@ import type { FinishTurnInput, OpenDelegationInput, OpenDelegationResult } from 
 import { markThread, openDelegation as openDelegationRow } from '../db/delegations';
 import type { EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
+import { storableText } from '../common/text';
 import { toApplicationFailure } from './failures';
 
 export interface DelegationActivityOptions {
@@ -36,7 +37,8 @@ export function createDelegationActivities({ pool, agentStore, env }: Delegation
         chain: [...input.chain, input.callee],
         callerMessageSeq: input.callerMessageSeq,
         buildMessage: (reads) =>
-          withDelegationPreamble(input.message, {
+          // The message comes from a model's tool arguments: clean what Postgres cannot store instead of failing.
+          withDelegationPreamble(storableText(input.message), {
             detail: calleeDefinition.delegation_context,
             caller: { name: caller.name, description: caller.description },
             chain: input.chain,

@@ -9,8 +9,10 @@ import type { AgentRegistry } from '../worker/agents';
 import { EnvStore } from '../db/env-data';
 import { createAgentStore } from './agent-store';
 import { createDelegationActivities } from './delegations';
+import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
 import { createQuestionActivities } from './questions';
+import { toApplicationFailure } from './failures';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
 import { createWorldActivities } from './worlds';
@@ -35,16 +37,38 @@ export function createActivities(deps: ActivityDependencies) {
   const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
   const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
   const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs, env };
-  return {
+  return withTypedFailures({
     ...createThreadActivities({ pool: deps.pool }),
     ...createQuestionActivities({ pool: deps.pool }),
     ...createModelActivities({ ...shared, openai: deps.openai, model: deps.model }),
     ...createToolCallActivities(shared),
     ...createDelegationActivities({ pool: deps.pool, agentStore, env }),
+    ...createForkActivities({ pool: deps.pool, agentStore, env }),
     ...createWorldActivities({ pool: deps.pool }),
     /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
     resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
-  };
+  });
+}
+
+/**
+ * Every activity turns repository errors into typed failures on the way out (see `toApplicationFailure`), so a stale
+ * epoch or data Postgres refuses ends retries whichever activity meets it, instead of being retried as unknown.
+ */
+function withTypedFailures<T extends object>(activities: T): T {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, activity] of Object.entries(activities)) {
+    wrapped[name] =
+      typeof activity === 'function'
+        ? async (...args: unknown[]): Promise<unknown> => {
+            try {
+              return await (activity as (...args: unknown[]) => Promise<unknown>)(...args);
+            } catch (error) {
+              throw toApplicationFailure(error);
+            }
+          }
+        : activity;
+  }
+  return wrapped as T;
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { CloseQuestionInput, CloseQuestionResult, OpenQuestionInput, OpenQuestionResult } from '../common/types';
 import { closeQuestion as closeQuestionRow, openQuestion as openQuestionRow } from '../db/questions';
+import { storableText } from '../common/text';
 import { toApplicationFailure } from './failures';
 
 /** Activities that store the questions agents ask humans (`ask_human`). */
@@ -11,7 +12,8 @@ export function createQuestionActivities({ pool }: { pool: Pool }) {
       const row = await openQuestionRow(pool, input.scope, input.operationId, {
         workflowId: input.workflowId,
         toolCallId: input.toolCallId,
-        question: input.question,
+        // The question comes from a model's tool arguments: clean what Postgres cannot store instead of failing.
+        question: storableText(input.question),
         ...(input.timeoutSeconds === undefined ? {} : { timeoutSeconds: input.timeoutSeconds }),
       });
       return { questionId: row.questionId };

@@ -43,3 +43,25 @@ export function firstLine(text: string): string {
 export function turnSummary(agent: string, message: string): string {
   return truncateBytes(`${agent}: ${firstLine(message)}`, 200);
 }
+
+/**
+ * Whether Postgres would refuse `text` in a `text` or `jsonb` column: it holds U+0000, or a UTF-16 surrogate
+ * without its pair.
+ */
+export function hasUnstorableText(text: string): boolean {
+  UNSTORABLE.lastIndex = 0;
+  return UNSTORABLE.test(text);
+}
+
+// Matching NUL is the point of this pattern.
+// eslint-disable-next-line no-control-regex
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * `text` as Postgres can store it: U+0000 and lone surrogates become U+FFFD (the replacement character). Tool output
+ * and model replies are cleaned this way rather than refused: refusing would lose the result of a call that already
+ * ran, and a retry would run it again.
+ */
+export function storableText(text: string): string {
+  return hasUnstorableText(text) ? text.replace(UNSTORABLE, '\uFFFD') : text;
+}

@@ -5,10 +5,20 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
-/** Postgres reads and writes: short, and retried for as long as it takes the database to come back. */
+/**
+ * Postgres reads and writes: short, and retried while the database comes back: 40 attempts back off to 10 s apart,
+ * about 6 minutes in all, which outlasts a restart or a failover. Not forever: an error that no retry can fix (data
+ * Postgres refuses is marked non-retryable, but an unclassified bug may not be) must end the turn, not retry it
+ * endlessly. Retry options are not part of replay, so changing them never breaks a running workflow.
+ */
 export const DB_PROFILE = {
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 2,
+    maximumInterval: '10 seconds',
+    maximumAttempts: 40,
+  },
 } as const;
 
 /**

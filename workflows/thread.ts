@@ -14,7 +14,7 @@ import {
 import { ErrorType } from '../common/errors';
 import { rootTurnWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
-import { turnSummary } from '../common/text';
+import { hasUnstorableText, turnSummary } from '../common/text';
 import type {
   AgentTurnInput,
   SendMessageInput,
@@ -117,6 +117,12 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
           throw ApplicationFailure.create({
             type: ErrorType.InvalidInput,
             message: 'message must be a non-empty string',
+          });
+        }
+        if (hasUnstorableText(update.message)) {
+          throw ApplicationFailure.create({
+            type: ErrorType.InvalidInput,
+            message: 'message must not hold a NUL character (U+0000) or a lone UTF-16 surrogate',
           });
         }
       },

@@ -162,6 +162,7 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
       'stopped when it exits or times out: nothing keeps running in the background after the call.',
     parameters,
     handledBy: 'activity',
+    sideEffects: true,
     async run(args, context) {
       context.signal.throwIfAborted();
       if (args.command.includes('\0')) throw new ToolError('Commands must not contain NUL bytes.');
