@@ -2,8 +2,11 @@ import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 
-/** Where the example ARC tasks live relative to this project (a `shared/` folder beside the checkout). */
-export const DEFAULT_ARC_DATA_DIR = path.resolve(__dirname, '..', '..', 'shared', 'data', 'arc', 'training');
+/**
+ * The ARC-AGI-1 training tasks the repository carries (`data/arc/training`), resolved from the repository root, not
+ * the working directory: `load_arc_task` reads them when `BATON_ARC_DIR` is unset.
+ */
+export const DEFAULT_ARC_DATA_DIR = path.resolve(__dirname, '..', 'data', 'arc', 'training');
 
 /** A configuration error found at start-up: names every bad setting at once. */
 export class ConfigError extends Error {

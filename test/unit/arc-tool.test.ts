@@ -7,9 +7,10 @@ import { z } from 'zod';
 import { createArcTool } from '../../activities/tools/arc';
 import { fakeToolContext } from '../../testing/tool-context';
 import { ToolError, type ToolDefinition } from '../../activities/tools/types';
+import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 
-/** The real ARC training set, shipped beside the project. */
-const ARC_TRAINING_DIR = '/work/shared/data/arc/training';
+/** The real ARC training set the repository carries (`data/arc/training`), load_arc_task's default. */
+const ARC_TRAINING_DIR = DEFAULT_ARC_DATA_DIR;
 
 const context = fakeToolContext();
 
