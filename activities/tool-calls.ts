@@ -131,12 +131,11 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     args: unknown,
     agent: AgentDefinition,
   ): Promise<{ content: string; ok: boolean }> {
-    const { run } = tool;
-    if (!run) return { content: `Error: '${tool.name}' cannot be run as a tool here.`, ok: false };
+    if (!tool.run) return { content: `Error: '${tool.name}' cannot be run as a tool here.`, ok: false };
     const context = Context.current();
     const heartbeat = setInterval(() => context.heartbeat({ tool: tool.name }), heartbeatIntervalMs);
     try {
-      const output = await run(args, {
+      const output = await tool.run(args, {
         scope: input.scope,
         agent,
         operationId: input.operationId,

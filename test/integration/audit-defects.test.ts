@@ -9,7 +9,6 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import type { Pool } from 'pg';
 import { createActivities, type Activities } from '../../activities';
 import { ErrorType } from '../../common/errors';
 import type { ThreadScope, ToolCallRequest } from '../../common/types';
@@ -39,7 +38,7 @@ const pool = new Proxy(realPool, {
     const value: unknown = Reflect.get(target, property);
     return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
   },
-}) as Pool;
+});
 const world = `audit-${process.pid}`;
 const agent = parseAgentFile(
   '---\nname: worker\ndescription: Runs commands.\ncapabilities: [shell]\n---\nYou run commands.\n',
