@@ -1,0 +1,158 @@
+/**
+ * What the explorer's pages and `/api/` show, read through the client SDK and the read-only queries of
+ * `db/explorer.ts`. Every view is plain JSON-able data; the pages render it and the API returns it as it is.
+ */
+import type { BatonClient, QuestionRow, TranscriptMessage, TreeNode } from '../client';
+import { threadWorkflowId } from '../common/ids';
+import {
+  getRootScopeEntry,
+  listDelegations,
+  listEnvLog,
+  listForks,
+  listPendingProposals,
+  listRootScopeEntries,
+  listRootThreads,
+  listThreadDetails,
+  rootScopeAsOf,
+  type DelegationRecord,
+  type EnvLogEvent,
+  type EnvProposal,
+  type ForkRecord,
+  type ForkTaskRecord,
+  type RootThreadSummary,
+  type ScopedEnvEntry,
+} from '../db/explorer';
+import { findThread, type ThreadRow } from '../db/threads';
+
+export type { EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry };
+
+/** A thread of the tree with what the explorer adds to `TreeNode`. */
+export interface ExplorerNode extends Omit<TreeNode, 'children'> {
+  /** The workflow to open in the Temporal Web UI: the root's thread workflow, or the latest delegation's turn. */
+  workflowId: string;
+  startedAt: Date | null;
+  forkTask: string | null;
+  world: string;
+  epoch: number;
+  /** Each delegation to this thread, oldest first, with the message (preamble included) it received. */
+  delegations: Omit<DelegationRecord, 'threadId' | 'parentThreadId'>[];
+  /** Children started by plain delegation. */
+  children: ExplorerNode[];
+  /** `fork_join` calls this thread made, each task with the subtree it ran. */
+  forks: ExplorerFork[];
+}
+
+export interface ExplorerFork extends Omit<ForkRecord, 'tasks'> {
+  tasks: (ForkTaskRecord & { node: ExplorerNode | undefined })[];
+}
+
+export interface ThreadOverview {
+  thread: ThreadRow;
+  tree: ExplorerNode;
+  questions: QuestionRow[];
+  usage: { totalTokens: number; modelCalls: number };
+}
+
+/** The explorer's reads, over one connected client (which must have a database URL). */
+export class ExplorerData {
+  constructor(private readonly client: BatonClient) {}
+
+  private get db() {
+    return this.client.database();
+  }
+
+  rootThreads(search?: string): Promise<RootThreadSummary[]> {
+    return listRootThreads(this.db, search ? { search } : {});
+  }
+
+  /** A stored thread, or `undefined`. */
+  thread(threadId: string): Promise<ThreadRow | undefined> {
+    return findThread(this.db, threadId);
+  }
+
+  /** A root thread's tree (forks grouped under their caller), open questions and usage. */
+  async overview(root: ThreadRow): Promise<ThreadOverview> {
+    const handle = this.client.thread(root.threadId);
+    const [plainTree, details, delegations, forks, questions, usage] = await Promise.all([
+      handle.tree(),
+      listThreadDetails(this.db, root.threadId),
+      listDelegations(this.db, root.threadId),
+      listForks(this.db, root.threadId),
+      handle.questions(),
+      handle.usage(),
+    ]);
+    const detailsOf = new Map(details.map((d) => [d.threadId, d]));
+    const taskThreads = new Set(forks.flatMap((fork) => fork.tasks.map((task) => task.threadId)));
+    const nodes = new Map<string, ExplorerNode>();
+    const build = (node: TreeNode): ExplorerNode => {
+      const mine = delegations.filter((d) => d.threadId === node.threadId);
+      const detail = detailsOf.get(node.threadId);
+      const built: ExplorerNode = {
+        ...node,
+        workflowId:
+          node.threadId === root.threadId
+            ? threadWorkflowId(root.threadId)
+            : (mine.at(-1)?.workflowId ?? forkWorkflowId(forks, node.threadId) ?? ''),
+        startedAt: detail?.startedAt ?? null,
+        forkTask: detail?.forkTask ?? null,
+        world: detail?.world ?? 'default',
+        epoch: detail?.epoch ?? 0,
+        delegations: mine.map(({ threadId: _t, parentThreadId: _p, ...rest }) => rest),
+        children: [],
+        forks: [],
+      };
+      nodes.set(node.threadId, built);
+      built.children = node.children.filter((child) => !taskThreads.has(child.threadId)).map(build);
+      // Fork task threads are drawn inside their fork, not as plain children.
+      for (const child of node.children.filter((c) => taskThreads.has(c.threadId))) build(child);
+      return built;
+    };
+    const tree = build(plainTree);
+    for (const fork of forks) {
+      const parent = nodes.get(fork.parentThreadId);
+      if (!parent) continue;
+      parent.forks.push({ ...fork, tasks: fork.tasks.map((task) => ({ ...task, node: nodes.get(task.threadId) })) });
+    }
+    return {
+      thread: root,
+      tree,
+      questions,
+      usage: { totalTokens: usage.totalTokens, modelCalls: usage.modelCalls },
+    };
+  }
+
+  transcript(threadId: string): Promise<TranscriptMessage[]> {
+    return this.client.thread(threadId).transcript();
+  }
+
+  questions(rootThreadId: string): Promise<QuestionRow[]> {
+    return this.client.thread(rootThreadId).questions();
+  }
+
+  /** The root scope now, or as it was right after event `asOf`. */
+  envEntries(rootThreadId: string, asOf?: number): Promise<ScopedEnvEntry[]> {
+    return asOf === undefined
+      ? listRootScopeEntries(this.db, rootThreadId)
+      : rootScopeAsOf(this.db, rootThreadId, asOf);
+  }
+
+  envEntry(rootThreadId: string, key: string): Promise<ScopedEnvEntry | undefined> {
+    return getRootScopeEntry(this.db, rootThreadId, key);
+  }
+
+  envLog(rootThreadId: string, options: { since?: number; limit?: number } = {}): Promise<EnvLogEvent[]> {
+    return listEnvLog(this.db, rootThreadId, options);
+  }
+
+  proposals(rootThreadId: string): Promise<EnvProposal[]> {
+    return listPendingProposals(this.db, rootThreadId);
+  }
+}
+
+function forkWorkflowId(forks: readonly ForkRecord[], threadId: string): string | undefined {
+  for (const fork of forks) {
+    const task = fork.tasks.find((t) => t.threadId === threadId);
+    if (task) return task.workflowId;
+  }
+  return undefined;
+}

@@ -1,0 +1,647 @@
+/**
+ * The explorer's pages, server-rendered from the views of `data.ts`. Pure functions from data to `Html`; every value
+ * goes through the `html` template, which escapes it. Links to threads encode the id (delegation ids hold `/`).
+ */
+import type { QuestionRow, TranscriptMessage } from '../client';
+import type { ThreadRow } from '../db/threads';
+import type {
+  EnvLogEvent,
+  EnvProposal,
+  ExplorerFork,
+  ExplorerNode,
+  RootThreadSummary,
+  ScopedEnvEntry,
+  ThreadOverview,
+} from './data';
+import { html, seg, type Html } from './html';
+
+/** Where the pages link out to. */
+export interface PageContext {
+  /** The Temporal Web UI, when one runs (`http://127.0.0.1:8233`). */
+  uiUrl?: string | undefined;
+  namespace: string;
+  /** Rendering time, for durations of what still runs. */
+  now: Date;
+}
+
+export function threadPath(threadId: string, suffix = ''): string {
+  return `/threads/${seg(threadId)}${suffix}`;
+}
+
+/** The Web UI page of one workflow: `<uiUrl>/namespaces/<ns>/workflows/<workflowId>`. */
+export function workflowUrl(context: PageContext, workflowId: string): string | undefined {
+  if (!context.uiUrl || !workflowId) return undefined;
+  return `${context.uiUrl.replace(/\/+$/, '')}/namespaces/${seg(context.namespace)}/workflows/${seg(workflowId)}`;
+}
+
+function layout(title: string, body: Html, options: { crumbs?: Html; bodyData?: Html } = {}): Html {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · Baton explorer</title>
+<link rel="stylesheet" href="/assets/explorer.css">
+<script src="/assets/explorer.js" defer></script>
+</head>
+<body${options.bodyData ?? ''}>
+<header><a class="brand" href="/">Baton explorer</a>${options.crumbs ?? ''}</header>
+<main>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+function time(date: Date | null | undefined): Html {
+  if (!date) return html`<span class="muted">—</span>`;
+  const iso = new Date(date).toISOString();
+  return html`<time datetime="${iso}" title="${iso}">${iso.slice(11, 19)}</time>`;
+}
+
+function dateTime(date: Date | null | undefined): Html {
+  if (!date) return html`<span class="muted">—</span>`;
+  const iso = new Date(date).toISOString();
+  return html`<time datetime="${iso}" title="${iso}">${iso.slice(0, 19).replace('T', ' ')}</time>`;
+}
+
+function duration(from: Date | null | undefined, to: Date | null | undefined, now: Date): string {
+  if (!from) return '';
+  const ms = Math.max(0, new Date(to ?? now).getTime() - new Date(from).getTime());
+  const text = ms < 1000 ? `${ms} ms` : ms < 120_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 60_000)} min`;
+  return to ? text : `${text} so far`;
+}
+
+function status(value: string): Html {
+  return html`<span class="status status-${value.replace(/[^a-z_]/g, '')}">${value}</span>`;
+}
+
+/** Pretty JSON when `text` holds an object or an array, else `undefined`. */
+export function prettyJson(text: string | null | undefined): string | undefined {
+  if (!text) return undefined;
+  const trimmed = text.trim();
+  if (!trimmed.startsWith('{') && !trimmed.startsWith('[')) return undefined;
+  try {
+    return JSON.stringify(JSON.parse(trimmed), null, 2);
+  } catch {
+    return undefined;
+  }
+}
+
+function oneLine(text: string, max: number): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max)}…` : line;
+}
+
+export function errorPage(title: string, message: string): Html {
+  return layout(
+    title,
+    html`<h1>${title}</h1>
+      <p class="error-text">${message}</p>
+      <p><a href="/">All threads</a></p>`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Root threads
+
+export function rootListPage(rows: readonly RootThreadSummary[], search: string): Html {
+  const body = html`<h1>Threads</h1>
+    <form class="search" method="get" action="/">
+      <input
+        type="search"
+        name="q"
+        value="${search}"
+        placeholder="thread id, agent or first message"
+        aria-label="Search threads"
+      />
+      <button type="submit">Search</button>${search ? html` <a href="/">clear</a>` : ''}
+    </form>
+    ${
+      rows.length === 0
+        ? html`<p class="muted">
+            ${search ? 'No thread matches.' : 'No threads yet: start one with `npx baton run <agent> "<message>"`.'}
+          </p>`
+        : html`<table class="threads">
+            <thead>
+              <tr>
+                <th>thread</th>
+                <th>agent</th>
+                <th>status</th>
+                <th class="num">turns</th>
+                <th class="num">threads</th>
+                <th class="num">tokens</th>
+                <th>started</th>
+                <th>first message</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${rows.map(
+                (row) =>
+                  html`<tr data-thread="${row.threadId}">
+                    <td>
+                      <a href="${threadPath(row.threadId)}">${row.threadId}</a
+                      >${row.openQuestions > 0 ? html` <span class="badge" title="open questions">${row.openQuestions} ?</span>` : ''}
+                    </td>
+                    <td>${row.agent}</td>
+                    <td>${status(row.status)}</td>
+                    <td class="num">${row.turns}</td>
+                    <td class="num">${row.threads}</td>
+                    <td class="num">${row.totalTokens}</td>
+                    <td>${dateTime(row.createdAt)}</td>
+                    <td class="muted">${oneLine(row.firstMessage ?? '', 100)}</td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>`
+    }`;
+  return layout('Threads', body);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One root: the tree, forks, questions
+
+function crumbs(thread: Pick<ThreadRow, 'threadId' | 'rootThreadId'>, here?: string): Html {
+  const root = thread.rootThreadId;
+  return html`<nav class="crumbs">
+    <a href="${threadPath(root)}">${root}</a>${
+      thread.threadId === root
+        ? ''
+        : html` / <a href="${threadPath(thread.threadId, '/transcript')}">${thread.threadId}</a>`
+    }${here ? html` / ${here}` : ''}
+  </nav>`;
+}
+
+/** What changes while a conversation runs; the page reloads itself when it differs. */
+export function overviewSignature(overview: ThreadOverview): string {
+  const parts: string[] = [];
+  const visit = (node: ExplorerNode) => {
+    parts.push(`${node.threadId}:${node.status}:${node.modelCalls}`);
+    node.children.forEach(visit);
+    for (const fork of node.forks) {
+      parts.push(`fork${fork.number}:${fork.status}`);
+      for (const task of fork.tasks) {
+        parts.push(`${task.taskIndex}:${task.status}`);
+        if (task.node) visit(task.node);
+      }
+    }
+  };
+  visit(overview.tree);
+  parts.push(`q:${overview.questions.map((q) => q.questionId).join(',')}`);
+  return parts.join('|');
+}
+
+function nodeCard(node: ExplorerNode, context: PageContext): Html {
+  const link = workflowUrl(context, node.workflowId);
+  const started = node.startedAt ?? node.createdAt;
+  const delegation = node.delegations.at(-1);
+  return html`<div class="node" data-thread="${node.threadId}" data-status="${node.status}">
+    <div class="node-head">
+      <strong class="agent">${node.agent}</strong> ${status(node.status)}
+      <a class="thread-id" href="${threadPath(node.threadId, '/transcript')}">${node.threadId}</a>
+      ${node.forkTask ? html`<span class="badge">${node.forkTask}</span>` : ''}
+    </div>
+    <div class="node-meta">
+      ${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'} · ${node.totalTokens} tokens · started
+      ${time(started)}${node.finishedAt ? html` · finished ${time(node.finishedAt)}` : ''} ·
+      ${duration(started, node.finishedAt, context.now)}${
+        node.caller ? html` · called by ${node.caller}` : ''
+      }${link ? html` · <a class="webui" href="${link}" target="_blank" rel="noopener">Web UI: ${node.workflowId}</a>` : html` · <span class="muted">${node.workflowId}</span>`}
+    </div>
+    ${node.lastError ? html`<div class="error-text">${node.lastError}</div>` : ''}
+    ${
+      delegation
+        ? html`<details class="preamble">
+            <summary>
+              message received from
+              ${delegation.caller}${node.delegations.length > 1 ? html` (latest of ${node.delegations.length})` : ''}
+            </summary>
+            <pre>${delegation.message}</pre>
+          </details>`
+        : ''
+    }
+  </div>`;
+}
+
+function treeNode(node: ExplorerNode, context: PageContext): Html {
+  const inner = [
+    ...node.children.map((child) => treeNode(child, context)),
+    ...node.forks.map((fork) => forkGroup(fork, context)),
+  ];
+  return html`<li>
+    ${nodeCard(node, context)}${
+      inner.length > 0
+        ? html`<ul>
+            ${inner}
+          </ul>`
+        : ''
+    }
+  </li>`;
+}
+
+function forkGroup(fork: ExplorerFork, context: PageContext): Html {
+  const t0 = new Date(fork.createdAt).getTime();
+  const ends = fork.tasks.map((task) => new Date(task.finishedAt ?? task.reclaimedAt ?? context.now).getTime());
+  const t1 = Math.max(
+    new Date(fork.deadlineAt).getTime(),
+    fork.finishedAt ? new Date(fork.finishedAt).getTime() : 0,
+    ...ends,
+    t0 + 1,
+  );
+  const pct = (ms: number) => (((ms - t0) / (t1 - t0)) * 100).toFixed(2);
+  const deadline = new Date(fork.deadlineAt).getTime();
+  return html`<li class="fork-item">
+    <div class="fork" data-fork="${fork.number}">
+      <div class="fork-head">
+        <strong>fork ${fork.number}</strong> ${status(fork.status)} · ${fork.tasks.length}
+        task${fork.tasks.length === 1 ? '' : 's'} · store
+        ${fork.storeMode}${fork.storeMode === 'isolated' ? html` (merged under <code>${fork.prefix}/</code>)` : ''} ·
+        deadline ${fork.deadlineSeconds} s (${time(fork.deadlineAt)}) · at most ${fork.maxParallel} at
+        once${fork.failFast ? ' · fail fast' : ''}
+      </div>
+      <div class="timeline" aria-label="fork ${fork.number} timeline">
+        ${fork.tasks.map((task, index) => {
+          const start = new Date(task.startedAt ?? fork.createdAt).getTime();
+          const end = ends[index] ?? start;
+          return html`<div class="lane">
+            <span class="lane-label">task ${task.taskIndex} · ${task.agent}</span>
+            <div class="lane-track">
+              <div
+                class="deadline"
+                style="left:${pct(deadline)}%"
+                title="deadline ${new Date(fork.deadlineAt).toISOString()}"
+              ></div>
+              <div
+                class="bar bar-${task.status.replace(/[^a-z]/g, '')}"
+                style="left:${pct(start)}%;width:${Math.max(0.5, Number(pct(end)) - Number(pct(start))).toFixed(2)}%"
+                title="${task.status}: ${new Date(start).toISOString()} → ${new Date(end).toISOString()}"
+              ></div>
+              ${task.reclaimedAt ? html`<div class="reclaimed" style="left:${pct(new Date(task.reclaimedAt).getTime())}%" title="reclaimed ${new Date(task.reclaimedAt).toISOString()}"></div>` : ''}
+            </div>
+          </div>`;
+        })}
+      </div>
+      <table class="fork-tasks">
+        <thead>
+          <tr>
+            <th>task</th>
+            <th>agent</th>
+            <th>status</th>
+            <th>started</th>
+            <th>finished</th>
+            <th>reclaimed</th>
+            <th>thread</th>
+            <th>workflow</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${fork.tasks.map((task) => {
+            const link = workflowUrl(context, task.workflowId);
+            return html`<tr data-task="${task.taskIndex}">
+              <td>${task.taskIndex}</td>
+              <td>${task.agent}</td>
+              <td>${status(task.status)}${task.error ? html`<div class="error-text">${task.error}</div>` : ''}</td>
+              <td>${time(task.startedAt)}</td>
+              <td>${time(task.finishedAt)}</td>
+              <td>${time(task.reclaimedAt)}</td>
+              <td><a href="${threadPath(task.threadId, '/transcript')}">${task.threadId}</a></td>
+              <td>
+                ${link ? html`<a class="webui" href="${link}" target="_blank" rel="noopener">${task.workflowId}</a>` : task.workflowId}
+              </td>
+            </tr>`;
+          })}
+        </tbody>
+      </table>
+      ${
+        fork.tasks.some((task) => task.node)
+          ? html`<ul>
+              ${fork.tasks.flatMap((task) => (task.node ? [treeNode(task.node, context)] : []))}
+            </ul>`
+          : ''
+      }
+    </div>
+  </li>`;
+}
+
+function questionForms(root: string, questions: readonly QuestionRow[]): Html {
+  if (questions.length === 0) return html`<p class="muted" id="no-questions">No question is waiting for a human.</p>`;
+  return html`${questions.map(
+    (q) =>
+      html`<form
+        class="question"
+        method="post"
+        action="${threadPath(root, `/questions/${seg(q.questionId)}/answer`)}"
+        data-question="${q.questionId}"
+      >
+        <div>
+          <strong>${q.questionId}</strong> from <strong>${q.agent}</strong> (<a
+            href="${threadPath(q.threadId, '/transcript')}"
+            >${q.threadId}</a
+          >) asked ${dateTime(q.createdAt)}${q.expiresAt ? html`, expires ${dateTime(q.expiresAt)}` : ''}:
+        </div>
+        <blockquote>${q.question}</blockquote>
+        <label>Answer <textarea name="answer" rows="2" required></textarea></label>
+        <button type="submit">Send answer</button>
+      </form>`,
+  )}`;
+}
+
+export function overviewPage(overview: ThreadOverview, context: PageContext): Html {
+  const root = overview.thread.threadId;
+  const link = workflowUrl(context, overview.tree.workflowId);
+  const listLink = context.uiUrl
+    ? `${context.uiUrl.replace(/\/+$/, '')}/namespaces/${seg(context.namespace)}/workflows?query=${encodeURIComponent(`BatonRootThreadId="${root}"`)}`
+    : undefined;
+  const body = html`<h1>${root} <small>${overview.tree.agent} · ${status(overview.tree.status)}</small></h1>
+    <p class="links">
+      <a href="${threadPath(root, '/transcript')}">transcript</a> ·
+      <a href="${threadPath(root, '/env')}">environment data</a>${
+        link
+          ? html` · <a class="webui" href="${link}" target="_blank" rel="noopener">thread workflow in the Web UI</a>`
+          : ''
+      }${listLink ? html` · <a class="webui" href="${listLink}" target="_blank" rel="noopener">every workflow of this thread</a>` : ''}
+      · <a href="/api/threads/${seg(root)}">JSON</a>
+    </p>
+    <p class="muted">
+      ${overview.usage.modelCalls} model calls · ${overview.usage.totalTokens} tokens in the whole tree · world
+      ${overview.tree.world}
+    </p>
+    <section>
+      <h2>Waiting for a human</h2>
+      ${questionForms(root, overview.questions)}
+    </section>
+    <section>
+      <h2>Delegation tree</h2>
+      <ul class="tree">
+        ${treeNode(overview.tree, context)}
+      </ul>
+    </section>`;
+  return layout(root, body, {
+    crumbs: crumbs(overview.thread),
+    bodyData: html` data-poll="/api/threads/${seg(root)}" data-signature="${overviewSignature(overview)}"`,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Transcript
+
+const PREAMBLE_START = '---\n[Delegation Context]';
+
+/** The delegation preamble of a received message and the caller's own words, when it has one. */
+export function splitPreamble(content: string): { preamble?: string; message: string } {
+  if (!content.startsWith(PREAMBLE_START)) return { message: content };
+  const end = content.indexOf('\n---\n', PREAMBLE_START.length);
+  if (end < 0) return { message: content };
+  return { preamble: content.slice(0, end + 4), message: content.slice(end + 5).replace(/^\n/, '') };
+}
+
+function jsonBlock(summary: Html | string, pretty: string, open = false): Html {
+  return html`<details class="json" ${open ? html` open` : ''}>
+    <summary>${summary}</summary>
+    <pre>${pretty}</pre>
+  </details>`;
+}
+
+function messageBody(message: TranscriptMessage, toolNames: ReadonlyMap<string, string>): Html {
+  const content = message.content ?? '';
+  if (message.role === 'tool') {
+    const name = message.toolCallId ? (toolNames.get(message.toolCallId) ?? 'tool') : 'tool';
+    const failed = /^\s*Error\b/.test(content);
+    const pretty = prettyJson(content);
+    return html`<div class="tool-result${failed ? ' error' : ''}">
+      <span class="arrow">←</span> <strong>${name}</strong>${
+        pretty
+          ? jsonBlock(html`result (${content.length} characters of JSON)`, pretty)
+          : html`<pre class="content">${content}</pre>`
+      }
+    </div>`;
+  }
+  const { preamble, message: text } = message.role === 'user' ? splitPreamble(content) : { message: content };
+  return html`${
+    preamble
+      ? html`<details class="preamble" open>
+          <summary>delegation preamble</summary>
+          <pre>${preamble}</pre>
+        </details>`
+      : ''
+  }${text ? html`<pre class="content">${text}</pre>` : ''}${(message.toolCalls ?? []).map((call) => {
+    const pretty = prettyJson(call.arguments) ?? call.arguments;
+    return html`<div class="tool-call">
+      <span class="arrow">→</span> <strong>${call.name}</strong> <code class="muted">${call.id}</code>${jsonBlock(
+        html`<code>${oneLine(call.arguments, 120)}</code>`,
+        pretty,
+      )}
+    </div>`;
+  })}`;
+}
+
+export function transcriptPage(thread: ThreadRow, messages: readonly TranscriptMessage[], context: PageContext): Html {
+  const toolNames = new Map<string, string>();
+  for (const message of messages) for (const call of message.toolCalls ?? []) toolNames.set(call.id, call.name);
+  const body = html`<h1>Transcript of ${thread.threadId} <small>${thread.agent} · ${status(thread.status)}</small></h1>
+    <p class="links">
+      ${thread.parentThreadId ? html`called by ${thread.caller ?? '?'} from <a href="${threadPath(thread.parentThreadId, '/transcript')}">${thread.parentThreadId}</a> · ` : ''}<a
+        href="${threadPath(thread.rootThreadId)}"
+        >tree</a
+      >
+      · <a href="/api/threads/${seg(thread.threadId)}/transcript">JSON</a>
+    </p>
+    ${
+      messages.length === 0
+        ? html`<p class="muted">No messages yet.</p>`
+        : html`<ol class="transcript">
+            ${messages.map(
+              (message) =>
+                html`<li class="msg role-${message.role}" id="m${message.seq}" data-seq="${message.seq}">
+                  <div class="msg-head">
+                    <a href="#m${message.seq}">[${message.seq}]</a> <strong>${message.role}</strong> (${message.agent})
+                    ${time(message.createdAt)}${
+                      message.usage ? html` <span class="muted">· ${message.usage.totalTokens} tokens</span>` : ''
+                    }
+                  </div>
+                  ${messageBody(message, toolNames)}
+                </li>`,
+            )}
+          </ol>`
+    }`;
+  void context;
+  return layout(`Transcript of ${thread.threadId}`, body, { crumbs: crumbs(thread, 'transcript') });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Env data
+
+function actor(by: { agent: string; thread: string; task: string | null }): Html {
+  return html`${by.agent} (<a href="${threadPath(by.thread, '/transcript')}">${by.thread}</a
+    >)${by.task ? html` <span class="badge">${by.task}</span>` : ''}`;
+}
+
+export function entryRow(root: string, entry: ScopedEnvEntry, withValue: boolean): Html {
+  return html`<tr data-key="${entry.key}">
+    <td><code>${entry.key}</code></td>
+    <td class="num" data-field="version">${entry.version}</td>
+    <td data-field="by">${actor(entry.storedBy)}</td>
+    <td data-field="updated">${time(entry.updatedAt)}</td>
+    <td data-field="description">${entry.shortDescription}</td>
+    <td>
+      ${
+        withValue
+          ? jsonBlock('value', JSON.stringify(entry.value, null, 2))
+          : html`<details
+              class="value"
+              data-src="/api/threads/${seg(root)}/env/value?key=${encodeURIComponent(entry.key)}"
+            >
+              <summary>value</summary>
+              <pre>loading…</pre>
+            </details>`
+      }
+    </td>
+  </tr>`;
+}
+
+export interface EnvPageData {
+  thread: ThreadRow;
+  entries: ScopedEnvEntry[];
+  log: EnvLogEvent[];
+  proposals: EnvProposal[];
+  /** The last event's sequence number (0 without events). */
+  lastSeq: number;
+  /** Set when the page shows the state as of this event. */
+  asOf?: number | undefined;
+}
+
+export function envPage(data: EnvPageData, context: PageContext): Html {
+  const root = data.thread.threadId;
+  const seqs = data.log.map((event) => event.seq);
+  const asOf = data.asOf;
+  const previous = asOf === undefined ? seqs.at(-1) : [...seqs].reverse().find((s) => s < asOf);
+  const next = asOf === undefined ? undefined : seqs.find((s) => s > asOf);
+  const body = html`<h1>Environment data of ${root}</h1>
+    <p class="links">
+      <a href="${threadPath(root)}">tree</a> ·
+      <a href="/api/threads/${seg(root)}/env${asOf === undefined ? '' : `?asOf=${asOf}`}">JSON</a> ·
+      <a href="/api/threads/${seg(root)}/env/events">events JSON</a>
+    </p>
+    <form class="asof" method="get" action="${threadPath(root, '/env')}">
+      <label
+        >State as of event #
+        <input type="number" name="asOf" min="0" max="${data.lastSeq}" value="${asOf ?? data.lastSeq}"
+      /></label>
+      <button type="submit">Show</button>
+      ${previous !== undefined ? html`<a href="${threadPath(root, `/env?asOf=${previous}`)}" rel="prev">◀ #${previous}</a>` : ''}
+      ${next !== undefined ? html`<a href="${threadPath(root, `/env?asOf=${next}`)}" rel="next">#${next} ▶</a>` : ''}
+      ${asOf !== undefined ? html`<a href="${threadPath(root, '/env')}">live</a>` : ''}
+    </form>
+    ${
+      asOf === undefined
+        ? html`<p
+            class="live"
+            id="live-status"
+            data-stream="/api/threads/${seg(root)}/env/stream?since=${data.lastSeq}"
+          >
+            Live: changes appear as they commit.
+          </p>`
+        : html`<p class="asof-banner" id="asof-banner">
+            State as of event #${asOf} (the log's last is #${data.lastSeq}), rebuilt from the event log.
+            <a href="${threadPath(root, '/env')}">Back to live</a>
+          </p>`
+    }
+    <section>
+      <h2>Manifest <small>(root scope)</small></h2>
+      <table class="manifest" id="manifest">
+        <thead>
+          <tr>
+            <th>key</th>
+            <th class="num">version</th>
+            <th>stored by</th>
+            <th>updated</th>
+            <th>description</th>
+            <th>value</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${data.entries.map((entry) => entryRow(root, entry, asOf !== undefined))}
+        </tbody>
+      </table>
+      <p class="muted" id="manifest-empty" ${data.entries.length > 0 ? html` hidden` : ''}>
+        No entries${asOf === undefined ? '' : ' at that point'}.
+      </p>
+    </section>
+    <section>
+      <h2>Proposals waiting</h2>
+      ${
+        data.proposals.length === 0
+          ? html`<p class="muted">No pending proposal.</p>`
+          : html`<table class="proposals">
+              <thead>
+                <tr>
+                  <th>proposal</th>
+                  <th>key</th>
+                  <th>scope</th>
+                  <th>base version</th>
+                  <th>proposed by</th>
+                  <th>at</th>
+                  <th>change</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${data.proposals.map(
+                  (p) =>
+                    html`<tr data-proposal="${p.proposalId}">
+                      <td>${p.proposalId}</td>
+                      <td><code>${p.key}</code></td>
+                      <td>${p.scope || '(root)'}</td>
+                      <td class="num">${p.baseVersion ?? '—'}</td>
+                      <td>${actor(p.proposedBy)}</td>
+                      <td>${time(p.createdAt)}</td>
+                      <td>
+                        ${jsonBlock(p.patch !== null && p.patch !== undefined ? 'patch' : 'value', JSON.stringify(p.patch ?? p.value, null, 2))}${p.shortDescription ? html`<div class="muted">${p.shortDescription}</div>` : ''}
+                      </td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>`
+      }
+    </section>
+    <section>
+      <h2>Event log</h2>
+      <table class="events" id="events">
+        <thead>
+          <tr>
+            <th class="num">#</th>
+            <th>time</th>
+            <th>action</th>
+            <th>key</th>
+            <th>scope</th>
+            <th class="num">version</th>
+            <th>by</th>
+            <th class="num">size</th>
+            <th>reason</th>
+            <th></th>
+          </tr>
+        </thead>
+        <tbody>
+          ${data.log.map((event) => eventRow(root, event, asOf))}
+        </tbody>
+      </table>
+    </section>`;
+  void context;
+  return layout(`Environment data of ${root}`, body, { crumbs: crumbs(data.thread, 'environment data') });
+}
+
+function eventRow(root: string, event: EnvLogEvent, asOf: number | undefined): Html {
+  const later = asOf !== undefined && event.seq > asOf;
+  return html`<tr data-seq="${event.seq}" class="action-${event.action}${later ? ' later' : ''}">
+    <td class="num">${event.seq}</td>
+    <td>${time(event.createdAt)}</td>
+    <td>${event.action}</td>
+    <td><code>${event.key}</code></td>
+    <td>${event.scope || '(root)'}</td>
+    <td class="num">${event.version ?? ''}</td>
+    <td>${actor(event.actor)}</td>
+    <td class="num">${event.valueSize ?? ''}</td>
+    <td class="error-text">${event.reason ?? ''}</td>
+    <td><a href="${threadPath(root, `/env?asOf=${event.seq}`)}">as of</a></td>
+  </tr>`;
+}

@@ -1,0 +1,418 @@
+/**
+ * The explorer's HTTP server (Node's `http`, no framework): server-rendered pages, the same data as JSON under
+ * `/api/`, and live env-data changes as Server-Sent Events fed by the client SDK's `watchEnv` (Postgres LISTEN).
+ * It reads through the SDK and `db/explorer.ts`; the only thing it changes is answering a question, with the same
+ * Update `baton answer` sends.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BatonClientError, type BatonClient, type EnvWatch } from '../client';
+import { THREAD_ID_PATTERN } from '../common/ids';
+import { envKeyProblem } from '../common/env-data';
+import type { ThreadRow } from '../db/threads';
+import { EXPLORER_CSS, EXPLORER_JS } from './assets';
+import { ExplorerData } from './data';
+import type { Html } from './html';
+import {
+  envPage,
+  errorPage,
+  overviewPage,
+  overviewSignature,
+  rootListPage,
+  threadPath,
+  transcriptPage,
+  type PageContext,
+} from './pages';
+
+/** The explorer's port unless told otherwise (the Temporal Web UI's is 8233). */
+export const DEFAULT_EXPLORER_PORT = 8234;
+/** Loopback: the explorer has no authentication, so it is reachable from this machine only unless told otherwise. */
+export const DEFAULT_EXPLORER_HOST = '127.0.0.1';
+
+export interface ExplorerOptions {
+  /** A connected client with a database URL; the caller owns it and closes it after the explorer. */
+  client: BatonClient;
+  /** @default DEFAULT_EXPLORER_HOST */
+  host?: string;
+  /** 0 picks a free port. @default DEFAULT_EXPLORER_PORT */
+  port?: number;
+  /** Take a free port when `port` is taken instead of failing. @default false */
+  portFallback?: boolean;
+  /** The Temporal Web UI, for links to each workflow. */
+  uiUrl?: string | undefined;
+  /** @default 'default' */
+  namespace?: string;
+  /** Live env streams served at once; more are refused with 503 (each holds a database connection). @default 32 */
+  maxStreams?: number;
+}
+
+export interface ExplorerServer {
+  /** `http://host:port`. */
+  readonly url: string;
+  /** Ends the live streams and stops listening. */
+  close(): Promise<void>;
+}
+
+/** A request the explorer refuses, with its HTTP status. */
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Most thread-id segments: `root/agent-n` today, a little room for deeper ids. */
+const MAX_THREAD_ID_PARTS = 4;
+const QUESTION_ID_PATTERN = /^q[0-9]{1,9}$/;
+const SEQ_PATTERN = /^[0-9]{1,15}$/;
+const MAX_BODY_BYTES = 64 * 1024;
+const MAX_SEARCH_CHARS = 200;
+const HEARTBEAT_MS = 15_000;
+const EVENTS_SHOWN = 10_000;
+
+/** Whether `id` is a thread id a URL may name: segments of `THREAD_ID_PATTERN` joined by `/`. */
+export function validThreadId(id: string): boolean {
+  const parts = id.split('/');
+  return parts.length <= MAX_THREAD_ID_PARTS && parts.every((part) => THREAD_ID_PATTERN.test(part));
+}
+
+function parseSeqParam(value: string | null, name: string): number | undefined {
+  if (value === null || value === '') return undefined;
+  if (!SEQ_PATTERN.test(value)) throw new HttpError(400, `${name} must be a sequence number (0, 1, 2, …)`);
+  return Number(value);
+}
+
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+} as const;
+
+function isLoopback(host: string): boolean {
+  return host === '127.0.0.1' || host === '::1' || host === 'localhost' || host.startsWith('127.');
+}
+
+/** Starts the explorer; resolves once it listens. */
+export async function startExplorer(options: ExplorerOptions): Promise<ExplorerServer> {
+  const host = options.host ?? DEFAULT_EXPLORER_HOST;
+  const data = new ExplorerData(options.client);
+  const namespace = options.namespace ?? 'default';
+  const maxStreams = options.maxStreams ?? 32;
+  const streams = new Set<{ stop: () => Promise<void> }>();
+  let allowedHosts: Set<string> | undefined;
+
+  const context = (): PageContext => ({ uiUrl: options.uiUrl, namespace, now: new Date() });
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      const status = error instanceof HttpError ? error.status : 500;
+      const message = error instanceof Error ? error.message : String(error);
+      if (res.headersSent) {
+        res.end();
+        return;
+      }
+      const api = (req.url ?? '').startsWith('/api/');
+      if (api) sendJson(res, status, { error: message });
+      else sendHtml(res, status, errorPage(status === 404 ? 'Not found' : `Error ${status}`, message));
+    });
+  });
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    // A page on another site could reach a loopback server through DNS rebinding; only our own names are served.
+    if (allowedHosts && !allowedHosts.has((req.headers.host ?? '').toLowerCase())) {
+      throw new HttpError(421, `this explorer answers to ${[...allowedHosts].join(', ')} only`);
+    }
+    const url = new URL(req.url ?? '/', 'http://explorer.invalid');
+    let parts: string[];
+    try {
+      parts = url.pathname.split('/').slice(1).map(decodeURIComponent);
+    } catch {
+      throw new HttpError(400, 'the address is not valid URL encoding');
+    }
+    const method = req.method ?? 'GET';
+    if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') throw new HttpError(405, `${method} is not served`);
+    if (method === 'POST') checkSameOrigin(req);
+    const api = parts[0] === 'api';
+    const route = api ? parts.slice(1) : parts;
+
+    if (!api && route.length === 2 && route[0] === 'assets') {
+      if (route[1] === 'explorer.css') return sendAsset(res, 'text/css; charset=utf-8', EXPLORER_CSS);
+      if (route[1] === 'explorer.js') return sendAsset(res, 'text/javascript; charset=utf-8', EXPLORER_JS);
+      throw new HttpError(404, 'no such asset');
+    }
+    if (!api && route.length === 1 && route[0] === '') {
+      const search = searchParam(url);
+      return sendHtml(res, 200, rootListPage(await data.rootThreads(search), search ?? ''));
+    }
+    if (!api && route.length === 1 && route[0] === 'favicon.ico') {
+      res.writeHead(204).end();
+      return;
+    }
+    if (route[0] !== 'threads') throw new HttpError(404, `nothing at ${url.pathname}`);
+    if (api && route.length === 1) return sendJson(res, 200, await data.rootThreads(searchParam(url)));
+
+    const threadId = route[1] ?? '';
+    if (!validThreadId(threadId)) {
+      throw new HttpError(
+        400,
+        `'${threadId}' is not a thread id (letters, digits, '_', '-', '.', and '/' between parts)`,
+      );
+    }
+    const thread = await data.thread(threadId);
+    if (!thread) throw new HttpError(404, `thread '${threadId}' does not exist`);
+    const rest = route.slice(2);
+    const isRoot = thread.rootThreadId === thread.threadId;
+    const view = rest[0] ?? '';
+
+    if (view === '' && rest.length <= 1) {
+      if (!isRoot) {
+        if (api) return sendJson(res, 200, thread);
+        return redirect(res, threadPath(threadId, '/transcript'));
+      }
+      const overview = await data.overview(thread);
+      if (api) return sendJson(res, 200, { ...overview, signature: overviewSignature(overview) });
+      return sendHtml(res, 200, overviewPage(overview, context()));
+    }
+    if (view === 'transcript' && rest.length === 1) {
+      const messages = await data.transcript(threadId);
+      if (api) return sendJson(res, 200, messages);
+      return sendHtml(res, 200, transcriptPage(thread, messages, context()));
+    }
+    if (view === 'questions') {
+      requireRoot(thread);
+      if (rest.length === 1) {
+        if (!api) return redirect(res, threadPath(threadId));
+        return sendJson(res, 200, await data.questions(threadId));
+      }
+      const questionId = rest[1] ?? '';
+      if (rest.length === 3 && rest[2] === 'answer') {
+        if (!QUESTION_ID_PATTERN.test(questionId))
+          throw new HttpError(400, `'${questionId}' is not a question id (q1, q2, …)`);
+        if (method !== 'POST') throw new HttpError(405, 'send the answer with POST');
+        const answer = await readAnswer(req);
+        const result = await answerQuestion(threadId, questionId, answer);
+        if (api) return sendJson(res, 200, result);
+        return redirect(res, threadPath(threadId), 303);
+      }
+      throw new HttpError(404, `nothing at ${url.pathname}`);
+    }
+    if (view === 'env') {
+      if (!isRoot) {
+        if (api) requireRoot(thread);
+        return redirect(res, threadPath(thread.rootThreadId, '/env'));
+      }
+      const sub = rest[1] ?? '';
+      if (rest.length === 1) {
+        const asOf = parseSeqParam(url.searchParams.get('asOf'), 'asOf');
+        const [entries, log, proposals] = await Promise.all([
+          data.envEntries(threadId, asOf),
+          data.envLog(threadId, { limit: EVENTS_SHOWN }),
+          data.proposals(threadId),
+        ]);
+        const lastSeq = log.at(-1)?.seq ?? 0;
+        if (api) return sendJson(res, 200, { rootThreadId: threadId, asOf: asOf ?? null, lastSeq, entries });
+        return sendHtml(res, 200, envPage({ thread, entries, log, proposals, lastSeq, asOf }, context()));
+      }
+      if (!api || rest.length !== 2) throw new HttpError(404, `nothing at ${url.pathname}`);
+      if (sub === 'value') {
+        const key = url.searchParams.get('key') ?? '';
+        const problem = envKeyProblem(key);
+        if (problem) throw new HttpError(400, problem);
+        const entry = await data.envEntry(threadId, key);
+        if (!entry) throw new HttpError(404, `no entry '${key}' in the root scope of '${threadId}'`);
+        return sendJson(res, 200, entry);
+      }
+      if (sub === 'events') {
+        const since = parseSeqParam(url.searchParams.get('since'), 'since') ?? 0;
+        const limit = Math.min(parseSeqParam(url.searchParams.get('limit'), 'limit') ?? 1000, EVENTS_SHOWN);
+        return sendJson(res, 200, await data.envLog(threadId, { since, limit }));
+      }
+      if (sub === 'proposals') return sendJson(res, 200, await data.proposals(threadId));
+      if (sub === 'stream') return stream(req, res, threadId, url);
+    }
+    throw new HttpError(404, `nothing at ${url.pathname}`);
+  }
+
+  async function answerQuestion(rootThreadId: string, questionId: string, answer: string) {
+    try {
+      return await options.client.thread(rootThreadId).answer(questionId, answer);
+    } catch (error) {
+      if (error instanceof BatonClientError) throw new HttpError(409, error.message);
+      throw error;
+    }
+  }
+
+  async function stream(req: http.IncomingMessage, res: http.ServerResponse, root: string, url: URL): Promise<void> {
+    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
+    const lastEventId = req.headers['last-event-id'];
+    const since =
+      parseSeqParam(typeof lastEventId === 'string' ? lastEventId : null, 'Last-Event-ID') ??
+      parseSeqParam(url.searchParams.get('since'), 'since') ??
+      0;
+    let watch: EnvWatch | undefined;
+    let closed = false;
+    const entry = {
+      stop: async () => {
+        closed = true;
+        streams.delete(entry);
+        clearInterval(heartbeat);
+        await watch?.stop();
+        if (!res.writableEnded) res.end();
+      },
+    };
+    streams.add(entry);
+    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
+    req.on('close', () => void entry.stop());
+    res.writeHead(200, {
+      ...SECURITY_HEADERS,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+    });
+    res.write('retry: 2000\n\n');
+    try {
+      watch = await options.client.thread(root).watchEnv(
+        async (event) => {
+          // The log row carries the scope and fork attribution; the entry is the key's root-scope state after it.
+          const [logged, current] = await Promise.all([
+            data.envLog(root, { since: event.seq - 1, limit: 1 }),
+            data.envEntry(root, event.key),
+          ]);
+          if (closed) return;
+          const { value: _value, ...manifestEntry } = current ?? { value: undefined };
+          const change = {
+            event: logged[0] ?? { ...event, scope: '', actor: { ...event.actor, task: null } },
+            entry: current ? manifestEntry : null,
+          };
+          res.write(`id: ${event.seq}\nevent: env\ndata: ${JSON.stringify(change)}\n\n`);
+        },
+        { since },
+      );
+    } catch (error) {
+      await entry.stop();
+      throw error;
+    }
+    if (closed) await watch.stop();
+    watch.done.catch(() => undefined).finally(() => void entry.stop());
+  }
+
+  const port = options.port ?? DEFAULT_EXPLORER_PORT;
+  await listen(server, port, host).catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EADDRINUSE' || !options.portFallback || port === 0) throw error;
+    await listen(server, 0, host);
+  });
+  const address = server.address() as AddressInfo;
+  const hostForUrl = host.includes(':') ? `[${host}]` : host;
+  const url = `http://${hostForUrl}:${address.port}`;
+  if (isLoopback(host)) {
+    allowedHosts = new Set([
+      `127.0.0.1:${address.port}`,
+      `localhost:${address.port}`,
+      `[::1]:${address.port}`,
+      `${hostForUrl}:${address.port}`,
+    ]);
+  }
+  return {
+    url,
+    async close() {
+      await Promise.all([...streams].map((s) => s.stop()));
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+}
+
+function requireRoot(thread: ThreadRow): void {
+  if (thread.rootThreadId !== thread.threadId) {
+    throw new HttpError(
+      400,
+      `'${thread.threadId}' is a delegation thread; its questions and environment data are those of root thread '${thread.rootThreadId}'`,
+    );
+  }
+}
+
+function searchParam(url: URL): string | undefined {
+  const q = (url.searchParams.get('q') ?? '').trim();
+  if (q.length > MAX_SEARCH_CHARS) throw new HttpError(400, `the search is longer than ${MAX_SEARCH_CHARS} characters`);
+  return q === '' ? undefined : q;
+}
+
+/** Refuses a POST another site's page made (a form aimed at this loopback server from the user's browser). */
+function checkSameOrigin(req: http.IncomingMessage): void {
+  const origin = req.headers.origin;
+  if (origin !== undefined && origin !== `http://${req.headers.host ?? ''}`) {
+    throw new HttpError(403, 'a form from another site cannot post here');
+  }
+  if (req.headers['sec-fetch-site'] === 'cross-site') throw new HttpError(403, 'a cross-site request cannot post here');
+}
+
+async function readAnswer(req: http.IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new HttpError(413, `the answer is larger than ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  const body = Buffer.concat(chunks).toString('utf8');
+  const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim();
+  let answer: unknown;
+  if (type === 'application/json') {
+    try {
+      answer = (JSON.parse(body) as { answer?: unknown }).answer;
+    } catch {
+      throw new HttpError(400, 'the body is not JSON');
+    }
+  } else if (type === 'application/x-www-form-urlencoded') {
+    answer = new URLSearchParams(body).get('answer');
+  } else {
+    throw new HttpError(415, 'send the answer as a form or as JSON {"answer": "…"}');
+  }
+  if (typeof answer !== 'string' || answer.trim() === '') throw new HttpError(400, 'the answer must not be empty');
+  return answer;
+}
+
+function sendHtml(res: http.ServerResponse, status: number, page: Html): void {
+  res.writeHead(status, {
+    ...SECURITY_HEADERS,
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+  });
+  res.end(page.text);
+}
+
+function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
+  res.writeHead(status, {
+    ...SECURITY_HEADERS,
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+  });
+  res.end(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+function sendAsset(res: http.ServerResponse, type: string, text: string): void {
+  res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': type, 'cache-control': 'no-cache' });
+  res.end(text);
+}
+
+function redirect(res: http.ServerResponse, location: string, status = 302): void {
+  res.writeHead(status, { location });
+  res.end();
+}
