@@ -48,7 +48,7 @@ export function createModelActivities(options: ModelActivityOptions) {
   async function callModel(input: CallModelInput): Promise<CallModelResult> {
     const { scope } = input;
     const agent = await options.agentStore.load(input.agentVersion);
-    const stored = await findMessageByOperation(pool, input.operationId);
+    const stored = await findMessageByOperation(pool, input.operationId, scope);
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
     await checkThreadEpoch(pool, scope.threadId, scope.epoch);
     if (stored) return toResult(stored, true, agent);
