@@ -55,7 +55,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
 
   async function execute(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult> {
     const { scope } = input;
-    const done = await findMessageByOperation(pool, input.operationId);
+    const done = await findMessageByOperation(pool, input.operationId, scope);
     if (done) {
       await checkThreadEpoch(pool, scope.threadId, scope.epoch);
       return { seq: done.seq, ok: !(done.content ?? '').startsWith('Error: ') };

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DelegationThreadMode, ThreadScope } from '../common/types';
+import { BatonDbError } from './errors';
 import { lockThreadAtEpoch, type Queryable } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -52,7 +53,7 @@ export async function openDelegation(
   return logStaleRefusal(pool, scope, 'delegation', operationId, () =>
     inTransaction(pool, async (client) => {
       await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
-      const done = await findDelegation(client, operationId);
+      const done = await findDelegation(client, scope, operationId);
       if (done) return done;
       await lockDelegationNumbers(client, scope.rootThreadId);
       return insertDelegation(client, scope, operationId, delegation, await readContext(client, scope));
@@ -146,15 +147,30 @@ export async function insertDelegation(
   return { operationId, number, threadId, workflowId, message, epoch: epochs[0]?.epoch ?? 0 };
 }
 
-export async function findDelegation(db: Queryable, operationId: string): Promise<DelegationRow | undefined> {
-  const { rows } = await db.query<DelegationRow>(
+/**
+ * The delegation the caller's operation opened, if it already ran. Operation ids are unique per root (another root's
+ * delegation is never found), and one belongs to one calling thread.
+ * @throws BatonDbError when the operation id already opened a delegation from another thread of the root
+ */
+export async function findDelegation(
+  db: Queryable,
+  scope: Pick<ThreadScope, 'rootThreadId' | 'threadId'>,
+  operationId: string,
+): Promise<DelegationRow | undefined> {
+  const { rows } = await db.query<DelegationRow & { parentThreadId: string }>(
     `SELECT d.operation_id AS "operationId", d.number, d.thread_id AS "threadId", d.workflow_id AS "workflowId",
-            d.message, t.epoch
+            d.message, t.epoch, d.parent_thread_id AS "parentThreadId"
        FROM delegations d JOIN threads t ON t.thread_id = d.thread_id
-      WHERE d.operation_id = $1`,
-    [operationId],
+      WHERE d.root_thread_id = $1 AND d.operation_id = $2`,
+    [scope.rootThreadId, operationId],
   );
-  return rows[0];
+  const found = rows[0];
+  if (!found) return undefined;
+  if (found.parentThreadId !== scope.threadId) {
+    throw new BatonDbError(`operation '${operationId}' already delegated from thread '${found.parentThreadId}'`);
+  }
+  const { parentThreadId: _parent, ...row } = found;
+  return row;
 }
 
 /** The message a delegation recorded for its callee (preamble included), or `undefined`. */

@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { Queryable } from './threads';
+import { BatonDbError } from './errors';
 import { lockThreadAtEpoch } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -48,11 +49,16 @@ export async function openQuestion(
   return logStaleRefusal(pool, scope, 'question', operationId, () =>
     inTransaction(pool, async (client) => {
       await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+      // Operation ids are unique per root, and one belongs to one thread.
       const existing = await client.query<QuestionRow>(
-        `SELECT ${QUESTION_COLUMNS} FROM questions WHERE operation_id = $1`,
-        [operationId],
+        `SELECT ${QUESTION_COLUMNS} FROM questions WHERE root_thread_id = $1 AND operation_id = $2`,
+        [scope.rootThreadId, operationId],
       );
-      if (existing.rows[0]) return existing.rows[0];
+      const found = existing.rows[0];
+      if (found && found.threadId !== scope.threadId) {
+        throw new BatonDbError(`operation '${operationId}' already asked a question in thread '${found.threadId}'`);
+      }
+      if (found) return found;
       // Numbers are per root thread; the advisory lock serialises numbering across the threads of one tree.
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`questions:${scope.rootThreadId}`]);
       const { rows } = await client.query<QuestionRow>(

@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
 import type { Queryable } from './threads';
+import { BatonDbError } from './errors';
 import { lockThreadAtEpoch } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -32,16 +33,33 @@ export interface NewTranscriptMessage {
 const MESSAGE_COLUMNS = `thread_id AS "threadId", seq, role, agent, content, tool_calls AS "toolCalls",
   tool_call_id AS "toolCallId", usage, operation_id AS "operationId", created_at AS "createdAt"`;
 
-/** The message a write with `operationId` stored, if it already ran. */
+/**
+ * The message a write with `operationId` stored in the scope's root, if it already ran. Operation ids are unique
+ * per root (never global: another root's message is never found), and one belongs to one thread.
+ * `scope` is optional only for callers not yet scoped; without it the lookup is by operation id alone.
+ * @throws BatonDbError when the operation id already wrote to another thread of the root
+ */
 export async function findMessageByOperation(
   db: Queryable,
   operationId: string,
+  scope?: Pick<ThreadScope, 'rootThreadId' | 'threadId'>,
 ): Promise<TranscriptMessage | undefined> {
+  if (!scope) {
+    const { rows } = await db.query<TranscriptMessage>(
+      `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE operation_id = $1`,
+      [operationId],
+    );
+    return rows[0];
+  }
   const { rows } = await db.query<TranscriptMessage>(
-    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE operation_id = $1`,
-    [operationId],
+    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE root_thread_id = $1 AND operation_id = $2`,
+    [scope.rootThreadId, operationId],
   );
-  return rows[0];
+  const found = rows[0];
+  if (found && found.threadId !== scope.threadId) {
+    throw new BatonDbError(`operation '${operationId}' already wrote to thread '${found.threadId}'`);
+  }
+  return found;
 }
 
 /**
@@ -59,7 +77,7 @@ export async function appendMessage(
     inTransaction(pool, async (client) => {
       // The epoch check comes first: a reclaimed turn is refused even for an operation it had already written.
       await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
-      const existing = await findMessageByOperation(client, operationId);
+      const existing = await findMessageByOperation(client, operationId, scope);
       if (existing) return { message: existing, reused: true };
       const { rows } = await client.query<TranscriptMessage>(
         `INSERT INTO transcript_messages

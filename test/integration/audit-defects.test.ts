@@ -12,7 +12,9 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities, type Activities } from '../../activities';
 import { ErrorType } from '../../common/errors';
 import type { ThreadScope, ToolCallRequest } from '../../common/types';
+import { openDelegation } from '../../db/delegations';
 import { createPool } from '../../db/pool';
+import { openQuestion } from '../../db/questions';
 import { appendMessage, listMessages } from '../../db/transcripts';
 import { setWorldVariablesText } from '../../db/worlds';
 import { readModelLog } from '../../testing/harness';
@@ -244,4 +246,55 @@ test('defect 4: a stored tool result or model reply is not handed back to a recl
   await bumpEpoch(talker.threadId);
   await assert.rejects(run(activities.callModel, modelInput), isFailure(ErrorType.ThreadStaleEpoch));
   assert.equal(readModelLog(modelLog).filter((entry) => entry.thread === talker.threadId).length, 1);
+});
+
+test('defect 5: an operation id used in one root returns nothing of it in another root', async () => {
+  const a = await openThread('root-a');
+  const b = await openThread('root-b');
+  const operationId = `shared-op-${process.pid}-${Date.now()}`;
+
+  const inA = await appendMessage(realPool, scopeOf(a), operationId, { role: 'user', content: 'secret of A' });
+  const inB = await appendMessage(realPool, scopeOf(b), operationId, { role: 'user', content: 'message of B' });
+  assert.equal(inB.reused, false);
+  assert.equal(inB.message.threadId, b.threadId);
+  assert.equal(inB.message.content, 'message of B');
+  assert.deepEqual(
+    (await listMessages(realPool, a.threadId)).map((row) => row.content),
+    [inA.message.content],
+  );
+
+  const question = { workflowId: 'wf', toolCallId: 'call', question: 'question of A' };
+  await openQuestion(realPool, scopeOf(a), operationId, question);
+  const asked = await openQuestion(realPool, scopeOf(b), operationId, { ...question, question: 'question of B' });
+  assert.equal(asked.rootThreadId, b.rootThreadId);
+  assert.equal(asked.question, 'question of B');
+
+  const delegation = (message: string) => ({
+    callee: 'worker',
+    mode: 'new' as const,
+    chain: ['worker'],
+    callerMessageSeq: 1,
+    buildMessage: () => message,
+  });
+  await openDelegation(realPool, scopeOf(a), operationId, delegation('task of A'));
+  const delegated = await openDelegation(realPool, scopeOf(b), operationId, delegation('task of B'));
+  assert.equal(delegated.message, 'task of B');
+  assert.ok(delegated.threadId.startsWith(`${b.rootThreadId}/`), delegated.threadId);
+});
+
+test('defect 5: an operation id one thread used is refused for another thread of the same root', async () => {
+  const root = await openThread('root');
+  const child = uniqueThreadId('child');
+  await realPool.query(
+    `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent) VALUES ($1, $2, $2, 'worker')`,
+    [child, root.rootThreadId],
+  );
+  const childScope: ThreadScope = { rootThreadId: root.rootThreadId, threadId: child, agent: 'worker', epoch: 0 };
+  const operationId = `op-${child}`;
+  await appendMessage(realPool, scopeOf(root), operationId, { role: 'user', content: 'of the root' });
+  await assert.rejects(
+    appendMessage(realPool, childScope, operationId, { role: 'user', content: 'of the child' }),
+    /operation '.*' already wrote to thread/,
+  );
+  assert.deepEqual(await listMessages(realPool, child), []);
 });
