@@ -18,6 +18,8 @@ import {
 } from './format';
 import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
 import { runDemo, runDev } from './dev';
+import { formatReplay, readHistoryFile, replayHistories, type ReplayInput } from './replay';
+import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
 import { runWorkerFromEnv } from '../worker/main';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
 
@@ -431,6 +433,101 @@ program
       exit: Boolean(options.exit),
       json: Boolean(options.json),
     });
+  });
+
+function parsePort(value: string): number {
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65_535)
+    throw new InvalidArgumentError('a port (0-65535) is expected.');
+  return Number(value);
+}
+
+interface ExplorerCommandOptions {
+  port: number;
+  host: string;
+  uiUrl?: string;
+  json?: boolean;
+}
+
+program
+  .command('explorer')
+  .description('serve the thread explorer: threads, delegation trees, transcripts, live env data and questions')
+  .option('--port <port>', 'port to listen on (0: any free port)', parsePort, DEFAULT_EXPLORER_PORT)
+  .option(
+    '--host <host>',
+    'address to listen on; the explorer has no authentication, so keep it on loopback unless you mean it',
+    DEFAULT_EXPLORER_HOST,
+  )
+  .option('--ui-url <url>', "the Temporal Web UI, for links to workflows (default: the stack's, or TEMPORAL_UI_URL)")
+  .option('--json', 'print {url} as one JSON line once it listens')
+  .action(async (options: ExplorerCommandOptions) => {
+    const connection = connectOptions({ database: true });
+    const stack = process.env.TEMPORAL_ADDRESS ? undefined : readStackFile(globals().stateDir);
+    const uiUrl = options.uiUrl ?? (process.env.TEMPORAL_UI_URL || stack?.uiUrl);
+    const warning = exposedHostWarning(options.host);
+    if (warning) process.stderr.write(`baton: ${warning}\n`);
+    const { interrupted, dispose } = onInterrupt();
+    const terminated = new Promise<void>((resolve) => process.once('SIGTERM', () => resolve()));
+    const client = await connect(connection);
+    try {
+      const explorer = await startExplorer({
+        client,
+        host: options.host,
+        port: options.port,
+        uiUrl,
+        ...(connection.namespace ? { namespace: connection.namespace } : {}),
+      });
+      try {
+        print(Boolean(options.json), { url: explorer.url }, `Thread explorer: ${explorer.url}  (Ctrl-C to stop)`);
+        await Promise.race([interrupted, terminated]);
+      } finally {
+        await explorer.close();
+      }
+    } finally {
+      dispose();
+      await client.close();
+    }
+  });
+
+program
+  .command('replay')
+  .description(
+    'replay workflow histories against the local workflow code, to check a deploy breaks no running conversation',
+  )
+  .argument('<sources...>', 'workflow ids (their history is fetched from the server) or exported history .json files')
+  .option('--workflows <path>', "the workflow code to replay against (default: Baton's workflows/)")
+  .option('--json', 'print each outcome as a JSON array')
+  .action(async (sources: string[], options: { workflows?: string; json?: boolean }) => {
+    const inputs: ReplayInput[] = [];
+    const ids: string[] = [];
+    for (const source of sources) {
+      if (!fs.existsSync(source) && !source.endsWith('.json')) {
+        ids.push(source);
+        continue;
+      }
+      try {
+        inputs.push({ workflowId: path.basename(source), source, history: readHistoryFile(source) });
+      } catch (error) {
+        throw new CliError(`cannot read the history ${source}: ${(error as Error).message}`);
+      }
+    }
+    if (ids.length > 0) {
+      await withClient({}, async (client) => {
+        for (const workflowId of ids) {
+          try {
+            const history = await client.temporal.workflow.getHandle(workflowId).fetchHistory();
+            inputs.push({ workflowId, source: 'server', history });
+          } catch (error) {
+            throw new CliError(`cannot fetch the history of '${workflowId}': ${describeError(error)}`);
+          }
+        }
+      });
+    }
+    const outcomes = await replayHistories(
+      inputs,
+      options.workflows ? { workflowsPath: path.resolve(options.workflows) } : {},
+    );
+    print(Boolean(options.json), outcomes, formatReplay(outcomes));
+    if (outcomes.some((outcome) => !outcome.ok)) process.exitCode = 1;
   });
 
 program

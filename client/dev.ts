@@ -25,11 +25,12 @@ export async function runDev(options: DevCommandOptions): Promise<void> {
     env: options.env,
     log,
     watchAgents: true,
+    explorer: {},
   });
   try {
     if (options.json) process.stdout.write(`${JSON.stringify(stack.stack)}\n`);
     log(
-      `\nBaton is up. Try: npx baton run <agent> "<message>"${stack.stack.uiUrl ? `\nWeb UI: ${stack.stack.uiUrl}` : ''}`,
+      `\nBaton is up. Try: npx baton run <agent> "<message>"${stack.stack.uiUrl ? `\nWeb UI: ${stack.stack.uiUrl}` : ''}${stack.stack.explorerUrl ? `\nThread explorer: ${stack.stack.explorerUrl}` : ''}`,
     );
     log('Press Ctrl-C to stop.');
     await untilStopped(stack);
@@ -59,6 +60,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     agentsDir: EXAMPLE_AGENTS_DIR,
     env: options.env,
     log,
+    explorer: {},
   });
   try {
     if (stack.stack.scriptedModel) {
@@ -81,13 +83,17 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       const webUi = stack.workflowsUrl(`BatonRootThreadId="${threadId}"`);
       const [tree, env] = await Promise.all([thread.tree(), thread.envData()]);
       if (options.json) {
-        const summary = { ...result, workflowId: thread.workflowId, webUi, tree, env };
+        const explorer = stack.stack.explorerUrl ? `${stack.stack.explorerUrl}/threads/${threadId}` : undefined;
+        const summary = { ...result, workflowId: thread.workflowId, webUi, explorer, tree, env };
         process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
       } else {
         process.stdout.write(`${DEMO_AGENT}: ${describeTurn(result)}\n`);
         log(`\nThe delegation tree (baton tree ${threadId}):\n${formatTree(tree)}`);
         log(`\nThe shared environment data (baton env ${threadId}):\n${formatEnvManifest(env)}`);
         if (webUi) log(`\nWeb UI, every workflow of this thread: ${webUi}`);
+        if (stack.stack.explorerUrl) {
+          log(`Thread explorer, this conversation: ${stack.stack.explorerUrl}/threads/${threadId}`);
+        }
       }
       if (options.exit) await thread.end();
     } finally {

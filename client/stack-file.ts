@@ -9,6 +9,8 @@ export const stackFileSchema = z.object({
   taskQueue: z.string().min(1),
   databaseUrl: z.string().min(1),
   uiUrl: z.string().optional(),
+  /** The thread explorer `baton dev` and the demo serve (see explorer/). */
+  explorerUrl: z.string().optional(),
   modelBaseURL: z.string().optional(),
   scriptedModel: z.boolean(),
   pid: z.number().int(),

@@ -510,12 +510,34 @@ export class EnvStore {
         // activity overlapping the first) find the first one's event instead of writing again.
         await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`env:${scope.rootThreadId}`]);
         // The fence comes next: a reclaimed turn is refused even for an operation it had already written.
-        const { rows: threads } = await client.query<{ epoch: number; scopes: string[]; forkTask: string | null }>(
-          'SELECT epoch, env_scopes AS scopes, fork_task AS "forkTask" FROM threads WHERE thread_id = $1 FOR SHARE',
+        // The scope is checked here, by the database, not trusted: the thread must belong to the root it writes into,
+        // and that root must exist.
+        const { rows: threads } = await client.query<{
+          epoch: number;
+          scopes: string[];
+          forkTask: string | null;
+          rootThreadId: string;
+          rootExists: boolean;
+        }>(
+          `SELECT t.epoch, t.env_scopes AS scopes, t.fork_task AS "forkTask", t.root_thread_id AS "rootThreadId",
+                  EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = t.root_thread_id) AS "rootExists"
+             FROM threads t WHERE t.thread_id = $1 FOR SHARE OF t`,
           [scope.threadId],
         );
         const thread = threads[0];
         if (!thread) throw new ThreadNotFoundError(scope.threadId);
+        if (thread.rootThreadId !== scope.rootThreadId) {
+          throw new ThreadNotFoundError(
+            scope.threadId,
+            `thread '${scope.threadId}' is not in root '${scope.rootThreadId}' (it belongs to '${thread.rootThreadId}'); nothing was written`,
+          );
+        }
+        if (!thread.rootExists) {
+          throw new ThreadNotFoundError(
+            scope.rootThreadId,
+            `root thread '${scope.rootThreadId}' does not exist; nothing was written`,
+          );
+        }
         const target: WriteTarget = {
           scope: thread.scopes[0] ?? '',
           readScopes: thread.scopes,

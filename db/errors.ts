@@ -17,8 +17,12 @@ export class StaleEpochError extends BatonDbError {
   }
 }
 
+/** The thread does not exist, or not where the write says it is (another root, a root that does not exist). */
 export class ThreadNotFoundError extends BatonDbError {
-  constructor(readonly threadId: string) {
-    super(`thread '${threadId}' does not exist`);
+  constructor(
+    readonly threadId: string,
+    message = `thread '${threadId}' does not exist`,
+  ) {
+    super(message);
   }
 }

@@ -6,7 +6,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
+import { connect } from '../client';
 import { writeStackFile, removeStackFile, type StackFile } from '../client/stack-file';
+import { DEFAULT_EXPLORER_PORT, startExplorer } from '../explorer';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
@@ -38,6 +40,11 @@ export interface LocalStackOptions {
    * @default false
    */
   watchAgents?: boolean;
+  /**
+   * Serve the thread explorer on loopback (its URL is logged and recorded as `explorerUrl` in stack.json), on
+   * `port`, or on DEFAULT_EXPLORER_PORT and a free port when that one is taken. Omitted: no explorer.
+   */
+  explorer?: { port?: number };
 }
 
 export interface LocalStack {
@@ -151,12 +158,34 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       opened.push(() => Promise.resolve(unwatch()));
     }
 
+    let explorerUrl: string | undefined;
+    if (options.explorer) {
+      const client = await connect({
+        address: temporal.address,
+        namespace: temporal.namespace,
+        taskQueue,
+        databaseUrl: database.databaseUrl,
+      });
+      opened.push(() => client.close());
+      const explorer = await startExplorer({
+        client,
+        port: options.explorer.port ?? DEFAULT_EXPLORER_PORT,
+        portFallback: options.explorer.port === undefined,
+        uiUrl: temporal.uiUrl,
+        namespace: temporal.namespace,
+      });
+      opened.push(() => explorer.close());
+      explorerUrl = explorer.url;
+      log(`explorer: ${explorer.url}`);
+    }
+
     const stack: StackFile = {
       temporalAddress: temporal.address,
       namespace: temporal.namespace,
       taskQueue,
       databaseUrl: database.databaseUrl,
       ...(temporal.uiUrl ? { uiUrl: temporal.uiUrl } : {}),
+      ...(explorerUrl ? { explorerUrl } : {}),
       ...(modelBaseURL ? { modelBaseURL } : {}),
       scriptedModel: scripted,
       pid: process.pid,
