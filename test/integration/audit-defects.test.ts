@@ -13,6 +13,8 @@ import { createActivities, type Activities } from '../../activities';
 import { ErrorType } from '../../common/errors';
 import type { ThreadScope, ToolCallRequest } from '../../common/types';
 import { openDelegation } from '../../db/delegations';
+import { EnvStore } from '../../db/env-data';
+import { ThreadNotFoundError } from '../../db/errors';
 import { createPool } from '../../db/pool';
 import { openQuestion } from '../../db/questions';
 import { appendMessage, listMessages } from '../../db/transcripts';
@@ -297,4 +299,43 @@ test('defect 5: an operation id one thread used is refused for another thread of
     /operation '.*' already wrote to thread/,
   );
   assert.deepEqual(await listMessages(realPool, child), []);
+});
+
+test('defect 7: an env write is refused for a thread outside the scope root and for a root that does not exist', async () => {
+  const store = new EnvStore(realPool);
+  const a = await openThread('env-a');
+  const b = await openThread('env-b');
+  const entry = { key: 'forged', shortDescription: 'Written with a forged scope.', value: 1 };
+  const before = await realPool.query('SELECT * FROM env_data WHERE root_thread_id IN ($1, $2)', [
+    a.threadId,
+    b.threadId,
+  ]);
+
+  // Thread A claims to write into root B.
+  await assert.rejects(
+    store.store({ ...scopeOf(a), rootThreadId: b.rootThreadId }, `${a.threadId}:forged`, entry),
+    (error: unknown) => error instanceof ThreadNotFoundError && /is not in root/.test(error.message),
+  );
+  // A root that does not exist, named by the thread itself and by the write.
+  const orphan = uniqueThreadId('orphan');
+  const ghost = uniqueThreadId('ghost');
+  await realPool.query(`INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ($1, $2, 'worker')`, [
+    orphan,
+    ghost,
+  ]);
+  await assert.rejects(
+    store.store({ rootThreadId: ghost, threadId: orphan, agent: 'worker', epoch: 0 }, `${orphan}:w`, entry),
+    (error: unknown) => error instanceof ThreadNotFoundError && /root thread '.*' does not exist/.test(error.message),
+  );
+
+  const afterRows = await realPool.query('SELECT * FROM env_data WHERE root_thread_id IN ($1, $2, $3)', [
+    a.threadId,
+    b.threadId,
+    ghost,
+  ]);
+  assert.deepEqual(afterRows.rows, before.rows);
+  const events = await realPool.query('SELECT 1 FROM env_events WHERE root_thread_id IN ($1, $2)', [b.threadId, ghost]);
+  assert.equal(events.rowCount, 0, 'nothing was logged into the forged scope either');
+  // The legitimate write still works.
+  assert.equal((await store.store(scopeOf(b), `${b.threadId}:ok`, entry)).action, 'stored');
 });
