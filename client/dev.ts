@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { connect } from '.';
 import { startLocalStack, type LocalStack } from '../testing/local-stack';
+import { findDemoProblems, formatDemoProblem, summarizeArcTask } from './demo-check';
 import { describeTurn, formatEnvManifest, formatTree } from './format';
 
 export interface DevCommandOptions {
@@ -52,6 +53,8 @@ const EXAMPLE_AGENTS_DIR = path.join(__dirname, '..', 'agents');
 /** The ARC walkthrough: coordinator → solver → observer sharing the task and findings as env data. */
 const DEMO_AGENT = 'coordinator';
 const DEMO_MESSAGE = 'Solve ARC task 007bbfb7';
+/** The env-data key the solver stores the task under. */
+const DEMO_ENV_KEY = 'arc_task';
 
 /** Runs the example end to end: starts the stack, sends the demo message, prints the reply and where to look. */
 export async function runDemo(options: DemoOptions): Promise<void> {
@@ -82,18 +85,36 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       const result = await thread.send(DEMO_MESSAGE);
       const webUi = stack.workflowsUrl(`BatonRootThreadId="${threadId}"`);
       const [tree, env] = await Promise.all([thread.tree(), thread.envData()]);
+      // Figures from the stored value, not from the descriptions the (scripted) model wrote.
+      const arcTask = env.some((entry) => entry.key === DEMO_ENV_KEY)
+        ? summarizeArcTask((await thread.envGet(DEMO_ENV_KEY))?.value)
+        : undefined;
+      // A scripted run expects no tool error (the example script makes no call meant to fail); a real model may
+      // recover from one, so there only failed turns count.
+      const found = await findDemoProblems(client.database(), tree);
+      const problems = stack.stack.scriptedModel ? found : found.filter((problem) => problem.kind === 'turn');
+      if (result.status !== 'completed' && !problems.some((problem) => problem.threadId === threadId)) {
+        problems.unshift({ kind: 'turn', threadId, agent: DEMO_AGENT, what: `turn ${result.status}` });
+      }
       if (options.json) {
         const explorer = stack.stack.explorerUrl ? `${stack.stack.explorerUrl}/threads/${threadId}` : undefined;
         const summary = { ...result, workflowId: thread.workflowId, webUi, explorer, tree, env };
-        process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+        const checked = { ...summary, arcTask: arcTask ?? null, problems: problems.map(formatDemoProblem) };
+        process.stdout.write(`${JSON.stringify(checked, null, 2)}\n`);
       } else {
         process.stdout.write(`${DEMO_AGENT}: ${describeTurn(result)}\n`);
         log(`\nThe delegation tree (baton tree ${threadId}):\n${formatTree(tree)}`);
         log(`\nThe shared environment data (baton env ${threadId}):\n${formatEnvManifest(env)}`);
+        log(`\nStored under ${DEMO_ENV_KEY}: ${arcTask ?? 'no ARC task'}`);
         if (webUi) log(`\nWeb UI, every workflow of this thread: ${webUi}`);
         if (stack.stack.explorerUrl) {
           log(`Thread explorer, this conversation: ${stack.stack.explorerUrl}/threads/${threadId}`);
         }
+      }
+      if (problems.length > 0) {
+        const lines = problems.map((problem) => `  ${formatDemoProblem(problem)}`);
+        log(`\nThe demo run went wrong (exit code 1):\n${lines.join('\n')}`);
+        process.exitCode = 1;
       }
       if (options.exit) await thread.end();
     } finally {
