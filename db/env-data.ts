@@ -72,6 +72,15 @@ export interface EnvEvent {
   createdAt: Date;
 }
 
+/** A page of the manifest: its entries, how many more match after them, and the cursor that reads them. */
+export interface EnvManifestPage {
+  entries: EnvManifestEntry[];
+  /** Entries matching the filters after this page. */
+  more: number;
+  /** Pass as `after` to read the next page; absent on the last one. */
+  nextCursor?: string;
+}
+
 export interface EnvListFilters {
   /** Keys starting with this (a namespace such as `arc/`). */
   prefix?: string;
@@ -415,8 +424,21 @@ export class EnvStore {
 
   /** The manifest as `view` sees it (the root's shared data by default): every entry without its value, by key. */
   async list(rootThreadId: string, filters: EnvListFilters = {}, view?: EnvView): Promise<EnvManifestEntry[]> {
-    const { rows } = await this.pool.query<EnvManifestEntry>(
-      `SELECT * FROM (
+    return (await this.listPage(rootThreadId, filters, view)).entries;
+  }
+
+  /**
+   * One page of the manifest, by key: up to `page.limit` entries after the key `page.after`, and how many more match
+   * after them. A manifest can hold thousands of entries; whoever shows it to a model pages it.
+   */
+  async listPage(
+    rootThreadId: string,
+    filters: EnvListFilters = {},
+    view?: EnvView,
+    page: { limit?: number; after?: string } = {},
+  ): Promise<EnvManifestPage> {
+    const { rows } = await this.pool.query<EnvManifestEntry & { matching: string }>(
+      `SELECT *, COUNT(*) OVER () AS matching FROM (
          SELECT DISTINCT ON (e.key) ${ENTRY_COLUMNS}
            FROM env_data e JOIN ${viewScopes('$8::text')} s ON e.scope = s.scope
           WHERE e.root_thread_id = $1
@@ -427,7 +449,9 @@ export class EnvStore {
           AND ($5::text IS NULL OR "storedBy"->>'agent' = $5)
           AND ($6::text IS NULL OR "storedBy"->>'agent' <> $6)
           AND ($7::text IS NULL OR "storedBy"->>'thread' <> $7)
-        ORDER BY key`,
+          AND ($9::text IS NULL OR key > $9)
+        ORDER BY key
+        LIMIT $10`,
       [
         rootThreadId,
         filters.prefix ?? null,
@@ -437,9 +461,18 @@ export class EnvStore {
         filters.excludeAgent ?? null,
         filters.excludeThread ?? null,
         view?.threadId ?? null,
+        page.after ?? null,
+        page.limit ?? null,
       ],
     );
-    return rows;
+    const entries = rows.map(({ matching: _matching, ...entry }) => entry);
+    const matching = Number(rows[0]?.matching ?? 0);
+    const last = entries.at(-1);
+    return {
+      entries,
+      more: matching - entries.length,
+      ...(matching > entries.length && last ? { nextCursor: last.key } : {}),
+    };
   }
 
   /**

@@ -23,6 +23,14 @@ const value = z
   .refine((item) => item !== undefined, { error: 'is required' })
   .describe('The data: any JSON value (object, array, string, number, boolean or null).');
 
+/**
+ * Entries per `list_env_data` page by default: with descriptions of up to 500 characters a page stays within a few
+ * thousand tokens, however large the manifest grows.
+ */
+export const DEFAULT_LIST_LIMIT = 50;
+/** The largest page a model may ask for. */
+export const MAX_LIST_LIMIT = 200;
+
 /** Runs a store call, turning its refusals into errors the model can act on. */
 async function refusalsAsToolErrors<T>(work: () => Promise<T>): Promise<T> {
   try {
@@ -121,7 +129,8 @@ export function createEnvDataTools(): ToolDefinition[] {
       name: 'list_env_data',
       description:
         'List the shared environment data of this conversation: keys, short descriptions, who stored each and its ' +
-        'version. Values are not included; read one with get_env_data.',
+        `version, by key, ${DEFAULT_LIST_LIMIT} at a time; when more match, the last item says how many and gives ` +
+        'the cursor for the next page. Values are not included; read one with get_env_data.',
       parameters: z.strictObject({
         prefix: z.string().min(1).optional().describe("Only keys starting with this, e.g. 'arc/'."),
         type: z.string().min(1).optional().describe('Only entries of this type.'),
@@ -131,11 +140,23 @@ export function createEnvDataTools(): ToolDefinition[] {
           .boolean()
           .optional()
           .describe('Leave out entries you stored yourself (in a fork: see what the others found).'),
+        limit: z
+          .int()
+          .min(1)
+          .max(MAX_LIST_LIMIT)
+          .optional()
+          .describe(`Entries per page (default ${DEFAULT_LIST_LIMIT}, at most ${MAX_LIST_LIMIT}).`),
+        cursor: z
+          .string()
+          .min(1)
+          .max(MAX_ENV_KEY_LENGTH)
+          .optional()
+          .describe('The next_cursor of the previous page, to read the entries after it (keep the same filters).'),
       }),
       handledBy: 'activity',
       run: async (args, context) => {
         const view = ownView(context);
-        const entries = await env(context).list(
+        const page = await env(context).listPage(
           context.scope.rootThreadId,
           {
             ...(args.prefix === undefined ? {} : { prefix: args.prefix }),
@@ -145,11 +166,26 @@ export function createEnvDataTools(): ToolDefinition[] {
             ...(args.exclude_self ? { excludeThread: context.scope.threadId } : {}),
           },
           view,
+          { limit: args.limit ?? DEFAULT_LIST_LIMIT, ...(args.cursor === undefined ? {} : { after: args.cursor }) },
         );
-        const proposals = (await env(context).proposals(context.scope.rootThreadId, { view })).filter(
-          (proposal) => args.prefix === undefined || proposal.key.startsWith(args.prefix),
-        );
-        return manifestView(entries, proposals);
+        // Pending proposals follow the entries on the first page only.
+        const proposals =
+          args.cursor === undefined
+            ? (await env(context).proposals(context.scope.rootThreadId, { view })).filter(
+                (proposal) => args.prefix === undefined || proposal.key.startsWith(args.prefix),
+              )
+            : [];
+        const listed = manifestView(page.entries, proposals);
+        if (page.nextCursor !== undefined) {
+          listed.push({
+            more: page.more,
+            next_cursor: page.nextCursor,
+            note:
+              `${page.more} more entries match: call list_env_data with cursor '${page.nextCursor}' and the same ` +
+              'filters to see the next page (or narrow it with prefix, type or tag).',
+          });
+        }
+        return listed;
       },
     }),
     defineTool({

@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities, type Activities } from '../../activities';
+import { createEnvDataTools } from '../../activities/tools/env-data';
 import { ErrorType } from '../../common/errors';
 import type { ThreadScope, ToolCallRequest } from '../../common/types';
 import { openDelegation } from '../../db/delegations';
@@ -22,6 +23,7 @@ import { setWorldVariablesText } from '../../db/worlds';
 import { readModelLog } from '../../testing/harness';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { fakeToolContext } from '../../testing/tool-context';
 import { parseAgentFile } from '../../worker/agents';
 import { createAgentCatalog } from '../../worker/agent-catalog';
 import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
@@ -338,4 +340,45 @@ test('defect 7: an env write is refused for a thread outside the scope root and 
   assert.equal(events.rowCount, 0, 'nothing was logged into the forged scope either');
   // The legitimate write still works.
   assert.equal((await store.store(scopeOf(b), `${b.threadId}:ok`, entry)).action, 'stored');
+});
+
+test('defect 8: list_env_data pages its manifest: a default that fits a context, "N more", and a cursor', async () => {
+  const thread = await openThread('many');
+  await realPool.query(
+    `INSERT INTO env_data (root_thread_id, key, short_description, value, stored_by_agent, stored_by_thread, version)
+     SELECT $1, 'k/' || lpad(n::text, 4, '0'), repeat('A description of moderate length. ', 8), to_jsonb(n),
+            'worker', $1, 1
+       FROM generate_series(1, 300) n`,
+    [thread.threadId],
+  );
+  const list = createEnvDataTools().find((tool) => tool.name === 'list_env_data');
+  assert.ok(list?.run);
+  const context = fakeToolContext({ scope: scopeOf(thread), env: new EnvStore(realPool) });
+  const seen: string[] = [];
+  let cursor: string | undefined;
+  let pages = 0;
+  for (;;) {
+    const output = await list.run(list.parameters.parse(cursor === undefined ? {} : { cursor }), context);
+    const text = typeof output === 'string' ? output : JSON.stringify(output);
+    assert.ok(text.length < 40_000, `a page is ${text.length} characters`);
+    const items = JSON.parse(text) as { key?: string; more?: number; next_cursor?: string; note?: string }[];
+    const last = items.at(-1);
+    pages += 1;
+    if (last?.more !== undefined) {
+      seen.push(...items.slice(0, -1).map((item) => item.key ?? ''));
+      assert.equal(last.more, 300 - seen.length);
+      assert.match(last.note ?? '', new RegExp(`^${last.more} more entries`));
+      cursor = last.next_cursor;
+    } else {
+      seen.push(...items.map((item) => item.key ?? ''));
+      break;
+    }
+  }
+  assert.ok(pages > 1, 'the default page does not hold 300 entries');
+  assert.equal(seen.length, 300);
+  assert.equal(new Set(seen).size, 300, 'every entry shows up exactly once across the pages');
+  // An explicit limit, bounded.
+  const small = JSON.parse(JSON.stringify(await list.run(list.parameters.parse({ limit: 5 }), context))) as unknown[];
+  assert.equal(small.length, 6);
+  assert.equal(list.parameters.safeParse({ limit: 100_000 }).success, false);
 });
