@@ -20,7 +20,7 @@ import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
 import { runDemo, runDev } from './dev';
 import { formatReplay, readHistoryFile, replayHistories, type ReplayInput } from './replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
-import { runWorkerFromEnv } from '../worker/main';
+import { runSetupFromEnv, runWorkerFromEnv } from '../worker/main';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
 
 interface GlobalOptions {
@@ -537,7 +537,22 @@ program
     await runWorkerFromEnv(process.env);
   });
 
-installRuntime(parseLogLevel(process.env.BATON_LOG_LEVEL));
+program
+  .command('setup')
+  .description(
+    "prepare TEMPORAL_ADDRESS and DATABASE_URL for Baton: the namespace, Baton's search attributes, migrations (idempotent)",
+  )
+  .option('--json', 'print {namespace, searchAttributes, migrations, changed} as JSON')
+  .action(async (options: { json?: boolean }) => {
+    await runSetupFromEnv(process.env, { json: Boolean(options.json), write: (text) => process.stdout.write(text) });
+  });
+
+// `worker` and `setup` install the runtime themselves, from their validated configuration (metrics included).
+program.hook('preAction', (_program, command) => {
+  if (command.name() !== 'worker' && command.name() !== 'setup') {
+    installRuntime(parseLogLevel(process.env.BATON_LOG_LEVEL));
+  }
+});
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`baton: ${describeError(error)}\n`);
   if (process.env.BATON_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);

@@ -16,11 +16,13 @@ import { Connection } from '@temporalio/client';
 import type { SearchAttributeType } from '@temporalio/common';
 import { TypedSearchAttributes } from '@temporalio/common';
 import type { SearchAttributeKey } from '@temporalio/common/lib/search-attributes';
-import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { batonSearchAttributeKeys } from '../common/search-attributes';
 import type { TemporalResolution } from './temporal-cli';
 import { TemporalSetupError, TemporalUnavailableError } from './temporal-cli';
+import { ensureSearchAttributes, SearchAttributeConflictError } from '../stack/temporal-setup';
+
+export { SearchAttributeConflictError } from '../stack/temporal-setup';
 
 /** Inputs of {@link startTemporal}. */
 export interface StartTemporalOptions {
@@ -125,17 +127,6 @@ export class TemporalStartError extends TemporalSetupError {
   }
 }
 
-/** A search attribute Baton needs is already registered with another type. */
-export class SearchAttributeConflictError extends TemporalSetupError {
-  constructor(
-    readonly attribute: string,
-    readonly expectedType: SearchAttributeType,
-    readonly registeredType: string,
-  ) {
-    super(`Search attribute ${attribute} is registered as ${registeredType}, but Baton needs ${expectedType}.`);
-  }
-}
-
 /** The SQLite pragma giving the dev server's database a write-ahead log (readers do not block the writer). */
 const SQLITE_WAL_ARGS = ['--sqlite-pragma', 'journal_mode=wal'] as const;
 
@@ -187,30 +178,6 @@ export async function startTemporal(options: StartTemporalOptions): Promise<Temp
   return resolution.kind === 'cli'
     ? startCliServer(options, resolution, namespace)
     : startSdkServer(options, resolution, namespace);
-}
-
-/**
- * Adds whichever of `keys` the namespace lacks; idempotent.
- *
- * @throws {SearchAttributeConflictError} when one exists with a different type.
- */
-export async function ensureSearchAttributes(
-  connection: Connection,
-  namespace: string,
-  keys: readonly SearchAttributeKey<SearchAttributeType>[],
-): Promise<void> {
-  const existing = await connection.operatorService.listSearchAttributes({ namespace });
-  const custom = existing.customAttributes ?? {};
-  const missing: Record<string, number> = {};
-  for (const key of keys) {
-    const wanted = encodeSearchAttributeIndexedValueType(key.type);
-    if (wanted === undefined) throw new TemporalSetupError(`Unknown search attribute type ${key.type}`);
-    const registered = custom[key.name];
-    if (registered === undefined) missing[key.name] = wanted;
-    else if (registered !== wanted) throw new SearchAttributeConflictError(key.name, key.type, String(registered));
-  }
-  if (Object.keys(missing).length === 0) return;
-  await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
 }
 
 /**

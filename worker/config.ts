@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
@@ -22,14 +24,75 @@ const optionalText = z
   .transform((value) => (value === '' ? undefined : value))
   .optional();
 
-/** Environment variables of a Baton worker (the README's table documents each one). */
-export const workerEnvSchema = z.object({
+/** `''` counts as unset, as docker-compose.yml passes an unset `${VAR:-}`. */
+const emptyAsUnset = (value: unknown): unknown =>
+  typeof value === 'string' && value.trim() === '' ? undefined : value;
+
+/** A whole number within bounds, `default` when unset. */
+function envInteger(what: string, min: number, max: number, fallback: number) {
+  return z.preprocess(
+    emptyAsUnset,
+    z.coerce
+      .number({ message: `must be a number of ${what}` })
+      .int({ message: `must be a whole number of ${what}` })
+      .min(min, { message: `must be at least ${min}` })
+      .max(max, { message: `must be at most ${max}` })
+      .default(fallback),
+  );
+}
+
+/** `host:port` (`[::]:port` for IPv6) for a listening socket. */
+const listenAddress = z.preprocess(
+  emptyAsUnset,
+  z
+    .string()
+    .trim()
+    .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):\d{1,5}$/, { message: 'must be host:port, e.g. 0.0.0.0:9464' })
+    .optional(),
+);
+
+/**
+ * How to reach Temporal, shared by `baton worker` and `baton setup`. TLS is on when a client certificate, a CA or an
+ * API key is given (Temporal Cloud takes either mTLS or an API key, both over TLS).
+ */
+export const temporalEnvSchema = z.object({
   TEMPORAL_ADDRESS: z.string().trim().min(1, 'is required (host:port of the Temporal frontend)'),
   TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
+  /** Path of the PEM client certificate for mTLS; needs TEMPORAL_TLS_KEY. */
+  TEMPORAL_TLS_CERT: optionalText,
+  /** Path of the PEM private key of that certificate. */
+  TEMPORAL_TLS_KEY: optionalText,
+  /** Path of a PEM CA bundle to trust instead of the system's. */
+  TEMPORAL_TLS_CA: optionalText,
+  /** The name the server's certificate must carry, when it differs from the address's host. */
+  TEMPORAL_TLS_SERVER_NAME: optionalText,
+  /** A Temporal Cloud API key (sent as a bearer token, over TLS). */
+  TEMPORAL_API_KEY: optionalText,
+  BATON_LOG_LEVEL: z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toUpperCase() : undefined),
+    z
+      .enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'], { message: 'must be TRACE, DEBUG, INFO, WARN or ERROR' })
+      .default('WARN'),
+  ),
+});
+
+/** Environment variables of `baton setup`: Temporal, Baton's database, and the new namespace's retention. */
+export const setupEnvSchema = temporalEnvSchema.extend({
+  DATABASE_URL: z.url({ message: 'must be a postgres:// URL' }),
+  /** Days Temporal keeps a closed workflow's history, for a namespace `baton setup` creates. */
+  BATON_NAMESPACE_RETENTION_DAYS: envInteger('days', 1, 3650, 7),
+});
+
+/** Environment variables of a Baton worker (the README's table documents each one). */
+export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_TASK_QUEUE: z.string().trim().min(1).default('baton'),
   DATABASE_URL: z.url({ message: 'must be a postgres:// URL' }),
-  OPENAI_BASE_URL: z.url({ message: 'must be an http(s) URL' }).optional(),
+  /** Most Postgres connections one worker process holds (the server's max_connections covers the sum). */
+  BATON_DB_POOL_SIZE: envInteger('connections', 1, 1000, 10),
+  OPENAI_BASE_URL: z.preprocess(emptyAsUnset, z.url({ message: 'must be an http(s) URL' }).optional()),
   OPENAI_API_KEY: optionalText,
+  /** A scripted-model script to answer from when OPENAI_API_KEY is unset (docker-compose.yml sets it). */
+  BATON_MODEL_SCRIPT: optionalText,
   BATON_MODEL: z.string().trim().min(1).default('gpt-4o-mini'),
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
@@ -40,16 +103,67 @@ export const workerEnvSchema = z.object({
     .min(1024, { message: 'must be at least 1024 bytes' })
     .max(16 * 1024 * 1024, { message: 'must be at most 16 MiB' })
     .optional(),
+  /** Activities (model calls, tools, writes) one worker runs at once. */
+  BATON_MAX_CONCURRENT_ACTIVITIES: envInteger('activities', 1, 10_000, 100),
+  /** Workflow tasks (turn steps) one worker runs at once. */
+  BATON_MAX_CONCURRENT_WORKFLOW_TASKS: envInteger('workflow tasks', 2, 10_000, 40),
+  /** Workflows kept in the worker's sticky cache (each costs memory; a miss replays the history). */
+  BATON_MAX_CACHED_WORKFLOWS: envInteger('workflows', 0, 100_000, 1000),
+  /** Serve the SDK's Prometheus metrics at http://<address>/metrics. Off when unset. */
+  BATON_METRICS_ADDRESS: listenAddress,
+  /** Serve GET /healthz (200 while the worker polls, 503 otherwise). Off when unset. */
+  BATON_HEALTH_ADDRESS: listenAddress,
+  /** The worker's identity in Temporal (Web UI, task history). */
+  BATON_WORKER_IDENTITY: optionalText,
 });
+
+/** TLS settings for the Temporal connection, files already read. */
+export interface TemporalTlsConfig {
+  readonly serverNameOverride?: string;
+  readonly serverRootCACertificate?: Buffer;
+  readonly clientCertPair?: { readonly crt: Buffer; readonly key: Buffer };
+}
+
+/** How to reach Temporal. */
+export interface TemporalConnectionConfig {
+  readonly address: string;
+  readonly namespace: string;
+  /** TLS, or `undefined` for plaintext. */
+  readonly tls?: TemporalTlsConfig;
+  readonly apiKey?: string;
+}
 
 export interface WorkerConfig {
   readonly temporalAddress: string;
   readonly namespace: string;
+  /** Address, namespace, TLS and API key. */
+  readonly temporal: TemporalConnectionConfig;
   readonly taskQueue: string;
   readonly databaseUrl: string;
+  /** @default 10 */
+  readonly dbPoolSize: number;
   readonly model: ModelConfig;
+  /** Answer from this scripted-model script (no API key set). */
+  readonly modelScript?: string;
   readonly agentsDir: string;
   readonly tools: ToolsConfig;
+  readonly worker: WorkerTuning;
+  /** Temporal SDK log level. @default 'WARN' */
+  readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+}
+
+/** Concurrency, cache, identity and the opt-in endpoints of one worker process. */
+export interface WorkerTuning {
+  /** @default 100 */
+  readonly maxConcurrentActivityTaskExecutions: number;
+  /** @default 40 */
+  readonly maxConcurrentWorkflowTaskExecutions: number;
+  /** @default 1000 */
+  readonly maxCachedWorkflows: number;
+  /** `baton-worker <pid>@<host>` unless BATON_WORKER_IDENTITY says otherwise. */
+  readonly identity: string;
+  readonly metricsAddress?: string;
+  readonly healthAddress?: string;
 }
 
 export interface ToolsConfig {
@@ -90,28 +204,117 @@ export interface ModelConfig {
 }
 
 /**
- * Reads the worker configuration from environment variables, once, at the edge.
+ * Reads the worker configuration from environment variables, once, at the edge; reads the TLS files named there.
  * @throws ConfigError naming every invalid or missing variable.
  */
-export function readWorkerConfig(env: Record<string, string | undefined>, cwd = process.cwd()): WorkerConfig {
-  const parsed = workerEnvSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`));
-  }
-  const value = parsed.data;
-  if (!value.OPENAI_API_KEY) {
+export function readWorkerConfig(
+  env: Record<string, string | undefined>,
+  cwd = process.cwd(),
+  host: { readonly hostname: string; readonly pid: number } = { hostname: os.hostname(), pid: process.pid },
+): WorkerConfig {
+  const value = parseEnv(workerEnvSchema, env);
+  if (!value.OPENAI_API_KEY && !value.BATON_MODEL_SCRIPT) {
     throw new ConfigError([
-      'OPENAI_API_KEY is required for a production worker (use `baton dev` for the scripted model)',
+      'OPENAI_API_KEY is required for a production worker (or BATON_MODEL_SCRIPT for the scripted model; `baton dev` runs one too)',
     ]);
   }
+  const scripted = !value.OPENAI_API_KEY;
   return Object.freeze({
     temporalAddress: value.TEMPORAL_ADDRESS,
     namespace: value.TEMPORAL_NAMESPACE,
+    temporal: readTemporalConnection(value, cwd),
     taskQueue: value.BATON_TASK_QUEUE,
     databaseUrl: value.DATABASE_URL,
-    model: Object.freeze({ baseURL: value.OPENAI_BASE_URL, apiKey: value.OPENAI_API_KEY, model: value.BATON_MODEL }),
+    dbPoolSize: value.BATON_DB_POOL_SIZE,
+    model: Object.freeze({
+      baseURL: value.OPENAI_BASE_URL,
+      apiKey: value.OPENAI_API_KEY ?? 'scripted',
+      model: value.BATON_MODEL,
+    }),
+    ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
     tools: readToolsConfig(env, cwd),
+    worker: Object.freeze({
+      maxConcurrentActivityTaskExecutions: value.BATON_MAX_CONCURRENT_ACTIVITIES,
+      maxConcurrentWorkflowTaskExecutions: value.BATON_MAX_CONCURRENT_WORKFLOW_TASKS,
+      maxCachedWorkflows: value.BATON_MAX_CACHED_WORKFLOWS,
+      identity: value.BATON_WORKER_IDENTITY ?? `baton-worker ${host.pid}@${host.hostname}`,
+      ...(value.BATON_METRICS_ADDRESS ? { metricsAddress: value.BATON_METRICS_ADDRESS } : {}),
+      ...(value.BATON_HEALTH_ADDRESS ? { healthAddress: value.BATON_HEALTH_ADDRESS } : {}),
+    }),
+    logLevel: value.BATON_LOG_LEVEL,
+  });
+}
+
+/** What `baton setup` works with. */
+export interface SetupConfig {
+  readonly temporal: TemporalConnectionConfig;
+  readonly databaseUrl: string;
+  /** Retention of a namespace `baton setup` creates. @default 7 */
+  readonly retentionDays: number;
+  readonly logLevel: WorkerConfig['logLevel'];
+}
+
+/**
+ * Reads `baton setup`'s configuration from environment variables.
+ * @throws ConfigError naming every invalid or missing variable.
+ */
+export function readSetupConfig(env: Record<string, string | undefined>, cwd = process.cwd()): SetupConfig {
+  const value = parseEnv(setupEnvSchema, env);
+  return Object.freeze({
+    temporal: readTemporalConnection(value, cwd),
+    databaseUrl: value.DATABASE_URL,
+    retentionDays: value.BATON_NAMESPACE_RETENTION_DAYS,
+    logLevel: value.BATON_LOG_LEVEL,
+  });
+}
+
+/** Every variable `baton worker` and `baton setup` read, for documentation and for checking deployment files. */
+export function batonEnvVariables(): string[] {
+  return [...new Set([...Object.keys(workerEnvSchema.shape), ...Object.keys(setupEnvSchema.shape)])];
+}
+
+function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.output<S> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`));
+  }
+  return parsed.data;
+}
+
+/** Checks the TLS variables belong together and reads their files. @throws ConfigError */
+function readTemporalConnection(value: z.output<typeof temporalEnvSchema>, cwd: string): TemporalConnectionConfig {
+  const problems: string[] = [];
+  const read = (variable: string, file: string | undefined): Buffer | undefined => {
+    if (file === undefined) return undefined;
+    try {
+      return fs.readFileSync(path.resolve(cwd, file));
+    } catch (error) {
+      problems.push(`${variable} cannot be read: ${(error as Error).message}`);
+      return undefined;
+    }
+  };
+  if (Boolean(value.TEMPORAL_TLS_CERT) !== Boolean(value.TEMPORAL_TLS_KEY)) {
+    problems.push('TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both for mTLS, or neither');
+  }
+  const crt = read('TEMPORAL_TLS_CERT', value.TEMPORAL_TLS_CERT);
+  const key = read('TEMPORAL_TLS_KEY', value.TEMPORAL_TLS_KEY);
+  const ca = read('TEMPORAL_TLS_CA', value.TEMPORAL_TLS_CA);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const tlsWanted =
+    crt !== undefined || ca !== undefined || value.TEMPORAL_API_KEY !== undefined || !!value.TEMPORAL_TLS_SERVER_NAME;
+  const tls: TemporalTlsConfig | undefined = tlsWanted
+    ? Object.freeze({
+        ...(value.TEMPORAL_TLS_SERVER_NAME ? { serverNameOverride: value.TEMPORAL_TLS_SERVER_NAME } : {}),
+        ...(ca ? { serverRootCACertificate: ca } : {}),
+        ...(crt && key ? { clientCertPair: Object.freeze({ crt, key }) } : {}),
+      })
+    : undefined;
+  return Object.freeze({
+    address: value.TEMPORAL_ADDRESS,
+    namespace: value.TEMPORAL_NAMESPACE,
+    ...(tls ? { tls } : {}),
+    ...(value.TEMPORAL_API_KEY ? { apiKey: value.TEMPORAL_API_KEY } : {}),
   });
 }
 

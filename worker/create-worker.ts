@@ -25,6 +25,16 @@ export interface BatonWorkerOptions {
   taskQueue: string;
   /** A pre-built workflow bundle (tests share one); bundled from `workflows/` when omitted. */
   workflowBundle?: WorkflowBundleOption;
+  /** Concurrency, cache and identity (`baton worker` reads them from the environment); the SDK's defaults else. */
+  tuning?: Partial<WorkerTuningOptions>;
+}
+
+/** The Worker options `baton worker` exposes as environment variables (see `WorkerTuning` in config.ts). */
+export interface WorkerTuningOptions {
+  maxConcurrentActivityTaskExecutions: number;
+  maxConcurrentWorkflowTaskExecutions: number;
+  maxCachedWorkflows: number;
+  identity: string;
 }
 
 /** Path of the workflows entry, resolved so it works from TypeScript sources (tsx) and compiled output alike. */
@@ -42,6 +52,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
     connection,
     namespace,
     taskQueue,
+    ...options.tuning,
     activities: createActivities({
       pool,
       openai,

@@ -1,43 +1,106 @@
-/** `baton worker`: a production worker configured entirely by environment variables. */
-import { NativeConnection } from '@temporalio/worker';
+/** `baton worker` and `baton setup`: a production worker and its one-time preparation, configured by the environment. */
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { assertSearchAttributes, describeSetup, setupBaton, type SetupResult } from '../stack/temporal-setup';
+import { loadScript, startScriptedModelServer } from '../testing/scripted-model';
 import { createAgentCatalog } from './agent-catalog';
-import { readWorkerConfig } from './config';
+import { readSetupConfig, readWorkerConfig } from './config';
+import { connectTemporal } from './connection';
 import { createBatonWorker } from './create-worker';
+import { startHealthServer } from './health';
 import { createModelClient } from './model-client';
+import { installRuntime } from './runtime';
+
+/** The line a supervisor (or a test) can wait for: the worker is polling. */
+export const WORKER_READY_PREFIX = 'baton worker: polling';
 
 /**
- * Reads the configuration, applies migrations, and runs a worker until SIGINT/SIGTERM (the Temporal runtime
- * installs those handlers and drains in-flight tasks before `run()` resolves).
+ * Reads the configuration, checks the namespace was set up, applies migrations, and runs a worker until
+ * SIGINT/SIGTERM (the Temporal runtime installs those handlers and drains in-flight tasks before `run()` resolves).
  * @throws ConfigError, AgentConfigError at start-up, before anything is opened.
+ * @throws SetupRequiredError when the namespace lacks Baton's search attributes (run `baton setup`).
  */
 export async function runWorkerFromEnv(env: Record<string, string | undefined>): Promise<void> {
   const config = readWorkerConfig(env);
+  installRuntime(config.logLevel, config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {});
   const catalog = createAgentCatalog({ agents: config.agentsDir, ...config.tools });
-  const pool = createPool({ connectionString: config.databaseUrl, applicationName: 'baton-worker' });
+  const closers: (() => Promise<void>)[] = [];
   try {
+    const pool = createPool({
+      connectionString: config.databaseUrl,
+      applicationName: 'baton-worker',
+      max: config.dbPoolSize,
+    });
+    closers.push(() => pool.end());
     await migrate(pool);
-    const connection = await NativeConnection.connect({ address: config.temporalAddress });
-    try {
-      const worker = await createBatonWorker({
-        connection,
-        namespace: config.namespace,
-        taskQueue: config.taskQueue,
-        pool,
-        openai: createModelClient(config.model),
-        model: config.model.model,
-        catalog,
-        maxEnvValueBytes: config.tools.maxEnvValueBytes,
-      });
-      process.stderr.write(
-        `baton worker: polling task queue '${config.taskQueue}' on ${config.temporalAddress} (${catalog.agents().size} agents)\n`,
-      );
-      await worker.run();
-    } finally {
-      await connection.close();
+    const connection = await connectTemporal(config.temporal);
+    closers.push(() => connection.close());
+    await assertSearchAttributes(connection, config.namespace);
+
+    let model = config.model;
+    if (config.modelScript !== undefined) {
+      const server = await startScriptedModelServer({ script: loadScript(config.modelScript) });
+      closers.push(() => server.close());
+      model = { ...model, baseURL: server.baseURL, model: 'baton-scripted' };
+      process.stderr.write(`baton worker: scripted model (no OPENAI_API_KEY), script ${config.modelScript}\n`);
     }
+    const worker = await createBatonWorker({
+      connection,
+      namespace: config.namespace,
+      taskQueue: config.taskQueue,
+      pool,
+      openai: createModelClient(model),
+      model: model.model,
+      catalog,
+      maxEnvValueBytes: config.tools.maxEnvValueBytes,
+      tuning: config.worker,
+    });
+    const { identity } = config.worker;
+    if (config.worker.healthAddress !== undefined) {
+      const health = await startHealthServer(config.worker.healthAddress, () => ({
+        state: worker.getState(),
+        identity,
+        taskQueue: config.taskQueue,
+      }));
+      closers.push(() => health.close());
+      process.stderr.write(`baton worker: health at http://${health.address}/healthz\n`);
+    }
+    if (config.worker.metricsAddress !== undefined) {
+      process.stderr.write(`baton worker: Prometheus metrics at http://${config.worker.metricsAddress}/metrics\n`);
+    }
+    const running = worker.run();
+    process.stderr.write(
+      `${WORKER_READY_PREFIX} task queue '${config.taskQueue}' in namespace '${config.namespace}' on ` +
+        `${config.temporalAddress} as '${identity}' (${catalog.agents().size} agents)\n`,
+    );
+    await running;
   } finally {
-    await pool.end();
+    for (const close of closers.reverse()) await close().catch(() => undefined);
+  }
+}
+
+/**
+ * `baton setup`: creates the namespace when missing, registers Baton's search attributes and applies migrations,
+ * then prints what it changed (one line each, or the result as JSON).
+ * @throws ConfigError for invalid settings; what the servers answered otherwise.
+ */
+export async function runSetupFromEnv(
+  env: Record<string, string | undefined>,
+  options: { readonly json: boolean; readonly write: (text: string) => void },
+): Promise<SetupResult> {
+  const config = readSetupConfig(env);
+  installRuntime(config.logLevel);
+  const connection = await connectTemporal(config.temporal);
+  try {
+    const result = await setupBaton({
+      connection,
+      namespace: config.temporal.namespace,
+      retentionDays: config.retentionDays,
+      databaseUrl: config.databaseUrl,
+    });
+    options.write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${describeSetup(result)}\n`);
+    return result;
+  } finally {
+    await connection.close();
   }
 }

@@ -2,14 +2,26 @@ import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 
 export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 
+/** What the Temporal runtime exposes beyond logs. */
+export interface RuntimeTelemetryOptions {
+  /** Serve the SDK's Prometheus metrics at `http://<address>/metrics` (`host:port`). Off when unset. */
+  readonly metricsAddress?: string;
+}
+
 /**
  * Installs the Temporal runtime with a logger at `level` (Baton defaults to WARN: the SDK's INFO lines, such as
- * webpack's bundle report and every worker state change, drown the output people read). Must run before the first
- * worker or native connection is created; later calls are ignored, since the runtime can be installed only once.
+ * webpack's bundle report and every worker state change, drown the output people read), and the Prometheus
+ * exporter when asked. Must run before the first worker or native connection is created; later calls are ignored,
+ * since the runtime can be installed only once.
  */
-export function installRuntime(level: LogLevel = 'WARN'): void {
+export function installRuntime(level: LogLevel = 'WARN', telemetry: RuntimeTelemetryOptions = {}): void {
   try {
-    Runtime.install({ logger: new DefaultLogger(level) });
+    Runtime.install({
+      logger: new DefaultLogger(level),
+      ...(telemetry.metricsAddress
+        ? { telemetryOptions: { metrics: { prometheus: { bindAddress: telemetry.metricsAddress } } } }
+        : {}),
+    });
   } catch {
     // Already installed (by an earlier call, or implicitly by a worker): keep the one in place.
   }

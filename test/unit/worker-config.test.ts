@@ -10,13 +10,22 @@ const minimal = {
 };
 
 test('worker config: defaults fill what is not set', () => {
-  assert.deepEqual(readWorkerConfig(minimal, '/srv/app'), {
+  assert.deepEqual(readWorkerConfig(minimal, '/srv/app', { hostname: 'box', pid: 42 }), {
     temporalAddress: '127.0.0.1:7233',
     namespace: 'default',
+    temporal: { address: '127.0.0.1:7233', namespace: 'default' },
     taskQueue: 'baton',
     databaseUrl: 'postgres://baton@127.0.0.1:5432/baton',
+    dbPoolSize: 10,
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     agentsDir: 'agents',
+    worker: {
+      maxConcurrentActivityTaskExecutions: 100,
+      maxConcurrentWorkflowTaskExecutions: 40,
+      maxCachedWorkflows: 1000,
+      identity: 'baton-worker 42@box',
+    },
+    logLevel: 'WARN',
     tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR, maxEnvValueBytes: 100 * 1024, shellEnv: {} },
   });
 });

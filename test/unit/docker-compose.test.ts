@@ -1,0 +1,136 @@
+/**
+ * What can be proven of docker-compose.yml and the Dockerfile without a Docker engine: the services the README
+ * promises, pinned images, health-gated start order, loopback-only ports, the model passed through, and every
+ * variable set for Baton's containers being one `baton worker` or `baton setup` reads (a typo there would
+ * otherwise go unnoticed until someone ran it).
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { parse } from 'yaml';
+import { batonEnvVariables } from '../../worker/config';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+
+interface ComposeService {
+  image?: string;
+  build?: unknown;
+  command?: string[];
+  entrypoint?: string[];
+  environment?: Record<string, string>;
+  depends_on?: Record<string, { condition?: string }>;
+  ports?: string[];
+  volumes?: string[];
+  healthcheck?: { test?: string[] };
+}
+
+const compose = parse(fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8')) as {
+  services: Record<string, ComposeService>;
+  volumes?: Record<string, unknown>;
+};
+const services = compose.services;
+const service = (name: string): ComposeService => {
+  const found = services[name];
+  assert.ok(found, `docker-compose.yml has no service '${name}'`);
+  return found;
+};
+/** Services that run Baton's image. */
+const batonServices = Object.entries(services).filter(([, s]) => s.build !== undefined || s.image === 'baton:local');
+
+test('docker compose: the services of the production topology are there', () => {
+  assert.deepEqual(Object.keys(services).sort(), [
+    'baton-setup',
+    'postgres',
+    'temporal',
+    'temporal-schema',
+    'temporal-ui',
+    'worker',
+  ]);
+  assert.match(service('temporal-schema').image ?? '', /^temporalio\/admin-tools:/);
+  assert.match(service('temporal').image ?? '', /^temporalio\/server:/, 'not the deprecated auto-setup image');
+  assert.match(service('temporal-ui').image ?? '', /^temporalio\/ui:/);
+  assert.deepEqual(service('baton-setup').command, ['setup']);
+  assert.deepEqual(service('worker').command, ['worker']);
+  assert.ok(service('postgres').volumes?.some((v) => v.endsWith(':/var/lib/postgresql/data')));
+  assert.ok(compose.volumes && 'postgres-data' in compose.volumes);
+});
+
+test('docker compose: every image is pinned to a version, Baton builds from the Dockerfile', () => {
+  for (const [name, s] of Object.entries(services)) {
+    if (s.image === 'baton:local') continue;
+    assert.match(s.image ?? '', /^[\w./-]+:\d+(\.\d+)+[\w.-]*$/, `${name}: image ${s.image} is not pinned`);
+  }
+  assert.ok(service('baton-setup').build !== undefined, 'baton-setup builds the image');
+  assert.equal(service('worker').image, 'baton:local');
+});
+
+test('docker compose: start order waits for health or completion, and long-running dependencies have health checks', () => {
+  for (const [name, s] of Object.entries(services)) {
+    for (const [dependency, spec] of Object.entries(s.depends_on ?? {})) {
+      assert.ok(
+        spec.condition === 'service_healthy' || spec.condition === 'service_completed_successfully',
+        `${name} depends on ${dependency} without a condition`,
+      );
+      assert.ok(dependency in services, `${name} depends on unknown ${dependency}`);
+      if (spec.condition === 'service_healthy') {
+        assert.ok(service(dependency).healthcheck?.test, `${dependency} has no health check for ${name} to wait on`);
+      }
+    }
+  }
+  assert.equal(service('temporal').depends_on?.['temporal-schema']?.condition, 'service_completed_successfully');
+  assert.equal(service('worker').depends_on?.['baton-setup']?.condition, 'service_completed_successfully');
+  assert.ok(service('worker').healthcheck?.test, 'the worker has a health check');
+});
+
+test('docker compose: published ports listen on 127.0.0.1 only, and workers publish none so they scale', () => {
+  for (const [name, s] of Object.entries(services)) {
+    for (const port of s.ports ?? []) assert.match(port, /^127\.0\.0\.1:/, `${name} publishes ${port}`);
+  }
+  assert.equal(service('worker').ports, undefined);
+});
+
+test('docker compose: Temporal runs on Postgres from the mounted config file, the one the native test uses', () => {
+  const temporal = service('temporal');
+  const mount = temporal.volumes?.find((v) => v.startsWith('./deploy/temporal/production.yaml:'));
+  assert.ok(mount, 'deploy/temporal/production.yaml is mounted');
+  const target = mount.split(':')[1] ?? '';
+  const entry = temporal.entrypoint ?? [];
+  assert.equal(entry[0], 'temporal-server');
+  assert.equal(
+    path.posix.join(entry[entry.indexOf('--config') + 1] ?? '', `${entry[entry.indexOf('--env') + 1]}.yaml`),
+    target,
+  );
+  const config = fs.readFileSync(path.join(ROOT, 'deploy', 'temporal', 'production.yaml'), 'utf8');
+  assert.match(config, /^# enable-template/);
+  assert.match(config, /pluginName: postgres12/);
+  assert.ok(service('temporal-schema').volumes?.some((v) => v.startsWith('./deploy/temporal/create-schemas.sh:')));
+});
+
+test('docker compose: the model endpoint and key come from the environment, the scripted model otherwise', () => {
+  const env = service('worker').environment ?? {};
+  assert.equal(env.OPENAI_API_KEY, '${OPENAI_API_KEY:-}');
+  assert.equal(env.OPENAI_BASE_URL, '${OPENAI_BASE_URL:-}');
+  assert.match(env.BATON_MODEL ?? '', /^\$\{BATON_MODEL:-/);
+  assert.ok(env.BATON_MODEL_SCRIPT && fs.existsSync(path.join(ROOT, env.BATON_MODEL_SCRIPT)), 'the script exists');
+});
+
+test('docker compose: every variable set for Baton containers is one baton worker or baton setup reads', () => {
+  const known = new Set(batonEnvVariables());
+  assert.ok(batonServices.length >= 2);
+  for (const [name, s] of batonServices) {
+    for (const variable of Object.keys(s.environment ?? {})) {
+      assert.ok(known.has(variable), `${name} sets ${variable}, which Baton does not read`);
+    }
+  }
+});
+
+test('dockerfile: multi-stage, runs as a non-root user, `baton worker` by default', () => {
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const stages = dockerfile.match(/^FROM .+$/gm) ?? [];
+  assert.ok(stages.length >= 2, 'multi-stage');
+  for (const stage of stages) assert.match(stage, /^FROM [\w./-]+:\d+(\.\d+)+[\w.-]*( AS \w+)?$/, stage);
+  assert.match(dockerfile, /^USER node$/m);
+  assert.match(dockerfile, /^ENTRYPOINT \["node", "bin\/baton\.js"\]$/m);
+  assert.match(dockerfile, /^CMD \["worker"\]$/m);
+});
