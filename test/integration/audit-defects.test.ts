@@ -352,7 +352,7 @@ test('defect 8: list_env_data pages its manifest: a default that fits a context,
     [thread.threadId],
   );
   const list = createEnvDataTools().find((tool) => tool.name === 'list_env_data');
-  assert.ok(list?.run);
+  if (!list?.run) throw new Error('list_env_data runs in the activity');
   const context = fakeToolContext({ scope: scopeOf(thread), env: new EnvStore(realPool) });
   const seen: string[] = [];
   let cursor: string | undefined;
