@@ -231,6 +231,16 @@ interface EnvCommandOptions {
   json?: boolean;
   watch?: boolean;
   since?: number;
+  limit?: number;
+  after?: string;
+}
+
+/** Manifest entries `baton env` prints per page. */
+const ENV_MANIFEST_PAGE = 100;
+
+function parseLimit(value: string): number {
+  if (!/^[1-9]\d{0,5}$/.test(value)) throw new InvalidArgumentError('a whole number from 1 to 999999 is expected.');
+  return Number(value);
 }
 
 program
@@ -241,6 +251,8 @@ program
   .argument('[action]', '`get` prints the value under <key>; `events` prints the change log')
   .argument('[key]', 'with `get`: the key')
   .option('--since <seq>', 'with `events`: only events after this sequence number', parseSeq)
+  .option('--limit <n>', `the manifest: entries per page (default ${ENV_MANIFEST_PAGE})`, parseLimit)
+  .option('--after <key>', 'the manifest: start after this key (the cursor a previous page printed)')
   .option('--watch', 'then print each change as it commits, until Ctrl-C (not with `get`)')
   .option(
     '--json',
@@ -276,7 +288,14 @@ program
         } else {
           // The log's end before the manifest: a change in between is printed though the manifest shows it, not lost.
           const since = interrupted ? await readEnvEvents(thread, 0) : 0;
-          const entries = await thread.envData();
+          const page = await thread.envDataPage({}, { limit: options.limit ?? ENV_MANIFEST_PAGE, after: options.after });
+          const entries = page.entries;
+          if (page.nextCursor !== undefined) {
+            process.stderr.write(
+              `${page.more} more entries: baton env ${threadId} --after ${page.nextCursor}` +
+                `${options.limit === undefined ? '' : ` --limit ${options.limit}`}\n`,
+            );
+          }
           if (!interrupted) return print(json, entries, formatEnvManifest(entries));
           process.stdout.write(`${json ? JSON.stringify(entries) : formatEnvManifest(entries)}\n`);
           return watchEnvEvents(thread, since, json, interrupted);

@@ -32,6 +32,7 @@ import { DEFAULT_WORLD, editWorldVariablesText, getWorldVariablesText, setWorldV
 import { EnvStore, type EnvEntry, type EnvEvent, type EnvListFilters, type EnvManifestEntry } from '../db/env-data';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findThread } from '../db/threads';
+import type { EnvManifestPage } from '../db/env-data';
 import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
 import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
@@ -347,6 +348,19 @@ export class ThreadHandle {
   async envData(filters: EnvListFilters = {}): Promise<EnvManifestEntry[]> {
     const db = await this.envDatabase();
     return new EnvStore(db).list(this.threadId, filters);
+  }
+
+  /**
+   * One page of the manifest, by key: up to `page.limit` entries after the key `page.after`, with how many more
+   * match and the cursor (`nextCursor`) of the next page. Prefer it to {@link envData} for large manifests.
+   * @throws BatonClientError for an unknown thread or a delegation thread.
+   */
+  async envDataPage(
+    filters: EnvListFilters = {},
+    page: { limit?: number; after?: string } = {},
+  ): Promise<EnvManifestPage> {
+    const db = await this.envDatabase();
+    return new EnvStore(db).listPage(this.threadId, filters, undefined, page);
   }
 
   /**
