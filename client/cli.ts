@@ -288,7 +288,10 @@ program
         } else {
           // The log's end before the manifest: a change in between is printed though the manifest shows it, not lost.
           const since = interrupted ? await readEnvEvents(thread, 0) : 0;
-          const page = await thread.envDataPage({}, { limit: options.limit ?? ENV_MANIFEST_PAGE, after: options.after });
+          const page = await thread.envDataPage(
+            {},
+            { limit: options.limit ?? ENV_MANIFEST_PAGE, after: options.after },
+          );
           const entries = page.entries;
           if (page.nextCursor !== undefined) {
             process.stderr.write(
