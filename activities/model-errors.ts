@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import { ErrorType, type ErrorTypeName } from '../common/errors';
 
-/** HTTP statuses worth retrying: the same request can succeed later (DESIGN.md §4.7). */
+/** HTTP statuses worth retrying: the same request can succeed later (docs/architecture.md §4, invariant 7). */
 const RETRYABLE: Record<number, ErrorTypeName> = {
   408: ErrorType.ModelTimeout,
   409: ErrorType.ModelConflict,

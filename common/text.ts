@@ -38,7 +38,7 @@ export function firstLine(text: string): string {
 
 /**
  * Workflow `staticSummary` shown in the Web UI: the agent and the first line of its message, at most 200 bytes
- * (DESIGN.md §5).
+ * (docs/architecture.md §5).
  */
 export function turnSummary(agent: string, message: string): string {
   return truncateBytes(`${agent}: ${firstLine(message)}`, 200);

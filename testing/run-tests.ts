@@ -1,6 +1,7 @@
 /**
- * `npm test`: boots the stack once (a Temporal dev server and Postgres, as DESIGN.md §6 resolves them), creates a
- * fresh database, bundles the workflows once, runs the suites with Node's test runner, and tears everything down.
+ * `npm test`: boots the stack once (a Temporal dev server and Postgres, as docs/architecture.md §6 resolves them),
+ * creates a fresh database, bundles the workflows once, runs the suites with Node's test runner, and tears everything
+ * down.
  *
  *   npm test                      every suite
  *   npm test -- unit replay       some suites

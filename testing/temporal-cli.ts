@@ -1,5 +1,5 @@
 /**
- * Finds a Temporal server for Baton, in DESIGN §6's order: `TEMPORAL_ADDRESS`, a `temporal` CLI from
+ * Finds a Temporal server for Baton, in the order of docs/architecture.md §6: `TEMPORAL_ADDRESS`, a `temporal` CLI from
  * `TEMPORAL_CLI_PATH`, the PATH or the user cache, a one-time `go install` into that cache, and last the
  * Temporal SDK's own download (which needs internet access that many machines lack).
  *

@@ -2,8 +2,8 @@ import OpenAI from 'openai';
 import type { ModelConfig } from './config';
 
 /**
- * The `openai` client as Baton uses it: its own retries off (Temporal's retry policy owns retries, DESIGN.md
- * §4.7) and a request timeout below the model activity's start-to-close timeout.
+ * The `openai` client as Baton uses it: its own retries off (Temporal's retry policy owns retries,
+ * docs/architecture.md §4, invariant 7) and a request timeout below the model activity's start-to-close timeout.
  */
 export function createModelClient(config: ModelConfig): OpenAI {
   return new OpenAI({

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import type { Script, StepSelection } from '../../testing/scripted-model';
 import { ScriptError, loadScript, parseScript, selectStep, validateScript } from '../../testing/scripted-model';
 
-const DESIGN_SCRIPT = `agents:
+const ARCHITECTURE_SCRIPT = `agents:
   coordinator:
     - call: solver
       args: { message: "Solve ARC task 007bbfb7" }
@@ -33,8 +33,8 @@ function scriptError(run: () => unknown): ScriptError {
   assert.fail('expected a ScriptError');
 }
 
-test('scripted-model script: parses the DESIGN example into tagged steps with defaults', () => {
-  const script = parseScript(DESIGN_SCRIPT, 'design.yaml');
+test('scripted-model script: parses the example of docs/architecture.md §7 into tagged steps with defaults', () => {
+  const script = parseScript(ARCHITECTURE_SCRIPT, 'architecture.yaml');
   assert.deepEqual(script, {
     agents: {
       coordinator: [
@@ -74,7 +74,7 @@ test('scripted-model script: JSON text parses the same as YAML', () => {
 });
 
 test('scripted-model script: selectStep picks the answering step by assistant count', () => {
-  const script = parseScript(DESIGN_SCRIPT, 'design.yaml');
+  const script = parseScript(ARCHITECTURE_SCRIPT, 'architecture.yaml');
   const first = selectStep(script, 'coordinator', 0, 0);
   const second = selectStep(script, 'coordinator', 1, 0);
   assert.equal(first.kind, 'answer');
@@ -132,7 +132,7 @@ test('scripted-model script: fail entries fail the next answering step `times` t
 });
 
 test('scripted-model script: a script that runs out names the agent and the step', () => {
-  const script = parseScript(DESIGN_SCRIPT, 'design.yaml');
+  const script = parseScript(ARCHITECTURE_SCRIPT, 'architecture.yaml');
   assert.deepEqual(selectStep(script, 'solver', 2, 0), {
     kind: 'exhausted',
     agent: 'solver',
@@ -149,7 +149,7 @@ test('scripted-model script: a script that runs out names the agent and the step
 });
 
 test('scripted-model script: an unknown agent lists the agents the script has', () => {
-  const script = parseScript(DESIGN_SCRIPT, 'design.yaml');
+  const script = parseScript(ARCHITECTURE_SCRIPT, 'architecture.yaml');
   assert.deepEqual(selectStep(script, 'constructor', 0, 0), {
     kind: 'unknown_agent',
     agent: 'constructor',
@@ -216,7 +216,7 @@ test('scripted-model script: loadScript reads a file and names it in errors', ()
   const dir = mkdtempSync(join(tmpdir(), 'baton-scripted-model-'));
   const good = join(dir, 'good.yaml');
   const bad = join(dir, 'bad.json');
-  writeFileSync(good, DESIGN_SCRIPT);
+  writeFileSync(good, ARCHITECTURE_SCRIPT);
   writeFileSync(bad, '{"agents": {"a": [{"say": "x", "delay_ms": -1}]}}');
   assert.deepEqual(Object.keys(loadScript(good).agents), ['coordinator', 'solver', 'slow_worker']);
 

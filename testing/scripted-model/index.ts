@@ -1,6 +1,6 @@
 /**
  * The scripted model: an OpenAI-compatible HTTP server that answers each agent from a script (YAML or JSON,
- * DESIGN.md §7), so agents can be tested deterministically and the demo runs offline. The answering step
+ * docs/architecture.md §7), so agents can be tested deterministically and the demo runs offline. The answering step
  * is chosen by the `x-baton-agent` header and the number of assistant messages in the request; scripted
  * failures are counted per `x-baton-thread`, so concurrent and retried threads replay the same way.
  *

@@ -123,7 +123,7 @@ const agentStepsSchema = z
   });
 
 /**
- * The script schema (DESIGN.md §7): for each agent, an ordered list of answering steps (`say`, `call`,
+ * The script schema (docs/architecture.md §7): for each agent, an ordered list of answering steps (`say`, `call`,
  * `calls`) with `fail` entries placed before the step whose requests they fail.
  */
 export const scriptSchema = z.strictObject(

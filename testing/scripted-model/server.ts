@@ -206,7 +206,7 @@ function completionBody(request: ChatRequest, stepNumber: number, step: Answerin
 }
 
 /**
- * Starts the scripted OpenAI-compatible model server (DESIGN.md §7): `POST /v1/chat/completions`
+ * Starts the scripted OpenAI-compatible model server (docs/architecture.md §7): `POST /v1/chat/completions`
  * (non-streaming) answers from the script; `GET /v1/models` lists one model.
  *
  * @throws {@link NonLoopbackHostError} for a host that is not a loopback address.
