@@ -30,8 +30,9 @@ export function limitsFromVariables(
   for (const [field, name] of Object.entries(LIMIT_VARIABLES) as [keyof DelegationLimits, string][]) {
     const raw = variables[name];
     if (raw === undefined) continue;
-    const value = Number(raw);
-    if (Number.isInteger(value) && value >= 1) limits[field] = value;
+    // Plain decimal digits only: Number() would also take '0x10', '1e20' or ' 7 '.
+    const value = /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : Number.NaN;
+    if (Number.isSafeInteger(value) && value >= 1) limits[field] = value;
     else log.warn('ignoring a world variable that is not a positive whole number', { name, value: raw });
   }
   return { ...limits, ...overrides };
