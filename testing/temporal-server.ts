@@ -350,10 +350,10 @@ interface ExitStatus {
 }
 
 /**
- * A running `temporal server start-dev`: its output (in a log file or the last lines in memory), its exit, and
- * a stop that interrupts before it kills.
+ * A running `temporal server start-dev` (or `temporal-server start`, see `stack/production.ts`): its output (in a
+ * log file or the last lines in memory), its exit, and a stop that interrupts before it kills.
  */
-class DevServerProcess {
+export class DevServerProcess {
   readonly #child: ChildProcess;
   readonly #started = Date.now();
   readonly #exited: Promise<ExitStatus>;
@@ -391,9 +391,10 @@ class DevServerProcess {
     executable: string,
     args: readonly string[],
     logFile: string | undefined,
+    env?: Readonly<Record<string, string | undefined>>,
   ): Promise<DevServerProcess> {
     if (logFile === undefined) {
-      const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+      const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true, env });
       const server = new DevServerProcess(child, undefined);
       const keep = (line: string): void => {
         server.#lines.push(line);
@@ -415,7 +416,7 @@ class DevServerProcess {
     try {
       await file.write(`--- ${new Date().toISOString()} ${executable} ${args.join(' ')}\n`);
       const { size } = await file.stat();
-      const child = spawn(executable, args, { stdio: ['ignore', file.fd, file.fd], windowsHide: true });
+      const child = spawn(executable, args, { stdio: ['ignore', file.fd, file.fd], windowsHide: true, env });
       return new DevServerProcess(child, { path: logFile, offset: size });
     } finally {
       await file.close();
@@ -547,7 +548,7 @@ function canConnect(ip: string, port: number): Promise<boolean> {
 }
 
 /** The preferred port when it is free on `ip` (and not in `taken`), else one the OS hands out. */
-async function choosePort(ip: string, preferred: number, taken: readonly number[] = []): Promise<number> {
+export async function choosePort(ip: string, preferred: number, taken: readonly number[] = []): Promise<number> {
   if (preferred !== 0 && !taken.includes(preferred) && (await canListen(ip, preferred))) return preferred;
   for (;;) {
     const port = await listenOnce(ip, 0);

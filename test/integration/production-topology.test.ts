@@ -1,0 +1,300 @@
+/**
+ * The production topology, natively (no Docker engine here): Temporal's schemas created in fresh Postgres databases
+ * by temporal-sql-tool through deploy/temporal/create-schemas.sh, temporal-server on Postgres persistence and
+ * visibility from deploy/temporal/production.yaml (the files docker-compose.yml mounts), `baton setup`, and two
+ * `baton worker` processes on one task queue. A conversation with a delegation runs while one worker is SIGKILLed
+ * mid-call; it completes, every env write is present once, and the workflows are found by Baton's search
+ * attributes through the server's Postgres visibility store.
+ *
+ * The first run builds temporal-server and temporal-sql-tool from Go (minutes, with progress); later runs reuse
+ * the cache. Without Go and without a cached build the test is skipped, except under CI=true, where it fails.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { randomBytes } from 'node:crypto';
+import { connect, type BatonClient, type ThreadHandle } from '../../client';
+import { startProductionTopology, type ProductionTopology } from '../../stack/production';
+import { TemporalSetupError } from '../../stack/temporal-build';
+import { resolveTemporalServerBinaries } from '../../stack/temporal-server-binaries';
+import { readModelLog } from '../../testing/harness';
+import { dropDatabase } from '../../testing/local-postgres';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
+
+const env = readTestEnv();
+const ROOT = path.resolve(__dirname, '..', '..');
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'production-topology-'));
+const agentsDir = path.join(workDir, 'agents');
+const taskQueue = uniqueTaskQueue('production');
+const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`;
+const databases = {
+  temporal: `bp_${suffix}_temporal`,
+  visibility: `bp_${suffix}_visibility`,
+  baton: `bp_${suffix}_baton`,
+};
+const serverUrl = (() => {
+  const url = new URL(env.databaseUrl);
+  url.pathname = '/postgres';
+  return url.toString();
+})();
+
+/** A cold build of temporal-server takes 10 to 20 minutes on two cores; the wait for it is part of this file. */
+const SETUP_TIMEOUT_MS = 60 * 60 * 1000;
+/** Two worker start-ups, the 20 s heartbeat timeout that notices the killed worker, and two model delays. */
+const TEST_TIMEOUT_MS = 240_000;
+/** Long enough that the SIGKILL surely lands during the call, short next to the heartbeat timeout. */
+const MODEL_DELAY_MS = 6_000;
+const REPLY = 'Lead done: the helper stored both facts.';
+
+// FORK_JOIN: when the fork_join capability lands, give `lead` the capability and add a step here that calls
+// fork_join over two `helper` tasks (e.g. `- call: fork_join` with its tasks), then assert below that both tasks'
+// commits were merged once each. The kill then lands inside a fork as well as inside a delegation.
+const script = parseScript(
+  `
+agents:
+  lead:
+    - call: helper
+      args: { message: "Collect two facts." }
+    - say: "${REPLY}"
+  helper:
+    - call: store_env_data
+      args: { key: facts/a, short_description: "The first fact", value: { n: 1 } }
+    - call: store_env_data
+      args: { key: facts/b, short_description: "The second fact", value: { n: 2 } }
+      delay_ms: ${MODEL_DELAY_MS}
+    - say: "Helper done."
+`,
+  'production-topology',
+);
+
+let skipReason: string | undefined;
+let topology: ProductionTopology | undefined;
+let client: BatonClient | undefined;
+const models: { server: ScriptedModelServer; log: string }[] = [];
+const workers: WorkerProcess[] = [];
+
+before(
+  async () => {
+    try {
+      // Builds on first use, with progress on stderr; the runner shows it.
+      await resolveTemporalServerBinaries({ env: process.env, progress: process.stderr, progressIntervalMs: 30_000 });
+    } catch (error) {
+      if (
+        process.env.CI !== 'true' &&
+        error instanceof TemporalSetupError &&
+        /`go` is not on the PATH/.test(error.message)
+      ) {
+        skipReason = error.message;
+        return;
+      }
+      throw error;
+    }
+    topology = await startProductionTopology({
+      postgresUrl: serverUrl,
+      databases,
+      stateDir: workDir,
+      env: process.env,
+      log: (line) => process.stderr.write(`[production topology] ${line}\n`),
+    });
+    fs.mkdirSync(agentsDir, { recursive: true });
+    fs.writeFileSync(
+      path.join(agentsDir, 'lead.md'),
+      '---\nname: lead\ndescription: Hands the work to the helper.\ncapabilities: [helper]\n---\nYou lead.\n',
+    );
+    fs.writeFileSync(
+      path.join(agentsDir, 'helper.md'),
+      '---\nname: helper\ndescription: Stores facts as shared environment data.\n---\nYou help.\n',
+    );
+    for (const name of ['a', 'b']) {
+      const log = path.join(workDir, `model-${name}.jsonl`);
+      models.push({ server: await startScriptedModelServer({ script, logFile: log }), log });
+    }
+    client = await connect({
+      address: topology.temporalAddress,
+      namespace: topology.namespace,
+      taskQueue,
+      databaseUrl: topology.databaseUrl,
+    });
+  },
+  { timeout: SETUP_TIMEOUT_MS },
+);
+
+after(async () => {
+  await Promise.all(workers.map((worker) => worker.kill()));
+  await client?.close();
+  await Promise.all(models.map((model) => model.server.close()));
+  await topology?.stop();
+  if (topology) {
+    for (const name of Object.values(databases)) await dropDatabase(serverUrl, name).catch(() => undefined);
+  }
+});
+
+function startWorker(index: number): Promise<WorkerProcess> {
+  assert.ok(topology);
+  return startWorkerProcess({
+    name: `worker ${index === 0 ? 'A' : 'B'}`,
+    readyTimeoutMs: 120_000,
+    env: {
+      TEMPORAL_ADDRESS: topology.temporalAddress,
+      TEMPORAL_NAMESPACE: topology.namespace,
+      BATON_TASK_QUEUE: taskQueue,
+      DATABASE_URL: topology.databaseUrl,
+      BATON_DB_POOL_SIZE: '4',
+      OPENAI_BASE_URL: models[index]?.server.baseURL ?? '',
+      OPENAI_API_KEY: 'scripted',
+      BATON_MODEL: 'baton-scripted',
+      BATON_AGENTS_DIR: agentsDir,
+      BATON_HEALTH_ADDRESS: '127.0.0.1:0',
+      BATON_LOG_LEVEL: 'WARN',
+    },
+  });
+}
+
+/** Polls until `check` returns a value, or fails naming `what` after `timeoutMs`. */
+async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** Model requests of `agent` in `threadId`'s tree at `step` (assistant messages already in the request). */
+function requestsAt(log: string, rootThreadId: string, agent: string, step: number) {
+  return readModelLog(log).filter(
+    (request) =>
+      request.agent === agent &&
+      request.headers['x-baton-root-thread'] === rootThreadId &&
+      request.messages.filter((message) => message.role === 'assistant').length === step,
+  );
+}
+
+function runCli(args: string[], cliEnv: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const childEnv: Record<string, string | undefined> = { ...process.env, ...cliEnv };
+    delete childEnv.NODE_TEST_CONTEXT;
+    execFile(
+      process.execPath,
+      [path.join(ROOT, 'bin', 'baton.js'), ...args],
+      { env: childEnv },
+      (error, stdout, stderr) =>
+        error ? reject(new Error(`baton ${args.join(' ')} failed: ${stderr}`)) : resolve(stdout),
+    );
+  });
+}
+
+test('production topology: baton setup prepared a fresh server, and running it again changes nothing', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  assert.ok(topology);
+  assert.equal(topology.setup.namespace.created, true);
+  assert.deepEqual([...topology.setup.searchAttributes.added].sort(), [
+    'BatonAgent',
+    'BatonParentThreadId',
+    'BatonRootThreadId',
+    'BatonThreadId',
+  ]);
+  assert.ok(topology.setup.migrations.applied.length > 0);
+  const again = JSON.parse(
+    await runCli(['setup', '--json'], {
+      TEMPORAL_ADDRESS: topology.temporalAddress,
+      TEMPORAL_NAMESPACE: topology.namespace,
+      DATABASE_URL: topology.databaseUrl,
+    }),
+  ) as { changed: boolean; namespace: { created: boolean }; searchAttributes: { added: string[]; present: string[] } };
+  assert.equal(again.changed, false);
+  assert.equal(again.namespace.created, false);
+  assert.deepEqual(again.searchAttributes.added, []);
+  assert.equal(again.searchAttributes.present.length, 4);
+});
+
+test(
+  'production topology: two workers, one SIGKILLed mid-delegation; the conversation completes with every env write once',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    if (skipReason) return t.skip(skipReason);
+    assert.ok(topology && client);
+    const started = Date.now();
+    const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+    workers.push(...(await Promise.all([startWorker(0), startWorker(1)])));
+    t.diagnostic(`two workers polling after ${elapsed()}`);
+
+    const health = /health at (http:\/\/\S+\/healthz)/.exec(workers[0]?.output() ?? '')?.[1];
+    assert.ok(health, 'worker A serves /healthz');
+    const healthResponse = await fetch(health);
+    assert.equal(healthResponse.status, 200);
+    assert.equal(((await healthResponse.json()) as { status: string }).status, 'RUNNING');
+
+    const threadId = uniqueThreadId('production');
+    let thread: ThreadHandle | undefined;
+    try {
+      thread = await client.startThread({ agent: 'lead', threadId });
+      const sending = thread.send('Collect the facts, please.').then(
+        (value) => ({ ok: true as const, value }),
+        (error: unknown) => ({ ok: false as const, error }),
+      );
+
+      // The helper's second model call is slow: whichever worker took it is killed while it waits.
+      const victim = await waitFor('the helper call to kill during', 60_000, () => {
+        const index = models.findIndex((model) => requestsAt(model.log, threadId, 'helper', 1).length > 0);
+        return index === -1 ? undefined : index;
+      });
+      const exit = await workers[victim]?.kill();
+      t.diagnostic(`worker ${victim === 0 ? 'A' : 'B'} killed mid-call after ${elapsed()}`);
+      assert.deepEqual(exit, { code: null, signal: 'SIGKILL' });
+
+      const outcome = await sending;
+      t.diagnostic(`reply after ${elapsed()}`);
+      if (!outcome.ok) throw outcome.error;
+      assert.equal(outcome.value.status, 'completed');
+      assert.equal(outcome.value.reply, REPLY);
+
+      // The cut-off call was retried on the surviving worker, against its own model server.
+      const survivor = models[1 - victim];
+      assert.ok(survivor);
+      assert.equal(requestsAt(survivor.log, threadId, 'helper', 1).length, 1, 'the retry ran on the other worker');
+
+      // Every env write is there once: one `stored` event per key, nothing refused, each entry at version 1.
+      const events = await thread.envEvents();
+      assert.deepEqual(
+        events.map((event) => [event.action, event.key, event.version]),
+        [
+          ['stored', 'facts/a', 1],
+          ['stored', 'facts/b', 1],
+        ],
+      );
+      assert.deepEqual((await thread.envData()).map((entry) => [entry.key, entry.version]).sort(), [
+        ['facts/a', 1],
+        ['facts/b', 1],
+      ]);
+
+      // Baton's search attributes, queried through temporal-server's Postgres visibility store (written
+      // asynchronously, hence the wait).
+      const found = await waitFor('the tree in visibility', 30_000, async () => {
+        const rows: { workflowId: string; agent: unknown }[] = [];
+        for await (const execution of client!.temporal.workflow.list({
+          query: `BatonRootThreadId="${threadId}"`,
+        })) {
+          rows.push({ workflowId: execution.workflowId, agent: execution.searchAttributes.BatonAgent });
+        }
+        return rows.length >= 3 ? rows : undefined;
+      });
+      const agents = found.map((row) => JSON.stringify(row.agent)).sort();
+      assert.ok(agents.some((agent) => agent.includes('lead')) && agents.some((agent) => agent.includes('helper')));
+      const helperTurns = [];
+      for await (const execution of client.temporal.workflow.list({
+        query: `BatonRootThreadId="${threadId}" AND BatonAgent="helper"`,
+      })) {
+        helperTurns.push(execution.workflowId);
+      }
+      assert.equal(helperTurns.length, 1, `one helper turn: ${helperTurns.join(', ')}`);
+    } finally {
+      await thread?.end();
+    }
+  },
+);
