@@ -89,7 +89,8 @@ const SECURITY_HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  // 'no-referrer' would make Chromium send `Origin: null` with our own forms, which the same-origin check refuses.
+  'referrer-policy': 'same-origin',
 } as const;
 
 function isLoopback(host: string): boolean {
