@@ -10,9 +10,11 @@
  * - A value wholly wrapped in one pair of matching quotes (`"…"` or `'…'`) loses that pair and keeps everything else
  *   literally, inner whitespace included; there is no escape processing, so `\n` stays a backslash and an `n`.
  *   An unquoted value is trimmed. Values cannot span lines.
- * - LF and CRLF line ends are both accepted; a leading byte-order mark is ignored.
+ * - LF, CRLF and lone CR line ends are all accepted; a leading byte-order mark is ignored.
  * - Any other line (no `=`, an empty key, a key outside {@link ENV_NAME_PATTERN}) is skipped and reported.
  */
+
+import { hasUnstorableText } from './text';
 
 /** Valid variable names: a letter or `_`, then letters, digits, `_`, `.` or `-`. Case-sensitive. */
 /** The world variable naming the directory the shell and file tools work in (`baton world dir PATH`). */
@@ -47,7 +49,8 @@ interface SourceLine {
 
 function splitLines(text: string): SourceLine[] {
   const lines: SourceLine[] = [];
-  const pattern = /\r?\n/g;
+  // A lone CR ends a line too (old Mac files): values cannot hold one, so it never belongs to a value.
+  const pattern = /\r\n|\r|\n/g;
   let start = 0;
   for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
     lines.push({ text: text.slice(start, match.index), end: match[0] });
@@ -99,6 +102,24 @@ export function envAssignmentProblem(key: string, value: string): string | undef
     return `variable name '${key}' must start with a letter or '_' and hold only letters, digits, '_', '.' or '-'`;
   }
   if (/[\r\n]/.test(value)) return `the value of '${key}' must not contain a line break`;
+  if (hasUnstorableText(value)) {
+    return `the value of '${key}' must not hold a NUL character (U+0000) or a lone UTF-16 surrogate`;
+  }
+  return undefined;
+}
+
+/**
+ * Why a whole variables text cannot be stored (Postgres refuses U+0000 and lone surrogates in text), naming the first
+ * line that holds such a character; `undefined` when it can.
+ */
+export function envTextProblem(text: string): string | undefined {
+  const lines = splitLines(text);
+  for (const [index, line] of lines.entries()) {
+    if (line.text.includes('\u0000')) return `line ${index + 1} holds a NUL character (U+0000), which cannot be stored`;
+    if (hasUnstorableText(line.text)) {
+      return `line ${index + 1} holds a lone UTF-16 surrogate (broken text encoding), which cannot be stored`;
+    }
+  }
   return undefined;
 }
 

@@ -20,19 +20,47 @@ export class AgentConfigError extends Error {
 /** The agents a worker can run, by name. */
 export type AgentRegistry = ReadonlyMap<string, AgentDefinition>;
 
+/** Frontmatter that parsed as YAML but is not a mapping of fields: a list, a string, a number. */
+class NotAMappingError extends Error {
+  constructor(readonly kind: string) {
+    super(`the frontmatter must be a YAML mapping of fields (name: …, description: …), not ${kind}`);
+  }
+}
+
 /** Frontmatter is parsed with `yaml` (YAML 1.2, precise error positions) instead of gray-matter's default js-yaml. */
 const yamlEngine = {
   parse: (text: string): object => {
     const parsed: unknown = YAML.parse(text, { prettyErrors: true });
-    return parsed !== null && typeof parsed === 'object' ? parsed : {};
+    if (parsed === null || parsed === undefined) return {};
+    if (Array.isArray(parsed)) throw new NotAMappingError('a list');
+    if (typeof parsed !== 'object') throw new NotAMappingError(`a ${typeof parsed}`);
+    return parsed;
   },
 };
+
+/** What a YAML value is, in words, for "must be a list (got a string)". */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'a mapping';
+  return `a ${typeof value}`;
+}
+
+/** What a schema expected, in words. */
+function describeExpected(expected: string): string {
+  if (expected === 'array') return 'a list';
+  if (expected === 'object') return 'a mapping';
+  if (expected === 'int') return 'a whole number';
+  return `a ${expected}`;
+}
 
 /**
  * Parses one agent file's text.
  * @throws AgentConfigError naming the file and line for YAML errors, missing or invalid fields.
  */
-export function parseAgentFile(text: string, source: string): AgentDefinition {
+export function parseAgentFile(fileText: string, source: string): AgentDefinition {
+  // Editors on Windows may start a UTF-8 file with a byte-order mark; it is not part of the text.
+  const text = fileText.startsWith('\uFEFF') ? fileText.slice(1) : fileText;
   if (!text.startsWith('---')) {
     throw new AgentConfigError(source, 1, 'missing YAML frontmatter: the file must start with a line "---"');
   }
@@ -41,6 +69,7 @@ export function parseAgentFile(text: string, source: string): AgentDefinition {
     // An empty options object bypasses gray-matter's cache, which would hand back stale results for equal text.
     parsed = matter(text, { engines: { yaml: yamlEngine } });
   } catch (error) {
+    if (error instanceof NotAMappingError) throw new AgentConfigError(source, 2, error.message, { cause: error });
     const linePos = (error as { linePos?: { line: number }[] }).linePos?.[0]?.line;
     // The file line is reported separately; drop the parser's position within the frontmatter.
     const reason = (error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error)).replace(
@@ -57,12 +86,16 @@ export function parseAgentFile(text: string, source: string): AgentDefinition {
     const issue = result.error.issues[0];
     const field = issue?.path.join('.') || '(frontmatter)';
     const line = issue?.path[0] === undefined ? undefined : frontmatterLine(text, String(issue.path[0]));
+    // zod does not report the input by default: look the value up, so a wrong type is not called missing.
+    const given = valueAt(parsed.data, issue?.path ?? []);
     const reason =
-      issue?.code === 'invalid_type' && issue.input === undefined
+      issue?.code === 'invalid_type' && given === undefined
         ? `missing required field '${field}'`
-        : issue?.code === 'unrecognized_keys'
-          ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`
-          : `field '${field}' ${issue?.message ?? 'is invalid'}`;
+        : issue?.code === 'invalid_type'
+          ? `field '${field}' must be ${describeExpected(issue.expected)} (got ${describeValue(given)})`
+          : issue?.code === 'unrecognized_keys'
+            ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`
+            : `field '${field}' ${issue?.message ?? 'is invalid'}`;
     throw new AgentConfigError(
       source,
       line ?? (issue?.code === 'unrecognized_keys' ? frontmatterLine(text, issue.keys[0] ?? '') : undefined),
@@ -70,6 +103,16 @@ export function parseAgentFile(text: string, source: string): AgentDefinition {
     );
   }
   return { ...result.data, body: parsed.content.trim(), source };
+}
+
+/** The value at `path` in parsed frontmatter, or `undefined`. */
+function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {
+  let value = data;
+  for (const segment of path) {
+    if (value === null || typeof value !== 'object' || !Object.hasOwn(value, segment)) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[segment];
+  }
+  return value;
 }
 
 /** 1-based line of a top-level frontmatter key, for error messages. */

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { LineCounter, parseDocument } from 'yaml';
+import { isMap, isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { z } from 'zod';
 
 /** Keys that say what kind a step is; a step has exactly one of them. */
@@ -246,7 +246,42 @@ export function parseScript(text: string, sourceName: string): Script {
     }
     return undefined;
   };
-  return validate(doc.toJS(), sourceName, locate);
+  const at = (offset: number | undefined) => {
+    if (offset === undefined) return `${sourceName}`;
+    const { line, col } = lineCounter.linePos(offset);
+    return `${sourceName}:${line}:${col}`;
+  };
+  // An object key '__proto__' would set the prototype of the agents record instead of naming an agent.
+  const agents = doc.get('agents', true);
+  if (isMap(agents)) {
+    for (const pair of agents.items) {
+      if (isScalar(pair.key) && pair.key.value === '__proto__') {
+        throw new ScriptError(sourceName, [
+          `${at(pair.key.range?.[0])}: agents.__proto__: '__proto__' cannot be an agent name`,
+        ]);
+      }
+    }
+  }
+  let value: unknown;
+  try {
+    value = doc.toJS();
+  } catch (error) {
+    // The yaml library refuses alias expansion past its limit ("billion laughs"); say where the aliases start.
+    let first: number | undefined;
+    visit(doc, {
+      Alias(_key, node) {
+        first = node.range?.[0];
+        return visit.BREAK;
+      },
+    });
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ScriptError(
+      sourceName,
+      [`${at(first)}: too many YAML aliases to expand (${reason}); write the steps out instead`],
+      { cause: error },
+    );
+  }
+  return validate(value, sourceName, locate);
 }
 
 /**
