@@ -97,11 +97,17 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
   BATON_ARC_DIR: optionalText,
-  BATON_ENV_MAX_VALUE_BYTES: z.coerce
-    .number({ message: 'must be a number of bytes' })
-    .int({ message: 'must be a whole number of bytes' })
-    .min(1024, { message: 'must be at least 1024 bytes' })
-    .max(16 * 1024 * 1024, { message: 'must be at most 16 MiB' })
+  // Plain decimal digits: z.coerce.number would also take '0x10', '1e4' or ' 2048 '.
+  BATON_ENV_MAX_VALUE_BYTES: z
+    .string()
+    .regex(/^[0-9]+$/, { message: 'must be a number of bytes (decimal digits only)' })
+    .transform(Number)
+    .pipe(
+      z
+        .int({ message: 'must be a whole number of bytes' })
+        .min(1024, { message: 'must be at least 1024 bytes' })
+        .max(16 * 1024 * 1024, { message: 'must be at most 16 MiB' }),
+    )
     .optional(),
   /** Activities (model calls, tools, writes) one worker runs at once. */
   BATON_MAX_CONCURRENT_ACTIVITIES: envInteger('activities', 1, 10_000, 100),

@@ -90,3 +90,14 @@ test('worker config: shell commands get PATH, HOME and LANG from the worker, nev
   const config = readWorkerConfig({ ...minimal, PATH: '/bin', HOME: '/home/w', LANG: 'C.UTF-8', EXTRA: 'x' });
   assert.deepEqual(config.tools.shellEnv, { PATH: '/bin', HOME: '/home/w', LANG: 'C.UTF-8' });
 });
+
+test('worker config: the env-data value limit takes decimal digits only (not 0x10000 or 1e5)', () => {
+  for (const raw of ['0x10000', '1e5', '2048.0']) {
+    assert.throws(
+      () => readWorkerConfig({ ...minimal, BATON_ENV_MAX_VALUE_BYTES: raw }),
+      /BATON_ENV_MAX_VALUE_BYTES must be a number of bytes \(decimal digits only\)/,
+      raw,
+    );
+  }
+  assert.throws(() => readWorkerConfig({ ...minimal, BATON_ENV_MAX_VALUE_BYTES: '100' }), /at least 1024/);
+});
