@@ -25,7 +25,7 @@ import type { DelegationLimits, AnswerQuestionInput } from '../common/types';
 import { createPool } from '../db/pool';
 import fs from 'node:fs';
 import path from 'node:path';
-import { EnvTextError, parseEnvText, setEnvVariables, unsetEnvVariable } from '../common/env-text';
+import { EnvTextError, envTextProblem, parseEnvText, setEnvVariables, unsetEnvVariable } from '../common/env-text';
 import { AGENT_NAME_PATTERN } from '../common/ids';
 import { listTree, type TreeRow } from '../db/delegations';
 import { DEFAULT_WORLD, editWorldVariablesText, getWorldVariablesText, setWorldVariablesText } from '../db/worlds';
@@ -570,12 +570,41 @@ function worldName(name: string): string {
 }
 
 /**
+ * Baton's worlds, which live only in Postgres: this client opens no Temporal connection (what `baton world` uses, so
+ * it works while Temporal is down). The pool connects at the first query.
+ */
+export class WorldsClient {
+  constructor(private readonly pool: Pool) {}
+
+  database(): Pool {
+    return this.pool;
+  }
+
+  /**
+   * A handle on a world's variables (`default` unless named).
+   * @throws BatonClientError for an invalid world name, before anything is connected.
+   */
+  world(name: string = DEFAULT_WORLD): WorldHandle {
+    return new WorldHandle(this, worldName(name));
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** A client for worlds alone, on Baton's database (see {@link WorldsClient}). */
+export function connectWorlds(databaseUrl: string): WorldsClient {
+  return new WorldsClient(createPool({ connectionString: databaseUrl, max: 2, applicationName: 'baton-client' }));
+}
+
+/**
  * A world's variables, kept as one editable `.env`-style text (see `common/env-text.ts` for the syntax). Every model
  * call reads them as they are then, so an edit shows at the next call of a running conversation.
  */
 export class WorldHandle {
   constructor(
-    private readonly client: BatonClient,
+    private readonly client: Pick<BatonClient, 'database'>,
     readonly name: string,
   ) {}
 
@@ -584,8 +613,13 @@ export class WorldHandle {
     return getWorldVariablesText(this.client.database(), this.name);
   }
 
-  /** Replaces the whole text (what `baton world import` does). */
+  /**
+   * Replaces the whole text (what `baton world import` does).
+   * @throws BatonClientError when the text holds what Postgres cannot store (a NUL character); nothing is changed.
+   */
   async setVariablesText(text: string): Promise<void> {
+    const problem = envTextProblem(text);
+    if (problem !== undefined) throw new BatonClientError(`${problem}; nothing was changed`);
     await setWorldVariablesText(this.client.database(), this.name, text);
   }
 
