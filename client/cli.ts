@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { connect, type BatonClient, type ConnectOptions, type EnvEvent, type ThreadHandle } from '.';
 import { parseEnvText } from '../common/env-text';
 import { describeError } from './errors';
@@ -438,10 +438,26 @@ program
   .option('--agents <dir>', 'agents directory', 'agents')
   .option('--model-script <file>', 'scripted model script (default: <agents>/model-script.yaml without OPENAI_API_KEY)')
   .option('--task-queue <name>', 'task queue of the worker', 'baton')
+  .addOption(
+    new Option(
+      '--topology <kind>',
+      'dev: the Temporal dev server on SQLite; production: temporal-server on Postgres with baton setup (built from Go on first use)',
+    )
+      .choices(['dev', 'production'])
+      .default('dev'),
+  )
   .option('--json', 'print the stack description as one JSON line once it is up')
-  .action(async (options: { agents: string; modelScript?: string; taskQueue: string; json?: boolean }) => {
-    await runDev({ ...options, stateDir: globals().stateDir, env: process.env, json: Boolean(options.json) });
-  });
+  .action(
+    async (options: {
+      agents: string;
+      modelScript?: string;
+      taskQueue: string;
+      topology: 'dev' | 'production';
+      json?: boolean;
+    }) => {
+      await runDev({ ...options, stateDir: globals().stateDir, env: process.env, json: Boolean(options.json) });
+    },
+  );
 
 program
   .command('demo')
@@ -499,7 +515,12 @@ program
         ...(connection.namespace ? { namespace: connection.namespace } : {}),
       });
       try {
-        print(Boolean(options.json), { url: explorer.url }, `Thread explorer: ${explorer.url}  (Ctrl-C to stop)`);
+        // One line either way, so a script can read the URL as soon as it is printed.
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify({ url: explorer.url })}\n`
+            : `Thread explorer: ${explorer.url}  (Ctrl-C to stop)\n`,
+        );
         await Promise.race([interrupted, terminated]);
       } finally {
         await explorer.close();

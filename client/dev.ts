@@ -1,12 +1,18 @@
 /** The `baton dev` and `baton demo` commands: the local stack in the foreground. */
 import path from 'node:path';
 import { connect } from '.';
+import { startLocalProductionServers } from '../stack/production';
 import { startLocalStack, type LocalStack } from '../testing/local-stack';
 import { findDemoProblems, formatDemoProblem, summarizeArcTask } from './demo-check';
 import { describeTurn, formatEnvManifest, formatTree } from './format';
 
 export interface DevCommandOptions {
   stateDir: string;
+  /**
+   * `dev`: the Temporal CLI's dev server on SQLite. `production`: temporal-server on Postgres (built from Go on first
+   * use) prepared by `baton setup`, as docker-compose.yml runs it. @default 'dev'
+   */
+  topology?: 'dev' | 'production';
   agents: string;
   modelScript?: string;
   taskQueue: string;
@@ -18,17 +24,34 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 
 /** Runs the stack until SIGINT/SIGTERM or until the worker stops by itself, reloading changed agent files. */
 export async function runDev(options: DevCommandOptions): Promise<void> {
-  const stack = await startLocalStack({
-    stateDir: options.stateDir,
-    agentsDir: options.agents,
-    ...(options.modelScript ? { modelScript: options.modelScript } : {}),
-    taskQueue: options.taskQueue,
-    env: options.env,
-    log,
-    watchAgents: true,
-    explorer: {},
-  });
+  const production =
+    options.topology === 'production'
+      ? await startLocalProductionServers({ stateDir: options.stateDir, env: options.env, log })
+      : undefined;
+  let stack: LocalStack;
   try {
+    stack = await startLocalStack({
+      stateDir: options.stateDir,
+      agentsDir: options.agents,
+      ...(options.modelScript ? { modelScript: options.modelScript } : {}),
+      taskQueue: options.taskQueue,
+      env: production ? { ...options.env, ...production.env } : options.env,
+      log,
+      watchAgents: true,
+      explorer: {},
+    });
+  } catch (error) {
+    await production?.stop();
+    throw error;
+  }
+  try {
+    if (production) {
+      log(
+        `topology: production (temporal-server ${production.topology.binaries.version} on Postgres, log ` +
+          `${production.topology.logFile}); more workers: TEMPORAL_ADDRESS=${production.topology.temporalAddress} ` +
+          `DATABASE_URL=${production.topology.databaseUrl} npx baton worker`,
+      );
+    }
     if (options.json) process.stdout.write(`${JSON.stringify(stack.stack)}\n`);
     log(
       `\nBaton is up. Try: npx baton run <agent> "<message>"${stack.stack.uiUrl ? `\nWeb UI: ${stack.stack.uiUrl}` : ''}${stack.stack.explorerUrl ? `\nThread explorer: ${stack.stack.explorerUrl}` : ''}`,
@@ -37,6 +60,7 @@ export async function runDev(options: DevCommandOptions): Promise<void> {
     await untilStopped(stack);
   } finally {
     await stack.close();
+    await production?.stop();
   }
 }
 

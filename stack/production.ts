@@ -11,6 +11,7 @@ import { delimiter, dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import pg from 'pg';
+import { resolveDatabase } from '../testing/local-postgres';
 import { choosePort, DevServerProcess } from '../testing/temporal-server';
 import { TemporalSetupError, type ProgressStream } from './temporal-build';
 import { resolveTemporalServerBinaries, type TemporalServerBinaries } from './temporal-server-binaries';
@@ -255,5 +256,59 @@ async function waitUntilServing(
       );
     }
     await sleep(250);
+  }
+}
+
+/** What `baton dev --topology production` runs its worker against. */
+export interface LocalProductionServers {
+  readonly topology: ProductionTopology;
+  /** `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE` and `DATABASE_URL` of the topology, to lay over the environment. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Stops the server and the embedded Postgres, when one was started. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The production topology on this machine for `baton dev --topology production`: Postgres from `DATABASE_URL` (its
+ * role must be able to create databases) or the embedded one under `<stateDir>/pg`, and temporal-server on it, its
+ * state kept across restarts in the databases `temporal`, `temporal_visibility` and `baton`.
+ */
+export async function startLocalProductionServers(options: {
+  readonly stateDir: string;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly log: (line: string) => void;
+  readonly progress?: ProgressStream | null;
+}): Promise<LocalProductionServers> {
+  const database = await resolveDatabase({
+    ...(options.env.DATABASE_URL ? { databaseUrl: options.env.DATABASE_URL } : {}),
+    dataDir: join(options.stateDir, 'pg'),
+    log: (line) => {
+      if (line.startsWith('[baton]')) options.log(line.replace('[baton] ', 'postgres: '));
+    },
+  });
+  try {
+    const topology = await startProductionTopology({
+      postgresUrl: database.databaseUrl,
+      stateDir: join(options.stateDir, 'production'),
+      env: options.env,
+      log: options.log,
+      retentionDays: 7,
+      ...(options.progress === undefined ? {} : { progress: options.progress }),
+    });
+    return {
+      topology,
+      env: {
+        TEMPORAL_ADDRESS: topology.temporalAddress,
+        TEMPORAL_NAMESPACE: topology.namespace,
+        DATABASE_URL: topology.databaseUrl,
+      },
+      stop: async () => {
+        await topology.stop();
+        await database.stop();
+      },
+    };
+  } catch (error) {
+    await database.stop();
+    throw error;
   }
 }
