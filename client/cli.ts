@@ -5,8 +5,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { connect, type BatonClient, type ConnectOptions, type EnvEvent, type ThreadHandle } from '.';
-import { parseEnvText } from '../common/env-text';
+import {
+  checkWorldName,
+  connect,
+  connectWorlds,
+  type BatonClient,
+  type ConnectOptions,
+  type EnvEvent,
+  type ThreadHandle,
+  type WorldHandle,
+} from '.';
+import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/env-text';
 import { describeError } from './errors';
 import {
   describeTurn,
@@ -318,6 +327,26 @@ interface WorldOptions {
   json?: boolean;
 }
 
+/**
+ * Runs `use` on a world over Baton's database alone: worlds live only in Postgres, so `baton world` never dials
+ * Temporal and works while it is down. The world name is checked before anything is connected.
+ */
+async function withWorld<T>(name: string, use: (handle: WorldHandle) => Promise<T>): Promise<T> {
+  checkWorldName(name);
+  const databaseUrl = process.env.DATABASE_URL || readStackFile(globals().stateDir)?.databaseUrl;
+  if (!databaseUrl) {
+    throw new CliError(
+      `\`baton world\` reads Baton's database: set DATABASE_URL, or start the local stack with \`baton dev\``,
+    );
+  }
+  const worlds = connectWorlds(databaseUrl);
+  try {
+    return await use(worlds.world(name));
+  } finally {
+    await worlds.close();
+  }
+}
+
 world
   .command('get')
   .description('print the variables text, or one variable')
@@ -325,8 +354,7 @@ world
   .option('--world <name>', 'the world', 'default')
   .option('--json', 'print {world, variables, text} (or {world, key, value}) as JSON')
   .action(async (key: string | undefined, options: WorldOptions) => {
-    await withClient({ database: true }, async (client) => {
-      const handle = client.world(options.world);
+    await withWorld(options.world, async (handle) => {
       if (key !== undefined) {
         const value = await handle.getEnvValue(key);
         if (value === undefined && !options.json) throw new CliError(`world '${handle.name}' has no variable '${key}'`);
@@ -354,10 +382,13 @@ world
     for (const assignment of assignments) {
       const index = assignment.indexOf('=');
       if (index <= 0) throw new CliError(`'${assignment}' is not KEY=VALUE; nothing was changed`);
-      parsed[assignment.slice(0, index).trim()] = assignment.slice(index + 1);
+      const name = assignment.slice(0, index).trim();
+      const value = assignment.slice(index + 1);
+      const problem = envAssignmentProblem(name, value);
+      if (problem !== undefined) throw new CliError(`${problem}; nothing was changed`);
+      parsed[name] = value;
     }
-    await withClient({ database: true }, async (client) => {
-      const handle = client.world(options.world);
+    await withWorld(options.world, async (handle) => {
       await handle.set(parsed);
       print(
         Boolean(options.json),
@@ -374,8 +405,9 @@ world
   .option('--world <name>', 'the world', 'default')
   .option('--json', 'print {world, key, removed} as JSON')
   .action(async (key: string, options: WorldOptions) => {
-    await withClient({ database: true }, async (client) => {
-      const handle = client.world(options.world);
+    const problem = envAssignmentProblem(key, '');
+    if (problem !== undefined) throw new CliError(problem);
+    await withWorld(options.world, async (handle) => {
       const removed = await handle.unset(key);
       print(
         Boolean(options.json),
@@ -398,10 +430,11 @@ world
     } catch (error) {
       throw new CliError(`cannot read ${file}: ${(error as Error).message}; nothing was changed`);
     }
+    const problem = envTextProblem(text);
+    if (problem !== undefined) throw new CliError(`${file}: ${problem}; nothing was changed`);
     const ignored: { line: number; reason: string }[] = [];
     const variables = parseEnvText(text, { onInvalidLine: (line, _text, reason) => ignored.push({ line, reason }) });
-    await withClient({ database: true }, async (client) => {
-      const handle = client.world(options.world);
+    await withWorld(options.world, async (handle) => {
       await handle.setVariablesText(text);
       const notes = ignored.map((entry) => `\n  ${file}:${entry.line} ignored: ${entry.reason}`).join('');
       print(
@@ -421,8 +454,7 @@ world
   .option('--world <name>', 'the world', 'default')
   .option('--json', 'print {world, working_directory} as JSON')
   .action(async (directory: string, options: WorldOptions) => {
-    await withClient({ database: true }, async (client) => {
-      const handle = client.world(options.world);
+    await withWorld(options.world, async (handle) => {
       const absolute = await handle.setWorkingDirectory(directory);
       print(
         Boolean(options.json),

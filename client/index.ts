@@ -562,6 +562,14 @@ class EnvWatcher implements EnvWatch {
 }
 
 /** World names follow agent names: lowercase letters, digits, `_` and `-`. */
+/**
+ * `name` if it is a valid world name (what agent names may be).
+ * @throws BatonClientError naming the rule otherwise.
+ */
+export function checkWorldName(name: string): string {
+  return worldName(name);
+}
+
 function worldName(name: string): string {
   if (!AGENT_NAME_PATTERN.test(name)) {
     throw new BatonClientError(`world name '${name}' must be lowercase letters, digits, '_' or '-' (at most 64)`);
