@@ -319,6 +319,19 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
   }
 }
 
+/**
+ * Deletes a data directory and, when its cluster was moved out of it (see {@link startLocalPostgres}), the
+ * per-project directory it was moved to. Stop the server first. Does nothing for what does not exist.
+ */
+export async function removeLocalPostgresData(dataDir: string): Promise<void> {
+  const resolved = path.resolve(dataDir);
+  for (const home of relocationCandidates(resolved)) {
+    const project = await fs.readFile(path.join(home, PROJECT_FILE), 'utf8').catch(() => undefined);
+    if (project?.trim() === resolved) await fs.rm(home, { recursive: true, force: true });
+  }
+  await fs.rm(resolved, { recursive: true, force: true });
+}
+
 /** Options of {@link resolveDatabase}. */
 export interface ResolveDatabaseOptions {
   /** An existing server's URL (typically `DATABASE_URL`). When set and non-empty, no server is started. */
@@ -646,12 +659,20 @@ async function placeCluster(dataDir: string, ids: OsIds, note: (line: string) =>
     );
   }
 
-  const hash = createHash('sha256').update(dataDir).digest('hex').slice(0, 16);
-  const home = path.join(base, `${RELOCATED_PREFIX}${hash}`);
+  const home = relocatedHome(base, dataDir);
   await makeServerUserDir(home, ids, dataDir);
   await fs.writeFile(path.join(home, PROJECT_FILE), `${dataDir}\n`, { mode: 0o644 });
   note(`'${SERVER_OS_USER}' may not enter ${blocked}: the cluster of ${dataDir} lives in ${home}`);
   return { home, relocated: true, binary: await copyBinaries(binary, home, ids) };
+}
+
+/** The per-project directory under `base` for `dataDir`: a hash of the path, so the same project finds it again. */
+function relocatedHome(base: string, dataDir: string): string {
+  return path.join(base, `${RELOCATED_PREFIX}${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`);
+}
+
+function relocationCandidates(dataDir: string): string[] {
+  return [...new Set(RELOCATION_BASES)].map((base) => relocatedHome(base, dataDir));
 }
 
 /**

@@ -80,11 +80,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       },
     });
     opened.push(() => database.stop());
-    log(
-      database.embedded
-        ? `postgres: embedded, data in ${database.home ?? path.join(stateDir, 'pg')}`
-        : 'postgres: DATABASE_URL',
-    );
+    // A cluster moved out of the project was named in the line that said why; one line says where.
+    if (!database.embedded) log('postgres: DATABASE_URL');
+    else if (database.home === undefined || database.home === path.resolve(stateDir, 'pg')) {
+      log(`postgres: embedded, data in ${path.join(stateDir, 'pg')}`);
+    }
     const pool = createPool({ connectionString: database.databaseUrl, applicationName: 'baton-dev' });
     opened.push(() => pool.end());
     const { applied } = await migrate(pool);

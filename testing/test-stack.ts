@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { migrate } from '../db/migrate';
 import { bundleBatonWorkflows } from '../worker/create-worker';
-import { createDatabase, dropDatabase, resolveDatabase } from './local-postgres';
+import { createDatabase, dropDatabase, removeLocalPostgresData, resolveDatabase } from './local-postgres';
 import { resolveTemporal } from './temporal-cli';
 import { startTemporal } from './temporal-server';
 import { TEST_ENV, type TestEnv } from './test-env';
@@ -38,20 +38,18 @@ export async function startTestStack(
     fs.mkdirSync(stateDir, { recursive: true });
     cleanups.push(() => fs.promises.rm(stateDir, { recursive: true, force: true }));
 
+    const pgDataDir = path.join(stateDir, 'pg');
     const database = await resolveDatabase({
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
       // A cluster per run (initdb takes under a second), so concurrent `npm test` runs never share one.
-      dataDir: path.join(stateDir, 'pg'),
+      dataDir: pgDataDir,
       log: (line) => {
         if (line.startsWith('[baton]')) log(line);
       },
     });
     cleanups.push(() => database.stop());
-    // A cluster moved out of the project (as root, see startLocalPostgres) is this run's alone too.
-    const home = database.home;
-    if (home !== undefined && !home.startsWith(stateDir)) {
-      cleanups.splice(-1, 0, () => fs.promises.rm(home, { recursive: true, force: true }));
-    }
+    // Runs after the server stopped: a cluster moved out of the project (as root) is this run's alone too.
+    cleanups.splice(-1, 0, () => removeLocalPostgresData(pgDataDir));
     const dbName = `baton_test_${process.pid}_${Date.now().toString(36)}`;
     const databaseUrl = await createDatabase(database.databaseUrl, dbName);
     cleanups.push(() => dropDatabase(database.databaseUrl, dbName));
