@@ -42,7 +42,7 @@ export function createModelActivities(options: ModelActivityOptions) {
 
   /**
    * Calls the model with the thread's transcript and stores the reply. A retried call whose reply is already
-   * stored returns it without calling the model again (DESIGN.md §4.2).
+   * stored returns it without calling the model again (docs/architecture.md §4, invariant 2).
    * @throws ApplicationFailure `Agent.NotFound`, `Model.*` (classified), `Thread.StaleEpoch`
    */
   async function callModel(input: CallModelInput): Promise<CallModelResult> {

@@ -5,7 +5,7 @@
 
 /**
  * Where a write lands and under which fence. The workflow builds it; no model argument can name another scope
- * (DESIGN.md §4.1).
+ * (docs/architecture.md §4, invariant 1).
  */
 export interface ThreadScope {
   rootThreadId: string;
