@@ -1,8 +1,8 @@
 /**
  * Builds Temporal's Go programs once into the user cache (`${XDG_CACHE_HOME:-~/.cache}/baton/<name>-<version>/`),
- * the way DESIGN §6 asks: `go install` under a lock so concurrent first runs build once, progress while it runs
- * (the first build takes minutes), a temporary GOBIN renamed into place so a killed build never leaves a half-written
- * binary where the cache route would find it, and reuse of whatever an earlier build left.
+ * the way docs/architecture.md §6 asks: `go install` under a lock so concurrent first runs build once, progress
+ * while it runs (the first build takes minutes), a temporary GOBIN renamed into place so a killed build never leaves
+ * a half-written binary where the cache route would find it, and reuse of whatever an earlier build left.
  *
  * The Temporal CLI (`temporal-cli.ts`) and the production topology's `temporal-server` and `temporal-sql-tool`
  * (`temporal-server-binaries.ts`) are both built through {@link buildGoBinariesOnce}.

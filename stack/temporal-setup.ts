@@ -1,8 +1,8 @@
 /**
  * Prepares a Temporal server and Baton's database for Baton (`baton setup`): the namespace, Baton's search
- * attributes (DESIGN §5) and the migrations. Every step looks before it acts, so running it again changes nothing
- * and says so. The dev server gets the same search attributes at start (`temporal-server.ts`), and `baton worker`
- * refuses to start on a namespace that lacks them ({@link assertSearchAttributes}).
+ * attributes (docs/architecture.md §5) and the migrations. Every step looks before it acts, so running it again
+ * changes nothing and says so. The dev server gets the same search attributes at start (`temporal-server.ts`), and
+ * `baton worker` refuses to start on a namespace that lacks them ({@link assertSearchAttributes}).
  */
 import type { OperatorService, WorkflowService } from '@temporalio/client';
 import type { SearchAttributeType } from '@temporalio/common';
