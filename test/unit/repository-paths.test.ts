@@ -68,6 +68,14 @@ test('repository paths: no tracked file names a folder beside the checkout', (t)
   assert.deepEqual(found, [], `these files name '${BESIDE_THE_CHECKOUT}'`);
 });
 
+test('repository paths: no tracked file cites a design document outside the repository', (t) => {
+  if (typeof files === 'string') return t.skip(files);
+  // The architecture is docs/architecture.md; the design notes it grew from are not in a clone.
+  const outside = new RegExp(`\\b${'DESIGN'}(?:\\.md\\b| §)`);
+  const found = files.flatMap(({ file, text }) => (outside.test(text) ? [file] : []));
+  assert.deepEqual(found, [], 'cite docs/architecture.md instead');
+});
+
 test('repository paths: no tracked file names an absolute path of one machine', (t) => {
   if (typeof files === 'string') return t.skip(files);
   assert.ok(files.length > 100, `git ls-files listed ${files.length} text files`);
@@ -114,6 +122,10 @@ test('repository paths: the checks catch what they are for', () => {
   assert.deepEqual(
     [...sample.matchAll(MACHINE_PATH)].map((m) => m[0]),
     [at('work', 'shared/data'), at('root', '.cache/x')],
+  );
+  const design = new RegExp(`\\b${'DESIGN'}(?:\\.md\\b| §)`);
+  assert.ok(
+    design.test(`see ${'DESIGN'}.md §4`) && design.test(`${'DESIGN'} §6`) && !design.test('docs/architecture.md'),
   );
   const code = `path.resolve(__dirname, '..', '..', 'shared')`;
   const [match] = [...code.matchAll(DIRNAME_PATH)];
