@@ -5,7 +5,7 @@
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ResolveAgentInput } from '../common/types';
-import type { AgentRegistry } from '../worker/agents';
+import type { AgentRegistry } from '../common/agent-definition';
 import { EnvStore } from '../db/env-data';
 import { createAgentStore } from './agent-store';
 import { createDelegationActivities } from './delegations';

@@ -16,6 +16,12 @@ import type { AgentStore } from './agent-store';
 import { classifyModelError } from './model-errors';
 import { toApplicationFailure } from './failures';
 import type { ModelTool, ToolRegistry } from './tools';
+import {
+  DEFAULT_FORK_DEADLINE_SECONDS,
+  DEFAULT_FORK_MAX_PARALLEL,
+  forkJoinTool,
+  type ForkJoinArguments,
+} from './tools/fork-join';
 import { checkToolCall } from './tools/validate';
 import { loadWorldVariables } from './worlds';
 
@@ -148,6 +154,19 @@ export function createModelActivities(options: ModelActivityOptions) {
         message: checked.args.message,
         contextKeys: checked.args.context_keys ?? [],
         thread: checked.args.thread ?? 'new',
+      };
+    }
+    if (checked.ok && checked.tool.name === forkJoinTool.name) {
+      const args = checked.args as ForkJoinArguments;
+      return {
+        id: call.id,
+        name: call.name,
+        kind: 'fork_join',
+        agents: args.tasks.map((task) => task.agent),
+        failFast: args.fail_fast ?? false,
+        deadlineSeconds: args.deadline_seconds ?? DEFAULT_FORK_DEADLINE_SECONDS,
+        maxParallel: args.max_parallel ?? DEFAULT_FORK_MAX_PARALLEL,
+        store: args.store ?? 'isolated',
       };
     }
     if (checked.ok && checked.tool.name === 'ask_human') {

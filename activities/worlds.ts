@@ -9,6 +9,7 @@ export const LIMIT_VARIABLES: Record<keyof DelegationLimits, string> = {
   maxDepth: 'BATON_MAX_DELEGATION_DEPTH',
   maxRepeats: 'BATON_MAX_AGENT_REPEATS',
   taskContextLimit: 'BATON_TASK_CONTEXT_CHARS',
+  maxForkTasks: 'BATON_MAX_FORK_TASKS',
 };
 
 /** A world's variables as they are now; a world without variables (or not created yet) has none. */

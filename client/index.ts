@@ -29,7 +29,18 @@ import { EnvTextError, envTextProblem, parseEnvText, setEnvVariables, unsetEnvVa
 import { AGENT_NAME_PATTERN } from '../common/ids';
 import { listTree, type TreeRow } from '../db/delegations';
 import { DEFAULT_WORLD, editWorldVariablesText, getWorldVariablesText, setWorldVariablesText } from '../db/worlds';
-import { EnvStore, type EnvEntry, type EnvEvent, type EnvListFilters, type EnvManifestEntry } from '../db/env-data';
+import {
+  EnvDataError,
+  EnvStore,
+  type EnvEntry,
+  type EnvEvent,
+  type EnvListFilters,
+  type EnvManifestEntry,
+  type EnvProposal,
+  type EnvWriteResult,
+} from '../db/env-data';
+import { listForks, type ForkRow } from '../db/forks';
+import { listRefusedWrites, type RefusedWrite } from '../db/refusals';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findThread } from '../db/threads';
 import type { EnvManifestPage } from '../db/env-data';
@@ -394,6 +405,51 @@ export class ThreadHandle {
   async watchEnv(onEvent: EnvEventListener, options: WatchEnvOptions = {}): Promise<EnvWatch> {
     await this.envDatabase();
     return this.client.startEnvWatch(this.threadId, onEvent, options.since ?? 0);
+  }
+
+  /**
+   * Proposals fork workers made against this root's shared data: pending ones by default (`status: 'all'` for every
+   * one, accepted and discarded included).
+   * @throws BatonClientError for an unknown thread or a delegation thread.
+   */
+  async envProposals(options: { status?: EnvProposal['status'] | 'all' } = {}): Promise<EnvProposal[]> {
+    const db = await this.envDatabase();
+    return new EnvStore(db).proposals(this.threadId, options);
+  }
+
+  /**
+   * Accepts a pending proposal as the human of this root thread: applies it to its entry, and the event log records
+   * who accepted it. Accepting it again returns the first outcome.
+   * @throws BatonClientError for an unknown thread, a delegation thread, or a proposal that is not pending.
+   */
+  async envAccept(proposalId: string): Promise<EnvWriteResult> {
+    const db = await this.envDatabase();
+    const store = new EnvStore(db);
+    const proposal = (await store.proposals(this.threadId, { status: 'all' })).find(
+      (candidate) => candidate.proposalId === proposalId,
+    );
+    if (!proposal) throw new BatonClientError(`there is no proposal '${proposalId}' in thread '${this.threadId}'`);
+    const thread = await findThread(db, this.threadId);
+    const scope = { rootThreadId: this.threadId, threadId: this.threadId, agent: 'human', epoch: thread?.epoch ?? 0 };
+    try {
+      return await store.acceptProposal(scope, `human:accept:${proposalId}`, { key: proposal.key, proposalId });
+    } catch (error) {
+      if (error instanceof EnvDataError) throw new BatonClientError(error.message);
+      throw error;
+    }
+  }
+
+  /** The forks of this root's tree (`fork_join` calls), oldest first, with each task's status and merge. */
+  async forks(): Promise<ForkRow[]> {
+    return listForks(this.client.database(), this.threadId);
+  }
+
+  /**
+   * Every write of this root's tree that was refused because its turn had been reclaimed (its thread's epoch moved
+   * on): env data, transcript messages, questions, delegations, with both epochs.
+   */
+  async refusedWrites(options: { since?: number; limit?: number } = {}): Promise<RefusedWrite[]> {
+    return listRefusedWrites(this.client.database(), this.threadId, options);
   }
 
   /** Token usage of every model call in this thread's tree. */

@@ -46,7 +46,11 @@ export interface EnsureThreadResult {
 export interface RecordMessageInput {
   scope: ThreadScope;
   operationId: string;
-  message: { role: 'user'; content: string } | { role: 'tool'; toolCallId: string; content: string };
+  message:
+    | { role: 'user'; content: string }
+    | { role: 'tool'; toolCallId: string; content: string }
+    /** The message a delegation stored for this thread (fork tasks: it stays out of workflow history). */
+    | { role: 'user'; delegationOperationId: string };
 }
 
 export interface RecordMessageResult {
@@ -81,7 +85,25 @@ export type PlannedToolCall =
       message: string;
       contextKeys: string[];
       thread: DelegationThreadMode;
-    };
+    }
+  /** Carried out by the workflow: child turns fanned out and joined (`fork_join`). Task messages stay in Postgres. */
+  | PlannedForkJoin;
+
+/** A `fork_join` call as the workflow needs it: how many tasks, to whom, and how to run them. */
+export interface PlannedForkJoin {
+  id: string;
+  name: string;
+  kind: 'fork_join';
+  /** Each task's agent, in input order. */
+  agents: string[];
+  failFast: boolean;
+  deadlineSeconds: number;
+  maxParallel: number;
+  store: ForkStoreMode;
+}
+
+/** Where fork workers write: each into its own scope merged back as a commit, or all straight into the caller's. */
+export type ForkStoreMode = 'isolated' | 'shared';
 
 /** Which thread a delegation runs in: a new one, the callee's last one under this caller, or a copy of the caller's. */
 export type DelegationThreadMode = 'new' | 'reuse' | 'clone';
@@ -94,12 +116,20 @@ export interface DelegationLimits {
   maxRepeats: number;
   /** Characters of the root human message quoted as task context. @default 500 */
   taskContextLimit: number;
+  /**
+   * Tasks one `fork_join` call may start. Optional only because conversations started before fork/join carry
+   * limits without it. @default 32
+   */
+  maxForkTasks?: number;
 }
+
+export const DEFAULT_MAX_FORK_TASKS = 32;
 
 export const DEFAULT_DELEGATION_LIMITS: DelegationLimits = Object.freeze({
   maxDepth: 8,
   maxRepeats: 2,
   taskContextLimit: 500,
+  maxForkTasks: DEFAULT_MAX_FORK_TASKS,
 });
 
 export interface OpenDelegationInput {
@@ -215,6 +245,11 @@ export interface AgentTurnInput {
   world?: string;
   /** @default DEFAULT_DELEGATION_LIMITS */
   limits?: DelegationLimits;
+  /**
+   * When set, the incoming message is the one stored with this delegation (fork tasks), and `message` is only its
+   * first line for logs; the full text never passes through workflow history.
+   */
+  delegationOperationId?: string;
 }
 
 export const TurnStatus = {
@@ -274,4 +309,78 @@ export interface ThreadStatus {
   busy: boolean;
   /** Runs of this thread's workflow so far (1 + times it continued as new). */
   runs: number;
+}
+
+export interface OpenForkInput {
+  /** The calling turn's scope. */
+  scope: ThreadScope;
+  callerVersion: string;
+  /** The fork's operation id; each task's delegation derives its own from it. */
+  operationId: string;
+  /** The caller's assistant message holding the `fork_join` call (its arguments are read from there). */
+  callerMessageSeq: number;
+  toolCallId: string;
+  /** Agents from the root to the caller. */
+  chain: string[];
+  taskContextLimit: number;
+}
+
+/** One task of an opened fork: its thread and workflow, never its message (that stays in Postgres). */
+export interface OpenedForkTask {
+  /** 1-based, in input order. */
+  taskIndex: number;
+  agent: string;
+  threadId: string;
+  workflowId: string;
+  epoch: number;
+  /** The delegation operation id the child reads its message from. */
+  delegationOperationId: string;
+  /** The first line of the task's message, for the Web UI (≤ 200 bytes). */
+  summary: string;
+  /** The agent's `timeout_s`, when it has one. */
+  timeoutSeconds?: number;
+}
+
+export interface OpenForkResult {
+  /** Forks are numbered per root: 1, 2, … */
+  forkNumber: number;
+  /** Where isolated findings merge: `<prefix>/<task index>/<key>`. */
+  prefix: string;
+  tasks: OpenedForkTask[];
+}
+
+/** How one fork task ended. */
+export type ForkTaskStatus = 'success' | 'failed' | 'timeout' | 'cancelled';
+
+/** A fork's aggregate: every task succeeded, some did, none did (deadline or failures). */
+export type ForkStatus = 'success' | 'partial' | 'failed' | 'timeout';
+
+export interface ReclaimForkTasksInput {
+  rootThreadId: string;
+  forkNumber: number;
+  /** Tasks given up on, with the status they end in. */
+  tasks: { taskIndex: number; status: 'timeout' | 'cancelled'; error: string }[];
+}
+
+export interface ReclaimForkTasksResult {
+  /** Threads whose epoch was bumped (each task's thread and everything it delegated to). */
+  reclaimedThreads: number;
+}
+
+export interface FinishForkInput {
+  /** The calling turn's scope: the merge lands in its store, and the tool result in its transcript. */
+  scope: ThreadScope;
+  /** The `fork_join` tool call's operation id (the tool result is recorded under it). */
+  operationId: string;
+  forkNumber: number;
+  toolCallId: string;
+  outcomes: { taskIndex: number; status: ForkTaskStatus; error?: string }[];
+  /** Set when the fork was cut short: by its deadline or by the first failure under `fail_fast`. */
+  stoppedBy?: 'deadline' | 'fail_fast';
+}
+
+export interface FinishForkResult {
+  status: ForkStatus;
+  /** Transcript sequence number of the recorded tool result. */
+  seq: number;
 }

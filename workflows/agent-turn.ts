@@ -1,7 +1,6 @@
 import {
   ApplicationFailure,
   CancellationScope,
-  ChildWorkflowFailure,
   condition,
   executeChild,
   defineQuery,
@@ -9,7 +8,6 @@ import {
   log,
   setCurrentDetails,
   setHandler,
-  TimeoutFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
@@ -28,6 +26,8 @@ import {
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import { db, model, tools } from './activity-profiles';
+import { isTimeout, rootMessage } from './failure-text';
+import { runForkJoin } from './fork-join';
 
 /** The longest answer a human may give (it travels through workflow history). */
 export const MAX_ANSWER_BYTES = 16 * 1024;
@@ -101,7 +101,15 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     { threadId: input.threadId, status: 'running' },
   ]);
   await db.recordMessage.executeWithOptions({ summary: `transcript: message from ${input.sender}` }, [
-    { scope, operationId: operationId(runId, 'in'), message: { role: 'user', content: input.message } },
+    {
+      scope,
+      operationId: operationId(runId, 'in'),
+      // A fork task's message stays in Postgres, stored with its delegation.
+      message:
+        input.delegationOperationId === undefined
+          ? { role: 'user', content: input.message }
+          : { role: 'user', delegationOperationId: input.delegationOperationId },
+    },
   ]);
 
   async function askHuman(call: Extract<PlannedToolCall, { kind: 'ask_human' }>, opId: string): Promise<void> {
@@ -250,6 +258,26 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         reply.toolCalls.map((call, index) => {
           const opId = operationId(runId, 'tool', step, index);
           if (call.kind === 'ask_human') return askHuman(call, opId);
+          if (call.kind === 'fork_join') {
+            return runForkJoin(
+              {
+                scope,
+                agentVersion: agent.version,
+                chain,
+                world,
+                limits,
+                delegationRefusal,
+                record: async (content) =>
+                  void (await db.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
+                    { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+                  ])),
+                idleDetails: `${input.agent} is working.`,
+              },
+              call,
+              opId,
+              reply.seq,
+            );
+          }
           if (call.kind === 'agent') {
             const before = call.thread === 'reuse' ? lastCallTo.get(call.name) : undefined;
             const done = (before ?? Promise.resolve()).then(() => delegate(call, opId, reply.seq));
@@ -291,18 +319,4 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     );
     throw error;
   }
-}
-
-/** The innermost message of a failure chain: what actually went wrong. */
-function rootMessage(error: unknown): string {
-  let current: unknown = error;
-  for (let depth = 0; depth < 10 && current instanceof Error && current.cause instanceof Error; depth++) {
-    current = current.cause;
-  }
-  return truncateBytes(current instanceof Error ? current.message : String(current), 1000);
-}
-
-/** Whether a child workflow failed by running past its execution timeout. */
-function isTimeout(error: unknown): boolean {
-  return error instanceof ChildWorkflowFailure && error.cause instanceof TimeoutFailure;
 }

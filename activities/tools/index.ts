@@ -8,6 +8,7 @@ import { createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
 import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
+import { forkJoinTool } from './fork-join';
 import { createShellTool } from './shell';
 import type { ToolDefinition } from './types';
 import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
@@ -56,6 +57,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     // Below the tool activity's 15-minute start-to-close timeout, so a command times out before its activity does.
     createShellTool({ maxTimeoutS: 840, ...(options.shellEnv === undefined ? {} : { env: options.shellEnv }) }),
     createArcTool({ dataDir: options.arcDataDir }),
+    forkJoinTool,
   ];
   for (const tool of all) tools.set(tool.name, tool);
   // JSON Schema is generated once per schema, not per model call.

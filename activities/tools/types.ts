@@ -56,6 +56,16 @@ export interface ToolDefinition<S extends z.ZodType = z.ZodType> {
    * @throws ToolError for a failure the model can act on (its message becomes the tool result).
    */
   run?(args: z.infer<S>, context: ToolContext): Promise<ToolOutput>;
+  /**
+   * Checks that need more than the schema (the caller's capabilities, which agents exist), before anything runs.
+   * Returns the refusal the model reads, or `undefined` when the call may go ahead.
+   */
+  check?(args: z.infer<S>, caller: AgentDefinition, agents: AgentLookup): string | undefined;
+}
+
+/** What a tool's `check` may ask about agents. */
+export interface AgentLookup {
+  isAgent(name: string): boolean;
 }
 
 /** A failure the model can act on: its message is returned as the tool result and the turn goes on. */

@@ -48,6 +48,8 @@ export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, reg
   if (!parsed.success) {
     return { ok: false, error: `Invalid arguments for '${call.name}': ${describeIssues(parsed.error.issues)}.` };
   }
+  const refusal = tool.check?.(parsed.data, agent, registry);
+  if (refusal !== undefined) return { ok: false, error: `Invalid call of '${call.name}': ${refusal}` };
   return { ok: true, kind: 'tool', tool, args: parsed.data };
 }
 

@@ -1,0 +1,349 @@
+import type { Pool, PoolClient } from 'pg';
+import { mergedKey, type Commit, type ParsedCommit } from '../common/commit';
+import { envKeyProblem } from '../common/env-data';
+import type { ThreadScope } from '../common/types';
+import { EnvDataError, insertProposal, logEvent, type Change } from './env-data';
+import { StaleEpochError, ThreadNotFoundError } from './errors';
+import { logStaleRefusal } from './refusals';
+import { inTransaction } from './transaction';
+
+/** What merging one fork task's commit did; part of the `fork_join` tool result. */
+export interface MergeResult {
+  commitId: string;
+  /** Keys created or replaced in the caller's store, `<prefix>/<task index>/<key>` (at most 50 listed). */
+  created: string[];
+  /** How many more keys were created than `created` lists. */
+  createdMore?: number;
+  links: number;
+  /** Proposal ids now pending for the caller (or a human) to accept. */
+  proposals: string[];
+  errors: string[];
+}
+
+/** One successful isolated task to merge into its caller's store. */
+export interface TaskCommit {
+  forkNumber: number;
+  taskIndex: number;
+  prefix: string;
+  /** The task's thread: its isolated store is the scope named by this id. */
+  threadId: string;
+  agent: string;
+  /** The task's attribution label (`fork 1 task 2`). */
+  forkTask: string;
+  /** The commit found in the task's final answer, if any. */
+  explicit: ParsedCommit;
+}
+
+const LISTED_KEYS = 50;
+
+/**
+ * Applies a successful isolated fork task's changes to its caller's store as one commit, in one transaction, once per
+ * operation id, fenced by the caller's epoch: every entry of the task's store (and every `creates` of an explicit
+ * commit) lands under `<prefix>/<task index>/`, attributed to the task; links are stored; updates it staged, and those
+ * its commit proposes, become pending proposals and change nothing. A part that cannot be applied is reported in
+ * `errors`; the rest still merges.
+ * @throws StaleEpochError, ThreadNotFoundError
+ */
+export async function mergeTaskCommit(
+  pool: Pool,
+  caller: ThreadScope,
+  operationId: string,
+  task: TaskCommit,
+  serialize: (value: unknown) => string,
+): Promise<MergeResult> {
+  return logStaleRefusal(pool, caller, 'env', operationId, () =>
+    inTransaction(pool, async (client) => {
+      // Env writes of one root take turns (event sequence order is commit order); then the caller's fence.
+      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`env:${caller.rootThreadId}`]);
+      const { rows: threads } = await client.query<{ epoch: number; scopes: string[]; forkTask: string | null }>(
+        'SELECT epoch, env_scopes AS scopes, fork_task AS "forkTask" FROM threads WHERE thread_id = $1 FOR SHARE',
+        [caller.threadId],
+      );
+      const thread = threads[0];
+      if (!thread) throw new ThreadNotFoundError(caller.threadId);
+      if (thread.epoch !== caller.epoch) throw new StaleEpochError(caller.threadId, caller.epoch, thread.epoch);
+      const { rows: done } = await client.query<{ result: MergeResult }>(
+        'SELECT result FROM env_commits WHERE root_thread_id = $1 AND operation_id = $2',
+        [caller.rootThreadId, operationId],
+      );
+      if (done[0]) return done[0].result;
+
+      const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize);
+      const result = await merge.apply();
+      await client.query(
+        `INSERT INTO env_commits (root_thread_id, operation_id, fork_number, task_index, commit_id, result)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [caller.rootThreadId, operationId, task.forkNumber, task.taskIndex, result.commitId, JSON.stringify(result)],
+      );
+      return result;
+    }),
+  );
+}
+
+/** Marks what a task that did not succeed staged as discarded: nothing it proposed is offered. */
+export async function discardStagedProposals(pool: Pool, rootThreadId: string, taskThreadId: string): Promise<void> {
+  await pool.query(
+    `UPDATE env_proposals SET status = 'discarded' WHERE root_thread_id = $1 AND from_scope = $2 AND status = 'staged'`,
+    [rootThreadId, taskThreadId],
+  );
+}
+
+/** One merge in progress: the caller's transaction, where things land, and what was done so far. */
+class CommitMerge {
+  private readonly targetScope: string;
+  private readonly created: string[] = [];
+  private readonly errors: string[] = [];
+  private readonly proposals: string[] = [];
+  private links = 0;
+  private readonly actor: { agent: string; thread: string };
+  private readonly commitId: string;
+  private readonly reason: string;
+
+  constructor(
+    private readonly client: PoolClient,
+    private readonly caller: ThreadScope,
+    private readonly operationId: string,
+    private readonly task: TaskCommit,
+    private readonly callerScopes: readonly string[],
+    private readonly serialize: (value: unknown) => string,
+  ) {
+    this.targetScope = callerScopes[0] ?? '';
+    this.actor = { agent: task.agent, thread: task.threadId };
+    const explicitId = task.explicit.kind === 'commit' ? task.explicit.commit.commit_id : undefined;
+    this.commitId = explicitId ?? `fork-${task.forkNumber}-task-${task.taskIndex}`;
+    this.reason = `merged from ${task.forkTask} (commit ${this.commitId})`;
+  }
+
+  async apply(): Promise<MergeResult> {
+    const localKeys = await this.mergeStore();
+    const commit: Commit | undefined = this.task.explicit.kind === 'commit' ? this.task.explicit.commit : undefined;
+    if (this.task.explicit.kind === 'error') this.errors.push(this.task.explicit.error);
+    if (commit) {
+      for (const create of commit.creates) {
+        localKeys.add(create.id);
+        await this.createEntry(create.id, {
+          shortDescription: create.description,
+          value: create.content,
+          type: create.type ?? null,
+          tags: create.tags ?? [],
+        });
+      }
+      for (const [index, link] of commit.links.entries()) {
+        await this.link(index, link, localKeys);
+      }
+      for (const [index, proposal] of commit.proposes_updates.entries()) {
+        await this.propose(index, proposal);
+      }
+    }
+    await this.offerStagedProposals();
+    return {
+      commitId: this.commitId,
+      created: this.created.slice(0, LISTED_KEYS),
+      ...(this.created.length > LISTED_KEYS ? { createdMore: this.created.length - LISTED_KEYS } : {}),
+      links: this.links,
+      proposals: this.proposals,
+      errors: this.errors,
+    };
+  }
+
+  /** Every entry of the task's own store, under the prefix. Returns their local keys (links may name them). */
+  private async mergeStore(): Promise<Set<string>> {
+    const { rows } = await this.client.query<{
+      key: string;
+      shortDescription: string;
+      value: unknown;
+      type: string | null;
+      tags: string[];
+    }>(
+      `SELECT key, short_description AS "shortDescription", value, type, tags FROM env_data
+        WHERE root_thread_id = $1 AND scope = $2 ORDER BY key`,
+      [this.caller.rootThreadId, this.task.threadId],
+    );
+    for (const row of rows) await this.createEntry(row.key, row);
+    return new Set(rows.map((row) => row.key));
+  }
+
+  private async createEntry(
+    localKey: string,
+    entry: { shortDescription: string; value: unknown; type: string | null; tags: string[] },
+  ): Promise<void> {
+    const key = mergedKey(this.task.prefix, this.task.taskIndex, localKey);
+    const problem = envKeyProblem(key);
+    if (problem) return void this.errors.push(`create '${localKey}': ${problem}`);
+    let json: string;
+    try {
+      json = this.serialize(entry.value);
+    } catch (error) {
+      return void this.errors.push(
+        `create '${localKey}': ${error instanceof EnvDataError ? error.message : String(error)}`,
+      );
+    }
+    const { rows } = await this.client.query<{ version: number }>(
+      `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
+                             stored_by_thread, stored_by_task, version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+               (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
+                 WHERE root_thread_id = $1 AND scope = $2 AND key = $3 AND action IN ('stored', 'updated', 'deleted')))
+       ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
+         short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
+         tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent, stored_by_thread = EXCLUDED.stored_by_thread,
+         stored_by_task = EXCLUDED.stored_by_task, version = env_data.version + 1, updated_at = now()
+       RETURNING version`,
+      [
+        this.caller.rootThreadId,
+        this.targetScope,
+        key,
+        entry.shortDescription,
+        json,
+        entry.type,
+        entry.tags,
+        this.actor.agent,
+        this.actor.thread,
+        this.task.forkTask,
+      ],
+    );
+    const change: Change = {
+      action: 'stored',
+      version: rows[0]?.version ?? 1,
+      json,
+      shortDescription: entry.shortDescription,
+      reason: this.reason,
+    };
+    await logEvent(
+      this.client,
+      this.caller,
+      `${this.operationId}:create:${localKey}`,
+      key,
+      this.target(),
+      change,
+      this.actor,
+    );
+    if (!this.created.includes(key)) this.created.push(key);
+  }
+
+  private async link(index: number, link: Commit['links'][number], localKeys: ReadonlySet<string>): Promise<void> {
+    const resolve = (key: string) => (localKeys.has(key) ? mergedKey(this.task.prefix, this.task.taskIndex, key) : key);
+    const src = resolve(link.src);
+    const dst = resolve(link.dst);
+    const operationId = `${this.operationId}:link:${index}`;
+    await this.client.query(
+      `INSERT INTO env_links (root_thread_id, scope, src_key, dst_key, type, created_by_agent, created_by_thread,
+                              fork_task, operation_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [
+        this.caller.rootThreadId,
+        this.targetScope,
+        src,
+        dst,
+        link.type,
+        this.actor.agent,
+        this.actor.thread,
+        this.task.forkTask,
+        operationId,
+      ],
+    );
+    const json = JSON.stringify({ type: link.type, dst });
+    await logEvent(
+      this.client,
+      this.caller,
+      operationId,
+      src,
+      this.target(),
+      { action: 'linked', version: 0, json, shortDescription: `${src} ${link.type} ${dst}`, reason: this.reason },
+      this.actor,
+    );
+    this.links++;
+  }
+
+  private async propose(index: number, proposal: Commit['proposes_updates'][number]): Promise<void> {
+    const where = `proposal for '${proposal.target_id}'`;
+    if (proposal.patch === undefined && proposal.value === undefined && proposal.description_update === undefined) {
+      return void this.errors.push(`${where}: give a patch, a value or a description_update`);
+    }
+    const { rows } = await this.client.query<{ scope: string; version: number }>(
+      `SELECT e.scope, e.version FROM env_data e JOIN unnest($3::text[]) WITH ORDINALITY AS s(scope, pos) ON e.scope = s.scope
+        WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+      [this.caller.rootThreadId, proposal.target_id, this.callerScopes],
+    );
+    const target = rows[0];
+    if (!target) return void this.errors.push(`${where}: there is no entry '${proposal.target_id}' to change`);
+    let valueJson: string | null = null;
+    let patchJson: string | null = null;
+    try {
+      if (proposal.value !== undefined) valueJson = this.serialize(proposal.value);
+      if (proposal.patch !== undefined) patchJson = this.serialize(proposal.patch);
+    } catch (error) {
+      return void this.errors.push(`${where}: ${error instanceof EnvDataError ? error.message : String(error)}`);
+    }
+    const operationId = `${this.operationId}:proposal:${index}`;
+    const proposalId = await insertProposal(this.client, {
+      rootThreadId: this.caller.rootThreadId,
+      scope: target.scope,
+      fromScope: this.task.threadId,
+      key: proposal.target_id,
+      valueJson,
+      patchJson,
+      shortDescription: proposal.description_update ?? null,
+      baseVersion: target.version,
+      proposedBy: this.actor,
+      forkTask: this.task.forkTask,
+      operationId,
+      status: 'pending',
+    });
+    await this.logProposal(
+      operationId,
+      proposalId,
+      proposal.target_id,
+      target.version,
+      valueJson ?? patchJson ?? 'null',
+    );
+  }
+
+  /** Updates the task staged against inherited entries: offered now, as pending proposals. */
+  private async offerStagedProposals(): Promise<void> {
+    const { rows } = await this.client.query<{ proposalId: string; key: string; baseVersion: number | null }>(
+      `UPDATE env_proposals SET status = 'pending', fork_task = COALESCE(fork_task, $3)
+        WHERE root_thread_id = $1 AND from_scope = $2 AND status = 'staged'
+        RETURNING proposal_id AS "proposalId", key, base_version AS "baseVersion"`,
+      [this.caller.rootThreadId, this.task.threadId, this.task.forkTask],
+    );
+    for (const row of rows.sort((a, b) => a.proposalId.localeCompare(b.proposalId, 'en', { numeric: true }))) {
+      await this.logProposal(
+        `${this.operationId}:offer:${row.proposalId}`,
+        row.proposalId,
+        row.key,
+        row.baseVersion,
+        'null',
+      );
+    }
+  }
+
+  private async logProposal(
+    operationId: string,
+    proposalId: string,
+    key: string,
+    baseVersion: number | null,
+    json: string,
+  ): Promise<void> {
+    await logEvent(
+      this.client,
+      this.caller,
+      operationId,
+      key,
+      this.target(),
+      {
+        action: 'proposed',
+        version: baseVersion ?? 0,
+        json,
+        shortDescription: `proposal ${proposalId}`,
+        reason: `${this.reason}: proposal ${proposalId}, not applied until accepted`,
+      },
+      this.actor,
+    );
+    this.proposals.push(proposalId);
+  }
+
+  private target() {
+    return { scope: this.targetScope, forkTask: this.task.forkTask };
+  }
+}

@@ -1,0 +1,263 @@
+import type { Pool } from 'pg';
+import type { ForkStatus, ForkStoreMode, ForkTaskStatus, ThreadScope } from '../common/types';
+import {
+  insertDelegation,
+  lockDelegationNumbers,
+  readContext,
+  type DelegationReads,
+  type NewDelegation,
+} from './delegations';
+import { BatonDbError } from './errors';
+import { logStaleRefusal } from './refusals';
+import { lockThreadAtEpoch, type Queryable } from './threads';
+import { inTransaction } from './transaction';
+
+/** A fork to open: how it runs and what each task receives. */
+export interface NewFork {
+  store: ForkStoreMode;
+  /** The prefix the caller chose; `fork/<n>` when absent. */
+  prefix?: string;
+  failFast: boolean;
+  deadlineSeconds: number;
+  maxParallel: number;
+  tasks: NewForkTask[];
+}
+
+export interface NewForkTask {
+  delegation: Omit<NewDelegation, 'buildMessage'>;
+  /** Builds the task's message (its preamble needs the fork's number and prefix, known only inside the transaction). */
+  buildMessage: (reads: DelegationReads, fork: { forkNumber: number; prefix: string }) => string;
+}
+
+export interface ForkTaskRow {
+  taskIndex: number;
+  agent: string;
+  threadId: string;
+  workflowId: string;
+  epoch: number;
+  delegationOperationId: string;
+  /** The message the task's agent receives (preamble included). */
+  message: string;
+  status: 'pending' | ForkTaskStatus;
+  error: string | null;
+  merge: unknown;
+}
+
+export interface ForkRow {
+  rootThreadId: string;
+  number: number;
+  operationId: string;
+  parentThreadId: string;
+  caller: string;
+  store: ForkStoreMode;
+  prefix: string;
+  failFast: boolean;
+  deadlineSeconds: number;
+  maxParallel: number;
+  status: 'running' | ForkStatus;
+  createdAt: Date;
+  deadlineAt: Date;
+  finishedAt: Date | null;
+  tasks: ForkTaskRow[];
+}
+
+/** The delegation operation id of a fork's n-th task (1-based). */
+export function forkTaskOperationId(forkOperationId: string, taskIndex: number): string {
+  return `${forkOperationId}:task:${taskIndex}`;
+}
+
+/** How a fork task's writes are attributed: `fork 1 task 2`. */
+export function forkTaskLabel(forkNumber: number, taskIndex: number): string {
+  return `fork ${forkNumber} task ${taskIndex}`;
+}
+
+/**
+ * Opens a fork from the caller's thread, once per operation id and only while the caller is at its epoch: numbers
+ * it per root, and creates every task's thread and delegation (with the message it will receive) in one
+ * transaction, so either all tasks exist or none does.
+ * @throws StaleEpochError, ThreadNotFoundError
+ */
+export async function openFork(pool: Pool, scope: ThreadScope, operationId: string, fork: NewFork): Promise<ForkRow> {
+  return logStaleRefusal(pool, scope, 'fork', operationId, () =>
+    inTransaction(pool, async (client) => {
+      await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
+      const existing = await findFork(client, scope.rootThreadId, { operationId });
+      if (existing) return existing;
+      await lockDelegationNumbers(client, scope.rootThreadId);
+      const { rows: counted } = await client.query<{ n: number }>(
+        'SELECT COALESCE(MAX(number), 0) + 1 AS n FROM forks WHERE root_thread_id = $1',
+        [scope.rootThreadId],
+      );
+      const forkNumber = counted[0]?.n ?? 1;
+      const prefix = fork.prefix ?? `fork/${forkNumber}`;
+      await client.query(
+        `INSERT INTO forks (root_thread_id, number, operation_id, parent_thread_id, caller, store_mode, prefix, fail_fast,
+                            deadline_seconds, max_parallel, deadline_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::integer, $10, now() + $9::integer * interval '1 second')`,
+        [
+          scope.rootThreadId,
+          forkNumber,
+          operationId,
+          scope.threadId,
+          scope.agent,
+          fork.store,
+          prefix,
+          fork.failFast,
+          fork.deadlineSeconds,
+          fork.maxParallel,
+        ],
+      );
+      const reads = await readContext(client, scope);
+      for (const [position, task] of fork.tasks.entries()) {
+        const taskIndex = position + 1;
+        const delegation = await insertDelegation(
+          client,
+          scope,
+          forkTaskOperationId(operationId, taskIndex),
+          { ...task.delegation, buildMessage: (taskReads) => task.buildMessage(taskReads, { forkNumber, prefix }) },
+          reads,
+          { forkTask: forkTaskLabel(forkNumber, taskIndex), isolated: fork.store === 'isolated' },
+        );
+        await client.query(
+          `INSERT INTO fork_tasks (root_thread_id, fork_number, task_index, agent, thread_id, workflow_id)
+           VALUES ($1, $2, $3, $4, $5, $6)`,
+          [
+            scope.rootThreadId,
+            forkNumber,
+            taskIndex,
+            task.delegation.callee,
+            delegation.threadId,
+            delegation.workflowId,
+          ],
+        );
+      }
+      const opened = await findFork(client, scope.rootThreadId, { number: forkNumber });
+      if (!opened) throw new BatonDbError(`fork ${forkNumber} of '${scope.rootThreadId}' vanished while opening`);
+      return opened;
+    }),
+  );
+}
+
+/** A fork of a root by its number or by the operation id that opened it, with its tasks in order. */
+export async function findFork(
+  db: Queryable,
+  rootThreadId: string,
+  by: { number: number } | { operationId: string },
+): Promise<ForkRow | undefined> {
+  const { rows } = await db.query<Omit<ForkRow, 'tasks'>>(
+    `SELECT root_thread_id AS "rootThreadId", number, operation_id AS "operationId",
+            parent_thread_id AS "parentThreadId", caller, store_mode AS store, prefix, fail_fast AS "failFast",
+            deadline_seconds AS "deadlineSeconds", max_parallel AS "maxParallel", status, created_at AS "createdAt",
+            deadline_at AS "deadlineAt", finished_at AS "finishedAt"
+       FROM forks WHERE root_thread_id = $1 AND ${'number' in by ? 'number = $2' : 'operation_id = $2'}`,
+    [rootThreadId, 'number' in by ? by.number : by.operationId],
+  );
+  const fork = rows[0];
+  if (!fork) return undefined;
+  const { rows: tasks } = await db.query<ForkTaskRow>(
+    `SELECT ft.task_index AS "taskIndex", ft.agent, ft.thread_id AS "threadId", ft.workflow_id AS "workflowId",
+            t.epoch, d.operation_id AS "delegationOperationId", d.message, ft.status, ft.error, ft.merge
+       FROM fork_tasks ft
+       JOIN threads t ON t.thread_id = ft.thread_id
+       JOIN delegations d ON d.root_thread_id = ft.root_thread_id AND d.operation_id = $3 || ':task:' || ft.task_index
+      WHERE ft.root_thread_id = $1 AND ft.fork_number = $2
+      ORDER BY ft.task_index`,
+    [rootThreadId, fork.number, fork.operationId],
+  );
+  return { ...fork, tasks };
+}
+
+/** Every fork of a root, oldest first (for `baton tree` and the explorer). */
+export async function listForks(db: Queryable, rootThreadId: string): Promise<ForkRow[]> {
+  const { rows } = await db.query<{ number: number }>(
+    'SELECT number FROM forks WHERE root_thread_id = $1 ORDER BY number',
+    [rootThreadId],
+  );
+  const forks: ForkRow[] = [];
+  for (const { number } of rows) {
+    const fork = await findFork(db, rootThreadId, { number });
+    if (fork) forks.push(fork);
+  }
+  return forks;
+}
+
+/**
+ * Gives up on unfinished fork tasks: bumps the epoch of each task's thread and of every thread below it (what it
+ * delegated to), so any write they still attempt is refused, and records the task's end. Once per task: a retried
+ * call bumps nothing twice.
+ * @returns the number of threads whose epoch moved
+ */
+export async function reclaimForkTasks(
+  pool: Pool,
+  rootThreadId: string,
+  forkNumber: number,
+  tasks: readonly { taskIndex: number; status: 'timeout' | 'cancelled'; error: string }[],
+): Promise<number> {
+  return inTransaction(pool, async (client) => {
+    let reclaimed = 0;
+    for (const task of tasks) {
+      const { rows } = await client.query<{ threadId: string }>(
+        `UPDATE fork_tasks SET status = $4, error = $5, reclaimed_at = now(), finished_at = now()
+          WHERE root_thread_id = $1 AND fork_number = $2 AND task_index = $3 AND reclaimed_at IS NULL
+            AND status = 'pending'
+          RETURNING thread_id AS "threadId"`,
+        [rootThreadId, forkNumber, task.taskIndex, task.status, task.error],
+      );
+      const threadId = rows[0]?.threadId;
+      if (threadId === undefined) continue;
+      const bumped = await client.query(
+        `WITH RECURSIVE below AS (
+           SELECT thread_id FROM threads WHERE thread_id = $2 AND root_thread_id = $1
+           UNION
+           SELECT t.thread_id FROM threads t JOIN below b ON t.parent_thread_id = b.thread_id WHERE t.root_thread_id = $1)
+         UPDATE threads SET epoch = epoch + 1, status = 'reclaimed', last_error = $3, updated_at = now(),
+                finished_at = COALESCE(finished_at, now())
+          WHERE thread_id IN (SELECT thread_id FROM below)`,
+        [rootThreadId, threadId, `reclaimed: ${task.error}`],
+      );
+      reclaimed += bumped.rowCount ?? 0;
+    }
+    return reclaimed;
+  });
+}
+
+/** Records how each task ended (tasks already reclaimed keep their status) and the fork's aggregate. */
+export async function recordForkOutcome(
+  db: Queryable,
+  rootThreadId: string,
+  forkNumber: number,
+  outcomes: readonly { taskIndex: number; status: ForkTaskStatus; error?: string; merge?: unknown }[],
+  status: ForkStatus,
+): Promise<void> {
+  for (const outcome of outcomes) {
+    await db.query(
+      `UPDATE fork_tasks SET status = CASE WHEN status = 'pending' THEN $4 ELSE status END,
+              error = COALESCE(error, $5), merge = COALESCE($6::jsonb, merge), finished_at = COALESCE(finished_at, now())
+        WHERE root_thread_id = $1 AND fork_number = $2 AND task_index = $3`,
+      [
+        rootThreadId,
+        forkNumber,
+        outcome.taskIndex,
+        outcome.status,
+        outcome.error ?? null,
+        outcome.merge === undefined ? null : JSON.stringify(outcome.merge),
+      ],
+    );
+  }
+  await db.query(
+    `UPDATE forks SET status = $3, finished_at = COALESCE(finished_at, now())
+      WHERE root_thread_id = $1 AND number = $2`,
+    [rootThreadId, forkNumber, status],
+  );
+}
+
+/** The final answer of a thread's latest turn: its last assistant message with text. */
+export async function latestReply(db: Queryable, threadId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ content: string }>(
+    `SELECT content FROM transcript_messages
+      WHERE thread_id = $1 AND role = 'assistant' AND content IS NOT NULL AND tool_calls IS NULL
+      ORDER BY seq DESC LIMIT 1`,
+    [threadId],
+  );
+  return rows[0]?.content;
+}

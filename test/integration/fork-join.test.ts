@@ -1,0 +1,464 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { listMessages } from '../../db/transcripts';
+import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
+import { parseScript } from '../../testing/scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'fork-join-'));
+const modelLog = path.join(workDir, 'model.jsonl');
+
+function agent(name: string, capabilities: string[] = []) {
+  const text = `---\nname: ${name}\ndescription: The ${name} agent.\ncapabilities: [${capabilities.join(', ')}]\n---\nYou are ${name}.\n`;
+  return parseAgentFile(text, `${name}.md`);
+}
+
+const agents: AgentRegistry = new Map(
+  [
+    agent('iso_lead', ['fork_join', 'scout_a', 'scout_b', 'scout_c']),
+    agent('partial_lead', ['fork_join', 'scout_ok', 'broken']),
+    agent('ff_lead', ['fork_join', 'broken', 'sleeper']),
+    agent('deadline_lead', ['fork_join', 'scout_ok', 'laggard']),
+    agent('window_lead', ['fork_join', 'pacer']),
+    agent('limit_lead', ['fork_join', 'scout_ok']),
+    agent('guard_lead', ['fork_join', 'scout_ok']),
+    agent('shared_lead', ['fork_join', 'sharer_a', 'sharer_b']),
+    agent('scout_a'),
+    agent('scout_b'),
+    agent('scout_c'),
+    agent('scout_ok'),
+    agent('broken'),
+    agent('sleeper'),
+    agent('laggard'),
+    agent('pacer'),
+    agent('sharer_a'),
+    agent('sharer_b'),
+    agent('secret'),
+  ].map((a) => [a.name, a]),
+);
+
+const scoutACommit = JSON.stringify({
+  commit_id: 'scout-a',
+  creates: [{ id: 'e1', description: 'Evidence: the output is 9x9.', content: { size: 9 } }],
+  links: [{ type: 'supports', src: 'e1', dst: 'hypothesis' }],
+  proposes_updates: [{ target_id: 'arc/plan', patch: { count: 5 } }],
+});
+
+const script = parseScript(
+  `
+agents:
+  iso_lead:
+    - call: store_env_data
+      args: { key: arc/plan, short_description: "The plan.", value: { step: 1, count: 0 } }
+    - call: fork_join
+      args:
+        tasks:
+          - { agent: scout_a, message: "Try tiling." }
+          - { agent: scout_b, message: "Try colours." }
+          - { agent: scout_c, message: "Try symmetry." }
+    - call: update_env_data
+      args: { key: arc/plan, proposal: p1 }
+    - say: "joined"
+  scout_a:
+    - call: store_env_data
+      args: { key: hypothesis, short_description: "Tiling hypothesis.", value: { rule: tile } }
+    - call: list_env_data
+      args: {}
+    - say: |
+        Tiling it is.
+        \`\`\`json
+        ${scoutACommit}
+        \`\`\`
+  scout_b:
+    - call: update_env_data
+      args: { key: arc/plan, value: { step: 2, count: 1 } }
+    - say: "Proposed a new plan."
+  scout_c:
+    - say: |
+        \`\`\`json
+        { "creates": [ { "id": "x"
+        \`\`\`
+  partial_lead:
+    - call: fork_join
+      args: { tasks: [ { agent: scout_ok, message: "Go." }, { agent: broken, message: "Go too." } ] }
+    - say: "partial done"
+  scout_ok:
+    - call: store_env_data
+      args: { key: note, short_description: "A note.", value: ok }
+    - say: "ok"
+  broken:
+    - call: store_env_data
+      args: { key: half, short_description: "Half-done work.", value: 1 }
+    - { fail: 401, message: "broken on purpose" }
+    - say: "never"
+  ff_lead:
+    - call: fork_join
+      args: { fail_fast: true, tasks: [ { agent: sleeper, message: "Sleep." }, { agent: broken, message: "Fail." } ] }
+    - say: "ff done"
+  sleeper:
+    - { say: "woke up", delay_ms: 20000 }
+  deadline_lead:
+    - call: fork_join
+      args: { deadline_seconds: 4, tasks: [ { agent: scout_ok, message: "Quick." }, { agent: laggard, message: "Slow." } ] }
+    - say: "deadline done"
+  laggard:
+    - call: think
+      args: { thought: "starting" }
+    - { say: "too late", delay_ms: 9000 }
+  window_lead:
+    - call: fork_join
+      args:
+        max_parallel: 2
+        tasks:
+          - { agent: pacer, message: "1" }
+          - { agent: pacer, message: "2" }
+          - { agent: pacer, message: "3" }
+          - { agent: pacer, message: "4" }
+          - { agent: pacer, message: "5" }
+    - say: "window done"
+  pacer:
+    - { say: "paced", delay_ms: 700 }
+  limit_lead:
+    - call: fork_join
+      args: { tasks: [ { agent: scout_ok, message: "1" }, { agent: scout_ok, message: "2" }, { agent: scout_ok, message: "3" } ] }
+    - say: "limit done"
+  guard_lead:
+    - call: fork_join
+      args: { tasks: [ { agent: scout_ok, message: "1" }, { agent: secret, message: "2" } ] }
+    - say: "guard done"
+  shared_lead:
+    - call: fork_join
+      args: { store: shared, tasks: [ { agent: sharer_a, message: "A." }, { agent: sharer_b, message: "B." } ] }
+    - say: "shared done"
+  sharer_a:
+    - call: store_env_data
+      args: { key: finding/a, short_description: "What A found.", value: a }
+    - say: "a done"
+  sharer_b:
+    - call: store_env_data
+      args: { key: finding/b, short_description: "What B found.", value: b }
+    - call: list_env_data
+      args: { exclude_self: true }
+      delay_ms: 1500
+    - say: "b done"
+`,
+  'fork-join',
+);
+
+let harness: AgentHarness;
+
+before(async () => {
+  harness = await startTestHarness('fork-join', { agents, script, modelLogFile: modelLog });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+interface ForkResult {
+  fork: number;
+  status: string;
+  store: string;
+  prefix?: string;
+  stopped_by?: string;
+  tasks: {
+    task_index: number;
+    agent: string;
+    thread_id: string;
+    status: string;
+    reply?: string;
+    error?: string;
+    merge?: { commit_id: string; created: string[]; links: number; proposals: string[]; errors: string[] };
+  }[];
+}
+
+/** The tool result of the root agent's `fork_join` call, as stored in its transcript. */
+async function forkResult(root: string): Promise<string> {
+  const messages = await listMessages(harness.pool, root);
+  const call = messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.name === 'fork_join');
+  const result = messages.find((m) => m.role === 'tool' && m.toolCallId === call?.id);
+  assert.ok(result?.content, `no fork_join result in ${root}`);
+  return result.content;
+}
+
+function requestsOf(root: string, agentName: string): ModelLogEntry[] {
+  return harness.modelRequests().filter((r) => r.headers['x-baton-root-thread'] === root && r.agent === agentName);
+}
+
+/** The result of the latest call of tool `name` the agent's n-th request carried. */
+function toolResult(root: string, agentName: string, requestIndex: number, name: string): string | undefined {
+  const request = requestsOf(root, agentName)[requestIndex];
+  const calls = request?.messages.flatMap((m) => (m.tool_calls ?? []) as { id: string; function: { name: string } }[]);
+  const call = calls?.filter((c) => c.function.name === name).at(-1);
+  return request?.messages.find((m) => m.role === 'tool' && m.tool_call_id === call?.id)?.content ?? undefined;
+}
+
+async function rows<T extends Record<string, unknown>>(sql: string, params: unknown[]): Promise<T[]> {
+  return (await harness.pool.query<T>(sql, params)).rows;
+}
+
+test('fork/join: isolated stores merge under the prefix in input order, with links, proposals and an invalid commit', async () => {
+  const root = uniqueThreadId('iso');
+  const thread = await harness.client.startThread({ agent: 'iso_lead', threadId: root });
+  const turn = await thread.send('Solve ARC task 007bbfb7 three ways.');
+  assert.equal(turn.reply, 'joined');
+
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'success');
+  assert.equal(result.store, 'isolated');
+  assert.equal(result.prefix, 'fork/1');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.task_index, t.agent, t.status]),
+    [
+      [1, 'scout_a', 'success'],
+      [2, 'scout_b', 'success'],
+      [3, 'scout_c', 'success'],
+    ],
+  );
+  const [a, b, c] = result.tasks;
+  assert.deepEqual(a?.merge?.created.sort(), ['fork/1/1/e1', 'fork/1/1/hypothesis']);
+  assert.equal(a?.merge?.commit_id, 'scout-a');
+  assert.equal(a?.merge?.links, 1);
+  assert.deepEqual(a?.merge?.proposals, ['p2']);
+  assert.deepEqual(a?.merge?.errors, []);
+  assert.deepEqual(b?.merge, { commit_id: 'fork-1-task-2', created: [], links: 0, proposals: ['p1'], errors: [] });
+  assert.match(c?.merge?.errors[0] ?? '', /^the commit is not valid JSON/);
+  assert.deepEqual(c?.merge?.created, []);
+  assert.match(a?.reply ?? '', /^Tiling it is\./);
+
+  // Each worker was told which task of how many it is, and who runs beside it.
+  const scoutB =
+    requestsOf(root, 'scout_b')[0]
+      ?.messages.filter((m) => m.role === 'user')
+      .at(-1)?.content ?? '';
+  assert.match(
+    scoutB,
+    /Fork: you are task 2 of 3 of fork 1, running in parallel with scout_a \(task 1\), scout_c \(task 3\)\./,
+  );
+  assert.match(scoutB, /merged under fork\/1\/2\//);
+  // Inside its isolated store, scout_a saw its own entry marked as such, and the shared data beside it.
+  const listed = JSON.parse(toolResult(root, 'scout_a', 2, 'list_env_data') ?? '[]') as Record<string, unknown>[];
+  assert.deepEqual(
+    listed.map((e) => [e.key, e.in !== undefined]),
+    [
+      ['arc/plan', false],
+      ['hypothesis', true],
+    ],
+  );
+  // scout_b's update of a shared entry changed nothing while it ran: it was recorded as a proposal.
+  assert.match(toolResult(root, 'scout_b', 1, 'update_env_data') ?? '', /recorded as proposal p1/);
+
+  // The shared data holds the merged findings under the prefix, attributed to their task; nothing unprefixed.
+  const manifest = await thread.envData();
+  assert.deepEqual(
+    manifest.map((e) => e.key),
+    ['arc/plan', 'fork/1/1/e1', 'fork/1/1/hypothesis'],
+  );
+  const hypothesis = await thread.envGet('fork/1/1/hypothesis');
+  assert.deepEqual(hypothesis?.value, { rule: 'tile' });
+  assert.equal(hypothesis?.storedBy.agent, 'scout_a');
+  assert.equal(hypothesis?.storedByTask, 'fork 1 task 1');
+  const links = await rows<{ src_key: string; dst_key: string; type: string }>(
+    'SELECT src_key, dst_key, type FROM env_links WHERE root_thread_id = $1',
+    [root],
+  );
+  assert.deepEqual(links, [{ src_key: 'fork/1/1/e1', dst_key: 'fork/1/1/hypothesis', type: 'supports' }]);
+
+  // The lead accepted p1 (scout_b's plan); p2 (scout_a's patch) waits for someone to accept it.
+  assert.match(toolResult(root, 'iso_lead', 3, 'update_env_data') ?? '', /^Applied proposal p1 to 'arc\/plan'/);
+  assert.deepEqual((await thread.envGet('arc/plan'))?.value, { step: 2, count: 1 });
+  const pending = await thread.envProposals();
+  assert.deepEqual(
+    pending.map((p) => [p.proposalId, p.key, p.patch, p.forkTask]),
+    [['p2', 'arc/plan', { count: 5 }, 'fork 1 task 1']],
+  );
+
+  // A human accepts p2 through the client: applied as a patch, and the log says who accepted what.
+  const accepted = await thread.envAccept('p2');
+  assert.equal(accepted.version, 3);
+  assert.deepEqual((await thread.envGet('arc/plan'))?.value, { step: 2, count: 5 });
+  await assert.rejects(thread.envAccept('p1'), /proposal 'p1' is accepted; only pending ones can be accepted/);
+  const acceptances = (await thread.envEvents()).filter((e) => e.reason?.startsWith('accepted proposal'));
+  assert.deepEqual(
+    acceptances.map((e) => [e.key, e.actor.agent, e.reason]),
+    [
+      ['arc/plan', 'iso_lead', 'accepted proposal p1 (proposed by scout_b, fork 1 task 2)'],
+      ['arc/plan', 'human', 'accepted proposal p2 (proposed by scout_a, fork 1 task 1)'],
+    ],
+  );
+  const [fork] = await thread.forks();
+  assert.equal(fork?.status, 'success');
+  assert.deepEqual(
+    fork?.tasks.map((t) => t.status),
+    ['success', 'success', 'success'],
+  );
+});
+
+test('fork/join: a failing task gives a partial result and merges nothing', async () => {
+  const root = uniqueThreadId('partial');
+  const thread = await harness.client.startThread({ agent: 'partial_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'partial');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [
+      ['scout_ok', 'success'],
+      ['broken', 'failed'],
+    ],
+  );
+  assert.match(result.tasks[1]?.error ?? '', /broken on purpose/);
+  assert.equal(result.tasks[1]?.merge, undefined);
+  assert.deepEqual(
+    (await thread.envData()).map((e) => e.key),
+    ['fork/1/1/note'],
+    "the failed task's half-done entry stays in its own store",
+  );
+});
+
+test('fork/join: fail_fast cancels the other tasks as soon as one fails, and reclaims them', async () => {
+  const root = uniqueThreadId('ff');
+  const thread = await harness.client.startThread({ agent: 'ff_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'failed');
+  assert.equal(result.stopped_by, 'fail_fast');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [
+      ['sleeper', 'cancelled'],
+      ['broken', 'failed'],
+    ],
+  );
+  const [fork] = await thread.forks();
+  // The sleeper's model answers after 20 s; the fork was over long before.
+  assert.ok(fork?.finishedAt && fork.finishedAt.getTime() - fork.createdAt.getTime() < 15_000);
+  const [sleeper] = await rows<{ epoch: number; status: string }>(
+    'SELECT epoch, status FROM threads WHERE thread_id = $1',
+    [result.tasks[0]?.thread_id],
+  );
+  assert.deepEqual(sleeper, { epoch: 1, status: 'reclaimed' });
+  const workflow = await harness.client.temporal.workflow.getHandle(`baton/${root}/sleeper-1`).describe();
+  assert.equal(workflow.status.name, 'CANCELLED', 'the cancelled task did not outlive the fork');
+});
+
+test('fork/join: at the deadline an unfinished task is reclaimed, and its late write is refused and logged', async () => {
+  const root = uniqueThreadId('deadline');
+  const thread = await harness.client.startThread({ agent: 'deadline_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'partial');
+  assert.equal(result.stopped_by, 'deadline');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [
+      ['scout_ok', 'success'],
+      ['laggard', 'timeout'],
+    ],
+  );
+  const laggard = result.tasks[1]?.thread_id ?? '';
+  const [fenced] = await rows<{ epoch: number; status: string }>(
+    'SELECT epoch, status FROM threads WHERE thread_id = $1',
+    [laggard],
+  );
+  assert.deepEqual(fenced, { epoch: 1, status: 'reclaimed' });
+
+  // The laggard's model call was already running; its reply comes after the reclaim, and storing it is refused.
+  let refused: { kind: string; write_epoch: number; current_epoch: number }[] = [];
+  for (let attempt = 0; attempt < 60 && refused.length === 0; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    refused = await rows('SELECT kind, write_epoch, current_epoch FROM refused_writes WHERE thread_id = $1', [laggard]);
+  }
+  assert.deepEqual(refused, [{ kind: 'transcript', write_epoch: 0, current_epoch: 1 }]);
+  const transcript = await listMessages(harness.pool, laggard);
+  assert.equal(
+    transcript.some((m) => m.content === 'too late'),
+    false,
+    'the late reply was not stored',
+  );
+  const [task] = await rows<{ reclaimed_at: Date | null }>(
+    'SELECT reclaimed_at FROM fork_tasks WHERE root_thread_id = $1 AND task_index = 2',
+    [root],
+  );
+  assert.ok(task?.reclaimed_at instanceof Date);
+});
+
+test('fork/join: max_parallel is never exceeded, and every task still runs', async () => {
+  const root = uniqueThreadId('window');
+  const thread = await harness.client.startThread({ agent: 'window_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'success');
+  assert.equal(result.tasks.length, 5);
+  const spans = await rows<{ started_at: Date; finished_at: Date }>(
+    `SELECT t.started_at, t.finished_at FROM fork_tasks f JOIN threads t ON t.thread_id = f.thread_id
+      WHERE f.root_thread_id = $1`,
+    [root],
+  );
+  const edges = spans
+    .flatMap((s) => [
+      { at: s.started_at.getTime(), delta: 1 },
+      { at: s.finished_at.getTime(), delta: -1 },
+    ])
+    .sort((x, y) => x.at - y.at || x.delta - y.delta);
+  let inFlight = 0;
+  let most = 0;
+  for (const edge of edges) most = Math.max(most, (inFlight += edge.delta));
+  assert.equal(most, 2, `at most 2 tasks ran at once (measured ${most})`);
+});
+
+test('fork/join: more tasks than the limit is refused and nothing starts', async () => {
+  const root = uniqueThreadId('limit');
+  const thread = await harness.client.startThread({ agent: 'limit_lead', threadId: root, limits: { maxForkTasks: 2 } });
+  await thread.send('Go.');
+  assert.match(
+    await forkResult(root),
+    /^Error: fork_join got 3 tasks; at most 2 may run in one fork .*Nothing was started/,
+  );
+  assert.deepEqual(await rows('SELECT number FROM forks WHERE root_thread_id = $1', [root]), []);
+  assert.deepEqual(
+    (await rows<{ thread_id: string }>('SELECT thread_id FROM threads WHERE root_thread_id = $1', [root])).map(
+      (r) => r.thread_id,
+    ),
+    [root],
+  );
+});
+
+test('fork/join: every task must be an agent the caller may call; otherwise nothing starts', async () => {
+  const root = uniqueThreadId('guard');
+  const thread = await harness.client.startThread({ agent: 'guard_lead', threadId: root });
+  await thread.send('Go.');
+  assert.equal(
+    await forkResult(root),
+    "Error: Invalid call of 'fork_join': task 2 (agent 'secret'): 'secret' is not one of your capabilities, so you cannot give it a task. Nothing was started.",
+  );
+  assert.deepEqual(await rows('SELECT number FROM forks WHERE root_thread_id = $1', [root]), []);
+  assert.equal(requestsOf(root, 'scout_ok').length, 0);
+});
+
+test('fork/join: shared-store workers write straight into the shared data, attributed, and exclude_self shows the others', async () => {
+  const root = uniqueThreadId('shared');
+  const thread = await harness.client.startThread({ agent: 'shared_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'success');
+  assert.equal(result.prefix, undefined);
+  assert.equal(result.tasks[0]?.merge, undefined, 'shared writes need no merge');
+  const manifest = await thread.envData();
+  assert.deepEqual(
+    manifest.map((e) => [e.key, e.storedBy.agent, e.storedByTask, e.scope]),
+    [
+      ['finding/a', 'sharer_a', 'fork 1 task 1', ''],
+      ['finding/b', 'sharer_b', 'fork 1 task 2', ''],
+    ],
+  );
+  const others = JSON.parse(toolResult(root, 'sharer_b', 2, 'list_env_data') ?? '[]') as { key: string }[];
+  assert.deepEqual(
+    others.map((e) => e.key),
+    ['finding/a'],
+  );
+});
