@@ -716,8 +716,12 @@ async function copyBinaries(binary: string, home: string, ids: OsIds): Promise<s
     await fs.rm(partial, { recursive: true, force: true });
     await fs.cp(nativeDir, partial, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
     await chownTree(partial, ids);
-    await fs.rm(target, { recursive: true, force: true });
-    await fs.rename(partial, target);
+    // Another process starting the same project may have finished its copy meanwhile, and may be running it.
+    if (await exists(copied)) await fs.rm(partial, { recursive: true, force: true });
+    else {
+      await fs.rm(target, { recursive: true, force: true });
+      await fs.rename(partial, target);
+    }
   }
   for (const entry of await fs.readdir(home)) {
     if (entry.startsWith('postgres-') && entry !== name) await fs.rm(path.join(home, entry), { recursive: true });
