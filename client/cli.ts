@@ -27,7 +27,7 @@ import {
 } from './format';
 import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
 import { runDemo, runDev } from './dev';
-import { formatReplay, readHistoryFile, replayHistories, type ReplayInput } from './replay';
+import { formatReplay, installReplayRuntime, readHistoryFile, replayHistories, type ReplayInput } from './replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
 import { runSetupFromEnv, runWorkerFromEnv } from '../worker/main';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
@@ -597,6 +597,7 @@ program
         }
       });
     }
+    installReplayRuntime();
     const outcomes = await replayHistories(
       inputs,
       options.workflows ? { workflowsPath: path.resolve(options.workflows) } : {},
@@ -622,9 +623,10 @@ program
     await runSetupFromEnv(process.env, { json: Boolean(options.json), write: (text) => process.stdout.write(text) });
   });
 
-// `worker` and `setup` install the runtime themselves, from their validated configuration (metrics included).
+// `worker` and `setup` install the runtime themselves, from their validated configuration (metrics included);
+// `replay` installs one that keeps the core's replay warnings off stdout.
 program.hook('preAction', (_program, command) => {
-  if (command.name() !== 'worker' && command.name() !== 'setup') {
+  if (command.name() !== 'worker' && command.name() !== 'setup' && command.name() !== 'replay') {
     installRuntime(parseLogLevel(process.env.BATON_LOG_LEVEL));
   }
 });

@@ -5,7 +5,13 @@
  */
 import fs from 'node:fs';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import {
+  DefaultLogger,
+  makeTelemetryFilterString,
+  Runtime,
+  Worker,
+  type ReplayWorkerOptions,
+} from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../worker/create-worker';
 
@@ -35,6 +41,24 @@ export interface ReplayOutcome {
     /** The history event the detail names, when it names one. */
     event?: { eventId: number; eventType: string; activityType?: string };
   };
+}
+
+/**
+ * Installs the Temporal runtime for replaying: the core logs every failed replay as a WARN on stdout, which would
+ * garble `--json` and repeat what the report says; only errors are kept, and they go to stderr. A runtime already
+ * installed is kept.
+ */
+export function installReplayRuntime(): void {
+  try {
+    Runtime.install({
+      logger: new DefaultLogger('ERROR'),
+      telemetryOptions: {
+        logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) },
+      },
+    });
+  } catch {
+    // Already installed: keep it.
+  }
 }
 
 /** Reads an exported history (the Web UI's or `temporal workflow show --output json`'s JSON). */

@@ -62,6 +62,7 @@ blockquote { margin: .4em 0; padding: .3em .7em; border-left: 3px solid #f0c36d;
 details > summary { cursor: pointer; }
 .asof { display: flex; gap: .7em; align-items: center; margin: .6em 0; }
 .asof input { width: 6em; }
+.manifest td:last-child { width: 36%; }
 .live { color: var(--muted); } .live.connected { color: var(--ok); }
 .asof-banner { background: #fff0d6; border: 1px solid #f0d9a8; padding: .4em .7em; border-radius: 4px; }
 tr.later { opacity: .45; }
@@ -94,13 +95,30 @@ export const EXPLORER_JS = `'use strict';
     return td;
   }
 
+  function compactJson(value, indent) {
+    indent = indent || '';
+    var inner = indent + '  ';
+    if (Array.isArray(value)) {
+      if (value.every(function (item) { return item === null || typeof item !== 'object'; })) {
+        return '[' + value.map(function (item) { return JSON.stringify(item); }).join(', ') + ']';
+      }
+      return '[\\n' + value.map(function (item) { return inner + compactJson(item, inner); }).join(',\\n') + '\\n' + indent + ']';
+    }
+    if (value !== null && typeof value === 'object') {
+      var keys = Object.keys(value);
+      if (keys.length === 0) return '{}';
+      return '{\\n' + keys.map(function (key) { return inner + JSON.stringify(key) + ': ' + compactJson(value[key], inner); }).join(',\\n') + '\\n' + indent + '}';
+    }
+    return JSON.stringify(value);
+  }
+
   function loadValue(details) {
     if (!details.open || details.dataset.loaded || !details.dataset.src) return;
     details.dataset.loaded = '1';
     var pre = details.querySelector('pre');
     fetch(details.dataset.src, { headers: { accept: 'application/json' } })
       .then(function (r) { return r.json().then(function (body) { if (!r.ok) throw new Error(body.error || r.statusText); return body; }); })
-      .then(function (entry) { pre.textContent = JSON.stringify(entry.value, null, 2); })
+      .then(function (entry) { pre.textContent = compactJson(entry.value); })
       .catch(function (error) { pre.textContent = 'could not load the value: ' + error.message; delete details.dataset.loaded; });
   }
   document.addEventListener('toggle', function (event) {

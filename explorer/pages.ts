@@ -77,13 +77,31 @@ function status(value: string): Html {
   return html`<span class="status status-${value.replace(/[^a-z_]/g, '')}">${value}</span>`;
 }
 
+/** JSON indented for reading, with arrays of plain values (grid rows, lists of ids) kept on one line. */
+export function compactJson(value: unknown, indent = ''): string {
+  if (Array.isArray(value)) {
+    if (value.every((item) => item === null || typeof item !== 'object')) {
+      return `[${value.map((item) => JSON.stringify(item) ?? 'null').join(', ')}]`;
+    }
+    const inner = `${indent}  `;
+    return `[\n${value.map((item) => inner + compactJson(item, inner)).join(',\n')}\n${indent}]`;
+  }
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value);
+    if (entries.length === 0) return '{}';
+    const inner = `${indent}  `;
+    return `{\n${entries.map(([key, item]) => `${inner}${JSON.stringify(key)}: ${compactJson(item, inner)}`).join(',\n')}\n${indent}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
 /** Pretty JSON when `text` holds an object or an array, else `undefined`. */
 export function prettyJson(text: string | null | undefined): string | undefined {
   if (!text) return undefined;
   const trimmed = text.trim();
   if (!trimmed.startsWith('{') && !trimmed.startsWith('[')) return undefined;
   try {
-    return JSON.stringify(JSON.parse(trimmed), null, 2);
+    return compactJson(JSON.parse(trimmed));
   } catch {
     return undefined;
   }
@@ -487,7 +505,7 @@ export function entryRow(root: string, entry: ScopedEnvEntry, withValue: boolean
     <td>
       ${
         withValue
-          ? jsonBlock('value', JSON.stringify(entry.value, null, 2))
+          ? jsonBlock('value', compactJson(entry.value))
           : html`<details
               class="value"
               data-src="/api/threads/${seg(root)}/env/value?key=${encodeURIComponent(entry.key)}"
@@ -596,7 +614,7 @@ export function envPage(data: EnvPageData, context: PageContext): Html {
                       <td>${actor(p.proposedBy)}</td>
                       <td>${time(p.createdAt)}</td>
                       <td>
-                        ${jsonBlock(p.patch !== null && p.patch !== undefined ? 'patch' : 'value', JSON.stringify(p.patch ?? p.value, null, 2))}${p.shortDescription ? html`<div class="muted">${p.shortDescription}</div>` : ''}
+                        ${jsonBlock(p.patch !== null && p.patch !== undefined ? 'patch' : 'value', compactJson(p.patch ?? p.value))}${p.shortDescription ? html`<div class="muted">${p.shortDescription}</div>` : ''}
                       </td>
                     </tr>`,
                 )}

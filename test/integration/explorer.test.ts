@@ -15,6 +15,7 @@ import { openQuestion } from '../../db/questions';
 import { ensureThread } from '../../db/threads';
 import { appendMessage } from '../../db/transcripts';
 import { startExplorer, type ExplorerServer } from '../../explorer';
+import { compactJson } from '../../explorer/pages';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 
 const env = readTestEnv();
@@ -289,24 +290,20 @@ describe('explorer pages and API', () => {
     assert.ok(!html.includes(SCRIPT));
     assert.match(html, /<details class="json"\s*><summary><code>\{&quot;message&quot;:&quot;Solve it\.&quot;/);
     assert.ok(
-      html.includes(
-        JSON.stringify({ message: 'Solve it.', context_keys: ['notes'] }, null, 2).replaceAll('"', '&quot;'),
-      ),
+      html.includes(compactJson({ message: 'Solve it.', context_keys: ['notes'] }).replaceAll('"', '&quot;')),
       'arguments pretty-printed',
     );
     assert.ok(
       html.includes(
-        JSON.stringify(
-          {
-            rule: 'scale',
-            grid: [
-              [1, 2],
-              [3, 4],
-            ],
-          },
-          null,
-          2,
-        ).replaceAll('"', '&quot;'),
+        [
+          '{',
+          '  &quot;rule&quot;: &quot;scale&quot;,',
+          '  &quot;grid&quot;: [',
+          '    [1, 2],',
+          '    [3, 4]',
+          '  ]',
+          '}',
+        ].join('\n'),
       ),
       'a JSON result pretty-printed',
     );
