@@ -54,8 +54,6 @@ before(async () => {
   fs.writeFileSync(path.join(workDir, 'inside', 'note.txt'), 'a note\n');
   await setWorldVariablesText(pool, world, `working_directory=${workDir}\n`);
   const threadId = uniqueThreadId('matrix');
-  const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A) =>
-    new MockActivityEnvironment().run(fn, ...args);
   const { epoch } = await run(activities.ensureThread, { threadId, rootThreadId: threadId, agent: 'caller', world });
   agentVersion = (await run(activities.resolveAgent, { name: 'caller' })).version;
   scope = { rootThreadId: threadId, threadId, agent: 'caller', epoch };
@@ -70,6 +68,11 @@ before(async () => {
 
 after(() => pool.end());
 
+/** Runs an activity in a fresh mock context (typed: the SDK's generic signature loses the result type). */
+function run<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> {
+  return new MockActivityEnvironment().run(fn, ...args);
+}
+
 /**
  * Every row of the conversation's tables (the transcript up to `maxSeq`), in a stable order, and the files of the
  * working directory. Logs of the call itself are left out: refused env writes in `env_events`, and the `tool_runs`
@@ -77,7 +80,8 @@ after(() => pool.end());
  */
 async function snapshot(maxSeq: number): Promise<Record<string, unknown[]>> {
   const root = scope.rootThreadId;
-  const query = async (sql: string, params: unknown[] = [root]) => (await pool.query(sql, params)).rows;
+  const query = async (sql: string, params: unknown[] = [root]): Promise<unknown[]> =>
+    (await pool.query<Record<string, unknown>>(sql, params)).rows;
   return {
     env_data: await query('SELECT * FROM env_data WHERE root_thread_id = $1 ORDER BY scope, key'),
     // Refusals that reach the store are logged (that is the point of the log); what was stored is not touched.
@@ -305,7 +309,7 @@ for (const row of rows) {
       content: null,
       toolCalls: [call],
     });
-    const result = await new MockActivityEnvironment().run(activities.executeToolCall, {
+    const result = await run(activities.executeToolCall, {
       scope,
       world,
       agentVersion,
