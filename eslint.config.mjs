@@ -19,7 +19,18 @@ const sandboxForbidden = [
     message: 'Sandbox code imports only @temporalio/workflow and @temporalio/common.',
   },
   {
-    group: ['**/db', '**/db/*', '**/worker', '**/worker/*', '**/client', '**/client/*', '**/testing', '**/testing/*'],
+    group: [
+      '**/db',
+      '**/db/*',
+      '**/worker',
+      '**/worker/*',
+      '**/client',
+      '**/client/*',
+      '**/stack',
+      '**/stack/*',
+      '**/testing',
+      '**/testing/*',
+    ],
     message: 'Sandbox code imports only common/ and types from activities/.',
   },
 ];

@@ -4,7 +4,7 @@ import type { Pool } from 'pg';
 import type { AgentDefinition, ResolvedAgent } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
 import { findAgentVersion, saveAgentVersion } from '../db/agent-versions';
-import type { AgentRegistry } from '../worker/agents';
+import type { AgentRegistry } from '../common/agent-definition';
 
 /**
  * Agent definitions by version. A turn resolves its agent by name once, at its start, and from then on every model

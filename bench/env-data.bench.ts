@@ -18,7 +18,7 @@ import { EnvStore } from '../db/env-data';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { ensureThread } from '../db/threads';
-import { createDatabase, dropDatabase, resolveDatabase } from '../testing/local-postgres';
+import { createDatabase, dropDatabase, resolveDatabase } from '../stack/local-postgres';
 
 /** Timed rounds per case; each case gets ROUNDS × ROUND_MS of measurement. */
 const ROUNDS = 6;

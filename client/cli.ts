@@ -25,7 +25,7 @@ import {
   formatTranscript,
   formatTree,
 } from './format';
-import { DEFAULT_STATE_DIR, readStackFile } from './stack-file';
+import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
 import { runDemo, runDev } from './dev';
 import { formatReplay, installReplayRuntime, readHistoryFile, replayHistories, type ReplayInput } from './replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { connect } from '.';
 import { startLocalProductionServers } from '../stack/production';
-import { startLocalStack, type LocalStack } from '../testing/local-stack';
+import { startLocalStack, type LocalStack } from '../stack/local-stack';
 import { findDemoProblems, formatDemoProblem, summarizeArcTask } from './demo-check';
 import { describeTurn, formatEnvManifest, formatTree } from './format';
 

@@ -38,6 +38,9 @@ export interface AgentDefinition extends AgentFrontmatter {
   source: string;
 }
 
+/** The agents a worker can run, by name (loaded by `worker/agents.ts`, read by activities). */
+export type AgentRegistry = ReadonlyMap<string, AgentDefinition>;
+
 /** What a turn keeps of its agent: the version it resolved at start and the limits it runs under. */
 export interface ResolvedAgent {
   name: string;

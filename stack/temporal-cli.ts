@@ -17,9 +17,9 @@ import {
   TemporalSetupError,
   type GoBuildTarget,
   type ProgressStream,
-} from '../stack/temporal-build';
+} from './temporal-build';
 
-export { TemporalBuildError, TemporalSetupError, type ProgressStream } from '../stack/temporal-build';
+export { TemporalBuildError, TemporalSetupError, type ProgressStream } from './temporal-build';
 
 /** The Temporal CLI release Baton builds; v1.5.1 is the last tag whose go.mod has no `replace` directive. */
 export const TEMPORAL_CLI_VERSION = 'v1.5.1';

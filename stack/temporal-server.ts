@@ -20,9 +20,9 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { batonSearchAttributeKeys } from '../common/search-attributes';
 import type { TemporalResolution } from './temporal-cli';
 import { TemporalSetupError, TemporalUnavailableError } from './temporal-cli';
-import { ensureSearchAttributes, SearchAttributeConflictError } from '../stack/temporal-setup';
+import { ensureSearchAttributes, SearchAttributeConflictError } from './temporal-setup';
 
-export { SearchAttributeConflictError } from '../stack/temporal-setup';
+export { SearchAttributeConflictError } from './temporal-setup';
 
 /** Inputs of {@link startTemporal}. */
 export interface StartTemporalOptions {

@@ -1,7 +1,8 @@
 /**
- * `npm run record-histories`: runs the replay scenarios on a fresh test stack and writes their workflow histories
- * to `test/replay/histories/`. Re-record when a workflow changes on purpose (behind `patched()`), and commit the
- * new files with the change; `test/replay` then proves old histories still replay.
+ * `npm run record-histories [-- <scenario> …]`: runs the replay scenarios (or the ones named) on a fresh test stack
+ * and writes their workflow histories to `test/replay/histories/`. Record a new scenario when a workflow gains
+ * behaviour, and keep the files older code recorded: `test/replay` then proves they still replay (a change to what
+ * they exercise goes behind `patched()`).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -32,6 +33,10 @@ const agents = new Map(
     '---\nname: lead\ndescription: Delegates to mid.\ncapabilities: [mid]\n---\nYou lead.\n',
     '---\nname: mid\ndescription: Delegates to leaf.\ncapabilities: [leaf, load_arc_task]\n---\nYou relay.\n',
     '---\nname: leaf\ndescription: Answers.\n---\nYou answer.\n',
+    '---\nname: forker\ndescription: Fans work out.\ncapabilities: [fork_join, digger, dawdler, failer]\n---\nYou fork.\n',
+    '---\nname: digger\ndescription: Finds things.\n---\nYou dig.\n',
+    '---\nname: dawdler\ndescription: Too slow.\n---\nYou dawdle.\n',
+    '---\nname: failer\ndescription: Its model refuses it.\n---\nYou fail.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -70,6 +75,35 @@ agents:
   leaf:
     - say: "A tiling."
     - say: "Nothing else."
+  forker:
+    - call: fork_join
+      args:
+        deadline_seconds: 3
+        tasks:
+          - { agent: digger, message: "Dig here." }
+          - { agent: digger, message: "Dig there." }
+          - { agent: dawdler, message: "Take your time." }
+    - call: fork_join
+      args:
+        store: shared
+        fail_fast: true
+        max_parallel: 1
+        tasks:
+          - { agent: digger, message: "Dig again." }
+          - { agent: failer, message: "Fail." }
+          - { agent: digger, message: "Never started." }
+    - say: "Forked twice."
+  digger:
+    - call: store_env_data
+      args: { key: finding, short_description: "What was found.", value: { depth: 3 } }
+    - say: "Found it."
+  dawdler:
+    - call: think
+      args: { thought: "slowly" }
+    - { say: "Too late.", delay_ms: 6000 }
+  failer:
+    - { fail: 401, message: "refused on purpose" }
+    - say: "never"
 `,
   'record-histories',
 );
@@ -90,9 +124,26 @@ const scenarios: Scenario[] = [
   { name: 'asker-human-answer', agent: 'asker', messages: ['Pick a colour'], answers: ['Blue'] },
   { name: 'greeter-continue-as-new', agent: 'greeter', messages: ['1', '2', '3'], continueAsNewAfterTurns: 2 },
   { name: 'three-level-delegation', agent: 'lead', messages: ['Solve ARC task 007bbfb7'] },
+  // An isolated fork whose third task misses the deadline (reclaimed, cancelled), then a shared fork cut short by
+  // fail_fast with a task that never started.
+  { name: 'fork-join', agent: 'forker', messages: ['Fan out.'] },
 ];
 
+/**
+ * The scenarios named on the command line (all when none is): only their files are replaced, so histories recorded
+ * by older workflow code stay as they are and keep proving that it still replays.
+ */
+function selectedScenarios(names: readonly string[]): Scenario[] {
+  if (names.length === 0) return scenarios;
+  const unknown = names.filter((name) => !scenarios.some((scenario) => scenario.name === name));
+  if (unknown.length > 0) {
+    throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${scenarios.map((s) => s.name).join(', ')}`);
+  }
+  return scenarios.filter((scenario) => names.includes(scenario.name));
+}
+
 async function main(): Promise<void> {
+  const selected = selectedScenarios(process.argv.slice(2));
   installRuntime();
   const stack = await startTestStack(ROOT, process.env, log);
   try {
@@ -106,8 +157,11 @@ async function main(): Promise<void> {
     });
     try {
       fs.mkdirSync(HISTORIES_DIR, { recursive: true });
-      for (const file of fs.readdirSync(HISTORIES_DIR)) fs.rmSync(path.join(HISTORIES_DIR, file));
-      for (const scenario of scenarios) {
+      for (const file of fs.readdirSync(HISTORIES_DIR)) {
+        if (selected.some((scenario) => file.startsWith(`${scenario.name}.`)))
+          fs.rmSync(path.join(HISTORIES_DIR, file));
+      }
+      for (const scenario of selected) {
         const thread = await harness.client.startThread({
           agent: scenario.agent,
           threadId: `replay-${scenario.name}`,

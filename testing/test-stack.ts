@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { migrate } from '../db/migrate';
 import { bundleBatonWorkflows } from '../worker/create-worker';
-import { createDatabase, dropDatabase, removeLocalPostgresData, resolveDatabase } from './local-postgres';
-import { resolveTemporal } from './temporal-cli';
-import { startTemporal } from './temporal-server';
+import { createDatabase, dropDatabase, removeLocalPostgresData, resolveDatabase } from '../stack/local-postgres';
+import { resolveTemporal } from '../stack/temporal-cli';
+import { startTemporal } from '../stack/temporal-server';
 import { TEST_ENV, type TestEnv } from './test-env';
 
 export interface TestStack extends TestEnv {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import matter from 'gray-matter';
 import YAML from 'yaml';
-import { agentFrontmatterSchema, type AgentDefinition } from '../common/agent-definition';
+import { agentFrontmatterSchema, type AgentDefinition, type AgentRegistry } from '../common/agent-definition';
 
 /** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
 export class AgentConfigError extends Error {
@@ -18,7 +18,7 @@ export class AgentConfigError extends Error {
 }
 
 /** The agents a worker can run, by name. */
-export type AgentRegistry = ReadonlyMap<string, AgentDefinition>;
+export type { AgentRegistry };
 
 /** Frontmatter that parsed as YAML but is not a mapping of fields: a list, a string, a number. */
 class NotAMappingError extends Error {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import YAML from 'yaml';
 import { connect, type BatonClient, type EnvEvent, type EnvWatch } from '../../client';
-import { readStackFile } from '../../client/stack-file';
+import { readStackFile } from '../../stack/stack-file';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import {
   baton,

@@ -15,7 +15,7 @@ import { chromium, type Browser, type Locator, type Page } from 'playwright-core
 import YAML from 'yaml';
 import { EnvStore } from '../../db/env-data';
 import { createPool } from '../../db/pool';
-import { readStackFile } from '../../client/stack-file';
+import { readStackFile } from '../../stack/stack-file';
 import { uniqueTaskQueue } from '../../testing/test-env';
 import {
   ROOT,
@@ -46,6 +46,7 @@ const QUESTION = 'Which colour should the <b>border</b> be?';
 const ANSWER = 'Blue, please.';
 const ASKER_REPLY = 'Thanks: the border will be blue.';
 const UI_TIMEOUT_MS = 60_000;
+const FORK_DEADLINE_SECONDS = 4;
 
 const missingChromium = chromiumPath
   ? undefined
@@ -63,14 +64,48 @@ function writeAgents(dir: string): void {
   for (const file of fs.readdirSync(examples).filter((name) => name.endsWith('.md'))) {
     fs.copyFileSync(path.join(examples, file), path.join(dir, file));
   }
-  fs.writeFileSync(
-    path.join(dir, 'asker.md'),
-    '---\nname: asker\ndescription: Asks a human before it answers.\n---\n\nAsk the human what you need, then answer.\n',
-  );
+  const agent = (name: string, description: string, capabilities: string[] = []) =>
+    fs.writeFileSync(
+      path.join(dir, `${name}.md`),
+      `---\nname: ${name}\ndescription: ${description}\ncapabilities: [${capabilities.join(', ')}]\n---\n\n${description}\n`,
+    );
+  agent('asker', 'Asks a human before it answers.');
+  agent('fork_lead', 'Fans work out to scouts in parallel.', ['fork_join', 'scout', 'proposer', 'laggard']);
+  agent('scout', 'Looks at one part of the task.');
+  agent('proposer', 'Suggests a better plan.');
+  agent('laggard', 'Takes too long.');
   const script = YAML.parse(fs.readFileSync(path.join(examples, 'model-script.yaml'), 'utf8')) as {
     agents: Record<string, unknown[]>;
   };
   script.agents.asker = [{ call: 'ask_human', args: { question: QUESTION } }, { say: ASKER_REPLY }];
+  // A real fork: one task stores a finding, one proposes a change to its caller's entry, one outlives the deadline.
+  script.agents.fork_lead = [
+    { call: 'store_env_data', args: { key: 'plan', short_description: 'The plan.', value: { step: 1 } } },
+    {
+      call: 'fork_join',
+      args: {
+        deadline_seconds: FORK_DEADLINE_SECONDS,
+        tasks: [
+          { agent: 'scout', message: 'Look at the rows.' },
+          { agent: 'proposer', message: 'Improve the plan.' },
+          { agent: 'laggard', message: 'Take your time.' },
+        ],
+      },
+    },
+    { say: 'The scouts are back.' },
+  ];
+  script.agents.scout = [
+    { call: 'store_env_data', args: { key: 'rows', short_description: 'What the rows show.', value: [1, 2, 3] } },
+    { say: 'Rows done.' },
+  ];
+  script.agents.proposer = [
+    { call: 'update_env_data', args: { key: 'plan', value: { step: 2 } } },
+    { say: 'Proposed a better plan.' },
+  ];
+  script.agents.laggard = [
+    { call: 'think', args: { thought: 'starting' } },
+    { say: 'Too late.', delay_ms: (FORK_DEADLINE_SECONDS + 6) * 1000 },
+  ];
   fs.writeFileSync(path.join(dir, 'model-script.yaml'), YAML.stringify(script));
 }
 
@@ -229,6 +264,33 @@ describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? 
       await page.locator('.tool-result').first().innerText(),
       /ask_human[\s\S]*The human answered: Blue, please\./,
     );
+  });
+
+  test('browser: a real fork_join run shows its tasks, the deadline reclaiming the slow one, and the proposal', async () => {
+    const run = await cli('run', 'fork_lead', 'Split the work', '--json');
+    assert.equal(run.code, 0, `${describeRun(run)}\nbaton dev:\n${dev?.output.stderr() ?? ''}`);
+    const root = String(parseJson(run).threadId);
+    await page.goto(`${explorerUrl}/threads/${root}`);
+    const fork = page.locator('.fork[data-fork="1"]');
+    await fork.waitFor();
+    assert.match(await fork.locator('.fork-head').innerText(), /fork 1\s+partial\s+· 3 tasks · store isolated/);
+    assert.deepEqual(await fork.locator('table.fork-tasks tbody tr .status').allInnerTexts(), [
+      'success',
+      'success',
+      'timeout',
+    ]);
+    assert.equal(await fork.locator('.timeline .bar').count(), 3);
+    assert.equal(await fork.locator('.timeline .reclaimed').count(), 1, 'the deadline reclaimed the laggard');
+    assert.equal(await fork.locator('.node').count(), 3, 'each task with its thread');
+    await shot('explorer-fork-run');
+
+    await page.goto(`${explorerUrl}/threads/${root}/env`);
+    const proposal = page.locator('table.proposals tbody tr');
+    assert.equal(await proposal.count(), 1, await page.locator('main').innerText());
+    assert.match(await proposal.innerText(), /plan[\s\S]*proposer[\s\S]*fork 1 task 2/);
+    const events = await page.locator('#events tbody').innerText();
+    assert.match(events, /proposed\s+plan/);
+    await shot('explorer-fork-run-env');
   });
 
   test('browser: a fork is drawn as a group with each task’s status and a timeline (fork rows are a fixture)', async () => {

@@ -3,7 +3,7 @@
  * given as the only argument, prints where it put the cluster as one JSON line, and stops it.
  */
 import fs from 'node:fs/promises';
-import { startLocalPostgres } from '../../testing/local-postgres';
+import { startLocalPostgres } from '../../stack/local-postgres';
 
 async function main(): Promise<void> {
   const [dataDir] = process.argv.slice(2);

@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { MIGRATIONS_DIR, MigrationError, migrate } from '../../db/migrate';
 import { createPool } from '../../db/pool';
-import type { LocalPostgres } from '../../testing/local-postgres';
+import type { LocalPostgres } from '../../stack/local-postgres';
 import {
   LocalPostgresStartError,
   TestDatabaseError,
@@ -19,7 +19,7 @@ import {
   removeLocalPostgresData,
   resolveDatabase,
   startLocalPostgres,
-} from '../../testing/local-postgres';
+} from '../../stack/local-postgres';
 
 // The shared server of the project's machines; CI may point elsewhere. Tests that need it skip when it is absent.
 const ADMIN_URL = process.env.BATON_TEST_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -20,7 +20,7 @@ import { startProductionTopology, type ProductionTopology } from '../../stack/pr
 import { TemporalSetupError } from '../../stack/temporal-build';
 import { resolveTemporalServerBinaries } from '../../stack/temporal-server-binaries';
 import { readModelLog } from '../../testing/harness';
-import { dropDatabase } from '../../testing/local-postgres';
+import { dropDatabase } from '../../stack/local-postgres';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';

@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { BatonSearchAttributes, batonSearchAttributeKeys } from '../../common/search-attributes';
-import type { TemporalResolution } from '../../testing/temporal-cli';
-import { resolveTemporal } from '../../testing/temporal-cli';
-import type { TemporalServerHandle } from '../../testing/temporal-server';
-import { startTemporal, TemporalStartError, webUiWorkflowsUrl } from '../../testing/temporal-server';
+import type { TemporalResolution } from '../../stack/temporal-cli';
+import { resolveTemporal } from '../../stack/temporal-cli';
+import type { TemporalServerHandle } from '../../stack/temporal-server';
+import { startTemporal, TemporalStartError, webUiWorkflowsUrl } from '../../stack/temporal-server';
 
 /** A cold `go install` of the CLI takes 3–5 minutes on two cores; everything else here takes seconds. */
 const RESOLVE_TIMEOUT_MS = 15 * 60_000;

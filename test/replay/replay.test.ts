@@ -29,7 +29,16 @@ test('replay: recorded histories cover the thread and turn workflows', () => {
       (h.history.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []),
     ),
   );
-  for (const name of ['callModel', 'executeToolCall', 'openQuestion', 'closeQuestion', 'resolveAgent']) {
+  for (const name of [
+    'callModel',
+    'executeToolCall',
+    'openQuestion',
+    'closeQuestion',
+    'resolveAgent',
+    'openFork',
+    'reclaimForkTasks',
+    'finishFork',
+  ]) {
     assert.ok(activities.has(name), `a recorded history exercises ${name}`);
   }
   const continued = histories.filter((h) =>

@@ -5,14 +5,14 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ProgressStream, ResolveTemporalOptions } from '../../testing/temporal-cli';
+import type { ProgressStream, ResolveTemporalOptions } from '../../stack/temporal-cli';
 import {
   TEMPORAL_CLI_VERSION,
   TemporalUnavailableError,
   resolveTemporal,
   temporalCliCacheDir,
-} from '../../testing/temporal-cli';
-import { webUiWorkflowsUrl } from '../../testing/temporal-server';
+} from '../../stack/temporal-cli';
+import { webUiWorkflowsUrl } from '../../stack/temporal-server';
 
 const FAKE_TEMPORAL = '#!/bin/sh\necho "temporal version 0.0.0-fake (Server 0.0.0, UI 0.0.0)"\n';
 
