@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { defaultForkPrefix, forkAggregate, mergedKey, parseCommit } from '../../common/commit';
+import { buildDelegationPreamble } from '../../common/delegation-preamble';
+
+const commit = {
+  commit_id: 'c1',
+  creates: [{ id: 'e1', description: 'Evidence.', content: { size: 9 } }],
+  links: [{ type: 'supports', src: 'e1', dst: 'arc/task' }],
+  proposes_updates: [{ target_id: 'arc/plan', patch: { count: 5 } }],
+};
+
+test('commit parser: a whole-JSON answer, a fenced block and an object embedded in prose are all found', () => {
+  for (const answer of [
+    JSON.stringify(commit),
+    `Here is what I found.\n\`\`\`json\n${JSON.stringify(commit, null, 2)}\n\`\`\`\nDone.`,
+    `I found it: ${JSON.stringify(commit)} and that is all.`,
+  ]) {
+    const parsed = parseCommit(answer);
+    assert.equal(parsed.kind, 'commit', answer);
+    if (parsed.kind !== 'commit') continue;
+    assert.equal(parsed.commit.commit_id, 'c1');
+    assert.deepEqual(parsed.commit.creates[0]?.content, { size: 9 });
+    assert.equal(parsed.commit.links[0]?.type, 'supports');
+    assert.deepEqual(parsed.commit.proposes_updates[0]?.patch, { count: 5 });
+  }
+});
+
+test('commit parser: prose, and JSON that is not a commit, hold no commit', () => {
+  assert.deepEqual(parseCommit('The rule is tiling.'), { kind: 'none' });
+  assert.deepEqual(parseCommit(''), { kind: 'none' });
+  assert.deepEqual(parseCommit('The grid is {3x3} and the answer is {"size": 9}.'), { kind: 'none' });
+  assert.deepEqual(parseCommit('```\nnot json at all\n```'), { kind: 'none' }, 'an untyped fence is not a claim');
+});
+
+test('commit parser: a commit that was meant but is broken becomes an error, never a throw', () => {
+  const broken = parseCommit('```json\n{ "creates": [ { "id": "x"\n```');
+  assert.equal(broken.kind, 'error');
+  assert.match(broken.kind === 'error' ? broken.error : '', /^the commit is not valid JSON/);
+  const invalid = parseCommit(JSON.stringify({ creates: [{ id: 'bad key!', description: 'd', content: 1 }] }));
+  assert.equal(invalid.kind, 'error');
+  assert.match(invalid.kind === 'error' ? invalid.error : '', /'creates\.0\.id' may hold only letters/);
+  const badLink = parseCommit(JSON.stringify({ links: [{ type: 'likes', src: 'a', dst: 'b' }] }));
+  assert.equal(badLink.kind, 'error');
+  assert.match(badLink.kind === 'error' ? badLink.error : '', /'links\.0\.type'/);
+});
+
+test('commit parser: never throws, whatever the answer (property)', () => {
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        fc.string(),
+        fc.json().map((json) => `text ${json} text`),
+        fc.json().map((json) => `\`\`\`json\n${json}\n\`\`\``),
+        fc.jsonValue().map((value) => JSON.stringify({ creates: value, links: value })),
+      ),
+      (answer) => {
+        const parsed = parseCommit(answer);
+        assert.ok(['none', 'commit', 'error'].includes(parsed.kind));
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+test('fork aggregate: success, partial, failed and timeout follow the documented rules', () => {
+  assert.equal(forkAggregate(['success', 'success']), 'success');
+  assert.equal(forkAggregate(['success', 'failed']), 'partial');
+  assert.equal(forkAggregate(['success', 'timeout'], 'deadline'), 'partial');
+  assert.equal(forkAggregate(['timeout', 'failed'], 'deadline'), 'timeout');
+  assert.equal(forkAggregate(['failed', 'failed']), 'failed');
+  assert.equal(forkAggregate(['success', 'failed', 'cancelled'], 'fail_fast'), 'failed');
+  assert.equal(forkAggregate([]), 'failed');
+});
+
+test('fork keys: findings land under <prefix>/<task index>/<key>', () => {
+  assert.equal(defaultForkPrefix(3), 'fork/3');
+  assert.equal(mergedKey('fork/3', 2, 'arc/hypothesis'), 'fork/3/2/arc/hypothesis');
+});
+
+test('delegation preamble: a fork task is told its place, its siblings and how its store works, even at minimal detail', () => {
+  const base = {
+    caller: { name: 'lead', description: 'Leads.' },
+    chain: ['lead'],
+    callee: 'scout',
+    rootMessage: 'Solve it.',
+    hasEnvData: false,
+  };
+  const fork = { forkNumber: 1, taskIndex: 2, taskCount: 3, agents: ['scout', 'scout', 'judge'], prefix: 'fork/1' };
+  const isolated = buildDelegationPreamble({ ...base, detail: 'minimal', fork: { ...fork, store: 'isolated' } }) ?? '';
+  assert.match(
+    isolated,
+    /Fork: you are task 2 of 3 of fork 1, running in parallel with scout \(task 1\), judge \(task 3\)\./,
+  );
+  assert.match(isolated, /merged under fork\/1\/2\//);
+  const shared = buildDelegationPreamble({ ...base, detail: 'standard', fork: { ...fork, store: 'shared' } }) ?? '';
+  assert.match(shared, /Your store is shared/);
+  assert.match(shared, /exclude_self: true/);
+  assert.equal(buildDelegationPreamble({ ...base, detail: false, fork: { ...fork, store: 'shared' } }), undefined);
+});
