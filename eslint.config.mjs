@@ -42,7 +42,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.mjs', 'testing/*.cjs'] },
+        projectService: { allowDefaultProject: ['*.mjs', 'testing/*.mjs', 'testing/*.cjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -98,7 +98,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['*.mjs', '**/*.cjs'],
+    files: ['*.mjs', 'testing/*.mjs', '**/*.cjs'],
     ...tseslint.configs.disableTypeChecked,
   },
   {

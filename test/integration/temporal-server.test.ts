@@ -206,7 +206,7 @@ test(
 
 /** A script that starts a server in its own process, so this test can watch that process's stdout and stderr. */
 const CHILD_SCRIPT = `
-import { startTemporal } from ${JSON.stringify(join(REPO_ROOT, 'testing', 'temporal-server'))};
+import { startTemporal } from ${JSON.stringify(join(REPO_ROOT, 'stack', 'temporal-server'))};
 
 const [path, mode, stateDir] = process.argv.slice(2);
 async function main(): Promise<void> {
