@@ -11,6 +11,7 @@ import { listMessages } from '../../db/transcripts';
 import { readModelLog, type ModelLogEntry } from '../../testing/harness';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { settle, waitFor } from './waiting';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 const env = readTestEnv();
@@ -42,7 +43,6 @@ agents:
  * this leaves room for a slow machine.
  */
 const TEST_TIMEOUT_MS = 90_000;
-const POLL_INTERVAL_MS = 100;
 
 let model: ScriptedModelServer | undefined;
 let pool: Pool | undefined;
@@ -86,29 +86,8 @@ async function startWorker(name: string): Promise<WorkerProcess> {
   return worker;
 }
 
-/** Polls until `check` returns a value, or fails naming `what` after `timeoutMs`. */
-async function waitFor<T>(what: string, timeoutMs: number, check: () => T | undefined): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS));
-  }
-}
-
 function requestsFor(threadId: string): ModelLogEntry[] {
   return readModelLog(modelLog).filter((request) => request.thread === threadId);
-}
-
-type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
-
-/** Holds a promise's outcome without leaving a rejection unhandled while the test does other things. */
-function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
-  return promise.then(
-    (value) => ({ ok: true as const, value }),
-    (error: unknown) => ({ ok: false as const, error }),
-  );
 }
 
 test(
