@@ -9,6 +9,7 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { startTestStack, type TestStack } from './test-stack';
 
@@ -60,14 +61,46 @@ async function main(): Promise<number> {
     } else {
       log(`running ${files.length} test files (no stack needed)`);
     }
-    return await runNodeTests(files, env);
+    const countsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-test-counts-')), 'counts.json');
+    const code = await runNodeTests(files, env, countsFile);
+    return checkCounts(code, countsFile);
   } finally {
     await stack?.stop();
     log(`done in ${((Date.now() - started) / 1000).toFixed(1)}s`);
   }
 }
 
-function runNodeTests(files: string[], env: Record<string, string | undefined>): Promise<number> {
+/** What the counting reporter saw (testing/count-reporter.ts). */
+interface TestCounts {
+  executed: number;
+  skipped: number;
+  todo: number;
+  failed: number;
+}
+
+/**
+ * A run in which nothing was tested fails, whatever the runner's exit code: zero tests executed, or every one
+ * skipped (a suite whose dependency is missing must not pass as a row of skips).
+ */
+function checkCounts(code: number, countsFile: string): number {
+  let counts: TestCounts;
+  try {
+    counts = JSON.parse(fs.readFileSync(countsFile, 'utf8')) as TestCounts;
+  } catch (error) {
+    log(`could not read the test counts (${error instanceof Error ? error.message : String(error)})`);
+    return code === 0 ? 1 : code;
+  } finally {
+    fs.rmSync(path.dirname(countsFile), { recursive: true, force: true });
+  }
+  log(`${counts.executed} tests executed, ${counts.skipped} skipped, ${counts.todo} todo, ${counts.failed} failed`);
+  if (counts.executed === 0) {
+    log(counts.skipped > 0 ? 'every test was skipped: nothing was tested' : 'no test was executed');
+    return code === 0 ? 1 : code;
+  }
+  return code;
+}
+
+function runNodeTests(files: string[], env: Record<string, string | undefined>, countsFile: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -79,6 +112,10 @@ function runNodeTests(files: string[], env: Record<string, string | undefined>):
         '--test',
         '--test-concurrency=2',
         '--test-timeout=300000',
+        `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`,
+        '--test-reporter-destination=stdout',
+        `--test-reporter=${path.join(ROOT, 'testing', 'count-reporter.mjs')}`,
+        `--test-reporter-destination=${countsFile}`,
         ...files,
       ],
       { cwd: ROOT, env, stdio: 'inherit' },
