@@ -12,6 +12,7 @@ import type { TemporalResolution } from '../../stack/temporal-cli';
 import { resolveTemporal } from '../../stack/temporal-cli';
 import type { TemporalServerHandle } from '../../stack/temporal-server';
 import { startTemporal, TemporalStartError, webUiWorkflowsUrl } from '../../stack/temporal-server';
+import { skipUnlessCi } from '../../testing/ci';
 
 /** A cold `go install` of the CLI takes 3–5 minutes on two cores; everything else here takes seconds. */
 const RESOLVE_TIMEOUT_MS = 15 * 60_000;
@@ -39,11 +40,11 @@ function resolveLocalCli(): Promise<CliResolution | string> {
   })());
 }
 
-/** Runs `body` with the local CLI, or skips the test when there is none. */
+/** Runs `body` with the local CLI, or skips the test when there is none (under CI=true, fails it). */
 async function withCli(t: { skip(message: string): void }, body: (cli: CliResolution) => Promise<void>): Promise<void> {
   const resolution = await resolveLocalCli();
   if (typeof resolution === 'string') {
-    t.skip(`no Temporal CLI could be resolved or built: ${resolution}`);
+    skipUnlessCi(t, `no Temporal CLI could be resolved or built: ${resolution}`);
     return;
   }
   await body(resolution);
