@@ -149,7 +149,9 @@ export const EXPLORER_JS = `'use strict';
 
   function applyChange(root, change) {
     var event = change.event, entry = change.entry;
-    if (entry) {
+    if (!change.rootScope) {
+      // A write in a fork task's own scope: the log shows it, the root-scope manifest is unchanged.
+    } else if (entry) {
       var row = manifestRow(root, entry.key);
       field(row, 'version').textContent = String(entry.version);
       actorCell(field(row, 'by'), entry.storedBy);

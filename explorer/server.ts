@@ -285,10 +285,9 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
           ]);
           if (closed) return;
           const { value: _value, ...manifestEntry } = current ?? { value: undefined };
-          const change = {
-            event: logged[0] ?? { ...event, scope: '', actor: { ...event.actor, task: null } },
-            entry: current ? manifestEntry : null,
-          };
+          const logEvent = logged[0] ?? { ...event, scope: '', actor: { ...event.actor, task: null } };
+          // `entry` is the key's root-scope state after the event; a write in a fork task's own scope leaves it as is.
+          const change = { event: logEvent, rootScope: logEvent.scope === '', entry: current ? manifestEntry : null };
           res.write(`id: ${event.seq}\nevent: env\ndata: ${JSON.stringify(change)}\n\n`);
         },
         { since },
