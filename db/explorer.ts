@@ -155,7 +155,7 @@ export async function listForks(db: Queryable, rootThreadId: string): Promise<Fo
   const { rows: tasks } = await db.query<ForkTaskRecord & { forkNumber: number }>(
     `SELECT f.fork_number AS "forkNumber", f.task_index AS "taskIndex", f.agent, f.thread_id AS "threadId",
             f.workflow_id AS "workflowId", f.status, f.error, f.reclaimed_at AS "reclaimedAt",
-            COALESCE(f.finished_at, t.finished_at) AS "finishedAt", COALESCE(t.started_at, t.created_at) AS "startedAt"
+            COALESCE(t.finished_at, f.finished_at) AS "finishedAt", COALESCE(t.started_at, t.created_at) AS "startedAt"
        FROM fork_tasks f LEFT JOIN threads t ON t.thread_id = f.thread_id
       WHERE f.root_thread_id = $1 ORDER BY f.fork_number, f.task_index`,
     [rootThreadId],

@@ -66,6 +66,7 @@ details > summary { cursor: pointer; }
 .live { color: var(--muted); } .live.connected { color: var(--ok); }
 .asof-banner { background: #fff0d6; border: 1px solid #f0d9a8; padding: .4em .7em; border-radius: 4px; }
 tr.later { opacity: .45; }
+.events td:last-child { white-space: nowrap; }
 tr.action-rejected td { color: var(--bad); }
 tr.flash { animation: flash 2s ease-out; }
 @keyframes flash { from { background: #fff3b0; } to { background: transparent; } }
@@ -176,7 +177,7 @@ export const EXPLORER_JS = `'use strict';
       var code = document.createElement('code'); code.textContent = event.key; cell(tr).append(code);
       cell(tr, event.scope || '(root)'); cell(tr, event.version === null ? '' : event.version, 'num');
       actorCell(cell(tr), event.actor); cell(tr, event.valueSize === null ? '' : event.valueSize, 'num');
-      cell(tr, event.reason || '', 'error-text');
+      cell(tr, event.reason || '', event.action === 'rejected' ? 'error-text' : 'muted');
       var asOf = document.createElement('a');
       asOf.href = '/threads/' + encodeURIComponent(root) + '/env?asOf=' + event.seq; asOf.textContent = 'as of';
       cell(tr).append(asOf);

@@ -659,7 +659,7 @@ function eventRow(root: string, event: EnvLogEvent, asOf: number | undefined): H
     <td class="num">${event.version ?? ''}</td>
     <td>${actor(event.actor)}</td>
     <td class="num">${event.valueSize ?? ''}</td>
-    <td class="error-text">${event.reason ?? ''}</td>
+    <td class="${event.action === 'rejected' ? 'error-text' : 'muted'}">${event.reason ?? ''}</td>
     <td><a href="${threadPath(root, `/env?asOf=${event.seq}`)}">as of</a></td>
   </tr>`;
 }
