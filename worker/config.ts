@@ -121,6 +121,11 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_HEALTH_ADDRESS: listenAddress,
   /** The worker's identity in Temporal (Web UI, task history). */
   BATON_WORKER_IDENTITY: optionalText,
+  /**
+   * Seconds a SIGTERM'd worker lets running activities finish before cancelling them (they then retry elsewhere);
+   * the worker exits 0 once drained.
+   */
+  BATON_SHUTDOWN_GRACE_S: envInteger('seconds', 0, 3600, 30),
 });
 
 /** TLS settings for the Temporal connection, files already read. */
@@ -168,6 +173,11 @@ export interface WorkerTuning {
   readonly maxCachedWorkflows: number;
   /** `baton-worker <pid>@<host>` unless BATON_WORKER_IDENTITY says otherwise. */
   readonly identity: string;
+  /**
+   * Milliseconds running activities get to finish after SIGTERM/SIGINT before they are cancelled
+   * (BATON_SHUTDOWN_GRACE_S). @default 30000
+   */
+  readonly shutdownGraceTime: number;
   readonly metricsAddress?: string;
   readonly healthAddress?: string;
 }
@@ -245,6 +255,7 @@ export function readWorkerConfig(
       maxConcurrentWorkflowTaskExecutions: value.BATON_MAX_CONCURRENT_WORKFLOW_TASKS,
       maxCachedWorkflows: value.BATON_MAX_CACHED_WORKFLOWS,
       identity: value.BATON_WORKER_IDENTITY ?? `baton-worker ${host.pid}@${host.hostname}`,
+      shutdownGraceTime: value.BATON_SHUTDOWN_GRACE_S * 1000,
       ...(value.BATON_METRICS_ADDRESS ? { metricsAddress: value.BATON_METRICS_ADDRESS } : {}),
       ...(value.BATON_HEALTH_ADDRESS ? { healthAddress: value.BATON_HEALTH_ADDRESS } : {}),
     }),

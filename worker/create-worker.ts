@@ -35,6 +35,8 @@ export interface WorkerTuningOptions {
   maxConcurrentWorkflowTaskExecutions: number;
   maxCachedWorkflows: number;
   identity: string;
+  /** Milliseconds running activities get to finish after a shutdown signal before they are cancelled. */
+  shutdownGraceTime: number;
 }
 
 /** Path of the workflows entry, resolved so it works from TypeScript sources (tsx) and compiled output alike. */

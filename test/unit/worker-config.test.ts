@@ -24,6 +24,7 @@ test('worker config: defaults fill what is not set', () => {
       maxConcurrentWorkflowTaskExecutions: 40,
       maxCachedWorkflows: 1000,
       identity: 'baton-worker 42@box',
+      shutdownGraceTime: 30_000,
     },
     logLevel: 'WARN',
     tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR, maxEnvValueBytes: 100 * 1024, shellEnv: {} },
@@ -100,4 +101,9 @@ test('worker config: the env-data value limit takes decimal digits only (not 0x1
     );
   }
   assert.throws(() => readWorkerConfig({ ...minimal, BATON_ENV_MAX_VALUE_BYTES: '100' }), /at least 1024/);
+});
+
+test('worker config: the shutdown grace period is configurable in seconds', () => {
+  assert.equal(readWorkerConfig({ ...minimal, BATON_SHUTDOWN_GRACE_S: '5' }).worker.shutdownGraceTime, 5000);
+  assert.throws(() => readWorkerConfig({ ...minimal, BATON_SHUTDOWN_GRACE_S: 'soon' }), /BATON_SHUTDOWN_GRACE_S/);
 });
