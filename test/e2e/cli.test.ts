@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import YAML from 'yaml';
+import { summarizeArcTask } from '../../client/demo-check';
+import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import {
   ROOT,
@@ -172,4 +174,30 @@ test('cli: demo --exit --json runs the ARC walkthrough and prints its reply, tre
     ],
   );
   assert.equal(fs.existsSync(path.join(stateDir, 'stack.json')), false, 'demo --exit leaves no stack.json');
+  // The figures come from the stored value, and they are the real task's.
+  const task = JSON.parse(fs.readFileSync(path.join(DEFAULT_ARC_DATA_DIR, '007bbfb7.json'), 'utf8')) as object;
+  assert.equal(output.arcTask, summarizeArcTask({ task_id: '007bbfb7', ...task }));
+  assert.match(String(output.arcTask), /^task 007bbfb7: 5 training pairs \(3x3 → 9x9\), 1 test input \(3x3\)$/);
+  assert.deepEqual(output.problems, []);
+});
+
+test('cli: demo exits 1 naming the thread and the call when a tool call fails (no ARC data)', async () => {
+  const stateDir = freshDir('demo-no-data');
+  const missing = path.join(freshDir('demo-no-arc'), 'none');
+  const result = await baton(
+    ['--state-dir', stateDir, 'demo', '--exit'],
+    stackEnv({ BATON_ARC_DIR: missing }),
+    STACK_UP_TIMEOUT_MS,
+  );
+  assert.equal(result.code, 1, describeRun(result));
+  // The scripted story still reads well; the demo says what went wrong underneath.
+  assert.match(result.stdout, /^coordinator: The solver found the rule/m);
+  assert.match(
+    result.stderr,
+    /The demo run went wrong \(exit code 1\):\n {2}thread \S+\/solver-1 \(solver\): load_arc_task\(\{"task_id":"007bbfb7"\}\) returned: Error: The ARC data directory is missing/,
+  );
+  // Each line once.
+  for (const line of result.stderr.split('\n').filter((l) => l.trim() !== '')) {
+    assert.equal(result.stderr.split('\n').filter((other) => other === line).length, 1, `printed once: ${line}`);
+  }
 });
