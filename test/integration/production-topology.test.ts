@@ -2,8 +2,8 @@
  * The production topology, natively (no Docker engine here): Temporal's schemas created in fresh Postgres databases
  * by temporal-sql-tool through deploy/temporal/create-schemas.sh, temporal-server on Postgres persistence and
  * visibility from deploy/temporal/production.yaml (the files docker-compose.yml mounts), `baton setup`, and two
- * `baton worker` processes on one task queue. A conversation with a delegation runs while one worker is SIGKILLed
- * mid-call; it completes, every env write is present once, and the workflows are found by Baton's search
+ * `baton worker` processes on one task queue. A conversation with a delegation and a fork/join runs while one worker
+ * is SIGKILLed mid-call; it completes, every env write is present once, and the workflows are found by Baton's search
  * attributes through the server's Postgres visibility store.
  *
  * The first run builds temporal-server and temporal-sql-tool from Go (minutes, with progress); later runs reuse
@@ -15,14 +15,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { connect, type BatonClient, type ThreadHandle } from '../../client';
 import { startProductionTopology, type ProductionTopology } from '../../stack/production';
 import { TemporalSetupError } from '../../stack/temporal-build';
 import { resolveTemporalServerBinaries } from '../../stack/temporal-server-binaries';
+import { skipUnlessCi } from '../../testing/ci';
 import { readModelLog } from '../../testing/harness';
 import { dropDatabase } from '../../stack/local-postgres';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { settle, waitFor } from '../chaos/waiting';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 
 const env = readTestEnv();
@@ -50,15 +53,18 @@ const TEST_TIMEOUT_MS = 240_000;
 const MODEL_DELAY_MS = 6_000;
 const REPLY = 'Lead done: the helper stored both facts.';
 
-// FORK_JOIN: when the fork_join capability lands, give `lead` the capability and add a step here that calls
-// fork_join over two `helper` tasks (e.g. `- call: fork_join` with its tasks), then assert below that both tasks'
-// commits were merged once each. The kill then lands inside a fork as well as inside a delegation.
 const script = parseScript(
   `
 agents:
   lead:
     - call: helper
       args: { message: "Collect two facts." }
+    - call: fork_join
+      args:
+        deadline_seconds: 300
+        tasks:
+          - { agent: prober, message: "Probe 1." }
+          - { agent: prober, message: "Probe 2." }
     - say: "${REPLY}"
   helper:
     - call: store_env_data
@@ -67,6 +73,10 @@ agents:
       args: { key: facts/b, short_description: "The second fact", value: { n: 2 } }
       delay_ms: ${MODEL_DELAY_MS}
     - say: "Helper done."
+  prober:
+    - call: store_env_data
+      args: { key: probe, short_description: "What the probe found.", value: { ok: true } }
+    - say: "probed"
 `,
   'production-topology',
 );
@@ -83,11 +93,8 @@ before(
       // Builds on first use, with progress on stderr; the runner shows it.
       await resolveTemporalServerBinaries({ env: process.env, progress: process.stderr, progressIntervalMs: 30_000 });
     } catch (error) {
-      if (
-        process.env.CI !== 'true' &&
-        error instanceof TemporalSetupError &&
-        /`go` is not on the PATH/.test(error.message)
-      ) {
+      // Without Go nothing can be built: the tests skip, except under CI, where skipUnlessCi fails them.
+      if (error instanceof TemporalSetupError && /`go` is not on the PATH/.test(error.message)) {
         skipReason = error.message;
         return;
       }
@@ -103,8 +110,9 @@ before(
     fs.mkdirSync(agentsDir, { recursive: true });
     fs.writeFileSync(
       path.join(agentsDir, 'lead.md'),
-      '---\nname: lead\ndescription: Hands the work to the helper.\ncapabilities: [helper]\n---\nYou lead.\n',
+      '---\nname: lead\ndescription: Hands the work to the helper, then fans probes out.\ncapabilities: [helper, fork_join, prober]\n---\nYou lead.\n',
     );
+    fs.writeFileSync(path.join(agentsDir, 'prober.md'), '---\nname: prober\ndescription: Probes.\n---\nYou probe.\n');
     fs.writeFileSync(
       path.join(agentsDir, 'helper.md'),
       '---\nname: helper\ndescription: Stores facts as shared environment data.\n---\nYou help.\n',
@@ -154,17 +162,6 @@ function startWorker(index: number): Promise<WorkerProcess> {
   });
 }
 
-/** Polls until `check` returns a value, or fails naming `what` after `timeoutMs`. */
-async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined> | T | undefined) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 /** Model requests of `agent` in `threadId`'s tree at `step` (assistant messages already in the request). */
 function requestsAt(log: string, rootThreadId: string, agent: string, step: number) {
   return readModelLog(log).filter(
@@ -190,7 +187,7 @@ function runCli(args: string[], cliEnv: Record<string, string>): Promise<string>
 }
 
 test('production topology: baton setup prepared a fresh server, and running it again changes nothing', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+  if (skipReason) return skipUnlessCi(t, skipReason);
   assert.ok(topology);
   assert.equal(topology.setup.namespace.created, true);
   assert.deepEqual([...topology.setup.searchAttributes.added].sort(), [
@@ -214,10 +211,10 @@ test('production topology: baton setup prepared a fresh server, and running it a
 });
 
 test(
-  'production topology: two workers, one SIGKILLed mid-delegation; the conversation completes with every env write once',
+  'production topology: two workers, one SIGKILLed mid-delegation; the conversation (delegation, then fork/join) completes with every env write once',
   { timeout: TEST_TIMEOUT_MS },
   async (t) => {
-    if (skipReason) return t.skip(skipReason);
+    if (skipReason) return skipUnlessCi(t, skipReason);
     assert.ok(topology && client);
     const started = Date.now();
     const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
@@ -234,10 +231,7 @@ test(
     let thread: ThreadHandle | undefined;
     try {
       thread = await client.startThread({ agent: 'lead', threadId });
-      const sending = thread.send('Collect the facts, please.').then(
-        (value) => ({ ok: true as const, value }),
-        (error: unknown) => ({ ok: false as const, error }),
-      );
+      const sending = settle(thread.send('Collect the facts, please.'));
 
       // The helper's second model call is slow: whichever worker took it is killed while it waits.
       const victim = await waitFor('the helper call to kill during', 60_000, () => {
@@ -259,19 +253,45 @@ test(
       assert.ok(survivor);
       assert.equal(requestsAt(survivor.log, threadId, 'helper', 1).length, 1, 'the retry ran on the other worker');
 
-      // Every env write is there once: one `stored` event per key, nothing refused, each entry at version 1.
-      const events = await thread.envEvents();
+      // The fork ran both probes after the kill; each merged its finding under its prefix.
+      const [fork] = await thread.forks();
+      assert.equal(fork?.status, 'success');
       assert.deepEqual(
-        events.map((event) => [event.action, event.key, event.version]),
-        [
-          ['stored', 'facts/a', 1],
-          ['stored', 'facts/b', 1],
-        ],
+        fork?.tasks.map((task) => task.status),
+        ['success', 'success'],
       );
+
+      // Every env write is there once: each entry at version 1, one `stored` event per key and scope (a probe's
+      // own store and its merge into the root), nothing refused.
       assert.deepEqual((await thread.envData()).map((entry) => [entry.key, entry.version]).sort(), [
         ['facts/a', 1],
         ['facts/b', 1],
+        ['fork/1/1/probe', 1],
+        ['fork/1/2/probe', 1],
       ]);
+      const db = new pg.Client({ connectionString: topology.databaseUrl });
+      await db.connect();
+      try {
+        const { rows } = await db.query<{ key: string; scope: string; action: string; n: number }>(
+          `SELECT key, scope, action, COUNT(*)::int AS n FROM env_events WHERE root_thread_id = $1
+            GROUP BY key, scope, action ORDER BY key, scope, action`,
+          [threadId],
+        );
+        assert.ok(rows.length >= 4, JSON.stringify(rows));
+        assert.ok(
+          rows.every((row) => row.action === 'stored' && row.n === 1),
+          `each write stored once, nothing refused: ${JSON.stringify(rows)}`,
+        );
+        assert.deepEqual([...new Set(rows.map((row) => row.key))].sort(), [
+          'facts/a',
+          'facts/b',
+          'fork/1/1/probe',
+          'fork/1/2/probe',
+          'probe',
+        ]);
+      } finally {
+        await db.end();
+      }
 
       // Baton's search attributes, queried through temporal-server's Postgres visibility store (written
       // asynchronously, hence the wait).
