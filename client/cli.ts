@@ -23,6 +23,7 @@ import {
   formatEnvManifest,
   formatQuestions,
   formatTranscript,
+  formatProposals,
   formatTree,
 } from './format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
@@ -176,11 +177,13 @@ program
   .command('tree')
   .description('print the delegation tree of a root thread with statuses and token totals')
   .argument('<thread>', 'the root thread id')
-  .option('--json', 'print the tree as JSON (each node with its children)')
+  .option('--json', 'print the tree as JSON (each node with its children; the root also lists the forks)')
   .action(async (threadId: string, options: { json?: boolean }) => {
     await withClient({ database: true }, async (client) => {
-      const tree = await client.thread(threadId).tree();
-      print(Boolean(options.json), tree, formatTree(tree));
+      const thread = client.thread(threadId);
+      const tree = await thread.tree();
+      const forks = await thread.forks();
+      print(Boolean(options.json), { ...tree, forks }, formatTree(tree, forks));
     });
   });
 
@@ -255,10 +258,14 @@ function parseLimit(value: string): number {
 program
   .command('env')
   .description("show a root thread's shared environment data: the manifest, one entry's value, or the change log")
-  .usage('<thread> [get <key> | events] [options]')
+  .usage('<thread> [get <key> | events | proposals | accept <proposal>] [options]')
   .argument('<thread>', 'the root thread id')
-  .argument('[action]', '`get` prints the value under <key>; `events` prints the change log')
-  .argument('[key]', 'with `get`: the key')
+  .argument(
+    '[action]',
+    '`get` prints the value under <key>; `events` prints the change log; `proposals` lists what fork workers ' +
+      'proposed; `accept` applies one',
+  )
+  .argument('[key]', 'with `get`: the key; with `accept`: the proposal id (p1, p2, …)')
   .option('--since <seq>', 'with `events`: only events after this sequence number', parseSeq)
   .option('--limit <n>', `the manifest: entries per page (default ${ENV_MANIFEST_PAGE})`, parseLimit)
   .option('--after <key>', 'the manifest: start after this key (the cursor a previous page printed)')
@@ -269,17 +276,34 @@ program
   )
   .action(async (threadId: string, action: string | undefined, key: string | undefined, options: EnvCommandOptions) => {
     const json = Boolean(options.json);
-    if (action !== undefined && action !== 'get' && action !== 'events') {
-      throw new CliError(`unknown env action '${action}': use \`baton env <thread>\`, \`get <key>\` or \`events\``);
+    if (action !== undefined && !['get', 'events', 'proposals', 'accept'].includes(action)) {
+      throw new CliError(
+        `unknown env action '${action}': use \`baton env <thread>\`, \`get <key>\`, \`events\`, \`proposals\` or \`accept <proposal>\``,
+      );
     }
     if (action === 'get' && key === undefined) throw new CliError('`baton env <thread> get` needs a <key>');
-    if (action !== 'get' && key !== undefined) throw new CliError(`unexpected argument '${key}'`);
+    if (action === 'accept' && (key === undefined || !/^p[1-9]\d*$/.test(key))) {
+      throw new CliError('`baton env <thread> accept` needs a proposal id such as p1 (`baton env <thread> proposals`)');
+    }
+    if (action !== 'get' && action !== 'accept' && key !== undefined)
+      throw new CliError(`unexpected argument '${key}'`);
+    if ((action === 'proposals' || action === 'accept') && options.watch) {
+      throw new CliError(`--watch goes with the manifest or \`events\`, not \`${action}\``);
+    }
     if (action === 'get' && options.watch) throw new CliError('--watch goes with the manifest or `events`, not `get`');
     if (action !== 'events' && options.since !== undefined) throw new CliError('--since goes with `events`');
     const { interrupted, dispose } = options.watch ? onInterrupt() : { interrupted: undefined, dispose: () => {} };
     try {
       await withClient({ database: true }, async (client) => {
         const thread = client.thread(threadId);
+        if (action === 'proposals') {
+          const proposals = await thread.envProposals({ status: 'all' });
+          return print(json, proposals, formatProposals(proposals));
+        }
+        if (action === 'accept') {
+          const result = await thread.envAccept(key ?? '');
+          return print(json, result, `Accepted ${key ?? ''}: '${result.key}' is now at version ${result.version}.`);
+        }
         if (action === 'get') {
           const entry = await thread.envGet(key ?? '');
           if (!entry) throw new CliError(`no entry '${key}' in thread '${threadId}'`);

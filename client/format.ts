@@ -1,6 +1,9 @@
 /** Human-readable output of the CLI and the demo: turns, questions, transcripts, trees and env data. */
 import type { EnvEvent, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeNode } from '.';
 import type { SendMessageResult } from '../common/types';
+import type { MergeResult } from '../db/env-commits';
+import type { EnvProposal } from '../db/env-data';
+import type { ForkRow } from '../db/forks';
 
 /** Characters of one message the human-readable transcript shows; `--json` gives everything. */
 const TRANSCRIPT_PREVIEW_CHARS = 500;
@@ -79,22 +82,81 @@ export function formatTranscript(messages: readonly TranscriptMessage[]): string
     .join('\n');
 }
 
-/** The delegation tree, one thread a line: agent, status, model calls, tokens, thread id; errors under failures. */
-export function formatTree(root: TreeNode): string {
+/**
+ * The delegation tree, one thread a line: agent, status, model calls, tokens, thread id; errors under failures. The
+ * tasks of a fork are drawn as one group under their caller, each with its status and what it merged.
+ */
+export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): string {
   const lines: string[] = [];
-  const visit = (node: TreeNode, prefix: string, branch: string) => {
+  const forkTasks = new Map(
+    forks.flatMap((fork) => fork.tasks.map((task) => [task.threadId, { fork, task }] as const)),
+  );
+  const visit = (node: TreeNode, prefix: string, branch: string, label = '') => {
     const calls = `${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'}`;
     lines.push(
-      `${prefix}${branch}${node.agent}  ${node.status}  ${calls}  ${node.totalTokens} tokens  (${node.threadId})`,
+      `${prefix}${branch}${label}${node.agent}  ${node.status}  ${calls}  ${node.totalTokens} tokens  (${node.threadId})`,
     );
     const inner = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
     if (node.lastError) lines.push(`${inner}   ! ${preview(node.lastError, 200)}`);
-    node.children.forEach((child, index) => visit(child, inner, index === node.children.length - 1 ? '└─ ' : '├─ '));
+    const plain = node.children.filter((child) => !forkTasks.has(child.threadId));
+    const groups = forks.filter((fork) => fork.parentThreadId === node.threadId);
+    const items = [...plain.map((child) => ({ child })), ...groups.map((fork) => ({ fork }))];
+    items.forEach((item, index) => {
+      const last = index === items.length - 1;
+      if ('child' in item) return visit(item.child, inner, last ? '└─ ' : '├─ ');
+      const { fork } = item;
+      const succeeded = fork.tasks.filter((task) => task.status === 'success').length;
+      const store = fork.store === 'isolated' ? `isolated → ${fork.prefix}/` : 'shared';
+      lines.push(
+        `${inner}${last ? '└─ ' : '├─ '}fork ${fork.number}  ${store}  ${fork.status}  ` +
+          `(${succeeded} of ${fork.tasks.length} succeeded, deadline ${fork.deadlineSeconds} s)`,
+      );
+      const taskPrefix = inner + (last ? '   ' : '│  ');
+      fork.tasks.forEach((task, taskIndex) => {
+        const taskBranch = taskIndex === fork.tasks.length - 1 ? '└─ ' : '├─ ';
+        const child = node.children.find((candidate) => candidate.threadId === task.threadId);
+        const tag = `[task ${task.taskIndex}: ${task.status}] `;
+        if (child) visit(child, taskPrefix, taskBranch, tag);
+        else lines.push(`${taskPrefix}${taskBranch}${tag}${task.agent}  (${task.threadId})`);
+        const detail = taskPrefix + (taskBranch === '└─ ' ? '   ' : '│  ');
+        if (task.status !== 'success' && task.error) lines.push(`${detail}   ! ${preview(task.error, 200)}`);
+        const merge = task.merge as MergeResult | null;
+        if (merge) lines.push(`${detail}   ${formatMerge(merge)}`);
+      });
+    });
   };
   visit(root, '', '');
   const total = (node: TreeNode): number => node.totalTokens + node.children.reduce((sum, c) => sum + total(c), 0);
   lines.push(`total: ${total(root)} tokens`);
   return lines.join('\n');
+}
+
+/** `merged 2 keys (fork/1/1/a, …), 1 link, proposals p2; errors: …` */
+function formatMerge(merge: MergeResult): string {
+  const count = merge.created.length + (merge.createdMore ?? 0);
+  const keys = count === 0 ? '' : ` (${merge.created.slice(0, 3).join(', ')}${count > 3 ? ', …' : ''})`;
+  const parts = [
+    `merged ${count} key${count === 1 ? '' : 's'}${keys}`,
+    `${merge.links} link${merge.links === 1 ? '' : 's'}`,
+  ];
+  if (merge.proposals.length > 0) parts.push(`proposals ${merge.proposals.join(', ')}`);
+  const line = parts.join(', ');
+  return merge.errors.length === 0 ? line : `${line}; errors: ${preview(merge.errors.join('; '), 200)}`;
+}
+
+/** Pending (or all) proposals, one a line: id, key, who proposed it, what it would change. */
+export function formatProposals(proposals: readonly EnvProposal[]): string {
+  if (proposals.length === 0) return 'No proposals.';
+  return columns([
+    ['PROPOSAL', 'KEY', 'STATUS', 'PROPOSED BY', 'CHANGE'],
+    ...proposals.map((proposal) => [
+      proposal.proposalId,
+      proposal.key,
+      proposal.status + (proposal.decidedBy ? ` by ${proposal.decidedBy.agent}` : ''),
+      proposal.forkTask ? `${proposal.proposedBy.agent} (${proposal.forkTask})` : proposal.proposedBy.agent,
+      preview(JSON.stringify(proposal.patch === null ? { value: proposal.value } : { patch: proposal.patch }), 80),
+    ]),
+  ]);
 }
 
 /** `text` on one line: runs of whitespace become one space. */
@@ -115,7 +177,7 @@ export function formatEnvManifest(entries: readonly EnvManifestEntry[]): string 
     ...entries.map((entry) => [
       entry.key,
       String(entry.version),
-      `${entry.storedBy.agent} (${entry.storedBy.thread})`,
+      `${entry.storedBy.agent} (${entry.storedByTask ?? entry.storedBy.thread})`,
       `${age(entry.updatedAt, now)} ago`,
       singleLine(entry.shortDescription),
     ]),
@@ -124,9 +186,15 @@ export function formatEnvManifest(entries: readonly EnvManifestEntry[]): string 
 
 /** `#seq time action key vN by agent (thread) size`, and `: reason` for a refusal. */
 export function formatEnvEvent(event: EnvEvent): string {
-  const parts = [`#${event.seq}`, event.createdAt.toISOString(), event.action, event.key];
-  if (event.version !== null) parts.push(`v${event.version}`);
-  parts.push(`by ${event.actor.agent} (${event.actor.thread})`);
+  const parts = [`#${event.seq}`, event.createdAt.toISOString(), event.action];
+  // A link reads as a sentence ("fork/1/1/verdict contradicts arc_task"); a write names its key and version.
+  if (event.action === 'linked' && event.shortDescription !== null) parts.push(event.shortDescription);
+  else {
+    parts.push(event.key);
+    if (event.version !== null) parts.push(`v${event.version}`);
+  }
+  if (event.scope !== '') parts.push('in its isolated store');
+  parts.push(`by ${event.actor.agent} (${event.actorTask ?? event.actor.thread})`);
   if (event.valueSize !== null) parts.push(formatSize(event.valueSize));
   const line = parts.join(' ');
   return event.reason === null ? line : `${line}: ${singleLine(event.reason)}`;

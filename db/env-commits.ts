@@ -301,10 +301,16 @@ class CommitMerge {
 
   /** Updates the task staged against inherited entries: offered now, as pending proposals. */
   private async offerStagedProposals(): Promise<void> {
-    const { rows } = await this.client.query<{ proposalId: string; key: string; baseVersion: number | null }>(
+    const { rows } = await this.client.query<{
+      proposalId: string;
+      key: string;
+      baseVersion: number | null;
+      change: string;
+    }>(
       `UPDATE env_proposals SET status = 'pending', fork_task = COALESCE(fork_task, $3)
         WHERE root_thread_id = $1 AND from_scope = $2 AND status = 'staged'
-        RETURNING proposal_id AS "proposalId", key, base_version AS "baseVersion"`,
+        RETURNING proposal_id AS "proposalId", key, base_version AS "baseVersion",
+                  COALESCE(value, patch, 'null'::jsonb)::text AS change`,
       [this.caller.rootThreadId, this.task.threadId, this.task.forkTask],
     );
     for (const row of rows.sort((a, b) => a.proposalId.localeCompare(b.proposalId, 'en', { numeric: true }))) {
@@ -313,7 +319,7 @@ class CommitMerge {
         row.proposalId,
         row.key,
         row.baseVersion,
-        'null',
+        row.change,
       );
     }
   }

@@ -631,7 +631,8 @@ export class EnvStore {
         await logEvent(client, scope, operationId, key, target, result);
         if ('refused' in result) return result;
         return {
-          action: result.action,
+          // Only merges record links; a store, update or delete never does.
+          action: result.action === 'linked' ? 'stored' : result.action,
           key,
           version: result.version,
           ...(result.proposalId === undefined ? {} : { proposalId: result.proposalId }),
@@ -750,7 +751,7 @@ export async function insertProposal(client: PoolClient, proposal: NewProposal):
 
 /** A change one write made, as its event records it. */
 export interface Change {
-  action: EnvWriteResult['action'];
+  action: EnvWriteResult['action'] | 'linked';
   version: number;
   json: string;
   shortDescription: string;

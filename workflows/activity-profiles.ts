@@ -1,5 +1,5 @@
 /**
- * One activity proxy per timeout/retry profile (STYLE.md habit 3). Every profile sets a start-to-close timeout
+ * One activity proxy per timeout/retry profile. Every profile sets a start-to-close timeout
  * and an explicit retry policy; failures marked non-retryable by the activity end retries at once.
  */
 import { proxyActivities } from '@temporalio/workflow';
