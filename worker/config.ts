@@ -51,12 +51,20 @@ const listenAddress = z.preprocess(
     .optional(),
 );
 
+/** Baton's Postgres; says "required" when missing rather than "invalid". */
+const databaseUrl = z.url({
+  error: (issue) => (issue.input === undefined ? 'is required (a postgres:// URL)' : 'must be a postgres:// URL'),
+});
+
 /**
  * How to reach Temporal, shared by `baton worker` and `baton setup`. TLS is on when a client certificate, a CA or an
  * API key is given (Temporal Cloud takes either mTLS or an API key, both over TLS).
  */
 export const temporalEnvSchema = z.object({
-  TEMPORAL_ADDRESS: z.string().trim().min(1, 'is required (host:port of the Temporal frontend)'),
+  TEMPORAL_ADDRESS: z
+    .string({ error: 'is required (host:port of the Temporal frontend)' })
+    .trim()
+    .min(1, 'is required (host:port of the Temporal frontend)'),
   TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
   /** Path of the PEM client certificate for mTLS; needs TEMPORAL_TLS_KEY. */
   TEMPORAL_TLS_CERT: optionalText,
@@ -78,7 +86,7 @@ export const temporalEnvSchema = z.object({
 
 /** Environment variables of `baton setup`: Temporal, Baton's database, and the new namespace's retention. */
 export const setupEnvSchema = temporalEnvSchema.extend({
-  DATABASE_URL: z.url({ message: 'must be a postgres:// URL' }),
+  DATABASE_URL: databaseUrl,
   /** Days Temporal keeps a closed workflow's history, for a namespace `baton setup` creates. */
   BATON_NAMESPACE_RETENTION_DAYS: envInteger('days', 1, 3650, 7),
 });
@@ -86,7 +94,7 @@ export const setupEnvSchema = temporalEnvSchema.extend({
 /** Environment variables of a Baton worker (the README's table documents each one). */
 export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_TASK_QUEUE: z.string().trim().min(1).default('baton'),
-  DATABASE_URL: z.url({ message: 'must be a postgres:// URL' }),
+  DATABASE_URL: databaseUrl,
   /** Most Postgres connections one worker process holds (the server's max_connections covers the sum). */
   BATON_DB_POOL_SIZE: envInteger('connections', 1, 1000, 10),
   OPENAI_BASE_URL: z.preprocess(emptyAsUnset, z.url({ message: 'must be an http(s) URL' }).optional()),

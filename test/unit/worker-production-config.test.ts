@@ -95,6 +95,7 @@ test('worker config: pool size, concurrency, cache, identity, metrics and health
     identity: 'worker-a',
     metricsAddress: '0.0.0.0:9464',
     healthAddress: '[::1]:8081',
+    shutdownGraceTime: 30_000,
   });
   assert.equal(config.logLevel, 'INFO');
   assert.ok(Object.isFrozen(config.worker) && Object.isFrozen(config.temporal));
