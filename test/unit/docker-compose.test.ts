@@ -23,6 +23,7 @@ interface ComposeService {
   ports?: string[];
   volumes?: string[];
   healthcheck?: { test?: string[] };
+  stop_grace_period?: string;
 }
 
 const compose = parse(fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8')) as {
@@ -88,6 +89,12 @@ test('docker compose: published ports listen on 127.0.0.1 only, and workers publ
     for (const port of s.ports ?? []) assert.match(port, /^127\.0\.0\.1:/, `${name} publishes ${port}`);
   }
   assert.equal(service('worker').ports, undefined);
+});
+
+test('docker compose: Docker waits longer than the worker drains before it kills a stopping worker', () => {
+  const grace = /^(\d+)s$/.exec(service('worker').stop_grace_period ?? '');
+  const drain = Number(service('worker').environment?.BATON_SHUTDOWN_GRACE_S ?? 30);
+  assert.ok(grace && Number(grace[1]) > drain, `stop_grace_period ${service('worker').stop_grace_period}`);
 });
 
 test('docker compose: Temporal runs on Postgres from the mounted config file, the one the native test uses', () => {
