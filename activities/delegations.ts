@@ -1,8 +1,9 @@
 import type { Pool } from 'pg';
-import { withDelegationPreamble } from '../common/delegation-preamble';
+import type { AgentDefinition } from '../common/agent-definition';
+import { withDelegationPreamble, type ForkPosition } from '../common/delegation-preamble';
 import type { FinishTurnInput, OpenDelegationInput, OpenDelegationResult } from '../common/types';
-import { markThread, openDelegation as openDelegationRow } from '../db/delegations';
-import type { EnvStore } from '../db/env-data';
+import { markThread, openDelegation as openDelegationRow, type DelegationReads } from '../db/delegations';
+import type { EnvManifestEntry, EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
 import { storableText } from '../common/text';
 import { toApplicationFailure } from './failures';
@@ -24,12 +25,7 @@ export function createDelegationActivities({ pool, agentStore, env }: Delegation
     const caller = await agentStore.load(input.callerVersion);
     const callee = await agentStore.resolve(input.callee);
     const calleeDefinition = await agentStore.load(callee.version);
-    // The preamble mentions env data only when the scope holds some, and lists the entries the caller pointed to.
-    const manifest = await env.list(input.scope.rootThreadId);
-    const contextEntries = input.contextKeys.map((key) => {
-      const entry = manifest.find((candidate) => candidate.key === key);
-      return { key, shortDescription: entry ? entry.shortDescription : '(not stored: this key does not exist)' };
-    });
+    const manifest = await env.list(input.scope.rootThreadId, {}, { threadId: input.scope.threadId });
     try {
       const row = await openDelegationRow(pool, input.scope, input.operationId, {
         callee: input.callee,
@@ -37,17 +33,14 @@ export function createDelegationActivities({ pool, agentStore, env }: Delegation
         chain: [...input.chain, input.callee],
         callerMessageSeq: input.callerMessageSeq,
         buildMessage: (reads) =>
-          // The message comes from a model's tool arguments: clean what Postgres cannot store instead of failing.
-          withDelegationPreamble(storableText(input.message), {
-            detail: calleeDefinition.delegation_context,
-            caller: { name: caller.name, description: caller.description },
+          delegatedMessage(input.message, {
+            caller,
+            callee: calleeDefinition,
             chain: input.chain,
-            callee: input.callee,
-            rootMessage: reads.rootMessage,
+            reads,
             taskContextLimit: input.taskContextLimit,
-            ...(reads.callerLatest === undefined ? {} : { callerLatest: reads.callerLatest }),
-            hasEnvData: manifest.length > 0,
-            contextEntries,
+            manifest,
+            contextKeys: input.contextKeys,
           }),
       });
       return {
@@ -68,4 +61,46 @@ export function createDelegationActivities({ pool, agentStore, env }: Delegation
   }
 
   return { openDelegation, finishTurn };
+}
+
+/** What a delegated message's preamble is built from. */
+export interface DelegatedMessageContext {
+  caller: AgentDefinition;
+  callee: AgentDefinition;
+  /** Agents from the root down to the caller. */
+  chain: string[];
+  /** What the delegation's transaction read: the root's message and the caller's latest. */
+  reads: DelegationReads;
+  taskContextLimit: number;
+  /** The env data the caller sees (the preamble mentions it only when there is some). */
+  manifest: readonly EnvManifestEntry[];
+  /** Entries the caller pointed to; listed with their descriptions, or as missing. */
+  contextKeys: readonly string[];
+  /** Set for a fork task: its place among its siblings. */
+  fork?: ForkPosition;
+}
+
+/**
+ * The message a delegated agent receives: the delegation preamble at the callee's detail level, then the caller's
+ * message. The message comes from a model's tool arguments: what Postgres cannot store is cleaned, not refused.
+ */
+export function delegatedMessage(message: string, context: DelegatedMessageContext): string {
+  const { reads } = context;
+  return withDelegationPreamble(storableText(message), {
+    detail: context.callee.delegation_context,
+    caller: { name: context.caller.name, description: context.caller.description },
+    chain: context.chain,
+    callee: context.callee.name,
+    rootMessage: reads.rootMessage,
+    taskContextLimit: context.taskContextLimit,
+    ...(reads.callerLatest === undefined ? {} : { callerLatest: reads.callerLatest }),
+    hasEnvData: context.manifest.length > 0,
+    contextEntries: context.contextKeys.map((key) => ({
+      key,
+      shortDescription:
+        context.manifest.find((entry) => entry.key === key)?.shortDescription ??
+        '(not stored: this key does not exist)',
+    })),
+    ...(context.fork === undefined ? {} : { fork: context.fork }),
+  });
 }

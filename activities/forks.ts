@@ -1,7 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { forkAggregate, parseCommit } from '../common/commit';
-import { withDelegationPreamble } from '../common/delegation-preamble';
 import { ErrorType } from '../common/errors';
 import { turnSummary } from '../common/text';
 import type {
@@ -24,6 +23,7 @@ import {
 } from '../db/forks';
 import { appendMessage, findMessageByOperation, findMessageBySeq } from '../db/transcripts';
 import type { AgentStore } from './agent-store';
+import { delegatedMessage } from './delegations';
 import { toApplicationFailure } from './failures';
 import { forkJoinParameters } from './tools/fork-join';
 
@@ -81,21 +81,14 @@ export function createForkActivities({ pool, agentStore, env }: ForkActivityOpti
             callerMessageSeq: input.callerMessageSeq,
           },
           buildMessage: (reads, { forkNumber, prefix }) =>
-            withDelegationPreamble(task.message, {
-              detail: callees[position]?.delegation_context ?? 'standard',
-              caller: { name: caller.name, description: caller.description },
+            delegatedMessage(task.message, {
+              caller,
+              callee: callees[position] ?? caller,
               chain: input.chain,
-              callee: task.agent,
-              rootMessage: reads.rootMessage,
+              reads,
               taskContextLimit: input.taskContextLimit,
-              ...(reads.callerLatest === undefined ? {} : { callerLatest: reads.callerLatest }),
-              hasEnvData: manifest.length > 0,
-              contextEntries: (task.context_keys ?? []).map((key) => ({
-                key,
-                shortDescription:
-                  manifest.find((entry) => entry.key === key)?.shortDescription ??
-                  '(not stored: this key does not exist)',
-              })),
+              manifest,
+              contextKeys: task.context_keys ?? [],
               fork: { forkNumber, taskIndex: position + 1, taskCount: args.tasks.length, agents, store, prefix },
             }),
         })),

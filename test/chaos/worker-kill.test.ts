@@ -12,7 +12,7 @@ import { readModelLog, type ModelLogEntry } from '../../testing/harness';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startWorkerProcess, type WorkerProcess } from './worker-process';
+import { scriptedWorkerEnv, startWorkerProcess, type WorkerProcess } from './worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-worker-kill-'));
@@ -70,17 +70,13 @@ after(async () => {
 async function startWorker(name: string): Promise<WorkerProcess> {
   const worker = await startWorkerProcess({
     name,
-    env: {
-      TEMPORAL_ADDRESS: env.temporalAddress,
-      TEMPORAL_NAMESPACE: 'default',
-      BATON_TASK_QUEUE: taskQueue,
-      DATABASE_URL: env.databaseUrl,
-      OPENAI_BASE_URL: model?.baseURL ?? '',
-      OPENAI_API_KEY: 'scripted',
-      BATON_MODEL: 'baton-scripted',
-      BATON_AGENTS_DIR: agentsDir,
-      BATON_LOG_LEVEL: 'WARN',
-    },
+    env: scriptedWorkerEnv({
+      temporalAddress: env.temporalAddress,
+      databaseUrl: env.databaseUrl,
+      taskQueue,
+      modelBaseUrl: model?.baseURL ?? '',
+      agentsDir,
+    }),
   });
   workers.push(worker);
   return worker;

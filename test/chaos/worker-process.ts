@@ -103,3 +103,24 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
   }
   return worker;
 }
+
+/** The settings of a worker on the test stack that answers from a scripted model and runs the agents in a folder. */
+export function scriptedWorkerEnv(options: {
+  temporalAddress: string;
+  databaseUrl: string;
+  taskQueue: string;
+  modelBaseUrl: string;
+  agentsDir: string;
+}): Record<string, string> {
+  return {
+    TEMPORAL_ADDRESS: options.temporalAddress,
+    TEMPORAL_NAMESPACE: 'default',
+    BATON_TASK_QUEUE: options.taskQueue,
+    DATABASE_URL: options.databaseUrl,
+    OPENAI_BASE_URL: options.modelBaseUrl,
+    OPENAI_API_KEY: 'scripted',
+    BATON_MODEL: 'baton-scripted',
+    BATON_AGENTS_DIR: options.agentsDir,
+    BATON_LOG_LEVEL: 'WARN',
+  };
+}
