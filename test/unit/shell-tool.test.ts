@@ -280,7 +280,8 @@ test('shell tool: a timeout kills the whole process group, grandchildren include
   );
   const elapsed = Date.now() - started;
   assert.equal(result, 'timed out after 1 s (killed)\nbefore\n');
-  assert.ok(elapsed >= 1000 && elapsed < 4000, `took ${elapsed} ms`);
+  // At least the timeout; far less than the 30 s sleeps (a loaded machine may be slow, never that slow).
+  assert.ok(elapsed >= 1000 && elapsed < 15_000, `took ${elapsed} ms`);
   await assertGone(await readPid(path.join(fx.root, 'grandchild.pid')));
   await assertGone(await readPid(path.join(fx.root, 'stubborn.pid')));
 });
@@ -292,7 +293,8 @@ test('shell tool: processes left running in the background are stopped when the 
   const started = Date.now();
   const result = await run(tool, { command: 'sleep 30 & echo $! > bg.pid; echo started' }, world);
   assert.equal(result, 'exit code: 0\nstarted\n');
-  assert.ok(Date.now() - started < 2000, 'returns without waiting for the background process');
+  // Far less than the 30 s the background process would take.
+  assert.ok(Date.now() - started < 15_000, 'returns without waiting for the background process');
   await assertGone(await readPid(path.join(fx.root, 'bg.pid')));
 });
 
@@ -308,7 +310,7 @@ test('shell tool: aborting the context signal kills the process group', async (t
   const started = Date.now();
   controller.abort(cancelled);
   await assert.rejects(running, (error) => error === cancelled);
-  assert.ok(Date.now() - started < 2000);
+  assert.ok(Date.now() - started < 15_000, 'the abort did not wait for the 30 s sleep');
   await assertGone(pid);
 
   // An already-cancelled call starts nothing.
@@ -329,7 +331,7 @@ test('shell tool: heartbeats while a command runs', async (t) => {
     assert.ok(typeof beat === 'object' && beat !== null);
     const { tool: name, elapsedMs, bytes } = beat as Record<string, unknown>;
     assert.equal(name, 'shell');
-    assert.ok(typeof elapsedMs === 'number' && elapsedMs > previous && elapsedMs < 3000);
+    assert.ok(typeof elapsedMs === 'number' && elapsedMs > previous && elapsedMs < 30_000);
     assert.equal(bytes, 3);
     previous = elapsedMs;
   }
