@@ -195,12 +195,15 @@ test('temporal cli: two processes resolving at once build once; the second waits
     const bin = await sb.dir('bin');
     await sb.exe(bin, 'go', FAKE_GO);
     const waitLines = captureStream(false);
+    const first = resolveTemporal(sb.options({ PATH: bin, FAKE_GO_SLEEP: '1' }));
+    // The second starts once the first holds the lock (its file exists), not after a head start assumed to suffice.
+    for (const deadline = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 10))) {
+      if ((await readdir(sb.cacheDir).catch(() => [])).includes('build.lock')) break;
+      assert.ok(Date.now() < deadline, 'the first process never took the build lock');
+    }
     const [a, b] = await Promise.all([
-      resolveTemporal(sb.options({ PATH: bin, FAKE_GO_SLEEP: '1' })),
-      // Start second so the first surely holds the lock.
-      new Promise((r) => setTimeout(r, 200)).then(() =>
-        resolveTemporal(sb.options({ PATH: bin, FAKE_GO_SLEEP: '1' }, { progress: waitLines })),
-      ),
+      first,
+      resolveTemporal(sb.options({ PATH: bin, FAKE_GO_SLEEP: '1' }, { progress: waitLines })),
     ]);
     assert.equal((await sb.goCalls()).length, 1);
     assert.deepEqual([a.kind === 'cli' && a.source, b.kind === 'cli' && b.source], ['built', 'cache']);
