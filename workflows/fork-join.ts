@@ -18,6 +18,8 @@ import { truncateBytes } from '../common/text';
 import {
   DEFAULT_MAX_FORK_TASKS,
   TurnStatus,
+  type AgentTurnInput,
+  type AgentTurnResult,
   type DelegationLimits,
   type ForkTaskStatus,
   type OpenForkResult,
@@ -26,8 +28,10 @@ import {
   type ThreadScope,
 } from '../common/types';
 import { db } from './activity-profiles';
-import type { agentTurnWorkflow } from './agent-turn';
 import { isTimeout, rootMessage } from './failure-text';
+
+/** `agentTurnWorkflow`'s signature: tasks are child turns, started by type name (the turn module runs forks). */
+type AgentTurnWorkflow = (input: AgentTurnInput) => Promise<AgentTurnResult>;
 
 /** What a fork needs from the turn that runs it. */
 export interface ForkJoinContext {
@@ -184,7 +188,7 @@ export async function runForkJoin(
 /** One task's child turn: its message is read from its delegation, so it never passes through history. */
 function startTask(context: ForkJoinContext, fork: OpenForkResult, task: OpenedForkTask) {
   const { scope } = context;
-  return executeChild<typeof agentTurnWorkflow>('agentTurnWorkflow', {
+  return executeChild<AgentTurnWorkflow>('agentTurnWorkflow', {
     workflowId: task.workflowId,
     args: [
       {
