@@ -270,12 +270,19 @@ test('delegation: depth beyond the limit is refused as a tool error, and the cal
   const thread = await harness.client.startThread({ agent: 'coordinator', threadId: root, limits: { maxDepth: 1 } });
   const result = await thread.send('Solve ARC task 007bbfb7');
 
-  assert.equal(result.reply, 'The solver reports: tiled.');
+  // What the guard did, not the scripted reply: the refusal the solver received, no observer thread or request.
+  assert.equal(result.status, 'completed');
   assert.equal(
     toolResult(root, 'solver', 1, 'observer'),
     "Error: delegating to 'observer' would exceed the maximum delegation depth of 1 (chain: human → coordinator → solver). Answer with what you have.",
   );
   assert.equal(requestsOf(root, 'observer').length, 0, 'the observer never ran');
+  const tree = await thread.tree();
+  assert.deepEqual(
+    tree.children.map((child) => [child.agent, child.children.map((grandchild) => grandchild.agent)]),
+    [['solver', []]],
+    'no thread was opened for the refused delegation',
+  );
   await thread.end();
 });
 
@@ -284,7 +291,14 @@ test('delegation: a cycle beyond the repeat limit is refused as a tool error', a
   const thread = await harness.client.startThread({ agent: 'ping', threadId: root, limits: { maxRepeats: 1 } });
   const result = await thread.send('Start the cycle.');
 
-  assert.equal(result.reply, 'ping done');
+  // What the guard did, not the scripted reply: the refusal pong received, and no second ping in the tree.
+  assert.equal(result.status, 'completed');
+  const tree = await thread.tree();
+  assert.deepEqual(
+    tree.children.map((child) => [child.agent, child.children.map((grandchild) => grandchild.agent)]),
+    [['pong', []]],
+  );
+  assert.equal(requestsOf(root, 'ping').length, 2, 'ping ran only as the root (its call and its final answer)');
   assert.equal(
     toolResult(root, 'pong', 1, 'ping'),
     "Error: delegating to 'ping' would put it in the delegation chain 2 times (chain: human → ping → pong), more than the limit of 1: this looks like a cycle. Answer with what you have.",
