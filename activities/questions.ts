@@ -27,7 +27,12 @@ export function createQuestionActivities({ pool }: { pool: Pool }) {
    * reach Postgres wins and both sides see the same outcome. Idempotent.
    */
   async function closeQuestion(input: CloseQuestionInput): Promise<CloseQuestionResult> {
-    const row = await closeQuestionRow(pool, input.rootThreadId, input.questionId, input.outcome);
+    // An answer is a human's text: clean what Postgres cannot store rather than fail the waiting turn.
+    const outcome =
+      input.outcome.status === 'answered'
+        ? { ...input.outcome, answer: storableText(input.outcome.answer) }
+        : input.outcome;
+    const row = await closeQuestionRow(pool, input.rootThreadId, input.questionId, outcome);
     if (!row || row.status === 'open') {
       throw new Error(`question '${input.questionId}' of thread '${input.rootThreadId}' could not be closed`);
     }

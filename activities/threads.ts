@@ -5,6 +5,7 @@ import type { EnsureThreadInput, EnsureThreadResult, RecordMessageInput, RecordM
 import { ensureThread as ensureThreadRow } from '../db/threads';
 import { appendMessage } from '../db/transcripts';
 import { findDelegationMessage } from '../db/delegations';
+import { storableText } from '../common/text';
 import { toApplicationFailure } from './failures';
 
 export interface ThreadActivityOptions {
@@ -38,7 +39,10 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
         }
         content = stored;
       } else {
-        content = message.content;
+        // A tool result the workflow composed (a human's answer, a child's reply) is cleaned of what Postgres cannot
+        // store rather than failing the turn; a human's own message with such text is refused by the Update
+        // validator before it gets here.
+        content = message.role === 'tool' ? storableText(message.content) : message.content;
       }
       const { message: stored } = await appendMessage(pool, input.scope, input.operationId, {
         role: message.role,
