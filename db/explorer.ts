@@ -1,6 +1,6 @@
 /**
  * Read-only queries of the thread explorer (`explorer/`) beyond what the client SDK offers: the list of root threads,
- * what the delegation tree leaves out (the message each child received, its workflow id, forks and their tasks), the
+ * what the delegation tree leaves out (the message each child received, its workflow id), the
  * root-scope env data with scopes and fork attribution, proposals, and the env state as of an event. Nothing here
  * writes. Each query is keyed by one root thread, except the root list.
  */
@@ -110,60 +110,6 @@ export async function listDelegations(db: Queryable, rootThreadId: string): Prom
     [rootThreadId],
   );
   return rows;
-}
-
-export interface ForkTaskRecord {
-  taskIndex: number;
-  agent: string;
-  threadId: string;
-  workflowId: string;
-  status: string;
-  error: string | null;
-  reclaimedAt: Date | null;
-  finishedAt: Date | null;
-  /** When the task's thread started its turn (falls back to when the thread was created). */
-  startedAt: Date | null;
-}
-
-/** One `fork_join` call and its tasks. */
-export interface ForkRecord {
-  number: number;
-  parentThreadId: string;
-  caller: string;
-  storeMode: string;
-  prefix: string;
-  failFast: boolean;
-  deadlineSeconds: number;
-  maxParallel: number;
-  status: string;
-  createdAt: Date;
-  deadlineAt: Date;
-  finishedAt: Date | null;
-  tasks: ForkTaskRecord[];
-}
-
-/** The forks of a tree with their tasks, in order. */
-export async function listForks(db: Queryable, rootThreadId: string): Promise<ForkRecord[]> {
-  const { rows: forks } = await db.query<Omit<ForkRecord, 'tasks'>>(
-    `SELECT number, parent_thread_id AS "parentThreadId", caller, store_mode AS "storeMode", prefix,
-            fail_fast AS "failFast", deadline_seconds AS "deadlineSeconds", max_parallel AS "maxParallel", status,
-            created_at AS "createdAt", deadline_at AS "deadlineAt", finished_at AS "finishedAt"
-       FROM forks WHERE root_thread_id = $1 ORDER BY number`,
-    [rootThreadId],
-  );
-  if (forks.length === 0) return [];
-  const { rows: tasks } = await db.query<ForkTaskRecord & { forkNumber: number }>(
-    `SELECT f.fork_number AS "forkNumber", f.task_index AS "taskIndex", f.agent, f.thread_id AS "threadId",
-            f.workflow_id AS "workflowId", f.status, f.error, f.reclaimed_at AS "reclaimedAt",
-            COALESCE(t.finished_at, f.finished_at) AS "finishedAt", COALESCE(t.started_at, t.created_at) AS "startedAt"
-       FROM fork_tasks f LEFT JOIN threads t ON t.thread_id = f.thread_id
-      WHERE f.root_thread_id = $1 ORDER BY f.fork_number, f.task_index`,
-    [rootThreadId],
-  );
-  return forks.map((fork) => ({
-    ...fork,
-    tasks: tasks.filter((task) => task.forkNumber === fork.number).map(({ forkNumber: _, ...task }) => task),
-  }));
 }
 
 /** A root-scope env-data entry (without its value unless asked for), with fork attribution. */

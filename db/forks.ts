@@ -35,12 +35,17 @@ export interface ForkTaskRow {
   threadId: string;
   workflowId: string;
   epoch: number;
+  /** The delegation operation id the child reads its message from. */
   delegationOperationId: string;
-  /** The message the task's agent receives (preamble included). */
-  message: string;
   status: 'pending' | ForkTaskStatus;
   error: string | null;
   merge: unknown;
+  /** When the task's thread started its turn (when it was created, before that). */
+  startedAt: Date | null;
+  /** When its thread finished, or the fork recorded its end. */
+  finishedAt: Date | null;
+  /** When the deadline or fail-fast gave up on it. */
+  reclaimedAt: Date | null;
 }
 
 export interface ForkRow {
@@ -156,10 +161,11 @@ export async function findFork(
   if (!fork) return undefined;
   const { rows: tasks } = await db.query<ForkTaskRow>(
     `SELECT ft.task_index AS "taskIndex", ft.agent, ft.thread_id AS "threadId", ft.workflow_id AS "workflowId",
-            t.epoch, d.operation_id AS "delegationOperationId", d.message, ft.status, ft.error, ft.merge
+            t.epoch, $3 || ':task:' || ft.task_index AS "delegationOperationId", ft.status, ft.error, ft.merge,
+            COALESCE(t.started_at, t.created_at) AS "startedAt", COALESCE(t.finished_at, ft.finished_at) AS "finishedAt",
+            ft.reclaimed_at AS "reclaimedAt"
        FROM fork_tasks ft
        JOIN threads t ON t.thread_id = ft.thread_id
-       JOIN delegations d ON d.root_thread_id = ft.root_thread_id AND d.operation_id = $3 || ':task:' || ft.task_index
       WHERE ft.root_thread_id = $1 AND ft.fork_number = $2
       ORDER BY ft.task_index`,
     [rootThreadId, fork.number, fork.operationId],

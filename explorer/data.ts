@@ -8,7 +8,6 @@ import {
   getRootScopeEntry,
   listDelegations,
   listEnvLog,
-  listForks,
   listPendingProposals,
   listRootScopeEntries,
   listRootThreads,
@@ -17,11 +16,10 @@ import {
   type DelegationRecord,
   type EnvLogEvent,
   type EnvProposal,
-  type ForkRecord,
-  type ForkTaskRecord,
   type RootThreadSummary,
   type ScopedEnvEntry,
 } from '../db/explorer';
+import { listForks, type ForkRow, type ForkTaskRow } from '../db/forks';
 import { findThread, type ThreadRow } from '../db/threads';
 
 export type { EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry };
@@ -42,8 +40,8 @@ export interface ExplorerNode extends Omit<TreeNode, 'children'> {
   forks: ExplorerFork[];
 }
 
-export interface ExplorerFork extends Omit<ForkRecord, 'tasks'> {
-  tasks: (ForkTaskRecord & { node: ExplorerNode | undefined })[];
+export interface ExplorerFork extends Omit<ForkRow, 'tasks'> {
+  tasks: (ForkTaskRow & { node: ExplorerNode | undefined })[];
 }
 
 export interface ThreadOverview {
@@ -149,7 +147,7 @@ export class ExplorerData {
   }
 }
 
-function forkWorkflowId(forks: readonly ForkRecord[], threadId: string): string | undefined {
+function forkWorkflowId(forks: readonly ForkRow[], threadId: string): string | undefined {
   for (const fork of forks) {
     const task = fork.tasks.find((t) => t.threadId === threadId);
     if (task) return task.workflowId;

@@ -274,8 +274,8 @@ function forkGroup(fork: ExplorerFork, context: PageContext): Html {
       <div class="fork-head">
         <strong>fork ${fork.number}</strong> ${status(fork.status)} · ${fork.tasks.length}
         task${fork.tasks.length === 1 ? '' : 's'} · store
-        ${fork.storeMode}${fork.storeMode === 'isolated' ? html` (merged under <code>${fork.prefix}/</code>)` : ''} ·
-        deadline ${fork.deadlineSeconds} s (${time(fork.deadlineAt)}) · at most ${fork.maxParallel} at
+        ${fork.store}${fork.store === 'isolated' ? html` (merged under <code>${fork.prefix}/</code>)` : ''} · deadline
+        ${fork.deadlineSeconds} s (${time(fork.deadlineAt)}) · at most ${fork.maxParallel} at
         once${fork.failFast ? ' · fail fast' : ''}
       </div>
       <div class="timeline" aria-label="fork ${fork.number} timeline">
