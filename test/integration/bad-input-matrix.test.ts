@@ -9,6 +9,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities, type Activities } from '../../activities';
+import { BatonClientError, WorldsClient, type WorldHandle } from '../../client';
 import type { ThreadScope } from '../../common/types';
 import { EnvStore } from '../../db/env-data';
 import { createPool } from '../../db/pool';
@@ -324,3 +325,43 @@ for (const row of rows) {
     assert.deepEqual(await snapshot(maxSeq), beforeRows, 'nothing stored changed');
   });
 }
+
+/** World-variable edits a user can send (`baton world …`, the client SDK): refused with the reason, text unchanged. */
+const worldRows: { name: string; edit: (handle: WorldHandle) => Promise<unknown>; error: RegExp }[] = [
+  { name: 'an invalid variable name', edit: (h) => h.set({ '1st': 'x' }), error: /variable name '1st' must start/ },
+  { name: 'a name with a space', edit: (h) => h.set({ 'a b': 'x' }), error: /variable name 'a b'/ },
+  { name: 'a value with a line break', edit: (h) => h.set({ A: 'x\ny' }), error: /must not contain a line break/ },
+  { name: 'a value with a CR', edit: (h) => h.set({ A: 'x\ry' }), error: /must not contain a line break/ },
+  { name: 'a value with a NUL', edit: (h) => h.set({ A: 'x\u0000y' }), error: /NUL character/ },
+  {
+    name: 'an imported text with a NUL',
+    edit: (h) => h.setVariablesText('A=1\nB=\u0000\n'),
+    error: /line 2 holds a NUL/,
+  },
+  {
+    name: 'a working directory that does not exist',
+    edit: (h) => h.setWorkingDirectory(path.join(workDir, 'no-such-dir')),
+    error: /is not an existing directory; nothing was changed/,
+  },
+];
+
+for (const row of worldRows) {
+  test(`bad input: world edit with ${row.name} is refused and changes nothing`, async () => {
+    const worlds = new WorldsClient(pool);
+    const handle = worlds.world(world);
+    const before = await handle.getVariablesText();
+    await assert.rejects(row.edit(handle), (error: unknown) => {
+      assert.ok(error instanceof BatonClientError, `expected a BatonClientError, got ${String(error)}`);
+      assert.match(error.message, row.error);
+      return true;
+    });
+    assert.equal(await handle.getVariablesText(), before);
+  });
+}
+
+test('bad input: a world name that is not one is refused before anything is read', () => {
+  const worlds = new WorldsClient(pool);
+  for (const name of ['Upper', 'has space', '', '../etc', 'x'.repeat(65)]) {
+    assert.throws(() => worlds.world(name), BatonClientError, name);
+  }
+});
