@@ -198,7 +198,7 @@ test('temporal cli: two processes resolving at once build once; the second waits
     const first = resolveTemporal(sb.options({ PATH: bin, FAKE_GO_SLEEP: '1' }));
     // The second starts once the first holds the lock (its file exists), not after a head start assumed to suffice.
     for (const deadline = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 10))) {
-      if ((await readdir(sb.cacheDir).catch(() => [])).includes('build.lock')) break;
+      if ((await readdir(sb.cacheDir).catch((): string[] => [])).includes('build.lock')) break;
       assert.ok(Date.now() < deadline, 'the first process never took the build lock');
     }
     const [a, b] = await Promise.all([
