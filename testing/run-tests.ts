@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { resolveTemporalServerBinaries } from '../stack/temporal-server-binaries';
 import { startTestStack, type TestStack } from './test-stack';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -57,6 +58,7 @@ async function main(): Promise<number> {
     if (needsStack) {
       stack = await startTestStack(ROOT, process.env, log);
       Object.assign(env, stack.variables);
+      await prebuildTemporalServer(files);
       log(`stack ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
     } else {
       log(`running ${files.length} test files (no stack needed)`);
@@ -67,6 +69,21 @@ async function main(): Promise<number> {
   } finally {
     await stack?.stop();
     log(`done in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  }
+}
+
+/**
+ * Builds temporal-server and temporal-sql-tool before the tests start when the production-topology test is among
+ * them: a cold build keeps both cores busy for minutes, which would starve tests running beside it. Without Go the
+ * test itself skips (fails under CI); here that is only logged.
+ */
+async function prebuildTemporalServer(files: readonly string[]): Promise<void> {
+  if (!files.some((file) => path.basename(file) === 'production-topology.test.ts')) return;
+  try {
+    const binaries = await resolveTemporalServerBinaries({ env: process.env, progress: process.stderr });
+    log(`temporal-server ${binaries.version}: ${binaries.server} (${binaries.source})`);
+  } catch (error) {
+    log(`temporal-server is not available: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 
