@@ -24,6 +24,7 @@ import {
   formatQuestions,
   formatTranscript,
   formatProposals,
+  formatRefusedWrites,
   formatTree,
 } from './format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
@@ -184,6 +185,24 @@ program
       const tree = await thread.tree();
       const forks = await thread.forks();
       print(Boolean(options.json), { ...tree, forks }, formatTree(tree, forks));
+    });
+  });
+
+program
+  .command('events')
+  .description(
+    "print every write of a root thread's tree that was refused because its turn had been reclaimed (env data, " +
+      'transcript messages, questions, delegations), with thread, operation id and both epochs',
+  )
+  .argument('<thread>', 'the root thread id')
+  .option('--since <seq>', 'only refusals after this sequence number', (value: string) => parseSeq(value))
+  .option('--json', 'print the rows as a JSON array')
+  .action(async (threadId: string, options: { since?: number; json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const thread = client.thread(threadId);
+      await thread.tree(); // an unknown thread, or a delegation thread, is an error naming its root
+      const rows = await thread.refusedWrites(options.since === undefined ? {} : { since: options.since });
+      print(Boolean(options.json), rows, formatRefusedWrites(rows));
     });
   });
 

@@ -4,6 +4,7 @@ import type { SendMessageResult } from '../common/types';
 import type { MergeResult } from '../db/env-commits';
 import type { EnvProposal } from '../db/env-data';
 import type { ForkRow } from '../db/forks';
+import type { RefusedWrite } from '../db/refusals';
 
 /** Characters of one message the human-readable transcript shows; `--json` gives everything. */
 const TRANSCRIPT_PREVIEW_CHARS = 500;
@@ -198,4 +199,16 @@ export function formatEnvEvent(event: EnvEvent): string {
   if (event.valueSize !== null) parts.push(formatSize(event.valueSize));
   const line = parts.join(' ');
   return event.reason === null ? line : `${line}: ${singleLine(event.reason)}`;
+}
+
+/** `#seq time kind op <id> by agent (thread): issued under epoch W, thread at C` — one refused write a line. */
+export function formatRefusedWrites(rows: readonly RefusedWrite[]): string {
+  if (rows.length === 0) return 'No refused writes.';
+  return rows
+    .map(
+      (row) =>
+        `#${row.seq} ${row.createdAt.toISOString()} ${row.kind} ${row.operationId} by ${row.agent} (${row.threadId}): ` +
+        `issued under epoch ${row.writeEpoch}, the thread is at ${row.currentEpoch}`,
+    )
+    .join('\n');
 }

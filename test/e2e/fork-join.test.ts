@@ -148,4 +148,15 @@ describe('the fork/join example through the CLI', () => {
       /updated arc\/rule v2 by arc_lead \(.*\) .*: accepted proposal p1 \(proposed by fractal_tester, fork 1 task 3\)/,
     );
   });
+
+  test('fork e2e: baton events lists refused writes (none in a fork that met its deadline) and refuses an unknown thread', async () => {
+    const none = await cli('events', threadId);
+    assert.equal(none.code, 0, describeRun(none));
+    assert.equal(none.stdout, 'No refused writes.\n');
+    const json = await cli('events', threadId, '--json');
+    assert.deepEqual(parseJsonArray(json), []);
+    const unknown = await cli('events', 'no-such-thread');
+    assert.equal(unknown.code, 1, describeRun(unknown));
+    assert.match(unknown.stderr, /no-such-thread/);
+  });
 });
