@@ -78,6 +78,12 @@ export interface StartTemporalOptions {
   /** More `temporal server start-dev` arguments. */
   readonly extraArgs?: readonly string[];
   /**
+   * Start with {@link LATENCY_DYNAMIC_CONFIG}. Off only to measure what it buys (`npm run bench --
+   * --default-dynamic-config`).
+   * @default true
+   */
+  readonly latencyDynamicConfig?: boolean;
+  /**
    * Longest to wait for the frontend (and the Web UI) to answer. A cold start takes 1 to 3 seconds; slow disks
    * and loaded CI machines take much longer. Not applied on the SDK download route.
    * @default 60_000
@@ -139,6 +145,17 @@ const DYNAMIC_CONFIG = [
   'frontend.enableUpdateWorkflowExecutionAsyncAccepted=true',
   'frontend.enableServerVersionCheck=false',
 ] as const;
+
+/**
+ * Dynamic config for a latency-sensitive workload: an agent step is a few activity and workflow task dispatches in
+ * a row, so how often the server's queue processors poll for new tasks bounds every step. Measured with
+ * `npm run bench` (bench/step.bench.ts, README "Performance"); `--default-dynamic-config` there runs without these.
+ *
+ * - `history.transferProcessorMaxPollRPS=1000`: the transfer queue (which hands new workflow and activity tasks to
+ *   matching) is polled at most 20 times a second by default, so tasks go out on a 50 ms grid and every dispatch
+ *   waits half of that on average. Raised, a 10-step turn costs a fraction of the time per step.
+ */
+export const LATENCY_DYNAMIC_CONFIG = ['history.transferProcessorMaxPollRPS=1000'] as const;
 
 /** Lines of server output kept for error messages. */
 const OUTPUT_TAIL_LINES = 50;
@@ -286,9 +303,14 @@ function devServerArgs(
       `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`,
     ]),
     ...SQLITE_WAL_ARGS,
-    ...DYNAMIC_CONFIG.flatMap((value) => ['--dynamic-config-value', value]),
+    ...dynamicConfigArgs(options.latencyDynamicConfig ?? true, DYNAMIC_CONFIG),
     ...(options.extraArgs ?? []),
   ];
+}
+
+/** `--dynamic-config-value` pairs for `base`, plus {@link LATENCY_DYNAMIC_CONFIG} when `latency` is on. */
+function dynamicConfigArgs(latency: boolean, base: readonly string[]): string[] {
+  return [...base, ...(latency ? LATENCY_DYNAMIC_CONFIG : [])].flatMap((value) => ['--dynamic-config-value', value]);
 }
 
 type Readiness =
@@ -504,7 +526,12 @@ async function startSdkServer(
         ...(options.dbFilename === undefined ? {} : { dbFilename: options.dbFilename }),
         log: { format: 'pretty', level: options.logLevel ?? 'warn' },
         searchAttributes: [...searchAttributes],
-        extraArgs: [...SQLITE_WAL_ARGS, ...(options.extraArgs ?? [])],
+        // The SDK sets the Update flags itself; the latency settings it does not.
+        extraArgs: [
+          ...SQLITE_WAL_ARGS,
+          ...dynamicConfigArgs(options.latencyDynamicConfig ?? true, []),
+          ...(options.extraArgs ?? []),
+        ],
       },
     });
   } catch (error) {

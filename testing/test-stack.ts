@@ -18,6 +18,14 @@ export interface TestStack extends TestEnv {
   stop(): Promise<void>;
 }
 
+/** How {@link startTestStack} starts its Temporal server; tests use the defaults, benchmarks vary them. */
+export interface TestStackOptions {
+  /** See `StartTemporalOptions.latencyDynamicConfig`. @default true */
+  readonly latencyDynamicConfig?: boolean;
+  /** More `temporal server start-dev` arguments (e.g. `--dynamic-config-value KEY=VALUE` to measure). */
+  readonly temporalExtraArgs?: readonly string[];
+}
+
 /**
  * @param root the project root; state goes under `<root>/.baton/test/`.
  * @param env the environment (`process.env` at the edge).
@@ -26,6 +34,7 @@ export async function startTestStack(
   root: string,
   env: Readonly<Record<string, string | undefined>>,
   log: (line: string) => void,
+  options: TestStackOptions = {},
 ): Promise<TestStack> {
   const cleanups: (() => Promise<void>)[] = [];
   const stop = async () => {
@@ -57,7 +66,13 @@ export async function startTestStack(
     log(`postgres: ${database.embedded ? 'embedded' : 'DATABASE_URL'}, database ${dbName}`);
 
     const resolution = await resolveTemporal({ env });
-    const temporal = await startTemporal({ resolution, port: 0, ui: false });
+    const temporal = await startTemporal({
+      resolution,
+      port: 0,
+      ui: false,
+      ...(options.latencyDynamicConfig === undefined ? {} : { latencyDynamicConfig: options.latencyDynamicConfig }),
+      ...(options.temporalExtraArgs === undefined ? {} : { extraArgs: options.temporalExtraArgs }),
+    });
     cleanups.push(() => temporal.stop());
     log(`temporal: ${temporal.address} (${resolution.kind === 'cli' ? resolution.path : resolution.kind})`);
 

@@ -1,0 +1,52 @@
+/**
+ * `npm run bench [-- NAME… FLAGS…]`: runs the benchmarks one after another, each in its own process (a stack each,
+ * nothing shared between their timings). Names pick benchmarks (default: all, in the order below); flags go to every
+ * one of them. With `--json` the output is one object keyed by benchmark name: a benchmark that prints JSON
+ * contributes its object, one that prints text (env-data) contributes `{ "text": … }`.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+
+/** Benchmark names: `bench/<name>.bench.ts`. */
+const BENCHES = ['step', 'env-data'] as const;
+
+function runBench(name: string, flags: readonly string[], capture: boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, `${name}.bench.ts`), ...flags], {
+      stdio: ['ignore', capture ? 'pipe' : 'inherit', 'inherit'],
+    });
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.once('error', reject);
+    child.once('close', (code, signal) =>
+      code === 0 ? resolve(output) : reject(new Error(`bench ${name} ended with ${signal ?? `code ${String(code)}`}`)),
+    );
+  });
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const names = args.filter((arg) => (BENCHES as readonly string[]).includes(arg));
+  const unknown = args.filter(
+    (arg, i) => !arg.startsWith('-') && !names.includes(arg) && !/^-/.test(args[i - 1] ?? ''),
+  );
+  if (unknown.length > 0) throw new Error(`unknown benchmark ${unknown.join(', ')} (there are: ${BENCHES.join(', ')})`);
+  const flags = args.filter((arg) => !names.includes(arg));
+  const json = flags.includes('--json');
+  const results: Record<string, unknown> = {};
+  for (const name of names.length > 0 ? names : BENCHES) {
+    const output = await runBench(name, flags, json);
+    if (!json) continue;
+    try {
+      results[name] = JSON.parse(output) as unknown;
+    } catch {
+      results[name] = { text: output };
+    }
+  }
+  if (json) process.stdout.write(`${JSON.stringify(results)}\n`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,53 @@
+/**
+ * The two baselines of bench/step.bench.ts, as anyone would write them with Temporal directly (bundled on their own,
+ * run by the bench's second worker; Baton's worker never loads them):
+ *
+ * - {@link handWrittenTurnWorkflow}: the same I/O as a Baton turn. Each step is one activity calling the model
+ *   (reads the transcript, posts the same chat-completions request, inserts the reply) and, for a tool call, one
+ *   activity running the tool (inserts its result): the model/tool split a hand-written agent loop needs for its
+ *   retries too.
+ * - {@link floorTurnWorkflow}: the engine floor, `steps` activities that do nothing, one after another.
+ */
+import { proxyActivities } from '@temporalio/workflow';
+
+/** A tool call the model asked for, as the hand-written loop passes it on. */
+export interface BenchToolCall {
+  readonly id: string;
+  readonly name: string;
+}
+
+/** The activities of the baselines (created in bench/step.bench.ts). */
+export interface StepBenchActivities {
+  /** Inserts the human message. */
+  recordHuman(input: { threadId: string; rootThreadId: string; text: string }): Promise<void>;
+  /** Reads the transcript, asks the model, inserts its reply; returns the tool calls it made. */
+  callModel(input: { threadId: string; rootThreadId: string }): Promise<{ toolCalls: BenchToolCall[]; text: string }>;
+  /** Runs a tool (only `think`, which does nothing) and inserts its result. */
+  runTool(input: { threadId: string; rootThreadId: string; call: BenchToolCall }): Promise<void>;
+  /** Nothing at all. */
+  noop(): Promise<void>;
+}
+
+const activities = proxyActivities<StepBenchActivities>({ startToCloseTimeout: '1 minute' });
+
+/** A turn of at most `maxSteps` model calls; returns how many it made. */
+export async function handWrittenTurnWorkflow(input: {
+  threadId: string;
+  rootThreadId: string;
+  text: string;
+  maxSteps: number;
+}): Promise<number> {
+  await activities.recordHuman(input);
+  for (let step = 1; step <= input.maxSteps; step++) {
+    const reply = await activities.callModel(input);
+    if (reply.toolCalls.length === 0) return step;
+    await Promise.all(reply.toolCalls.map((call) => activities.runTool({ ...input, call })));
+  }
+  return input.maxSteps;
+}
+
+/** `steps` no-op activities in a row. */
+export async function floorTurnWorkflow(steps: number): Promise<number> {
+  for (let step = 0; step < steps; step++) await activities.noop();
+  return steps;
+}
