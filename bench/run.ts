@@ -2,7 +2,8 @@
  * `npm run bench [-- NAME… FLAGS…]`: runs the benchmarks one after another, each in its own process (a stack each,
  * nothing shared between their timings). Names pick benchmarks (default: all, in the order below); flags go to every
  * one of them. With `--json` the output is one object keyed by benchmark name: a benchmark that prints JSON
- * contributes its object, one that prints text (env-data) contributes `{ "text": … }`.
+ * contributes its object, one that prints text (env-data) contributes `{ "text": … }`, one that fails `{ "error": … }`
+ * (and the exit code is 1).
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -35,7 +36,17 @@ async function main(): Promise<void> {
   const json = flags.includes('--json');
   const results: Record<string, unknown> = {};
   for (const name of names.length > 0 ? names : BENCHES) {
-    const output = await runBench(name, flags, json);
+    // A failing benchmark is reported and the others still run: one broken case must not hide the rest.
+    let output: string;
+    try {
+      output = await runBench(name, flags, json);
+    } catch (error) {
+      process.exitCode = 1;
+      const message = error instanceof Error ? error.message : String(error);
+      process.stderr.write(`${message}\n`);
+      results[name] = { error: message };
+      continue;
+    }
     if (!json) continue;
     try {
       results[name] = JSON.parse(output) as unknown;
