@@ -153,9 +153,19 @@ const DYNAMIC_CONFIG = [
  *
  * - `history.transferProcessorMaxPollRPS=1000`: the transfer queue (which hands new workflow and activity tasks to
  *   matching) is polled at most 20 times a second by default, so tasks go out on a 50 ms grid and every dispatch
- *   waits half of that on average. Raised, a 10-step turn costs a fraction of the time per step.
+ *   waits half of that on average. Raised, a Baton step took 2.3× less time.
+ * - `system.enableActivityEagerExecution=true`: when a workflow task schedules an activity, the server may hand it
+ *   straight back to the worker that completed the task (the SDK asks for it by default), saving a trip through
+ *   matching per activity: 7-19 % off a Baton step in three paired runs. A worker with no free slot gets the
+ *   activity through the task queue as before.
+ *
+ * Tried and not kept (no change beyond the noise): one task-queue partition (`matching.numTaskqueue*Partitions=1`),
+ * and raising `history.timerProcessorMaxPollRPS` and `history.visibilityProcessorMaxPollRPS`.
  */
-export const LATENCY_DYNAMIC_CONFIG = ['history.transferProcessorMaxPollRPS=1000'] as const;
+export const LATENCY_DYNAMIC_CONFIG = [
+  'history.transferProcessorMaxPollRPS=1000',
+  'system.enableActivityEagerExecution=true',
+] as const;
 
 /** Lines of server output kept for error messages. */
 const OUTPUT_TAIL_LINES = 50;
