@@ -144,7 +144,7 @@ export function createForkActivities({ pool, agentStore, env }: ForkActivityOpti
       }
       const statuses = input.outcomes.map((outcome) => outcome.status);
       const status = forkAggregate(statuses, input.stoppedBy);
-      const recorded = await findMessageByOperation(pool, input.operationId);
+      const recorded = await findMessageByOperation(pool, input.operationId, scope);
       if (recorded) return { status, seq: recorded.seq };
 
       const tasks = [];

@@ -49,7 +49,7 @@ const UPSERT = `INSERT INTO env_data (root_thread_id, key, short_description, va
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
                  (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
                    WHERE root_thread_id = $1 AND key = $2 AND action <> 'rejected'))
-         ON CONFLICT (root_thread_id, key) DO UPDATE SET
+         ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
            short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
            tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent,
            stored_by_thread = EXCLUDED.stored_by_thread, version = env_data.version + 1, updated_at = now()
@@ -67,7 +67,7 @@ const GET = `SELECT key, short_description AS "shortDescription", type, tags,
 const NAIVE_UPSERT = `INSERT INTO env_data (root_thread_id, key, short_description, value, stored_by_agent, stored_by_thread,
                                version)
      VALUES ($1, $2, $3, $4, $5, $6, 1)
-     ON CONFLICT (root_thread_id, key) DO UPDATE SET
+     ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
        short_description = EXCLUDED.short_description, value = EXCLUDED.value, version = env_data.version + 1,
        updated_at = now()`;
 

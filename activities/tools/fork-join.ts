@@ -41,7 +41,9 @@ export const forkJoinParameters = z.strictObject({
     .min(1)
     .max(7 * 24 * 3600)
     .optional()
-    .describe(`Seconds the whole fork may take; unfinished tasks are then stopped (default ${DEFAULT_FORK_DEADLINE_SECONDS}).`),
+    .describe(
+      `Seconds the whole fork may take; unfinished tasks are then stopped (default ${DEFAULT_FORK_DEADLINE_SECONDS}).`,
+    ),
   max_parallel: z
     .int()
     .min(1)

@@ -107,6 +107,15 @@ test('agent directory: a missing or empty directory is a clear error', () => {
 });
 
 test('agent directory: the example agents load', () => {
-  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), { toolNames: ['load_arc_task'] });
-  assert.deepEqual([...agents.keys()].sort(), ['coordinator', 'greeter', 'observer', 'solver']);
+  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), { toolNames: ['load_arc_task', 'fork_join'] });
+  assert.deepEqual([...agents.keys()].sort(), [
+    'arc_lead',
+    'coordinator',
+    'fractal_tester',
+    'greeter',
+    'observer',
+    'scaling_tester',
+    'solver',
+    'tiling_tester',
+  ]);
 });
