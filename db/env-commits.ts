@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { mergedKey, type Commit, type ParsedCommit } from '../common/commit';
 import { envKeyProblem } from '../common/env-data';
 import type { ThreadScope } from '../common/types';
-import { EnvDataError, insertProposal, logEvent, type Change } from './env-data';
+import { EnvDataError, findInScopes, insertProposal, logEvent, upsertEntry, type Change } from './env-data';
 import { StaleEpochError, ThreadNotFoundError } from './errors';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -178,33 +178,19 @@ class CommitMerge {
         `create '${localKey}': ${error instanceof EnvDataError ? error.message : String(error)}`,
       );
     }
-    const { rows } = await this.client.query<{ version: number }>(
-      `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
-                             stored_by_thread, stored_by_task, version)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-               (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
-                 WHERE root_thread_id = $1 AND scope = $2 AND key = $3 AND action IN ('stored', 'updated', 'deleted')))
-       ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
-         short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
-         tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent, stored_by_thread = EXCLUDED.stored_by_thread,
-         stored_by_task = EXCLUDED.stored_by_task, version = env_data.version + 1, updated_at = now()
-       RETURNING version`,
-      [
-        this.caller.rootThreadId,
-        this.targetScope,
-        key,
-        entry.shortDescription,
-        json,
-        entry.type,
-        entry.tags,
-        this.actor.agent,
-        this.actor.thread,
-        this.task.forkTask,
-      ],
-    );
+    const version = await upsertEntry(this.client, {
+      rootThreadId: this.caller.rootThreadId,
+      scope: this.targetScope,
+      key,
+      shortDescription: entry.shortDescription,
+      json,
+      type: entry.type,
+      tags: entry.tags,
+      storedBy: { ...this.actor, task: this.task.forkTask },
+    });
     const change: Change = {
       action: 'stored',
-      version: rows[0]?.version ?? 1,
+      version,
       json,
       shortDescription: entry.shortDescription,
       reason: this.reason,
@@ -260,12 +246,7 @@ class CommitMerge {
     if (proposal.patch === undefined && proposal.value === undefined && proposal.description_update === undefined) {
       return void this.errors.push(`${where}: give a patch, a value or a description_update`);
     }
-    const { rows } = await this.client.query<{ scope: string; version: number }>(
-      `SELECT e.scope, e.version FROM env_data e JOIN unnest($3::text[]) WITH ORDINALITY AS s(scope, pos) ON e.scope = s.scope
-        WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
-      [this.caller.rootThreadId, proposal.target_id, this.callerScopes],
-    );
-    const target = rows[0];
+    const target = await findInScopes(this.client, this.caller.rootThreadId, this.callerScopes, proposal.target_id);
     if (!target) return void this.errors.push(`${where}: there is no entry '${proposal.target_id}' to change`);
     let valueJson: string | null = null;
     let patchJson: string | null = null;

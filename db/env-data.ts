@@ -201,33 +201,16 @@ export class EnvStore {
     checkLabels(input.type, input.tags);
     const json = this.serialize(input.value);
     return this.write(scope, operationId, input.key, async (client, target) => {
-      const { rows } = await client.query<{ version: number }>(
-        `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
-                               stored_by_thread, stored_by_task, version)
-         -- A key created again after a delete continues its version numbers, so a stale expected_version still fails.
-         VALUES ($1, $9, $2, $3, $4, $5, $6, $7, $8, $10,
-                 (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
-                   WHERE root_thread_id = $1 AND scope = $9 AND key = $2 AND action IN ('stored', 'updated', 'deleted')))
-         ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
-           short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
-           tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent,
-           stored_by_thread = EXCLUDED.stored_by_thread, stored_by_task = EXCLUDED.stored_by_task,
-           version = env_data.version + 1, updated_at = now()
-         RETURNING version`,
-        [
-          scope.rootThreadId,
-          input.key,
-          input.shortDescription,
-          json,
-          input.type ?? null,
-          input.tags ?? [],
-          scope.agent,
-          scope.threadId,
-          target.scope,
-          target.forkTask,
-        ],
-      );
-      const version = rows[0]?.version ?? 1;
+      const version = await upsertEntry(client, {
+        rootThreadId: scope.rootThreadId,
+        scope: target.scope,
+        key: input.key,
+        shortDescription: input.shortDescription,
+        json,
+        type: input.type ?? null,
+        tags: input.tags ?? [],
+        storedBy: { agent: scope.agent, thread: scope.threadId, task: target.forkTask },
+      });
       return { action: 'stored', version, json, shortDescription: input.shortDescription };
     });
   }
@@ -660,14 +643,68 @@ async function findInReadScopes(
   target: WriteTarget,
   key: string,
 ): Promise<{ scope: string; version: number } | undefined> {
-  const others = target.readScopes.slice(1);
-  if (others.length === 0) return undefined;
-  const { rows } = await client.query<{ scope: string; version: number }>(
+  return findInScopes(client, rootThreadId, target.readScopes.slice(1), key);
+}
+
+/** The entry `key` in the first of `scopes` (nearest first) that holds it, with its scope and version. */
+export async function findInScopes(
+  db: Queryable,
+  rootThreadId: string,
+  scopes: readonly string[],
+  key: string,
+): Promise<{ scope: string; version: number } | undefined> {
+  if (scopes.length === 0) return undefined;
+  const { rows } = await db.query<{ scope: string; version: number }>(
     `SELECT e.scope, e.version FROM env_data e JOIN unnest($3::text[]) WITH ORDINALITY AS s(scope, pos) ON e.scope = s.scope
       WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
-    [rootThreadId, key, others],
+    [rootThreadId, key, scopes],
   );
   return rows[0];
+}
+
+/** An entry to create or replace in one scope. */
+export interface EntryWrite {
+  rootThreadId: string;
+  scope: string;
+  key: string;
+  shortDescription: string;
+  /** The value as JSON text, already checked. */
+  json: string;
+  type: string | null;
+  tags: readonly string[];
+  storedBy: { agent: string; thread: string; task: string | null };
+}
+
+/**
+ * Creates or replaces an entry (a store, or a merged finding) and returns its new version. A key created again after
+ * a delete continues its version numbers, so a stale expected_version still fails. The caller logs the event.
+ */
+export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promise<number> {
+  const { rows } = await client.query<{ version: number }>(
+    `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
+                           stored_by_thread, stored_by_task, version)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+             (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
+               WHERE root_thread_id = $1 AND scope = $2 AND key = $3 AND action IN ('stored', 'updated', 'deleted')))
+     ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
+       short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
+       tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent, stored_by_thread = EXCLUDED.stored_by_thread,
+       stored_by_task = EXCLUDED.stored_by_task, version = env_data.version + 1, updated_at = now()
+     RETURNING version`,
+    [
+      entry.rootThreadId,
+      entry.scope,
+      entry.key,
+      entry.shortDescription,
+      entry.json,
+      entry.type,
+      entry.tags,
+      entry.storedBy.agent,
+      entry.storedBy.thread,
+      entry.storedBy.task,
+    ],
+  );
+  return rows[0]?.version ?? 1;
 }
 
 /** Stages an isolated task's update of an inherited entry as a proposal, offered to its caller if the task succeeds. */

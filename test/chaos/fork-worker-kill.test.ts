@@ -10,7 +10,7 @@ import { readModelLog } from '../../testing/harness';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { scriptedWorkerEnv, startWorkerProcess, type WorkerProcess } from './worker-process';
+import { startScriptedWorker, type WorkerProcess } from './worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-fork-kill-'));
@@ -71,16 +71,7 @@ after(async () => {
 });
 
 async function startWorker(name: string): Promise<WorkerProcess> {
-  const worker = await startWorkerProcess({
-    name,
-    env: scriptedWorkerEnv({
-      temporalAddress: env.temporalAddress,
-      databaseUrl: env.databaseUrl,
-      taskQueue,
-      modelBaseUrl: model?.baseURL ?? '',
-      agentsDir,
-    }),
-  });
+  const worker = await startScriptedWorker(name, { taskQueue, modelBaseUrl: model?.baseURL ?? '', agentsDir });
   workers.push(worker);
   return worker;
 }

@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { readTestEnv } from '../../testing/test-env';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
@@ -104,23 +105,27 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
   return worker;
 }
 
-/** The settings of a worker on the test stack that answers from a scripted model and runs the agents in a folder. */
-export function scriptedWorkerEnv(options: {
-  temporalAddress: string;
-  databaseUrl: string;
-  taskQueue: string;
-  modelBaseUrl: string;
-  agentsDir: string;
-}): Record<string, string> {
-  return {
-    TEMPORAL_ADDRESS: options.temporalAddress,
-    TEMPORAL_NAMESPACE: 'default',
-    BATON_TASK_QUEUE: options.taskQueue,
-    DATABASE_URL: options.databaseUrl,
-    OPENAI_BASE_URL: options.modelBaseUrl,
-    OPENAI_API_KEY: 'scripted',
-    BATON_MODEL: 'baton-scripted',
-    BATON_AGENTS_DIR: options.agentsDir,
-    BATON_LOG_LEVEL: 'WARN',
-  };
+/**
+ * A worker process on the stack `npm test` booted, answering from a scripted model and running the agents in a
+ * folder, on the given task queue.
+ */
+export function startScriptedWorker(
+  name: string,
+  options: { taskQueue: string; modelBaseUrl: string; agentsDir: string },
+): Promise<WorkerProcess> {
+  const stack = readTestEnv();
+  return startWorkerProcess({
+    name,
+    env: {
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_NAMESPACE: 'default',
+      BATON_TASK_QUEUE: options.taskQueue,
+      DATABASE_URL: stack.databaseUrl,
+      OPENAI_BASE_URL: options.modelBaseUrl,
+      OPENAI_API_KEY: 'scripted',
+      BATON_MODEL: 'baton-scripted',
+      BATON_AGENTS_DIR: options.agentsDir,
+      BATON_LOG_LEVEL: 'WARN',
+    },
+  });
 }
