@@ -1,0 +1,43 @@
+/**
+ * A transaction whose connection the server ends between two queries (a Postgres restart, a failover) fails that
+ * transaction only: the process does not crash on an unhandled 'error' event, and the pool goes on with a new
+ * connection. Found by the chaos rounds (test/chaos), where a Postgres restart took down a client program.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createPool } from '../../db/pool';
+import { inTransaction } from '../../db/transaction';
+import { readTestEnv } from '../../testing/test-env';
+
+const pool = createPool({ connectionString: readTestEnv().databaseUrl, applicationName: 'baton-transaction-test' });
+const admin = createPool({ connectionString: readTestEnv().databaseUrl, applicationName: 'baton-transaction-admin' });
+
+after(async () => {
+  await pool.end();
+  await admin.end();
+});
+
+test('a connection ended between two queries of a transaction fails it without crashing the process', async () => {
+  const crashes: unknown[] = [];
+  const onUncaught = (error: unknown) => crashes.push(error);
+  process.on('uncaughtException', onUncaught);
+  try {
+    await assert.rejects(
+      inTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        await admin.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]);
+        // The server's goodbye reaches the idle, checked-out client now, between queries.
+        for (let i = 0; i < 50 && !client.listenerCount('error'); i += 1) await sleep(10);
+        await sleep(300);
+        await client.query('SELECT 1');
+      }),
+      /terminat|Connection|not queryable/i,
+    );
+    assert.deepEqual(crashes, [], 'no uncaught error');
+    const { rows } = await pool.query<{ one: number }>('SELECT 1 AS one');
+    assert.equal(rows[0]?.one, 1, 'the pool hands out a working connection afterwards');
+  } finally {
+    process.off('uncaughtException', onUncaught);
+  }
+});
