@@ -169,7 +169,8 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
       const cwd = await resolveDirectory(args.directory, context.world.variables[WORKING_DIRECTORY_VARIABLE]);
       context.signal.throwIfAborted();
       const env = { ...settings.env, ...toolVariables(context.world.variables) };
-      const outcome = await execute({ ...settings, env }, args.command, cwd, args.timeout_s * 1000, context);
+      const owner = await shellRunOwner();
+      const outcome = await execute({ ...settings, env }, args.command, cwd, args.timeout_s * 1000, context, owner);
       if (outcome.stop === 'aborted') context.signal.throwIfAborted();
       return formatOutcome(outcome, args.timeout_s);
     },
@@ -274,6 +275,100 @@ type Settings = Required<Omit<ShellToolOptions, 'env'>> & { env: Readonly<Record
  */
 export const SHELL_RUN_MARKER = 'BATON_SHELL_RUN';
 
+/**
+ * A marker's value: `<owner pid>.<owner start time>:<uuid>`. The owner part names the worker process that ran the
+ * command, with its start time (a pid reused by another process has another), so processes a SIGKILLed worker left
+ * running can be told from those of live workers (see {@link sweepOrphanedShellProcesses}).
+ */
+let ownerToken: Promise<string> | undefined;
+function shellRunOwner(): Promise<string> {
+  ownerToken ??= processStartTime(process.pid).then((start) => `${process.pid}.${start ?? '0'}`);
+  return ownerToken;
+}
+
+/** The start time of a process (clock ticks since boot, `/proc/<pid>/stat` field 22), or undefined if it is gone. */
+async function processStartTime(pid: number): Promise<string | undefined> {
+  try {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: count fields from after its closing ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Kills the processes of shell commands whose worker is gone: a worker that is SIGKILLed (or crashes) mid-command
+ * cannot stop what the command started, and its retried activity runs elsewhere, so nothing else ever would. Every
+ * worker sweeps at start and then periodically (worker/main.ts); commands of live workers are left alone.
+ * Linux only, like the marker scan; needs the right to read the processes' environments (same user, or root).
+ * @returns the pids killed
+ */
+export async function sweepOrphanedShellProcesses(): Promise<number[]> {
+  const prefix = Buffer.from(`${SHELL_RUN_MARKER}=`);
+  const owners = new Map<string, boolean>();
+  const killed: number[] = [];
+  for (let round = 0; round < KILL_ROUNDS; round += 1) {
+    const orphans: number[] = [];
+    for (const [pid, environ] of await readEnvirons()) {
+      const value = markerValue(environ, prefix);
+      const owner = value?.match(/^(\d+)\.(\d+):/);
+      if (!owner?.[1] || !owner[2]) continue; // no marker, or one without an owner
+      const key = `${owner[1]}.${owner[2]}`;
+      let alive = owners.get(key);
+      if (alive === undefined) {
+        alive = (await processStartTime(Number(owner[1]))) === owner[2];
+        owners.set(key, alive);
+      }
+      if (!alive) orphans.push(pid);
+    }
+    if (orphans.length === 0) break;
+    for (const pid of orphans) {
+      try {
+        process.kill(pid, 'SIGKILL');
+        if (!killed.includes(pid)) killed.push(pid);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    await delay(10);
+  }
+  return killed;
+}
+
+/** The value of the `NAME=` entry `prefix` names in a NUL-separated environment, if it has one. */
+function markerValue(environ: Buffer, prefix: Buffer): string | undefined {
+  for (let at = environ.indexOf(prefix); at !== -1; at = environ.indexOf(prefix, at + 1)) {
+    if (at === 0 || environ[at - 1] === 0) {
+      const end = environ.indexOf(0, at);
+      return environ.subarray(at + prefix.length, end === -1 ? undefined : end).toString('utf8');
+    }
+  }
+  return undefined;
+}
+
+/** The environment of every process this one may read, but its own. */
+async function readEnvirons(): Promise<[number, Buffer][]> {
+  let names: string[];
+  try {
+    names = await fs.readdir('/proc');
+  } catch {
+    return [];
+  }
+  const found: [number, Buffer][] = [];
+  await Promise.all(
+    names.map(async (name) => {
+      if (!/^\d+$/.test(name) || Number(name) === process.pid) return;
+      try {
+        found.push([Number(name), await fs.readFile(`/proc/${name}/environ`)]);
+      } catch {
+        // gone, or not ours to read
+      }
+    }),
+  );
+  return found;
+}
+
 /** Rounds of SIGKILL while marked processes keep appearing (a process forking as it is killed). */
 const KILL_ROUNDS = 50;
 
@@ -283,11 +378,12 @@ function execute(
   cwd: string,
   timeoutMs: number,
   context: ToolContext,
+  owner: string,
 ): Promise<Outcome> {
   return new Promise<Outcome>((resolve, reject) => {
     const started = Date.now();
     const output = new OutputTail(settings.maxOutputBytes);
-    const marker = randomUUID();
+    const marker = `${owner}:${randomUUID()}`;
     let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
       child = settings.spawn(settings.shell, ['-c', command], {
@@ -402,27 +498,12 @@ function execute(
  */
 async function markedProcesses(marker: string): Promise<number[]> {
   const needle = Buffer.from(`${SHELL_RUN_MARKER}=${marker}\0`);
-  let names: string[];
-  try {
-    names = await fs.readdir('/proc');
-  } catch {
-    return [];
-  }
-  const found: number[] = [];
-  await Promise.all(
-    names.map(async (name) => {
-      if (!/^\d+$/.test(name) || Number(name) === process.pid) return;
-      let environ: Buffer;
-      try {
-        environ = await fs.readFile(`/proc/${name}/environ`);
-      } catch {
-        return; // gone, or not ours to read
-      }
+  return (await readEnvirons())
+    .filter(([, environ]) => {
       const at = environ.indexOf(needle);
-      if (at === 0 || (at > 0 && environ[at - 1] === 0)) found.push(Number(name));
-    }),
-  );
-  return found;
+      return at === 0 || (at > 0 && environ[at - 1] === 0);
+    })
+    .map(([pid]) => pid);
 }
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

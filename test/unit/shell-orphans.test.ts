@@ -1,0 +1,48 @@
+/**
+ * A worker SIGKILLed while a shell command runs cannot stop what the command started; the next worker's sweep does:
+ * it kills processes whose marker names a worker that is gone, and leaves those of live workers alone.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import { test } from 'node:test';
+import { SHELL_RUN_MARKER, sweepOrphanedShellProcesses } from '../../activities/tools/shell';
+
+function startTime(pid: number): string {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
+}
+
+function sleeper(marker: string): ChildProcess {
+  return spawn('sleep', ['60'], { env: { PATH: process.env.PATH, [SHELL_RUN_MARKER]: marker }, stdio: 'ignore' });
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+
+test(
+  'the sweep kills shell processes of a dead worker and spares those of a live one',
+  { skip: process.platform !== 'linux' },
+  async () => {
+    // No process has a pid above the kernel's pid_max (4194304 at most): that owner is certainly gone. So is an owner
+    // whose pid lives on with another start time (the pid was reused).
+    const gone = sleeper('4194305.12345:orphan-1');
+    const reused = sleeper(`${process.pid}.1:orphan-2`);
+    const live = sleeper(`${process.pid}.${startTime(process.pid)}:live`);
+    const goneExit = exited(gone);
+    const reusedExit = exited(reused);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100)); // let exec give the children their environment
+      const killed = await sweepOrphanedShellProcesses();
+      // Other orphans on this machine may be swept too; these two must be, and the live one must not.
+      assert.ok(killed.includes(gone.pid ?? -1) && killed.includes(reused.pid ?? -1), `killed ${killed.join(', ')}`);
+      assert.ok(!killed.includes(live.pid ?? -1));
+      assert.equal(await goneExit, 'SIGKILL');
+      assert.equal(await reusedExit, 'SIGKILL');
+      assert.equal(live.exitCode, null, 'the live worker’s command still runs');
+      assert.equal(live.signalCode, null);
+    } finally {
+      for (const child of [gone, reused, live]) child.kill('SIGKILL');
+    }
+  },
+);
