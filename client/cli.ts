@@ -31,7 +31,7 @@ import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
 import { runDemo, runDev } from './dev';
 import { formatReplay, installReplayRuntime, readHistoryFile, replayHistories, type ReplayInput } from './replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
-import { runSetupFromEnv, runWorkerFromEnv } from '../worker/main';
+import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
 
 interface GlobalOptions {
@@ -654,6 +654,17 @@ program
   .description('run a production worker configured by environment variables (see the README)')
   .action(async () => {
     await runWorkerFromEnv(process.env);
+  });
+
+program
+  .command('bundle')
+  .description('write the workflow bundle to <file>, for BATON_WORKFLOW_BUNDLE (workers then start without webpack)')
+  .argument('<file>', 'where to write the bundle (JavaScript)')
+  .option('--json', 'print {file, bytes} as JSON')
+  .action(async (file: string, options: { json?: boolean }) => {
+    const target = path.resolve(file);
+    const bytes = await writeWorkflowBundle(target);
+    print(Boolean(options.json), { file: target, bytes }, `wrote ${target} (${bytes} bytes)`);
   });
 
 program

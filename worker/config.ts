@@ -129,6 +129,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_HEALTH_ADDRESS: listenAddress,
   /** The worker's identity in Temporal (Web UI, task history). */
   BATON_WORKER_IDENTITY: optionalText,
+  /** A workflow bundle `baton bundle` wrote (e.g. at image build), so a starting worker skips seconds of webpack. */
+  BATON_WORKFLOW_BUNDLE: optionalText,
   /**
    * Seconds a SIGTERM'd worker lets running activities finish before cancelling them (they then retry elsewhere);
    * the worker exits 0 once drained.
@@ -165,6 +167,8 @@ export interface WorkerConfig {
   /** Answer from this scripted-model script (no API key set). */
   readonly modelScript?: string;
   readonly agentsDir: string;
+  /** A pre-built workflow bundle (absolute path); the worker bundles `workflows/` itself when unset. */
+  readonly workflowBundle?: string;
   readonly tools: ToolsConfig;
   readonly worker: WorkerTuning;
   /** Temporal SDK log level. @default 'WARN' */
@@ -243,6 +247,12 @@ export function readWorkerConfig(
     ]);
   }
   const scripted = !value.OPENAI_API_KEY;
+  const workflowBundle = value.BATON_WORKFLOW_BUNDLE ? path.resolve(cwd, value.BATON_WORKFLOW_BUNDLE) : undefined;
+  if (workflowBundle !== undefined && !fs.statSync(workflowBundle, { throwIfNoEntry: false })?.isFile()) {
+    throw new ConfigError([
+      `BATON_WORKFLOW_BUNDLE: ${workflowBundle} is not a file (write one with \`baton bundle <file>\`)`,
+    ]);
+  }
   return Object.freeze({
     temporalAddress: value.TEMPORAL_ADDRESS,
     namespace: value.TEMPORAL_NAMESPACE,
@@ -257,6 +267,7 @@ export function readWorkerConfig(
     }),
     ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
+    ...(workflowBundle === undefined ? {} : { workflowBundle }),
     tools: readToolsConfig(env, cwd),
     worker: Object.freeze({
       maxConcurrentActivityTaskExecutions: value.BATON_MAX_CONCURRENT_ACTIVITIES,

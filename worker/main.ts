@@ -1,12 +1,15 @@
 /** `baton worker` and `baton setup`: a production worker and its one-time preparation, configured by the environment. */
+import fs from 'node:fs';
+import path from 'node:path';
 import { migrate } from '../db/migrate';
+import { sweepOrphanedShellProcesses } from '../activities/tools/shell';
 import { createPool } from '../db/pool';
 import { assertSearchAttributes, describeSetup, setupBaton, type SetupResult } from '../stack/temporal-setup';
 import { loadScript, startScriptedModelServer } from '../testing/scripted-model';
 import { createAgentCatalog } from './agent-catalog';
 import { readSetupConfig, readWorkerConfig } from './config';
 import { connectTemporal } from './connection';
-import { createBatonWorker } from './create-worker';
+import { bundleBatonWorkflows, createBatonWorker } from './create-worker';
 import { startHealthServer } from './health';
 import { createModelClient } from './model-client';
 import { installRuntime } from './runtime';
@@ -54,6 +57,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       tuning: config.worker,
+      ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
     });
     const { identity } = config.worker;
     if (config.worker.healthAddress !== undefined) {
@@ -68,6 +72,11 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
     if (config.worker.metricsAddress !== undefined) {
       process.stderr.write(`baton worker: Prometheus metrics at http://${config.worker.metricsAddress}/metrics\n`);
     }
+    // Commands a SIGKILLed worker left running on this machine would run on forever: sweep them now and then.
+    const sweeping = setInterval(() => void sweepShellOrphans(), ORPHAN_SWEEP_INTERVAL_MS);
+    sweeping.unref();
+    closers.push(() => Promise.resolve(clearInterval(sweeping)));
+    await sweepShellOrphans();
     const running = worker.run();
     process.stderr.write(
       `${WORKER_READY_PREFIX} task queue '${config.taskQueue}' in namespace '${config.namespace}' on ` +
@@ -77,6 +86,34 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
   } finally {
     for (const close of closers.reverse()) await close().catch(() => undefined);
   }
+}
+
+/** How often a worker looks for shell commands whose worker died (see `sweepOrphanedShellProcesses`). */
+const ORPHAN_SWEEP_INTERVAL_MS = 15_000;
+
+async function sweepShellOrphans(): Promise<void> {
+  try {
+    const killed = await sweepOrphanedShellProcesses();
+    if (killed.length > 0) {
+      process.stderr.write(
+        `baton worker: killed ${killed.length} process(es) of shell commands whose worker died: ${killed.join(', ')}\n`,
+      );
+    }
+  } catch (error) {
+    process.stderr.write(`baton worker: sweeping orphaned shell processes failed: ${String(error)}\n`);
+  }
+}
+
+/**
+ * `baton bundle <file>`: writes Baton's workflow bundle, for `BATON_WORKFLOW_BUNDLE` (a worker that starts from it
+ * skips seconds of webpack: worth it where workers restart often, or in an image built once).
+ * @returns the bundle's size in bytes
+ */
+export async function writeWorkflowBundle(file: string): Promise<number> {
+  const { code } = await bundleBatonWorkflows();
+  await fs.promises.mkdir(path.dirname(file), { recursive: true });
+  await fs.promises.writeFile(file, code);
+  return Buffer.byteLength(code);
 }
 
 /**

@@ -169,3 +169,24 @@ test('config: the documented variables are exactly those the schemas read', () =
     assert.ok(readme.includes(`| \`${variable}\``), `README's configuration table lacks ${variable}`);
   }
 });
+
+test('worker config: BATON_WORKFLOW_BUNDLE names a bundle file, relative to the working directory', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-bundle-config-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'bundle.js'), '// a bundle');
+    assert.equal(
+      readWorkerConfig({ ...minimal, BATON_WORKFLOW_BUNDLE: 'bundle.js' }, dir).workflowBundle,
+      path.join(dir, 'bundle.js'),
+    );
+    assert.equal(readWorkerConfig(minimal, dir).workflowBundle, undefined, 'unset: the worker bundles itself');
+    assert.throws(
+      () => readWorkerConfig({ ...minimal, BATON_WORKFLOW_BUNDLE: 'missing.js' }, dir),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.problems.some((p) => /BATON_WORKFLOW_BUNDLE: .*missing\.js is not a file/.test(p)),
+    );
+    assert.throws(() => readWorkerConfig({ ...minimal, BATON_WORKFLOW_BUNDLE: '.' }, dir), /is not a file/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
