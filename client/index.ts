@@ -8,6 +8,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowIdReusePolicy,
   WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
@@ -222,6 +223,11 @@ export class BatonClient {
   }
 }
 
+/** The turn's refusal of an answer to a question it does not wait for (yet): see `ThreadHandle.answer`. */
+const NOT_WAITING_YET = /is not waiting for an answer in this turn/;
+/** How long `answer` waits for a stored question's turn to start waiting for it. */
+const ANSWER_WAIT_MS = 60_000;
+
 /** One root thread. */
 export class ThreadHandle {
   readonly workflow: WorkflowHandle<typeof threadWorkflow>;
@@ -237,11 +243,18 @@ export class ThreadHandle {
     return this.workflow.workflowId;
   }
 
-  /** Sends a human message and waits for the agent's reply (its turn may take minutes). */
-  async send(message: string): Promise<SendMessageResult> {
+  /**
+   * Sends a human message and waits for the agent's reply (its turn may take minutes).
+   *
+   * With `messageId`, the message is delivered once however often it is sent: a program that lost its connection
+   * (a Temporal restart, a network cut) sends it again with the same id and gets the one turn's reply. Ids are
+   * remembered by the thread's current workflow run. Without one, each call is a new message.
+   */
+  async send(message: string, options: { messageId?: string } = {}): Promise<SendMessageResult> {
     try {
       return await this.workflow.executeUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
         args: [{ message }],
+        ...(options.messageId === undefined ? {} : { updateId: options.messageId }),
       });
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) {
@@ -290,18 +303,46 @@ export class ThreadHandle {
   }
 
   /**
-   * Answers an open question; the turn that asked it goes on.
+   * Answers an open question; the turn that asked it goes on. A question stored a moment before its turn waits for
+   * it is answered once the turn does (within `waitMs`, default 60 s).
    * @throws BatonClientError for an unknown question or one no longer open.
    */
-  async answer(questionId: string, answer: string): Promise<AnswerQuestionResult> {
+  async answer(questionId: string, answer: string, options: { waitMs?: number } = {}): Promise<AnswerQuestionResult> {
     const question = await findQuestion(this.client.database(), this.threadId, questionId);
     if (!question) throw new BatonClientError(`thread '${this.threadId}' has no question '${questionId}'`);
     if (question.status !== 'open') {
       throw new BatonClientError(`question '${questionId}' is already ${question.status}`);
     }
-    return this.client.temporal.workflow
-      .getHandle(question.workflowId)
-      .executeUpdate<AnswerQuestionResult, [AnswerQuestionInput]>('answerQuestion', { args: [{ questionId, answer }] });
+    const turn = this.client.temporal.workflow.getHandle(question.workflowId);
+    // The question is stored before its turn starts waiting for it: an answer in between (a quick human, or a turn
+    // whose worker died right after storing it and waits for another to pick it up) is refused by the turn's
+    // validator. Refused updates leave no trace, so trying again until the turn waits is safe.
+    for (let waitedMs = 0; ;) {
+      try {
+        return await turn.executeUpdate<AnswerQuestionResult, [AnswerQuestionInput]>('answerQuestion', {
+          args: [{ questionId, answer }],
+        });
+      } catch (error) {
+        if (!(error instanceof WorkflowUpdateFailedError && NOT_WAITING_YET.test(String(error.cause?.message)))) {
+          throw error;
+        }
+        const now = await findQuestion(this.client.database(), this.threadId, questionId);
+        if (now?.status !== 'open') {
+          throw new BatonClientError(`question '${questionId}' is already ${now?.status ?? 'gone'}`, { cause: error });
+        }
+        const waitLimitMs = options.waitMs ?? ANSWER_WAIT_MS;
+        if (waitedMs >= waitLimitMs) {
+          throw new BatonClientError(
+            `question '${questionId}' is open but its turn has not started waiting for it after ${waitLimitMs / 1000} s ` +
+              '(is a worker running?); try again',
+            { cause: error },
+          );
+        }
+        const pause = Math.min(250 + waitedMs / 4, 2_000);
+        await new Promise((resolve) => setTimeout(resolve, pause));
+        waitedMs += pause;
+      }
+    }
   }
 
   /** The root thread's transcript, in order. @throws BatonClientError for an unknown thread. */

@@ -63,6 +63,45 @@ async function rejectsWith(promise: Promise<unknown>, type: string, message: Reg
   });
 }
 
+test('answer: a question stored before its turn waits for it is retried, then refused clearly; nothing closes', async () => {
+  const thread = await harness.client.startThread({ agent: 'asker', threadId: uniqueThreadId('early-answer') });
+  const reply = thread.send('Pick a colour.');
+  let asked: { questionId: string; workflowId: string; threadId: string } | undefined;
+  for (const deadline = Date.now() + 60_000; !asked; await new Promise((resolve) => setTimeout(resolve, 100))) {
+    asked = (await thread.questions())[0];
+    assert.ok(Date.now() < deadline, 'the question was never asked');
+  }
+  // A second question stored for the same turn, which the turn never asked: as a question looks between its row
+  // being stored and its turn starting to wait for it (a worker that died in between stretches that moment).
+  const { rows } = await pool.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+    asked.threadId,
+  ]);
+  const early = await openQuestion(
+    pool,
+    { rootThreadId: thread.threadId, threadId: asked.threadId, agent: 'asker', epoch: rows[0]?.epoch ?? 0 },
+    `${uniqueThreadId('op')}:question`,
+    { workflowId: asked.workflowId, toolCallId: 'call-early', question: 'Not asked yet?' },
+  );
+  const started = Date.now();
+  await assert.rejects(
+    thread.answer(early.questionId, 'green', { waitMs: 1_500 }),
+    new RegExp(`question '${early.questionId}' is open but its turn has not started waiting for it after 1.5 s`),
+  );
+  assert.ok(Date.now() - started >= 1_500, 'the client tried again before giving up');
+  const stored = await thread.questions({ all: true });
+  assert.deepEqual(
+    stored.map((q) => [q.questionId, q.status]),
+    [
+      [asked.questionId, 'open'],
+      [early.questionId, 'open'],
+    ],
+    'nothing was closed by the refused answer',
+  );
+  await thread.answer(asked.questionId, 'blue');
+  assert.equal((await reply).reply, 'Thanks.');
+  await thread.end();
+});
+
 test('update validators: bad messages and answers are refused before they reach the turn', async () => {
   const thread = await harness.client.startThread({ agent: 'asker', threadId: uniqueThreadId('guards') });
   await rejectsWith(thread.send(''), ErrorType.InvalidInput, /message must be a non-empty string/);
