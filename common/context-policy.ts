@@ -49,11 +49,13 @@ export function estimateMessageTokens(message: unknown): number {
   return estimateTokens(JSON.stringify(message));
 }
 
+const plural = (count: number, noun: string): string => `${count} ${noun}${count === 1 ? '' : 's'}`;
+
 /** The one line put where messages were left out. */
 export function contextNote(omitted: number, limits: ContextLimits, overLimit: boolean): string {
   const set = [
-    ...(limits.maxMessages === undefined ? [] : [`at most ${limits.maxMessages} messages`]),
-    ...(limits.maxTokens === undefined ? [] : [`about ${limits.maxTokens} tokens`]),
+    ...(limits.maxMessages === undefined ? [] : [`at most ${plural(limits.maxMessages, 'message')}`]),
+    ...(limits.maxTokens === undefined ? [] : [`about ${plural(limits.maxTokens, 'token')}`]),
   ].join(', ');
   const earlier = omitted === 1 ? '1 earlier message was' : `${omitted} earlier messages were`;
   const tail = overLimit
