@@ -149,7 +149,7 @@ export function trimContext<M extends ContextMessage>(
 /** Indexes c (0 ≤ c < length) where `body[c..]` can start without separating a tool call from its results. */
 function cutPoints(body: readonly ContextMessage[]): number[] {
   const callAt = new Map<string, number>();
-  // blockedFrom[j]: cuts in (callIndex, j] would leave a result at j without its call.
+  // blocked[c]: a cut at c would send a result (at c or later) without the call made before c.
   const blocked = new Array<boolean>(body.length).fill(false);
   body.forEach((message, index) => {
     for (const call of message.tool_calls ?? []) callAt.set(call.id, index);
