@@ -4,6 +4,7 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentDefinition } from '../common/agent-definition';
+import { OMITTED_ASSISTANT_HEADER, trimContext } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
@@ -23,7 +24,7 @@ import {
   type ForkJoinArguments,
 } from './tools/fork-join';
 import { checkToolCall } from './tools/validate';
-import { loadWorldVariables } from './worlds';
+import { contextLimitsFor, loadWorldVariables } from './worlds';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -68,16 +69,19 @@ export function createModelActivities(options: ModelActivityOptions) {
       universal: options.tools.universal,
       hasEnvData: await options.env.hasEntries(pool, scope.rootThreadId),
     });
-    const messages: ChatCompletionMessageParam[] = [
-      { role: 'system', content: systemPrompt },
-      ...transcript.map(toChatMessage),
-    ];
+    // The agent's context policy trims what this request carries; the transcript in Postgres keeps everything.
+    const context = trimContext<ChatCompletionMessageParam>(
+      [{ role: 'system', content: systemPrompt }, ...transcript.map(toChatMessage)],
+      contextLimitsFor(agent, variables),
+      (note) => ({ role: 'system', content: note }),
+    );
+    const { messages } = context;
     const tools = [...options.tools.universal, ...agent.capabilities]
       .map((name) => options.tools.toModelTool(name))
       .filter((tool): tool is ModelTool => tool !== undefined);
 
-    const context = Context.current();
-    const heartbeat = setInterval(() => context.heartbeat({ step: input.step }), heartbeatIntervalMs);
+    const activity = Context.current();
+    const heartbeat = setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     try {
       completion = await openai.chat.completions.create(
@@ -88,17 +92,18 @@ export function createModelActivities(options: ModelActivityOptions) {
           ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
         },
         {
-          signal: context.cancellationSignal,
+          signal: activity.cancellationSignal,
           headers: {
             'x-baton-agent': scope.agent,
             'x-baton-thread': scope.threadId,
             'x-baton-root-thread': scope.rootThreadId,
+            ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
           },
         },
       );
     } catch (error) {
       // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
-      if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
+      if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
       throw classifyModelError(error);
     } finally {
       clearInterval(heartbeat);

@@ -1,5 +1,7 @@
 import { log } from '@temporalio/activity';
 import type { Pool } from 'pg';
+import type { AgentDefinition } from '../common/agent-definition';
+import type { ContextLimits } from '../common/context-policy';
 import { parseEnvText } from '../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
 import { getWorldVariablesText } from '../db/worlds';
@@ -29,14 +31,38 @@ export function limitsFromVariables(
 ): DelegationLimits {
   const limits: DelegationLimits = { ...DEFAULT_DELEGATION_LIMITS };
   for (const [field, name] of Object.entries(LIMIT_VARIABLES) as [keyof DelegationLimits, string][]) {
-    const raw = variables[name];
-    if (raw === undefined) continue;
-    // Plain decimal digits only: Number() would also take '0x10', '1e20' or ' 7 '.
-    const value = /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : Number.NaN;
-    if (Number.isSafeInteger(value) && value >= 1) limits[field] = value;
-    else log.warn('ignoring a world variable that is not a positive whole number', { name, value: raw });
+    const value = positiveVariable(variables, name);
+    if (value !== undefined) limits[field] = value;
   }
   return { ...limits, ...overrides };
+}
+
+/** World variables that set the context policy of agents whose frontmatter sets no `context` limit. */
+export const CONTEXT_VARIABLES: Record<keyof ContextLimits, string> = {
+  maxMessages: 'BATON_CONTEXT_MAX_MESSAGES',
+  maxTokens: 'BATON_CONTEXT_MAX_TOKENS',
+};
+
+/** The context limits of one agent's model requests: its frontmatter's, each unset one from the world, else none. */
+export function contextLimitsFor(
+  agent: Pick<AgentDefinition, 'context'>,
+  variables: Readonly<Record<string, string>>,
+): ContextLimits {
+  return {
+    maxMessages: agent.context?.max_messages ?? positiveVariable(variables, CONTEXT_VARIABLES.maxMessages),
+    maxTokens: agent.context?.max_tokens ?? positiveVariable(variables, CONTEXT_VARIABLES.maxTokens),
+  };
+}
+
+/** A world variable holding a positive whole number; anything else is ignored with a warning. */
+function positiveVariable(variables: Readonly<Record<string, string>>, name: string): number | undefined {
+  const raw = variables[name];
+  if (raw === undefined) return undefined;
+  // Plain decimal digits only: Number() would also take '0x10', '1e20' or ' 7 '.
+  const value = /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (Number.isSafeInteger(value) && value >= 1) return value;
+  log.warn('ignoring a world variable that is not a positive whole number', { name, value: raw });
+  return undefined;
 }
 
 export function createWorldActivities({ pool }: { pool: Pool }) {

@@ -26,6 +26,16 @@ export const agentFrontmatterSchema = z.strictObject({
     .min(1)
     .max(7 * 24 * 3600)
     .optional(),
+  /**
+   * What of the thread one model request carries (`common/context-policy.ts`); each limit unset here falls back to
+   * the world's `BATON_CONTEXT_MAX_MESSAGES` / `BATON_CONTEXT_MAX_TOKENS`, else no limit.
+   */
+  context: z
+    .strictObject({
+      max_messages: z.int().min(1, 'must be at least 1').optional(),
+      max_tokens: z.int().min(1, 'must be at least 1').optional(),
+    })
+    .optional(),
 });
 
 export type AgentFrontmatter = z.infer<typeof agentFrontmatterSchema>;

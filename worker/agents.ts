@@ -41,6 +41,8 @@ const yamlEngine = {
 /** What a YAML value is, in words, for "must be a list (got a string)". */
 function describeValue(value: unknown): string {
   if (value === null) return 'null';
+  // The number itself says more than its type: a whole number was expected and 1.5 came.
+  if (typeof value === 'number') return String(value);
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
   return `a ${typeof value}`;
@@ -84,23 +86,22 @@ export function parseAgentFile(fileText: string, source: string): AgentDefinitio
   const result = agentFrontmatterSchema.safeParse(parsed.data);
   if (!result.success) {
     const issue = result.error.issues[0];
-    const field = issue?.path.join('.') || '(frontmatter)';
-    const line = issue?.path[0] === undefined ? undefined : frontmatterLine(text, String(issue.path[0]));
+    const path = (issue?.path ?? []).map(String);
+    const field = path.join('.') || '(frontmatter)';
     // zod does not report the input by default: look the value up, so a wrong type is not called missing.
-    const given = valueAt(parsed.data, issue?.path ?? []);
+    const given = valueAt(parsed.data, path);
+    // An unknown key inside a mapping (`context: { max_token: … }`) is named with its parent.
+    const unknown = issue?.code === 'unrecognized_keys' ? issue.keys.map((key) => [...path, key].join('.')) : [];
     const reason =
       issue?.code === 'invalid_type' && given === undefined
         ? `missing required field '${field}'`
         : issue?.code === 'invalid_type'
           ? `field '${field}' must be ${describeExpected(issue.expected)} (got ${describeValue(given)})`
           : issue?.code === 'unrecognized_keys'
-            ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`
+            ? `unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `'${k}'`).join(', ')}`
             : `field '${field}' ${issue?.message ?? 'is invalid'}`;
-    throw new AgentConfigError(
-      source,
-      line ?? (issue?.code === 'unrecognized_keys' ? frontmatterLine(text, issue.keys[0] ?? '') : undefined),
-      reason,
-    );
+    const linePath = issue?.code === 'unrecognized_keys' ? [...path, issue.keys[0] ?? ''] : path;
+    throw new AgentConfigError(source, linePath.length === 0 ? undefined : frontmatterLine(text, linePath), reason);
   }
   return { ...result.data, body: parsed.content.trim(), source };
 }
@@ -115,11 +116,24 @@ function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {
   return value;
 }
 
-/** 1-based line of a top-level frontmatter key, for error messages. */
-function frontmatterLine(text: string, key: string): number | undefined {
+/**
+ * 1-based line of a frontmatter key, for error messages: a top-level key, or a nested one (`context.max_tokens`)
+ * written on its own line under its parent; else the deepest parent found (a flow mapping `{ … }` is one line).
+ */
+function frontmatterLine(text: string, key: string | readonly string[]): number | undefined {
+  const [top, ...nested] = typeof key === 'string' ? [key] : key;
   const lines = text.split('\n');
-  const index = lines.findIndex((line, i) => i > 0 && line.startsWith(`${key}:`));
-  return index < 0 ? undefined : index + 1;
+  let index = lines.findIndex((line, i) => i > 0 && line.startsWith(`${top}:`));
+  if (index < 0) return undefined;
+  for (const segment of nested) {
+    // Look only inside the parent's block: the indented lines that follow it.
+    let i = index + 1;
+    while (i < lines.length && /^\s+\S/.test(lines[i] ?? '') && !(lines[i] ?? '').trimStart().startsWith(`${segment}:`))
+      i++;
+    if (i >= lines.length || !/^\s+\S/.test(lines[i] ?? '')) break;
+    index = i;
+  }
+  return index + 1;
 }
 
 export interface LoadAgentsOptions {

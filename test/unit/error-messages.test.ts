@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { limitsFromVariables } from '../../activities/worlds';
+import { contextLimitsFor, limitsFromVariables } from '../../activities/worlds';
 import { envTextProblem, parseEnvText } from '../../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits } from '../../common/types';
 import { parseScript, ScriptError } from '../../testing/scripted-model';
@@ -42,6 +42,47 @@ test('agent file: a field of the wrong type is reported as such, not as missing'
   );
   // A field that really is missing still says so.
   assert.equal(agentError('---\nname: a\n---\nBody.\n'), "agents/a.md: missing required field 'description'");
+});
+
+test('agent file: a bad context policy names the nested field, its line and what is wrong', () => {
+  const file = (context: string) => `---\nname: a\ndescription: d\n${context}\n---\nBody.\n`;
+  const cases: [string, string][] = [
+    ['context: { max_messages: -1 }', "agents/a.md:4: field 'context.max_messages' must be at least 1"],
+    ['context: { max_tokens: 0 }', "agents/a.md:4: field 'context.max_tokens' must be at least 1"],
+    [
+      'context:\n  max_messages: 10\n  max_tokens: "5"',
+      "agents/a.md:6: field 'context.max_tokens' must be a number (got a string)",
+    ],
+    ['context: { max_tokens: 1.5 }', "agents/a.md:4: field 'context.max_tokens' must be a whole number (got 1.5)"],
+    ['context:\n  max_messages: 10\n  max_message: 3', "agents/a.md:6: unknown field 'context.max_message'"],
+    ['context: { keep: all, max_tokens: 5 }', "agents/a.md:4: unknown field 'context.keep'"],
+    ['context: 20', "agents/a.md:4: field 'context' must be a mapping (got 20)"],
+    ['context: [max_messages]', "agents/a.md:4: field 'context' must be a mapping (got a list)"],
+  ];
+  for (const [context, message] of cases) assert.equal(agentError(file(context)), message, context);
+  const agent = parseAgentFile(file('context:\n  max_messages: 40\n  max_tokens: 8000'), 'agents/a.md');
+  assert.deepEqual(agent.context, { max_messages: 40, max_tokens: 8000 });
+});
+
+test("context limits: the agent's own over the world's, and only plain positive whole numbers from the world", async () => {
+  const limitsOf = (
+    context: { max_messages?: number; max_tokens?: number } | undefined,
+    variables: Record<string, string>,
+  ) => new MockActivityEnvironment().run(async () => Promise.resolve(contextLimitsFor({ context }, variables)));
+  const world = { BATON_CONTEXT_MAX_MESSAGES: '30', BATON_CONTEXT_MAX_TOKENS: '6000' };
+  assert.deepEqual(await limitsOf(undefined, world), { maxMessages: 30, maxTokens: 6000 });
+  assert.deepEqual(await limitsOf({ max_tokens: 900 }, world), { maxMessages: 30, maxTokens: 900 });
+  assert.deepEqual(await limitsOf({}, {}), { maxMessages: undefined, maxTokens: undefined });
+  for (const raw of ['0', '-5', '1e3', ' 7', 'all']) {
+    assert.deepEqual(
+      await limitsOf(undefined, { BATON_CONTEXT_MAX_MESSAGES: raw }),
+      {
+        maxMessages: undefined,
+        maxTokens: undefined,
+      },
+      raw,
+    );
+  }
 });
 
 test('agent file: frontmatter that is a YAML list or a scalar is reported as not a mapping', () => {

@@ -12,6 +12,7 @@ import type {
   ScriptedModelServer,
   ScriptedModelServerOptions,
 } from '../../testing/scripted-model';
+import { OMITTED_ASSISTANT_HEADER } from '../../common/context-policy';
 import { NonLoopbackHostError, startScriptedModelServer, validateScript } from '../../testing/scripted-model';
 
 const script = validateScript(
@@ -120,6 +121,18 @@ test('scripted-model server: the step is chosen by the assistant messages alread
   const again = await openai.chat.completions.create({ model: 'm', messages });
   assert.equal(again.choices[0]?.message.content, 'Solved.');
   assert.equal(server.requestCount('solver'), 3);
+});
+
+test('scripted-model server: assistant messages a trimmed request left out still count toward the step', async (t) => {
+  const server = await start(t);
+  // The request carries no assistant message, but says one was left out: the second step answers.
+  const trimmed = client(server, { 'x-baton-agent': 'solver', [OMITTED_ASSISTANT_HEADER]: '1' });
+  const reply = await trimmed.chat.completions.create({ model: 'm', messages: USER });
+  assert.equal(reply.id, 'chatcmpl-scripted-solver-2');
+  assert.equal(reply.choices[0]?.message.content, 'Solved.');
+  // A header that is not a positive whole number counts nothing.
+  const bogus = client(server, { 'x-baton-agent': 'solver', [OMITTED_ASSISTANT_HEADER]: 'many' });
+  assert.equal((await bogus.chat.completions.create({ model: 'm', messages: USER })).id, 'chatcmpl-scripted-solver-1');
 });
 
 test('scripted-model server: a fail step answers its status and retry-after, then the next step', async (t) => {

@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
+import { estimateTokens, OMITTED_ASSISTANT_HEADER } from '../../common/context-policy';
 import type { AnsweringStep, Script } from './script';
 import { ScriptedModelError, describeAgents, selectStep } from './script';
 
@@ -157,10 +158,6 @@ function idPart(text: string): string {
   return text.replace(/[^A-Za-z0-9_-]/g, '_');
 }
 
-function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
-}
-
 interface ChatRequest {
   readonly agent: string;
   readonly model: string;
@@ -274,7 +271,12 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
       );
     }
 
-    const assistantCount = messages.filter((message) => isRecord(message) && message.role === 'assistant').length;
+    // A request trimmed by an agent's context policy says how many assistant messages it left out, so the step
+    // stays the number of replies the thread has had, not the number this request happens to carry.
+    const omittedAssistant = Number(header(req.headers, OMITTED_ASSISTANT_HEADER) ?? '0');
+    const assistantCount =
+      messages.filter((message) => isRecord(message) && message.role === 'assistant').length +
+      (Number.isSafeInteger(omittedAssistant) && omittedAssistant > 0 ? omittedAssistant : 0);
     const failureKey = JSON.stringify([agent, thread ?? '', assistantCount]);
     const failuresSoFar = failures.get(failureKey) ?? 0;
     const selection = selectStep(script, agent, assistantCount, failuresSoFar);
