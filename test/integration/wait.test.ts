@@ -15,6 +15,7 @@ import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { waitFor } from '../chaos/waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'wait-'));
@@ -96,22 +97,12 @@ after(async () => {
   await harness?.close();
 });
 
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 /** The thread's status once it lists a wait in progress. */
 function waitingStatus(thread: ThreadHandle): Promise<ThreadStatus & { waits: WaitInfo[] }> {
-  return until(async () => {
+  return waitFor(`a wait in ${thread.threadId}`, 30_000, async () => {
     const status = await thread.status();
     return status.waits && status.waits.length > 0 ? { ...status, waits: status.waits } : undefined;
-  }, `a wait in ${thread.threadId}`);
+  });
 }
 
 async function currentDetails(workflowId: string): Promise<string> {
