@@ -24,6 +24,7 @@ import {
   type ForkJoinArguments,
 } from './tools/fork-join';
 import { checkToolCall } from './tools/validate';
+import { waitTool, type WaitArguments } from './tools/universal';
 import { contextLimitsFor, loadWorldVariables } from './worlds';
 
 export interface ModelActivityOptions {
@@ -182,6 +183,17 @@ export function createModelActivities(options: ModelActivityOptions) {
         kind: 'ask_human',
         question: args.question,
         ...(args.timeout_s === undefined ? {} : { timeoutSeconds: args.timeout_s }),
+      };
+    }
+    if (checked.ok && checked.tool.name === waitTool.name) {
+      const args = checked.args as WaitArguments;
+      return {
+        id: call.id,
+        name: call.name,
+        kind: 'wait',
+        ...(args.seconds === undefined ? {} : { seconds: args.seconds }),
+        ...(args.until === undefined ? {} : { until: args.until }),
+        reason: args.reason,
       };
     }
     return { id: call.id, name: call.name, kind: 'tool' };

@@ -6,12 +6,13 @@ import { parseEnvText } from '../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
 import { getWorldVariablesText } from '../db/worlds';
 
-/** World variables that set a world's delegation limits (`baton world set BATON_MAX_DELEGATION_DEPTH=4`). */
+/** World variables that set a world's limits on delegation, forks and waits (`baton world set BATON_MAX_DELEGATION_DEPTH=4`). */
 export const LIMIT_VARIABLES: Record<keyof DelegationLimits, string> = {
   maxDepth: 'BATON_MAX_DELEGATION_DEPTH',
   maxRepeats: 'BATON_MAX_AGENT_REPEATS',
   taskContextLimit: 'BATON_TASK_CONTEXT_CHARS',
   maxForkTasks: 'BATON_MAX_FORK_TASKS',
+  maxWaitSeconds: 'BATON_MAX_WAIT_SECONDS',
 };
 
 /** A world's variables as they are now; a world without variables (or not created yet) has none. */

@@ -25,7 +25,9 @@ import {
   formatTranscript,
   formatProposals,
   formatRefusedWrites,
+  formatStatus,
   formatTree,
+  formatWake,
 } from './format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
 import { runDemo, runDev } from './dev';
@@ -131,6 +133,30 @@ program
     await withClient({}, async (client) => {
       const result = await client.thread(threadId).send(message);
       print(Boolean(options.json), result, describeTurn(result));
+    });
+  });
+
+program
+  .command('status')
+  .description('print what a root thread is doing: its turns, and the waits in progress in its tree')
+  .argument('<thread>', 'the root thread id')
+  .option('--json', 'print {rootThreadId, agent, turns, busy, runs, waits} as JSON')
+  .action(async (threadId: string, options: { json?: boolean }) => {
+    await withClient({}, async (client) => {
+      const status = await client.thread(threadId).status();
+      print(Boolean(options.json), status, formatStatus(status));
+    });
+  });
+
+program
+  .command('wake')
+  .description("end every `wait` in progress in a root thread's tree early; the waiting agents go on")
+  .argument('<thread>', 'the root thread id')
+  .option('--json', 'print {threadId, woken: [the waits ended]} as JSON')
+  .action(async (threadId: string, options: { json?: boolean }) => {
+    await withClient({}, async (client) => {
+      const result = await client.thread(threadId).wake();
+      print(Boolean(options.json), result, formatWake(result));
     });
   });
 

@@ -1,6 +1,7 @@
 /** Human-readable output of the CLI and the demo: turns, questions, transcripts, trees and env data. */
 import type { EnvEvent, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeNode } from '.';
-import type { SendMessageResult } from '../common/types';
+import { describeWait } from '../common/text';
+import type { SendMessageResult, ThreadStatus, WaitInfo, WakeResult } from '../common/types';
 import type { MergeResult } from '../db/env-commits';
 import type { EnvProposal } from '../db/env-data';
 import type { ForkRow } from '../db/forks';
@@ -14,6 +15,29 @@ export function describeTurn(result: SendMessageResult): string {
   return result.status === 'completed'
     ? result.reply
     : `(the turn ended without an answer: ${result.status} after ${result.steps} steps)`;
+}
+
+/** A wait as one line: who waits (and in which thread, when delegated), until when and why. */
+function waitLine(wait: WaitInfo, rootThreadId: string): string {
+  const where = wait.threadId === rootThreadId ? '' : ` (thread ${wait.threadId})`;
+  return `${wait.agent}${where} is ${describeWait(wait)}`;
+}
+
+/** `baton status`: the thread, its turns, and what it waits for. */
+export function formatStatus(status: ThreadStatus): string {
+  const doing = status.busy ? 'running a turn' : 'idle, waiting for a message';
+  const lines = [`thread ${status.rootThreadId} (${status.agent}): ${status.turns} turn(s), ${doing}`];
+  for (const wait of status.waits ?? []) lines.push(`  ${waitLine(wait, status.rootThreadId)}`);
+  return lines.join('\n');
+}
+
+/** `baton wake`: the waits it ended early. */
+export function formatWake(result: WakeResult): string {
+  if (result.woken.length === 0) return `Nothing in thread ${result.threadId} was waiting.`;
+  return [
+    `Woke ${result.woken.length} wait(s) in thread ${result.threadId}:`,
+    ...result.woken.map((wait) => `  ${waitLine(wait, result.threadId)}`),
+  ].join('\n');
 }
 
 /** `text` cut to `max` characters (code points), saying how much was left out. */

@@ -21,6 +21,7 @@ import type {
   SendMessageResult,
   ThreadStatus,
   ThreadWorkflowInput,
+  WakeResult,
 } from '../common/types';
 import type { DelegationLimits, AnswerQuestionInput } from '../common/types';
 import { createPool } from '../db/pool';
@@ -264,9 +265,37 @@ export class ThreadHandle {
     }
   }
 
-  /** What the thread is doing now. */
+  /**
+   * What the thread is doing now: turns so far, whether a turn is running, and the `wait` calls in progress in its
+   * tree (`waits`, each `waiting until <time>: <reason>`).
+   * @throws BatonClientError for a thread that does not exist.
+   */
   async status(): Promise<ThreadStatus> {
-    return this.workflow.query<ThreadStatus>('status');
+    try {
+      return await this.workflow.query<ThreadStatus>('status');
+    } catch (error) {
+      throw this.notFound(error);
+    }
+  }
+
+  /**
+   * Ends every `wait` in progress in the thread's tree early (the root turn's and its delegations'); each waiting
+   * agent gets a tool result saying it was woken. Resolves with the waits it ended: none when nothing was waiting
+   * (a wake is not remembered for a later wait).
+   * @throws BatonClientError for a thread that does not exist or has ended.
+   */
+  async wake(): Promise<WakeResult> {
+    try {
+      return await this.workflow.executeUpdate<WakeResult, []>('wake', { args: [] });
+    } catch (error) {
+      throw this.notFound(error);
+    }
+  }
+
+  private notFound(error: unknown): unknown {
+    return error instanceof WorkflowNotFoundError
+      ? new BatonClientError(`thread '${this.threadId}' does not exist or has ended`, { cause: error })
+      : error;
   }
 
   /** Ends the thread once its running turns finish. */

@@ -3,6 +3,7 @@ export const UNIVERSAL_CAPABILITIES = [
   'think',
   'list_capabilities',
   'ask_human',
+  'wait',
   'store_env_data',
   'get_env_data',
   'list_env_data',

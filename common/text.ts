@@ -65,3 +65,27 @@ const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff
 export function storableText(text: string): string {
   return hasUnstorableText(text) ? text.replace(UNSTORABLE, '\uFFFD') : text;
 }
+
+/** A number of seconds as people say it: `1 second`, `90 seconds`, `2 hours 5 minutes`, `7 days`. */
+export function describeSeconds(totalSeconds: number): string {
+  const seconds = Math.max(0, Math.round(totalSeconds));
+  if (seconds < 120) return `${seconds} second${seconds === 1 ? '' : 's'}`;
+  const parts: string[] = [];
+  let rest = seconds;
+  for (const [unit, size] of [
+    ['day', 86_400],
+    ['hour', 3_600],
+    ['minute', 60],
+    ['second', 1],
+  ] as const) {
+    const count = Math.floor(rest / size);
+    rest -= count * size;
+    if (count > 0) parts.push(`${count} ${unit}${count === 1 ? '' : 's'}`);
+  }
+  return parts.join(' ');
+}
+
+/** How a wait in progress reads in statuses and the Web UI: `waiting until <time>: <reason>`. */
+export function describeWait(wait: { until: string; reason: string }): string {
+  return `waiting until ${wait.until}: ${wait.reason}`;
+}

@@ -87,7 +87,12 @@ export type PlannedToolCall =
       thread: DelegationThreadMode;
     }
   /** Carried out by the workflow: child turns fanned out and joined (`fork_join`). Task messages stay in Postgres. */
-  | PlannedForkJoin;
+  | PlannedForkJoin
+  /**
+   * Carried out by the workflow: a durable timer (`wait`). Exactly one of `seconds` and `until` (an ISO 8601 time);
+   * the workflow checks it against the clock and the world's limit, so the check replays the same way.
+   */
+  | { id: string; name: string; kind: 'wait'; seconds?: number; until?: string; reason: string };
 
 /** A `fork_join` call as the workflow needs it: how many tasks, to whom, and how to run them. */
 export interface PlannedForkJoin {
@@ -121,15 +126,22 @@ export interface DelegationLimits {
    * limits without it. @default 32
    */
   maxForkTasks?: number;
+  /**
+   * The longest a `wait` may last, in seconds. Optional only because conversations started before `wait` carry
+   * limits without it. @default 604800 (7 days)
+   */
+  maxWaitSeconds?: number;
 }
 
 export const DEFAULT_MAX_FORK_TASKS = 32;
+export const DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600;
 
 export const DEFAULT_DELEGATION_LIMITS: DelegationLimits = Object.freeze({
   maxDepth: 8,
   maxRepeats: 2,
   taskContextLimit: 500,
   maxForkTasks: DEFAULT_MAX_FORK_TASKS,
+  maxWaitSeconds: DEFAULT_MAX_WAIT_SECONDS,
 });
 
 export interface OpenDelegationInput {
@@ -309,6 +321,45 @@ export interface ThreadStatus {
   busy: boolean;
   /** Runs of this thread's workflow so far (1 + times it continued as new). */
   runs: number;
+  /**
+   * The `wait` calls in progress anywhere in the thread's tree (the root turn and its delegations), oldest first.
+   * Absent from statuses of threads that ran before `wait` existed.
+   */
+  waits?: WaitInfo[];
+}
+
+/** One `wait` call in progress: who waits, until when and why. */
+export interface WaitInfo {
+  /** The operation id of the call (unique in the tree). */
+  id: string;
+  /** The turn workflow that waits (`baton/<root>/turn-<n>` or a delegation's). */
+  workflowId: string;
+  threadId: string;
+  agent: string;
+  /** When the wait started and when it ends on its own, ISO 8601 (UTC). */
+  since: string;
+  until: string;
+  reason: string;
+}
+
+/** Signal from a turn to its root thread: a wait started (`wait` set) or ended (`wait` absent). */
+export interface WaitChangedInput {
+  id: string;
+  wait?: WaitInfo;
+}
+
+/** Why a wait ended before its time: a human message arrived in the thread, or someone called `baton wake`. */
+export type WakeCause = 'message' | 'wake';
+
+/** Signal to a turn workflow: end every wait in progress in it early. */
+export interface WakeTurnInput {
+  cause: WakeCause;
+}
+
+/** What `baton wake` (the thread's `wake` Update) did: the waits it ended early (empty when none was in progress). */
+export interface WakeResult {
+  threadId: string;
+  woken: WaitInfo[];
 }
 
 export interface OpenForkInput {

@@ -21,8 +21,9 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
 
 /**
  * Agents and script of the recorded scenarios: a conversation, tool calls (good and refused) in one reply, a
- * retried model call, a question answered by a human, a thread that continues as new, and a three-level delegation
- * (with two concurrent calls to one agent, the second reusing the first one's thread).
+ * retried model call, a question answered by a human, a thread that continues as new, a three-level delegation
+ * (with two concurrent calls to one agent, the second reusing the first one's thread), fork/join, and `wait` calls
+ * ended by their timer, by a wake and by a human message.
  */
 const agents = new Map(
   [
@@ -37,6 +38,8 @@ const agents = new Map(
     '---\nname: digger\ndescription: Finds things.\n---\nYou dig.\n',
     '---\nname: dawdler\ndescription: Too slow.\n---\nYou dawdle.\n',
     '---\nname: failer\ndescription: Its model refuses it.\n---\nYou fail.\n',
+    '---\nname: waiter\ndescription: Waits.\n---\nYou wait.\n',
+    '---\nname: sleeper\ndescription: Waits long.\n---\nYou sleep.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -104,6 +107,18 @@ agents:
   failer:
     - { fail: 401, message: "refused on purpose" }
     - say: "never"
+  waiter:
+    - call: wait
+      args: { seconds: 1, reason: "a short pause" }
+    - say: "Waited."
+    - call: wait
+      args: { seconds: 3600, reason: "an hour, unless woken" }
+    - say: "Woken."
+  sleeper:
+    - call: wait
+      args: { seconds: 3600, reason: "an hour, unless a message comes" }
+    - say: "A message came."
+    - say: "Handled the message."
 `,
   'record-histories',
 );
@@ -115,6 +130,8 @@ interface Scenario {
   /** Answers given to the questions the agent asks, in order. */
   answers?: string[];
   continueAsNewAfterTurns?: number;
+  /** Once the last message's turn waits (`wait`): wake the thread, or send it this message. */
+  interruptWait?: 'wake' | { message: string };
 }
 
 const scenarios: Scenario[] = [
@@ -127,6 +144,15 @@ const scenarios: Scenario[] = [
   // An isolated fork whose third task misses the deadline (reclaimed, cancelled), then a shared fork cut short by
   // fail_fast with a task that never started.
   { name: 'fork-join', agent: 'forker', messages: ['Fan out.'] },
+  // A wait ended by its timer, then one ended by `baton wake`.
+  { name: 'wait-timer-and-wake', agent: 'waiter', messages: ['Pause.', 'Wait an hour.'], interruptWait: 'wake' },
+  // A wait ended by a human message, which then runs as the next turn.
+  {
+    name: 'wait-ended-by-message',
+    agent: 'sleeper',
+    messages: ['Wait an hour.'],
+    interruptWait: { message: 'Do not wait.' },
+  },
 ];
 
 /**
@@ -167,11 +193,17 @@ async function main(): Promise<void> {
           threadId: `replay-${scenario.name}`,
           ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
         });
-        for (const message of scenario.messages) {
+        for (const [index, message] of scenario.messages.entries()) {
           const reply = thread.send(message);
           for (const answer of scenario.answers ?? []) {
             const questionId = await firstOpenQuestion(() => thread.questions());
             await thread.answer(questionId, answer);
+          }
+          const interrupt = index === scenario.messages.length - 1 ? scenario.interruptWait : undefined;
+          if (interrupt !== undefined) {
+            await until('a wait', async () => ((await thread.status()).waits?.length ? true : undefined));
+            if (interrupt === 'wake') await thread.wake();
+            else await thread.send(interrupt.message);
           }
           await reply;
         }
@@ -203,13 +235,18 @@ async function main(): Promise<void> {
 }
 
 async function firstOpenQuestion(list: () => Promise<{ questionId: string }[]>): Promise<string> {
+  return until('a question', async () => (await list())[0]?.questionId);
+}
+
+/** Polls `probe` until it returns a value; fails naming `what` after 30 s. */
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
-    const [question] = await list();
-    if (question) return question.questionId;
+    const value = await probe();
+    if (value !== undefined) return value;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error('no question was asked within 30 s');
+  throw new Error(`no ${what} within 30 s`);
 }
 
 main().catch((error: unknown) => {

@@ -28,6 +28,7 @@ import { addUsage, ZERO_USAGE } from '../common/usage';
 import { db, model, tools } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { runForkJoin } from './fork-join';
+import { createTurnWaits } from './wait';
 
 /** The longest answer a human may give (it travels through workflow history). */
 export const MAX_ANSWER_BYTES = 16 * 1024;
@@ -90,6 +91,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       },
     },
   );
+
+  // `wait` calls: registered here, before the first await, like the question handlers above.
+  const waits = createTurnWaits();
 
   const chain = input.chain ?? [input.agent];
   const world = input.world ?? 'default';
@@ -258,6 +262,21 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         reply.toolCalls.map((call, index) => {
           const opId = operationId(runId, 'tool', step, index);
           if (call.kind === 'ask_human') return askHuman(call, opId);
+          if (call.kind === 'wait') {
+            return waits.run(
+              {
+                scope,
+                limits,
+                record: async (content) =>
+                  void (await db.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
+                    { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+                  ])),
+                idleDetails: `${input.agent} is working.`,
+              },
+              call,
+              opId,
+            );
+          }
           if (call.kind === 'fork_join') {
             return runForkJoin(
               {

@@ -3,4 +3,4 @@
  * `@temporalio/workflow`, `common/` and types from `activities/` (lint enforces it).
  */
 export { agentTurnWorkflow } from './agent-turn';
-export { threadWorkflow, sendMessageUpdate, statusQuery, endThreadSignal } from './thread';
+export { threadWorkflow, sendMessageUpdate, statusQuery, endThreadSignal, wakeUpdate } from './thread';

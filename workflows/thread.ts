@@ -7,6 +7,8 @@ import {
   defineSignal,
   defineUpdate,
   executeChild,
+  getExternalWorkflowHandle,
+  log,
   setCurrentDetails,
   setHandler,
   workflowInfo,
@@ -14,16 +16,20 @@ import {
 import { ErrorType } from '../common/errors';
 import { rootTurnWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
-import { hasUnstorableText, turnSummary } from '../common/text';
+import { describeWait, hasUnstorableText, turnSummary } from '../common/text';
 import type {
   AgentTurnInput,
   SendMessageInput,
   SendMessageResult,
   ThreadStatus,
   ThreadWorkflowInput,
+  WaitInfo,
+  WakeCause,
+  WakeResult,
 } from '../common/types';
 import { db } from './activity-profiles';
 import { agentTurnWorkflow } from './agent-turn';
+import { waitChangedSignal, wakeTurnSignal } from './wait';
 
 /** Turns one run of a thread takes before it continues as new. */
 export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
@@ -34,6 +40,8 @@ export const sendMessageUpdate = defineUpdate<SendMessageResult, [SendMessageInp
 export const statusQuery = defineQuery<ThreadStatus>('status');
 /** Ends the thread after the turns in progress finish. */
 export const endThreadSignal = defineSignal('endThread');
+/** Ends every `wait` in progress in the thread's tree early (`baton wake`); resolves with the waits it ended. */
+export const wakeUpdate = defineUpdate<WakeResult, []>('wake');
 
 /**
  * A root thread: a long-lived conversation a human talks to. Each message runs as one child
@@ -55,16 +63,42 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   let ending = false;
   // Turns run one after another: each handler waits for the one before it.
   let queue: Promise<unknown> = Promise.resolve();
+  // Messages accepted but whose turn has not started: while there are any, no wait in the tree may go on (the
+  // message would sit behind it).
+  let pending = 0;
+  // `wait` calls in progress in the running turn's tree, as the waiting turns reported them.
+  const waits = new Map<string, WaitInfo>();
 
-  const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy, runs });
+  const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy, runs, waits: [...waits.values()] });
   const shouldContinueAsNew = () => turns - turnsAtStart >= limit || workflowInfo().continueAsNewSuggested;
 
+  /** Ends the waits in progress early. Sends nothing when none is (always, in histories from before `wait`). */
+  function wakeWaits(cause: WakeCause): WaitInfo[] {
+    const woken = [...waits.values()];
+    for (const workflowId of new Set(woken.map((wait) => wait.workflowId))) {
+      // A turn that has just finished cannot be signalled: its wait is over anyway.
+      getExternalWorkflowHandle(workflowId)
+        .signal(wakeTurnSignal, { cause })
+        .catch((error: unknown) => log.info('could not wake a waiting turn', { workflowId, error }));
+    }
+    return woken;
+  }
+
+  const turnDetails = (turn: number) => {
+    const [first, ...more] = waits.values();
+    return first === undefined
+      ? `Running turn ${turn}: ${agent} is answering a human message.`
+      : `Running turn ${turn}: ${first.agent} is ${describeWait(first)}` +
+          (more.length > 0 ? ` (and ${more.length} more wait${more.length === 1 ? '' : 's'})` : '');
+  };
+
   async function runTurn(message: string): Promise<SendMessageResult> {
+    pending -= 1;
     await condition(() => epoch !== undefined);
     turns += 1;
     const turn = turns;
     busy = true;
-    setCurrentDetails(`Running turn ${turn}: ${agent} is answering a human message.`);
+    setCurrentDetails(turnDetails(turn));
     // Read at every turn, so a change to the world's limits applies from the next message on.
     const limits = await db.resolveLimits.executeWithOptions({ summary: `world: ${world} limits` }, [
       { world, ...(input.limits ? { overrides: input.limits } : {}) },
@@ -94,6 +128,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
       return { ...result, threadId: rootThreadId, turn };
     } finally {
       busy = false;
+      // Whatever the turn's tree did not report as ended is over with the turn.
+      waits.clear();
       setCurrentDetails(`Idle after ${turn} turn(s); waiting for a message.`);
     }
   }
@@ -101,6 +137,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   setHandler(
     sendMessageUpdate,
     (update) => {
+      pending += 1;
+      wakeWaits('message');
       const next = queue.then(() => runTurn(update.message));
       queue = next.catch(() => undefined);
       return next;
@@ -129,6 +167,16 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     },
   );
   setHandler(statusQuery, status);
+  setHandler(waitChangedSignal, (change) => {
+    if (change.wait === undefined) waits.delete(change.id);
+    // A report that arrives after its turn ended is stale.
+    else if (busy) {
+      waits.set(change.id, change.wait);
+      if (pending > 0) wakeWaits('message');
+    }
+    if (busy) setCurrentDetails(turnDetails(turns));
+  });
+  setHandler(wakeUpdate, () => ({ threadId: rootThreadId, woken: wakeWaits('wake') }));
   setHandler(endThreadSignal, () => {
     ending = true;
   });

@@ -11,7 +11,7 @@ import { createFileTools } from './files';
 import { forkJoinTool } from './fork-join';
 import { createShellTool } from './shell';
 import type { ToolDefinition } from './types';
-import { askHumanTool, listCapabilitiesTool, thinkTool } from './universal';
+import { askHumanTool, listCapabilitiesTool, thinkTool, waitTool } from './universal';
 
 export interface ToolRegistryOptions {
   /** The directory `read_file` and `list_files` are confined to. */
@@ -52,6 +52,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     thinkTool,
     listCapabilitiesTool(describe),
     askHumanTool,
+    waitTool,
     ...createEnvDataTools(),
     ...createFileTools({ root: options.filesRoot }),
     // Below the tool activity's 15-minute start-to-close timeout, so a command times out before its activity does.

@@ -32,6 +32,50 @@ export const askHumanTool = defineTool({
   handledBy: 'workflow',
 });
 
+/** The longest reason a `wait` may give (it travels through workflow history and shows in statuses). */
+export const MAX_WAIT_REASON_LENGTH = 500;
+
+export const waitParameters = z
+  .strictObject({
+    seconds: z
+      .int({ error: (issue) => (issue.input === undefined ? undefined : 'must be a whole number of seconds') })
+      .min(1, { error: 'must be at least 1' })
+      .optional()
+      .describe('How long to wait, in seconds. Give this or `until`.'),
+    until: z.iso
+      .datetime({ offset: true, error: 'must be an ISO 8601 time with a time zone, e.g. 2030-01-31T09:00:00Z' })
+      .optional()
+      .describe('Wait until this time (ISO 8601 with a time zone, e.g. 2030-01-31T09:00:00Z). Give this or `seconds`.'),
+    reason: z
+      .string({
+        error: (issue) => (issue.input === undefined ? 'is required: say what you are waiting for' : undefined),
+      })
+      .trim()
+      .min(1, { error: 'must not be empty: say what you are waiting for' })
+      .max(MAX_WAIT_REASON_LENGTH)
+      .describe('What you are waiting for; people see it in the thread status while you wait.'),
+  })
+  .refine((args) => (args.seconds === undefined) !== (args.until === undefined), {
+    error: "give exactly one of 'seconds' and 'until'",
+  });
+
+export type WaitArguments = z.infer<typeof waitParameters>;
+
+/**
+ * `wait`: the workflow sleeps on a durable timer (no process stays busy) and resumes the turn with how long it
+ * waited. A human message to the thread or `baton wake` ends it early. The world's `BATON_MAX_WAIT_SECONDS`
+ * bounds it; the workflow checks the bound and the clock, so the check replays the same way.
+ */
+export const waitTool = defineTool({
+  name: 'wait',
+  description:
+    'Pause this turn for a while (e.g. "check again in two hours"), durably: nothing runs meanwhile, and the wait ' +
+    'survives restarts. The result says how long you waited, and whether a new human message or a wake-up ended ' +
+    'the wait early. The world sets the longest wait allowed (7 days unless changed).',
+  parameters: waitParameters,
+  handledBy: 'workflow',
+});
+
 /** `list_capabilities`: what the calling agent can call, with descriptions. */
 export function listCapabilitiesTool(describe: (name: string) => string | undefined): ToolDefinition {
   return defineTool({

@@ -123,7 +123,14 @@ test('thread: a second message continues the same transcript in a second turn', 
       ['user', 'Hi again'],
     ],
   );
-  assert.deepEqual(await thread.status(), { rootThreadId: threadId, agent: 'greeter', turns: 2, busy: false, runs: 1 });
+  assert.deepEqual(await thread.status(), {
+    rootThreadId: threadId,
+    agent: 'greeter',
+    turns: 2,
+    busy: false,
+    runs: 1,
+    waits: [],
+  });
   await thread.end();
 });
 

@@ -292,6 +292,38 @@ const rows: Row[] = [
     args: { command: 'touch escaped', timeout_s: 100_000 },
     error: /timeout_s/,
   },
+  // `wait` arguments (a time in the past and a wait beyond the world's limit are refused by the turn workflow, which
+  // reads the clock: test/integration/wait.test.ts).
+  {
+    name: 'a wait with neither seconds nor until',
+    tool: 'wait',
+    args: { reason: 'r' },
+    error: /^Error: Invalid arguments for 'wait': give exactly one of 'seconds' and 'until'\.$/,
+  },
+  {
+    name: 'a wait with both seconds and until',
+    tool: 'wait',
+    args: { seconds: 5, until: '2030-01-31T09:00:00Z', reason: 'r' },
+    error: /^Error: Invalid arguments for 'wait': give exactly one of 'seconds' and 'until'\.$/,
+  },
+  {
+    name: 'a negative wait',
+    tool: 'wait',
+    args: { seconds: -5, reason: 'r' },
+    error: /^Error: Invalid arguments for 'wait': 'seconds' must be at least 1\.$/,
+  },
+  {
+    name: 'a wait without a reason',
+    tool: 'wait',
+    args: { seconds: 5 },
+    error: /^Error: Invalid arguments for 'wait': 'reason' is required: say what you are waiting for\.$/,
+  },
+  {
+    name: 'a wait until a time without a time zone',
+    tool: 'wait',
+    args: { until: '2030-01-31 09:00', reason: 'r' },
+    error: /^Error: Invalid arguments for 'wait': 'until' must be an ISO 8601 time with a time zone/,
+  },
 ];
 
 for (const row of rows) {

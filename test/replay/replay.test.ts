@@ -45,6 +45,14 @@ test('replay: recorded histories cover the thread and turn workflows', () => {
     h.history.events?.some((e) => e.workflowExecutionContinuedAsNewEventAttributes),
   );
   assert.ok(continued.length > 0, 'a recorded thread continued as new');
+  const events = histories.flatMap((h) => h.history.events ?? []);
+  // `wait`: a timer that fired, timers cancelled by a wake and by a human message, and the thread's wake Update.
+  assert.ok(events.some((e) => e.timerFiredEventAttributes), 'a recorded wait ended on its timer');
+  assert.ok(events.filter((e) => e.timerCanceledEventAttributes).length >= 2, 'recorded waits ended early');
+  assert.ok(
+    events.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'wake'),
+    'a recorded thread was woken',
+  );
 });
 
 test('history size: every payload in the recorded histories stays far below Temporal limits (invariant 6)', () => {

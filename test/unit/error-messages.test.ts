@@ -140,7 +140,10 @@ test('world limits: only plain positive whole numbers count; 0x10 and 1e20 are i
     BATON_MAX_DELEGATION_DEPTH: '0x10',
     BATON_MAX_AGENT_REPEATS: '1e20',
     BATON_TASK_CONTEXT_CHARS: '2500',
+    BATON_MAX_WAIT_SECONDS: '3600',
   });
+  assert.equal(limits.maxWaitSeconds, 3600);
+  assert.equal((await limitsOf({ BATON_MAX_WAIT_SECONDS: '-5' })).maxWaitSeconds, 7 * 24 * 3600, 'the default: 7 days');
   assert.equal(limits.maxDepth, DEFAULT_DELEGATION_LIMITS.maxDepth);
   assert.equal(limits.maxRepeats, DEFAULT_DELEGATION_LIMITS.maxRepeats);
   assert.equal(limits.taskContextLimit, 2500);

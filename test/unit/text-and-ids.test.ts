@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { operationId, rootTurnWorkflowId, threadIdProblem, threadWorkflowId } from '../../common/ids';
-import { truncateBytes, turnSummary, utf8Length } from '../../common/text';
+import { describeSeconds, describeWait, truncateBytes, turnSummary, utf8Length } from '../../common/text';
 import { newThreadId } from '../../client/thread-ids';
 
 test('ids: workflow ids derive from the thread id', () => {
@@ -33,4 +33,23 @@ test('text: a turn summary is the agent and the first non-empty line, at most 20
   assert.equal(turnSummary('solver', '\n  Solve task 007bbfb7  \nmore'), 'solver: Solve task 007bbfb7');
   const long = turnSummary('solver', 'é'.repeat(500));
   assert.ok(utf8Length(long) <= 200);
+});
+
+test('text: wait durations read as people say them, and a wait as `waiting until <time>: <reason>`', () => {
+  assert.deepEqual([0, 1, 2, 2.4, 119, 120, 3600, 3725, 86_400, 8 * 86_400 + 60].map(describeSeconds), [
+    '0 seconds',
+    '1 second',
+    '2 seconds',
+    '2 seconds',
+    '119 seconds',
+    '2 minutes',
+    '1 hour',
+    '1 hour 2 minutes 5 seconds',
+    '1 day',
+    '8 days 1 minute',
+  ]);
+  assert.equal(
+    describeWait({ until: '2030-01-31T09:00:00.000Z', reason: 'the nightly report' }),
+    'waiting until 2030-01-31T09:00:00.000Z: the nightly report',
+  );
 });
