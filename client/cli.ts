@@ -129,9 +129,15 @@ program
   .argument('<thread>', 'the root thread id')
   .argument('<message>', 'the message')
   .option('--json', 'print {threadId, reply, status, turn, ...} as JSON')
-  .action(async (threadId: string, message: string, options: { json?: boolean }) => {
+  .option(
+    '--message-id <id>',
+    'deliver the message once however often this command is run with the same id (safe to retry after a lost connection)',
+  )
+  .action(async (threadId: string, message: string, options: { json?: boolean; messageId?: string }) => {
     await withClient({}, async (client) => {
-      const result = await client.thread(threadId).send(message);
+      const result = await client
+        .thread(threadId)
+        .send(message, options.messageId === undefined ? {} : { messageId: options.messageId });
       print(Boolean(options.json), result, describeTurn(result));
     });
   });

@@ -252,3 +252,20 @@ test('thread: continue-as-new every 2 turns keeps the whole transcript and the t
   await thread.end();
   assert.deepEqual(await thread.result(), { ...status, busy: false });
 });
+
+test('a message sent again with the same messageId is delivered once and returns the same turn', async () => {
+  const thread = await harness.client.startThread({ agent: 'chatty', threadId: uniqueThreadId('message-id') });
+  const first = await thread.send('Count.', { messageId: 'count-1' });
+  const again = await thread.send('Count.', { messageId: 'count-1' });
+  assert.deepEqual(again, first, 'the retry got the first delivery’s outcome');
+  const next = await thread.send('Count.', { messageId: 'count-2' });
+  assert.equal(next.turn, first.turn + 1, 'a new id is a new message');
+  const roles = (await listMessages(harness.pool, thread.threadId)).map((m) => [m.role, m.content]);
+  assert.deepEqual(roles, [
+    ['user', 'Count.'],
+    ['assistant', 'one'],
+    ['user', 'Count.'],
+    ['assistant', 'two'],
+  ]);
+  await thread.end();
+});
