@@ -6,14 +6,12 @@ import {
   Client,
   Connection,
   WorkflowExecutionAlreadyStartedError,
-  WorkflowIdReusePolicy,
   WorkflowNotFoundError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
-import { BatonSearchAttributes } from '../common/search-attributes';
-import { truncateBytes } from '../common/text';
+import { threadStartOptions } from '../common/thread-start';
 import type {
   AnswerQuestionResult,
   SendMessageInput,
@@ -180,19 +178,7 @@ export class BatonClient {
       ...(options.limits ? { limits: options.limits } : {}),
     };
     try {
-      await this.temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', {
-        workflowId: threadWorkflowId(threadId),
-        taskQueue: this.taskQueue,
-        args: [input],
-        // A thread id names one conversation and its data forever: an ended thread is not started again.
-        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-        staticSummary: truncateBytes(`thread: ${options.agent}`, 200),
-        typedSearchAttributes: [
-          { key: BatonSearchAttributes.rootThreadId, value: threadId },
-          { key: BatonSearchAttributes.threadId, value: threadId },
-          { key: BatonSearchAttributes.agent, value: options.agent },
-        ],
-      });
+      await this.temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', threadStartOptions(input, this.taskQueue));
     } catch (error) {
       if (error instanceof WorkflowExecutionAlreadyStartedError) {
         throw new BatonClientError(`thread '${threadId}' already exists; send it a message to continue it`, {
