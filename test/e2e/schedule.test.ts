@@ -1,0 +1,389 @@
+/**
+ * `baton schedule` as a user runs it, on the real dev server: a `baton dev` worker on the test stack, every command
+ * with `--json`, and what each run did read back from Temporal and Postgres.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import YAML from 'yaml';
+import { connect, type BatonClient } from '../../client';
+import { runThreadId } from '../../common/schedules';
+import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import {
+  baton,
+  childEnv,
+  describeRun,
+  env,
+  freshDir,
+  parseJson,
+  parseJsonArray,
+  startDev,
+  waitFor,
+  type DevProcess,
+} from './cli-process';
+
+const REPORT = 'Nothing new since the last run.';
+const AGENTS: Record<string, { description: string; script: unknown[] }> = {
+  reporter: { description: 'Reports on a schedule.', script: [{ say: REPORT }] },
+  // Busy until a human answers, so a run is still working, for as long as the test likes, when the next is due.
+  waiter: {
+    description: 'Waits for a human.',
+    script: [{ call: 'ask_human', args: { question: 'Go on?' } }, { say: 'Went on.' }],
+  },
+  standing: {
+    description: 'Keeps one conversation.',
+    script: [{ say: 'Hello, human.' }, { say: 'First scheduled answer.' }, { say: 'Second scheduled answer.' }],
+  },
+};
+
+/** Run-wide unique schedule names: the Temporal server outlives this file. */
+const uniqueName = (name: string) => `${name}-${randomBytes(3).toString('hex')}`;
+
+interface Run {
+  scheduledAt: string;
+  workflowId: string;
+  threadId?: string;
+  status: string;
+  result?: { threadId: string; turn: number; status: string; reply: string; createdThread: boolean };
+  error?: string;
+}
+interface Details {
+  name: string;
+  paused: boolean;
+  note?: string;
+  skippedOverlap: number;
+  runningWorkflowIds: string[];
+  recentRuns: Run[];
+  nextRuns: string[];
+}
+
+describe('baton schedule on the test stack', () => {
+  const stateDir = freshDir('schedule-state');
+  const agentsDir = freshDir('schedule-agents');
+  let dev: DevProcess | undefined;
+  let sdk: BatonClient | undefined;
+  const db = new pg.Pool({ connectionString: env.databaseUrl, max: 2 });
+  const created: string[] = [];
+  const cliEnv = childEnv();
+  const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], cliEnv);
+
+  /** `baton schedule <args> --json`, which must succeed. */
+  async function schedule(...args: string[]): Promise<Record<string, unknown>> {
+    const result = await cli('schedule', ...args, '--json');
+    assert.equal(result.code, 0, describeRun(result));
+    return parseJson(result);
+  }
+  async function create(name: string, ...args: string[]): Promise<Details> {
+    const details = await schedule('create', name, ...args);
+    created.push(name);
+    return details as unknown as Details;
+  }
+  const describeSchedule = async (name: string) => (await schedule('describe', name)) as unknown as Details;
+
+  /**
+   * Waits until the schedule's description satisfies `condition` (polled through the SDK, which the CLI is a thin
+   * layer over: a process per poll would eat the file's time budget), then returns `baton schedule describe --json`.
+   */
+  async function waitForSchedule(name: string, what: string, condition: (details: Details) => boolean) {
+    let last: Details | undefined;
+    await waitFor(
+      what,
+      async () => {
+        last = (await sdk?.schedules.get(name).describe()) as unknown as Details;
+        return condition(last);
+      },
+      { timeoutMs: 90_000, describe: () => JSON.stringify(last, null, 2) },
+    );
+    const details = await describeSchedule(name);
+    assert.ok(condition(details), `baton schedule describe agrees:\n${JSON.stringify(details, null, 2)}`);
+    return details;
+  }
+
+  async function userMessages(threadId: string): Promise<string[]> {
+    const { rows } = await db.query<{ content: string }>(
+      `SELECT content FROM transcript_messages WHERE thread_id = $1 AND role = 'user' ORDER BY seq`,
+      [threadId],
+    );
+    return rows.map((row) => row.content);
+  }
+
+  before(async () => {
+    for (const [name, agent] of Object.entries(AGENTS)) {
+      fs.writeFileSync(
+        path.join(agentsDir, `${name}.md`),
+        `---\nname: ${name}\ndescription: ${agent.description}\n---\n\nYou ${name}.\n`,
+      );
+    }
+    fs.writeFileSync(
+      path.join(agentsDir, 'model-script.yaml'),
+      YAML.stringify({ agents: Object.fromEntries(Object.entries(AGENTS).map(([name, a]) => [name, a.script])) }),
+    );
+    const taskQueue = uniqueTaskQueue('schedule');
+    dev = await startDev({ stateDir, args: ['--agents', agentsDir, '--task-queue', taskQueue] });
+    sdk = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+  });
+
+  after(async () => {
+    for (const name of created) await cli('schedule', 'delete', name);
+    await sdk?.close();
+    await dev?.stop();
+    await db.end();
+  });
+
+  test('schedule: create → trigger → the run starts a thread derived from the schedule and its time, which completes', async () => {
+    const name = uniqueName('daily');
+    const details = await create(
+      name,
+      '--agent',
+      'reporter',
+      '--message',
+      'Summarise the day.',
+      '--every',
+      '1h',
+      '--new-thread',
+    );
+    assert.equal(details.paused, false);
+    assert.ok(details.nextRuns.length > 0, 'next runs are listed');
+    const listed = parseJsonArray(await cli('schedule', 'list', '--json'));
+    assert.deepEqual(
+      listed.filter((row) => row.name === name).map((row) => [row.agent, row.target]),
+      [['reporter', 'new thread per run']],
+    );
+
+    await schedule('trigger', name);
+    const done = await waitForSchedule(
+      name,
+      'the triggered run to complete',
+      (d) => d.recentRuns[0]?.status === 'completed',
+    );
+    const run = done.recentRuns[0] as Run;
+    const threadId = runThreadId(name, run.scheduledAt);
+    assert.equal(run.threadId, threadId);
+    const result = run.result;
+    assert.deepEqual(
+      [result?.threadId, result?.turn, result?.status, result?.reply, result?.createdThread],
+      [threadId, 1, 'completed', REPORT, true],
+    );
+    // The run's conversation is an ordinary root thread: the CLI shows it, and its message says where it came from.
+    const tree = parseJson(await cli('tree', threadId, '--json'));
+    assert.equal(tree.agent, 'reporter');
+    assert.equal(tree.status, 'completed');
+    const [message] = await userMessages(threadId);
+    assert.match(message ?? '', new RegExp(`^---\\n\\[Schedule Context\\]\\nSent by schedule: ${name}\\n`));
+    assert.match(message ?? '', /\n\nSummarise the day\.$/);
+    const transcript = parseJsonArray(await cli('transcript', threadId, '--json'));
+    assert.equal(transcript.at(-1)?.content, REPORT);
+  });
+
+  test('schedule: with overlap skip, a run due while the previous one still works is skipped', async () => {
+    const name = uniqueName('busy');
+    await create(
+      name,
+      '--agent',
+      'waiter',
+      '--message',
+      'Check in.',
+      '--every',
+      '1h',
+      '--new-thread',
+      '--overlap',
+      'skip',
+    );
+    await schedule('trigger', name);
+    const busy = await waitForSchedule(
+      name,
+      'the first run to wait for its human',
+      (d) => d.recentRuns[0]?.status === 'running' && d.recentRuns[0].threadId !== undefined,
+    );
+    const threadId = busy.recentRuns[0]?.threadId ?? '';
+    await waitFor(
+      'the question',
+      async () => (await db.query(`SELECT 1 FROM questions WHERE root_thread_id = $1`, [threadId])).rowCount === 1,
+      { timeoutMs: 60_000 },
+    );
+
+    await schedule('trigger', name);
+    const skipped = await waitForSchedule(name, 'the second trigger to be skipped', (d) => d.skippedOverlap >= 1);
+    assert.equal(skipped.recentRuns.length, 1, 'no second run started');
+    assert.equal(skipped.recentRuns[0]?.status, 'running');
+
+    const answer = await cli('answer', threadId, 'q1', 'yes');
+    assert.equal(answer.code, 0, describeRun(answer));
+    const done = await waitForSchedule(name, 'the run to complete', (d) => d.recentRuns[0]?.status === 'completed');
+    assert.equal(done.recentRuns.length, 1);
+    assert.equal(done.recentRuns[0]?.result?.reply, 'Went on.');
+  });
+
+  test('schedule: pause and unpause carry a note', async () => {
+    const name = uniqueName('pausable');
+    await create(
+      name,
+      '--agent',
+      'reporter',
+      '--message',
+      'Report.',
+      '--cron',
+      '0 9 * * 1-5',
+      '--timezone',
+      'Europe/Paris',
+      '--new-thread',
+    );
+    const paused = await schedule('pause', name, '--note', 'holiday week');
+    assert.deepEqual(paused, { name, paused: true, note: 'holiday week' });
+    const described = await describeSchedule(name);
+    assert.equal(described.paused, true);
+    assert.equal(described.note, 'holiday week');
+    const unpaused = await schedule('unpause', name, '--note', 'back at work');
+    assert.deepEqual(unpaused, { name, paused: false, note: 'back at work' });
+    assert.equal((await describeSchedule(name)).paused, false);
+
+    const paused2 = await create(
+      uniqueName('born-paused'),
+      '--agent',
+      'reporter',
+      '--message',
+      'R.',
+      '--every',
+      '1d',
+      '--new-thread',
+      '--paused',
+      '--note',
+      'not yet',
+    );
+    assert.equal(paused2.paused, true);
+    assert.equal(paused2.note, 'not yet');
+  });
+
+  test('schedule: a --thread schedule appends every run to one standing conversation', async () => {
+    const threadId = uniqueThreadId('standing');
+    const first = await cli('run', 'standing', 'Hello', '--thread', threadId, '--json');
+    assert.equal(first.code, 0, describeRun(first));
+    const name = uniqueName('standup');
+    // The agent comes from the thread.
+    const details = await create(name, '--thread', threadId, '--message', 'Time for the stand-up.', '--every', '1h');
+    assert.equal((details as unknown as { agent: string }).agent, 'standing');
+
+    await schedule('trigger', name);
+    const once = await waitForSchedule(name, 'the first run', (d) => d.recentRuns[0]?.status === 'completed');
+    // Trigger times are kept to the second: the next trigger must fall in a later one to be a different run.
+    const firstAt = Date.parse(once.recentRuns[0]?.scheduledAt ?? '');
+    while (Math.floor(Date.now() / 1000) <= Math.floor(firstAt / 1000)) await sleep(100);
+    await schedule('trigger', name);
+    const twice = await waitForSchedule(
+      name,
+      'the second run',
+      (d) => d.recentRuns.length === 2 && d.recentRuns.every((run) => run.status === 'completed'),
+    );
+    assert.deepEqual(
+      twice.recentRuns.map((run) => [run.threadId, run.result?.turn, run.result?.reply]),
+      [
+        [threadId, 2, 'First scheduled answer.'],
+        [threadId, 3, 'Second scheduled answer.'],
+      ],
+    );
+    const messages = await userMessages(threadId);
+    assert.equal(messages.length, 3);
+    assert.equal(messages[0], 'Hello');
+    for (const message of messages.slice(1)) {
+      assert.match(message, new RegExp(`\\[Schedule Context\\]\\nSent by schedule: ${name}\\n`));
+      assert.match(message, /Time for the stand-up\.$/);
+    }
+    const { rows } = await db.query(`SELECT thread_id FROM threads WHERE root_thread_id = $1`, [threadId]);
+    assert.equal(rows.length, 1, 'no other thread');
+  });
+
+  test('schedule: backfilling the same time twice makes one thread with one message', async () => {
+    const name = uniqueName('hourly');
+    await create(name, '--agent', 'reporter', '--message', 'Hourly report.', '--cron', '0 * * * *', '--new-thread');
+    // A one-hour window in the past holds exactly one full hour.
+    const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+    const from = new Date(hour - 2 * 3_600_000 + 30 * 60_000).toISOString();
+    const to = new Date(hour - 3_600_000 + 30 * 60_000).toISOString();
+    const expectedThread = runThreadId(name, new Date(hour - 3_600_000).toISOString());
+
+    await schedule('backfill', name, from, to);
+    const once = await waitForSchedule(name, 'the backfilled run', (d) => d.recentRuns[0]?.status === 'completed');
+    assert.equal(once.recentRuns[0]?.threadId, expectedThread);
+    assert.equal(once.recentRuns[0]?.result?.createdThread, true);
+
+    await schedule('backfill', name, from, to);
+    const twice = await waitForSchedule(
+      name,
+      'the second backfill to be taken',
+      (d) => d.recentRuns.length === 2 && d.recentRuns.every((run) => run.status === 'completed'),
+    );
+    assert.deepEqual(
+      twice.recentRuns.map((run) => [run.threadId, run.result?.turn, run.result?.createdThread]),
+      [
+        [expectedThread, 1, true],
+        [expectedThread, 1, false],
+      ],
+    );
+    const { rows } = await db.query(`SELECT thread_id FROM threads WHERE thread_id LIKE $1`, [`sched-${name}-%`]);
+    assert.deepEqual(
+      rows.map((row: { thread_id: string }) => row.thread_id),
+      [expectedThread],
+    );
+    assert.equal((await userMessages(expectedThread)).length, 1, 'one message, one turn');
+  });
+
+  test('schedule: bad input gets a clear error and creates nothing', async () => {
+    const threadId = uniqueThreadId('nosuch');
+    const name = uniqueName('bad');
+    const cases: [string[], RegExp][] = [
+      [
+        ['--agent', 'reporter', '--cron', '61 * * * *', '--new-thread'],
+        /invalid cron '61 \* \* \* \*': minute field '61' has '61' outside 0-59/,
+      ],
+      [['--agent', 'reporter', '--cron', 'every day', '--new-thread'], /invalid cron 'every day': expected 5 fields/],
+      [['--agent', 'nosuchagent', '--every', '1h', '--new-thread'], /unknown agent 'nosuchagent'.*known: .*reporter/],
+      [['--agent', 'reporter', '--every', '10s', '--new-thread'], /--every 10s is below the minimum interval of 1m/],
+      [['--agent', 'reporter', '--every', '1h'], /give exactly one of --thread <id> .* and --new-thread/],
+      [['--agent', 'reporter', '--every', '1h', '--new-thread', '--thread', threadId], /give exactly one of --thread/],
+      [['--every', '1h', '--thread', threadId], new RegExp(`thread '${threadId}' does not exist`)],
+      [['--agent', 'reporter', '--every', '1h', '--cron', '@daily', '--new-thread'], /give exactly one of --cron/],
+      [['--agent', 'reporter', '--every', 'soon', '--new-thread'], /--every 'soon' is not a duration/],
+      [
+        ['--agent', 'reporter', '--every', '1h', '--new-thread', '--timezone', 'Mars/Olympus'],
+        /--timezone 'Mars\/Olympus' is not an IANA time zone/,
+      ],
+      [
+        ['--agent', 'reporter', '--every', '1h', '--new-thread', '--until', '2001-01-01T00:00:00Z'],
+        /--until 2001-01-01T00:00:00.000Z is in the past/,
+      ],
+    ];
+    for (const [args, error] of cases) {
+      const result = await cli('schedule', 'create', name, '--message', 'm', ...args, '--json');
+      assert.equal(result.code, 1, describeRun(result));
+      assert.equal(result.stdout, '', describeRun(result));
+      assert.match(result.stderr, error);
+    }
+    const badName = await cli(
+      'schedule',
+      'create',
+      'Bad Name',
+      '--agent',
+      'reporter',
+      '--message',
+      'm',
+      '--every',
+      '1h',
+      '--new-thread',
+    );
+    assert.equal(badName.code, 1);
+    assert.match(badName.stderr, /schedule name 'Bad Name' must be/);
+    const listed = parseJsonArray(await cli('schedule', 'list', '--json'));
+    assert.deepEqual(
+      listed.filter((row) => row.name === name || row.name === 'Bad Name'),
+      [],
+      'nothing was created',
+    );
+    const missing = await cli('schedule', 'describe', name);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, new RegExp(`there is no schedule '${name}'`));
+  });
+});
