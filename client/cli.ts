@@ -500,12 +500,15 @@ for (const [action, verb] of [
 
 schedule
   .command('trigger')
-  .description('take a run now (under the overlap policy: with skip, not while a run is still working)')
+  .description(
+    'take a run now (under its overlap policy unless --overlap: with skip, not while a run is still working)',
+  )
   .argument('<name>', 'the schedule')
+  .addOption(overlapOption())
   .option('--json', 'print {name, triggered} as JSON')
-  .action(async (name: string, options: { json?: boolean }) => {
+  .action(async (name: string, options: { overlap?: OverlapPolicy; json?: boolean }) => {
     await withClient({}, async (client) => {
-      await client.schedules.get(name).trigger();
+      await client.schedules.get(name).trigger(options.overlap ? { overlap: options.overlap } : {});
       print(
         Boolean(options.json),
         { name, triggered: true },

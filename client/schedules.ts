@@ -418,9 +418,16 @@ export class BatonScheduleHandle {
     await this.call(() => this.temporal.unpause(note ?? 'unpaused with baton schedule unpause'));
   }
 
-  /** Runs it now (under its overlap policy: with `skip`, not while a run is still working). */
-  async trigger(): Promise<void> {
-    await this.call(() => this.temporal.trigger());
+  /**
+   * Runs it now, under its own overlap policy unless `overlap` is given: with `skip`, not while a run is still
+   * working. (The Temporal SDK's `trigger()` alone would start a run whatever is running.)
+   */
+  async trigger(options: { overlap?: OverlapPolicy } = {}): Promise<void> {
+    const overlap =
+      options.overlap === undefined
+        ? (await this.call(() => this.temporal.describe())).policies.overlap
+        : OVERLAP_POLICIES[checkOverlap(options.overlap)];
+    await this.call(() => this.temporal.trigger(overlap));
   }
 
   /**

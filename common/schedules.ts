@@ -100,7 +100,11 @@ export interface ScheduledRunResult {
 export const RUN_REPLY_CHARS = 500;
 
 /** The provenance block a scheduled message starts with, so the agent knows no human typed it just now. */
-export function buildSchedulePreamble(input: { schedule: string; scheduledAt: string; target: ScheduleTarget }): string {
+export function buildSchedulePreamble(input: {
+  schedule: string;
+  scheduledAt: string;
+  target: ScheduleTarget;
+}): string {
   return [
     '---',
     '[Schedule Context]',
