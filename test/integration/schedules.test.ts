@@ -207,3 +207,29 @@ test('schedules: update changes the message and timing; the agent and target sta
   await assert.rejects(handle.update({ every: '5s' }), /below the minimum interval of 1m/);
   assert.equal((await handle.describe()).timing.cron, '30 6 * * *', 'a refused update changes nothing');
 });
+
+test('schedules: bad options get a clear error and create nothing', async () => {
+  const threadId = uniqueThreadId('nosuch');
+  const name = uniqueName('bad');
+  const base = { name, agent: 'reporter', message: 'm', newThread: true };
+  const cases: [Parameters<AgentHarness['client']['schedules']['create']>[0], RegExp][] = [
+    [{ ...base, cron: 'every day' }, /invalid cron 'every day': expected 5 fields/],
+    [{ ...base, cron: '@every 10s' }, /use --every for intervals/],
+    [{ ...base, cron: '@daily', every: '1h' }, /give exactly one of --cron/],
+    [{ ...base, every: 'soon' }, /--every 'soon' is not a duration/],
+    [{ ...base, agent: 'nosuchagent', every: '1h' }, /unknown agent 'nosuchagent'.*known: .*reporter/],
+    [{ ...base, every: '1h', timezone: 'Mars/Olympus' }, /--timezone 'Mars\/Olympus' is not an IANA time zone/],
+    [{ ...base, every: '1h', until: '2001-01-01T00:00:00Z' }, /--until 2001-01-01T00:00:00.000Z is in the past/],
+    [{ ...base, every: '1h', thread: threadId }, /give exactly one of --thread/],
+    [{ ...base, every: '1h', overlap: 'sometimes' as 'skip' }, /--overlap must be one of skip, buffer-one, allow-all/],
+    [{ ...base, every: '1h', message: ' ' }, /--message must not be empty/],
+    [{ ...base, every: '1h', world: 'No World' }, /world name 'No World'/],
+    [{ ...base, every: '1h', name: 'Bad Name' }, /schedule name 'Bad Name' must be/],
+    [{ name, thread: threadId, message: 'm', every: '1h' }, new RegExp(`thread '${threadId}' does not exist`)],
+    [{ name, newThread: true, message: 'm', every: '1h' }, /--new-thread needs --agent/],
+  ];
+  for (const [options, error] of cases) await assert.rejects(harness.client.schedules.create(options), error);
+  const names = (await harness.client.schedules.list()).map((row) => row.name);
+  assert.ok(!names.includes(name), 'nothing was created');
+  await assert.rejects(harness.client.schedules.get(name).describe(), new RegExp(`there is no schedule '${name}'`));
+});
