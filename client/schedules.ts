@@ -144,7 +144,6 @@ export interface ScheduleSummaryRow {
 interface ScheduleMemo {
   batonAgent: string;
   batonTarget: string;
-  batonWorld: string;
 }
 
 function targetText(target: ScheduleTarget): string {
@@ -192,7 +191,7 @@ export class Schedules {
       agent = await this.checkAgent(options.agent);
     }
     const input: ScheduledRunInput = { schedule: name, agent, message, target, world, timing };
-    const memo: ScheduleMemo = { batonAgent: agent, batonTarget: targetText(target), batonWorld: world };
+    const memo: ScheduleMemo = { batonAgent: agent, batonTarget: targetText(target) };
     const schedule: ScheduleOptions = {
       scheduleId: scheduleId(name),
       spec: specOf(timing),
@@ -240,8 +239,11 @@ export class Schedules {
     return rows.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** @internal The checked timing of create or update. */
-  checkTiming(options: ScheduleTimingOptions): ScheduleTiming {
+  /**
+   * @internal The checked timing of create or update. `until` must lie ahead when it is being set
+   * (`untilIsNew`), not when an update keeps one that has passed.
+   */
+  checkTiming(options: ScheduleTimingOptions, untilIsNew = true): ScheduleTiming {
     if ((options.cron === undefined) === (options.every === undefined)) {
       throw new BatonClientError('give exactly one of --cron "<expression>" and --every <interval>');
     }
@@ -264,7 +266,8 @@ export class Schedules {
     if (options.jitter !== undefined) timing.jitter = formatDuration(checkDuration('jitter', options.jitter));
     if (options.until !== undefined) {
       const until = parseTime('until', options.until);
-      if (until.getTime() <= Date.now()) throw new BatonClientError(`--until ${until.toISOString()} is in the past`);
+      if (untilIsNew && until.getTime() <= Date.now())
+        throw new BatonClientError(`--until ${until.toISOString()} is in the past`);
       timing.until = until.toISOString();
     }
     return timing;
@@ -469,7 +472,7 @@ export class BatonScheduleHandle {
       // A new cron replaces the interval and the other way round.
       if (options.cron !== undefined) delete merged.every;
       if (options.every !== undefined) delete merged.cron;
-      timing = this.schedules.checkTiming(merged);
+      timing = this.schedules.checkTiming(merged, options.until !== undefined);
     }
     const input: ScheduledRunInput = {
       ...previous,
@@ -479,11 +482,8 @@ export class BatonScheduleHandle {
     };
     const overlap = options.overlap === undefined ? undefined : OVERLAP_POLICIES[checkOverlap(options.overlap)];
     const catchup = options.catchup === undefined ? undefined : checkDuration('catchup', options.catchup);
-    const memo: ScheduleMemo = {
-      batonAgent: input.agent,
-      batonTarget: targetText(input.target),
-      batonWorld: input.world ?? 'default',
-    };
+    // Temporal keeps a schedule's memo as created; it names only what `update` never changes.
+    const memo: ScheduleMemo = { batonAgent: input.agent, batonTarget: targetText(input.target) };
     await this.call(() =>
       this.temporal.update((prev) => ({
         ...prev,
