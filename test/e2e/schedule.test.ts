@@ -184,14 +184,11 @@ describe('baton schedule on the test stack', () => {
       'Europe/Paris',
       '--new-thread',
     );
+    // Each command prints the state it reads back from Temporal afterwards, not what it was asked.
     const paused = await schedule('pause', name, '--note', 'holiday week');
     assert.deepEqual(paused, { name, paused: true, note: 'holiday week' });
-    const described = await describeSchedule(name);
-    assert.equal(described.paused, true);
-    assert.equal(described.note, 'holiday week');
     const unpaused = await schedule('unpause', name, '--note', 'back at work');
     assert.deepEqual(unpaused, { name, paused: false, note: 'back at work' });
-    assert.equal((await describeSchedule(name)).paused, false);
 
     const paused2 = await create(
       uniqueName('born-paused'),
