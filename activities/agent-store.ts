@@ -26,6 +26,14 @@ export function agentVersion(definition: AgentDefinition): string {
   return createHash('sha256').update(canonical).digest('hex').slice(0, 16);
 }
 
+/**
+ * Stores the version of every agent in `agents`, so clients can tell a known agent from a typo before a turn runs
+ * (`isKnownAgent`). Idempotent; a worker calls it when it starts and whenever it reloads its agents.
+ */
+export async function publishAgentVersions(pool: Pool, agents: AgentRegistry): Promise<void> {
+  for (const definition of agents.values()) await saveAgentVersion(pool, agentVersion(definition), definition);
+}
+
 export function createAgentStore(options: { pool: Pool; agents: () => AgentRegistry }): AgentStore {
   const cache = new Map<string, AgentDefinition>();
   return {

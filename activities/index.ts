@@ -12,6 +12,7 @@ import { createDelegationActivities } from './delegations';
 import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
 import { createQuestionActivities } from './questions';
+import { createScheduleActivities } from './schedules';
 import { toApplicationFailure } from './failures';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
@@ -45,6 +46,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...createDelegationActivities({ pool: deps.pool, agentStore, env }),
     ...createForkActivities({ pool: deps.pool, agentStore, env }),
     ...createWorldActivities({ pool: deps.pool }),
+    ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
     /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
     resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
   });

@@ -9,7 +9,9 @@ import {
   checkWorldName,
   connect,
   connectWorlds,
+  OVERLAP_POLICIES,
   type BatonClient,
+  type OverlapPolicy,
   type ConnectOptions,
   type EnvEvent,
   type ThreadHandle,
@@ -20,6 +22,8 @@ import { describeError } from './errors';
 import {
   describeTurn,
   formatEnvEvent,
+  formatScheduleDetails,
+  formatScheduleList,
   formatEnvManifest,
   formatQuestions,
   formatTranscript,
@@ -64,6 +68,7 @@ function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
       namespace: env.TEMPORAL_NAMESPACE || 'default',
       taskQueue: env.BATON_TASK_QUEUE || 'baton',
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
+      ...scheduleMinimum(),
     };
   }
   const stack = readStackFile(globals().stateDir);
@@ -77,7 +82,21 @@ function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
     namespace: stack.namespace,
     taskQueue: stack.taskQueue,
     databaseUrl: stack.databaseUrl,
+    ...scheduleMinimum(),
   };
+}
+
+/**
+ * `BATON_SCHEDULE_MIN_INTERVAL_S` lowers the shortest `--every` a schedule may have. For tests only: a schedule
+ * firing more often than once a minute floods its threads with turns.
+ */
+function scheduleMinimum(): Pick<ConnectOptions, 'scheduleMinimumIntervalSeconds'> {
+  const value = process.env.BATON_SCHEDULE_MIN_INTERVAL_S;
+  if (value === undefined || value === '') return {};
+  if (!/^[1-9]\d{0,5}$/.test(value)) {
+    throw new CliError(`BATON_SCHEDULE_MIN_INTERVAL_S must be a whole number of seconds, not '${value}'`);
+  }
+  return { scheduleMinimumIntervalSeconds: Number(value) };
 }
 
 /** Connects, runs `use` and closes the client whatever happens. */
@@ -391,6 +410,195 @@ program
     } finally {
       dispose();
     }
+  });
+
+const schedule = program
+  .command('schedule')
+  .description(
+    'run an agent on a schedule (Temporal Schedules): create, list, describe, pause, trigger, … (see the README)',
+  );
+
+interface ScheduleTimingFlags {
+  cron?: string;
+  every?: string;
+  timezone?: string;
+  jitter?: string;
+  until?: string;
+  json?: boolean;
+}
+
+const overlapOption = () =>
+  new Option(
+    '--overlap <policy>',
+    'a run due while the previous one still works: skip it, buffer one, or run both',
+  ).choices(Object.keys(OVERLAP_POLICIES));
+
+/** The timing and policy options `create` and `update` share. */
+function withTimingOptions(command: Command): Command {
+  return command
+    .option('--cron <expression>', 'five-field cron (minute hour day month weekday) or @daily, @hourly, …')
+    .option('--every <interval>', 'an interval such as 15m, 1h or 1d (at least 1m)')
+    .option('--timezone <zone>', 'IANA time zone of --cron (default UTC)')
+    .addOption(overlapOption())
+    .option('--catchup <window>', 'after an outage, still take runs missed within this window (e.g. 1h)')
+    .option('--jitter <max>', 'delay each run by a random amount up to this (e.g. 30s)')
+    .option('--until <time>', 'take no run after this time (e.g. 2025-12-31T00:00:00Z)')
+    .option('--world <name>', 'the world new threads run in');
+}
+
+withTimingOptions(
+  schedule
+    .command('create')
+    .description('create a schedule that sends <agent> a message at every run, in one thread or a new one each time')
+    .argument('<name>', 'the schedule name (lowercase letters, digits, _ and -)')
+    .option('--agent <name>', "the agent (with --thread: the thread's agent, which it may leave out)")
+    .requiredOption('--message <text>', 'the message each run sends')
+    .option('--thread <id>', 'post every run into this root thread (a standing conversation)')
+    .option('--new-thread', 'start a new root thread at every run')
+    .option('--paused', 'create it paused')
+    .option('--note <text>', 'with --paused: why'),
+)
+  .option('--json', 'print the schedule as `describe --json` does')
+  .action(
+    async (
+      name: string,
+      options: ScheduleTimingFlags & {
+        agent?: string;
+        message: string;
+        thread?: string;
+        newThread?: boolean;
+        world?: string;
+        overlap?: OverlapPolicy;
+        catchup?: string;
+        paused?: boolean;
+        note?: string;
+      },
+    ) => {
+      await withClient({ database: Boolean(options.newThread) }, async (client) => {
+        const { json, ...create } = options;
+        const handle = await client.schedules.create({ name, ...create });
+        const details = await handle.describe();
+        print(Boolean(json), details, `Created schedule ${name}.\n${formatScheduleDetails(details)}`);
+      });
+    },
+  );
+
+schedule
+  .command('list')
+  .description("list Baton's schedules")
+  .option('--json', 'print the schedules as a JSON array')
+  .action(async (options: { json?: boolean }) => {
+    await withClient({}, async (client) => {
+      const rows = await client.schedules.list();
+      print(Boolean(options.json), rows, formatScheduleList(rows));
+    });
+  });
+
+schedule
+  .command('describe')
+  .description('show a schedule: its timing and policies, next runs, and recent runs with their threads and outcomes')
+  .argument('<name>', 'the schedule')
+  .option('--json', 'print the schedule as JSON')
+  .action(async (name: string, options: { json?: boolean }) => {
+    await withClient({}, async (client) => {
+      const details = await client.schedules.get(name).describe();
+      print(Boolean(options.json), details, formatScheduleDetails(details));
+    });
+  });
+
+for (const [action, verb] of [
+  ['pause', 'paused'],
+  ['unpause', 'unpaused'],
+] as const) {
+  schedule
+    .command(action)
+    .description(action === 'pause' ? 'stop taking runs until unpaused' : 'take runs again')
+    .argument('<name>', 'the schedule')
+    .option('--note <text>', 'why (shown by describe and the Web UI)')
+    .option('--json', 'print {name, paused, note} as JSON')
+    .action(async (name: string, options: { note?: string; json?: boolean }) => {
+      await withClient({}, async (client) => {
+        const handle = client.schedules.get(name);
+        await handle[action](options.note);
+        const details = await handle.describe();
+        print(
+          Boolean(options.json),
+          { name, paused: details.paused, note: details.note ?? null },
+          `Schedule ${name} ${verb}${details.note ? ` (${details.note})` : ''}.`,
+        );
+      });
+    });
+}
+
+schedule
+  .command('trigger')
+  .description(
+    'take a run now (under its overlap policy unless --overlap: with skip, not while a run is still working)',
+  )
+  .argument('<name>', 'the schedule')
+  .addOption(overlapOption())
+  .option('--json', 'print {name, triggered} as JSON')
+  .action(async (name: string, options: { overlap?: OverlapPolicy; json?: boolean }) => {
+    await withClient({}, async (client) => {
+      await client.schedules.get(name).trigger(options.overlap ? { overlap: options.overlap } : {});
+      print(
+        Boolean(options.json),
+        { name, triggered: true },
+        `Triggered ${name}; \`baton schedule describe ${name}\` shows the run and its thread.`,
+      );
+    });
+  });
+
+schedule
+  .command('backfill')
+  .description(
+    'take the runs scheduled between <from> and <to> now, one after another; a time already run makes no second thread',
+  )
+  .argument('<name>', 'the schedule')
+  .argument('<from>', 'start time, e.g. 2025-01-01T00:00:00Z')
+  .argument('<to>', 'end time')
+  .addOption(overlapOption())
+  .option('--json', 'print {name, from, to} as JSON')
+  .action(async (name: string, from: string, to: string, options: { overlap?: OverlapPolicy; json?: boolean }) => {
+    await withClient({}, async (client) => {
+      await client.schedules.get(name).backfill(from, to, options.overlap ? { overlap: options.overlap } : {});
+      print(Boolean(options.json), { name, from, to }, `Backfilling ${name} from ${from} to ${to}.`);
+    });
+  });
+
+withTimingOptions(
+  schedule
+    .command('update')
+    .description("change a schedule's message, timing, world or policies (its agent and target stay)")
+    .argument('<name>', 'the schedule')
+    .option('--message <text>', 'the message each run sends'),
+)
+  .option('--json', 'print the schedule as `describe --json` does')
+  .action(
+    async (
+      name: string,
+      options: ScheduleTimingFlags & { message?: string; world?: string; overlap?: OverlapPolicy; catchup?: string },
+    ) => {
+      await withClient({}, async (client) => {
+        const { json, ...update } = options;
+        const handle = client.schedules.get(name);
+        await handle.update(update);
+        const details = await handle.describe();
+        print(Boolean(json), details, `Updated schedule ${name}.\n${formatScheduleDetails(details)}`);
+      });
+    },
+  );
+
+schedule
+  .command('delete')
+  .description('delete a schedule (runs already started finish; their threads stay)')
+  .argument('<name>', 'the schedule')
+  .option('--json', 'print {name, deleted} as JSON')
+  .action(async (name: string, options: { json?: boolean }) => {
+    await withClient({}, async (client) => {
+      await client.schedules.get(name).delete();
+      print(Boolean(options.json), { name, deleted: true }, `Deleted schedule ${name}.`);
+    });
   });
 
 const world = program

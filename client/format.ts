@@ -1,5 +1,13 @@
 /** Human-readable output of the CLI and the demo: turns, questions, transcripts, trees and env data. */
-import type { EnvEvent, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeNode } from '.';
+import type {
+  EnvEvent,
+  EnvManifestEntry,
+  QuestionRow,
+  ScheduleDetails,
+  ScheduleSummaryRow,
+  TranscriptMessage,
+  TreeNode,
+} from '.';
 import { describeWait } from '../common/text';
 import type { SendMessageResult, ThreadStatus, WaitInfo, WakeResult } from '../common/types';
 import type { MergeResult } from '../db/env-commits';
@@ -235,4 +243,61 @@ export function formatRefusedWrites(rows: readonly RefusedWrite[]): string {
         `issued under epoch ${row.writeEpoch}, the thread is at ${row.currentEpoch}`,
     )
     .join('\n');
+}
+
+/** `baton schedule list`: one schedule a line. */
+export function formatScheduleList(rows: readonly ScheduleSummaryRow[]): string {
+  if (rows.length === 0) return 'No schedules. Create one with `baton schedule create`.';
+  return columns([
+    ['NAME', 'AGENT', 'TARGET', 'STATE', 'NEXT RUN'],
+    ...rows.map((row) => [
+      row.name,
+      row.agent ?? '?',
+      row.target ?? '?',
+      row.paused ? 'paused' : 'active',
+      row.paused ? '-' : (row.nextRun ?? '-'),
+    ]),
+  ]);
+}
+
+/** `baton schedule describe`: the schedule, its next runs, and its recent runs with their threads. */
+export function formatScheduleDetails(details: ScheduleDetails): string {
+  const { timing } = details;
+  const when = [
+    timing.cron === undefined ? `every ${timing.every ?? '?'}` : `cron "${timing.cron}"`,
+    timing.timezone ? `in ${timing.timezone}` : '',
+    timing.jitter ? `jitter ${timing.jitter}` : '',
+    timing.until ? `until ${timing.until}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  const lines = [
+    `Schedule ${details.name} (${details.scheduleId}): ${details.paused ? 'paused' : 'active'}${details.note ? ` (${details.note})` : ''}`,
+    `  agent:    ${details.agent} in world ${details.world}`,
+    `  target:   ${details.target.kind === 'thread' ? `thread ${details.target.threadId}` : 'a new thread per run'}`,
+    `  when:     ${when}`,
+    `  overlap:  ${details.overlap}; catch-up window ${details.catchupWindow}`,
+    `  message:  ${preview(details.message, 200)}`,
+    `  runs:     ${details.runsTaken} taken, ${details.skippedOverlap} skipped (overlap), ${details.missedCatchup} missed (catch-up)`,
+    `Next runs: ${details.paused ? '(paused)' : details.nextRuns.slice(0, 5).join(', ') || '(none)'}`,
+  ];
+  if (details.recentRuns.length === 0) {
+    lines.push('Recent runs: none yet.');
+  } else {
+    lines.push('Recent runs:');
+    lines.push(
+      columns([
+        ['SCHEDULED', 'STATUS', 'THREAD', 'OUTCOME'],
+        ...details.recentRuns.map((run) => [
+          run.scheduledAt,
+          run.status,
+          run.threadId ?? '-',
+          run.result
+            ? `turn ${run.result.turn} ${run.result.status}${details.target.kind === 'new-thread' && !run.result.createdThread ? ' (a repeat: its thread existed)' : ''}`
+            : (run.error ?? ''),
+        ]),
+      ]),
+    );
+  }
+  return lines.join('\n');
 }

@@ -6,15 +6,13 @@ import {
   Client,
   Connection,
   WorkflowExecutionAlreadyStartedError,
-  WorkflowIdReusePolicy,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
-import { BatonSearchAttributes } from '../common/search-attributes';
-import { truncateBytes } from '../common/text';
+import { threadStartOptions } from '../common/thread-start';
 import type {
   AnswerQuestionResult,
   SendMessageInput,
@@ -51,8 +49,20 @@ import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
 import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
+import { Schedules } from './schedules';
 
 export { BatonClientError } from './errors';
+export {
+  BatonScheduleHandle,
+  OVERLAP_POLICIES,
+  Schedules,
+  type CreateScheduleOptions,
+  type OverlapPolicy,
+  type ScheduleDetails,
+  type ScheduleRun,
+  type ScheduleSummaryRow,
+  type UpdateScheduleOptions,
+} from './schedules';
 
 export interface ConnectOptions {
   /** Temporal frontend `host:port`. */
@@ -66,6 +76,12 @@ export interface ConnectOptions {
    * those methods throw.
    */
   databaseUrl?: string;
+  /**
+   * The shortest `every` a schedule may have, in seconds. For tests only (the CLI reads
+   * `BATON_SCHEDULE_MIN_INTERVAL_S`): anything shorter than a minute floods a thread with turns.
+   * @default 60
+   */
+  scheduleMinimumIntervalSeconds?: number;
 }
 
 export type { EnvEntry, EnvEvent, EnvListFilters, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeRow };
@@ -126,6 +142,8 @@ const DATABASE_NEEDED = "this needs Baton's database: connect with `databaseUrl`
 /** A connected Baton client. Close it when done. */
 export class BatonClient {
   private readonly watches = new Set<EnvWatcher>();
+  /** Baton's schedules: create, list, and a handle per schedule (see client/schedules.ts). */
+  readonly schedules: Schedules;
 
   constructor(
     readonly temporal: Client,
@@ -134,7 +152,10 @@ export class BatonClient {
     private readonly pool: Pool | undefined,
     /** Where `pool` connects; env watches open a connection of their own there, since LISTEN holds it. */
     private readonly databaseUrl?: string,
-  ) {}
+    options: { scheduleMinimumIntervalSeconds?: number } = {},
+  ) {
+    this.schedules = new Schedules(temporal, taskQueue, () => this.database(), options.scheduleMinimumIntervalSeconds);
+  }
 
   /** @throws BatonClientError when the client was connected without a database URL. */
   database(): Pool {
@@ -182,19 +203,10 @@ export class BatonClient {
       ...(options.limits ? { limits: options.limits } : {}),
     };
     try {
-      await this.temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', {
-        workflowId: threadWorkflowId(threadId),
-        taskQueue: this.taskQueue,
-        args: [input],
-        // A thread id names one conversation and its data forever: an ended thread is not started again.
-        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-        staticSummary: truncateBytes(`thread: ${options.agent}`, 200),
-        typedSearchAttributes: [
-          { key: BatonSearchAttributes.rootThreadId, value: threadId },
-          { key: BatonSearchAttributes.threadId, value: threadId },
-          { key: BatonSearchAttributes.agent, value: options.agent },
-        ],
-      });
+      await this.temporal.workflow.start<typeof threadWorkflow>(
+        'threadWorkflow',
+        threadStartOptions(input, this.taskQueue),
+      );
     } catch (error) {
       if (error instanceof WorkflowExecutionAlreadyStartedError) {
         throw new BatonClientError(`thread '${threadId}' already exists; send it a message to continue it`, {
@@ -541,6 +553,9 @@ export async function connect(options: ConnectOptions): Promise<BatonClient> {
     options.taskQueue ?? 'baton',
     pool,
     options.databaseUrl,
+    options.scheduleMinimumIntervalSeconds === undefined
+      ? {}
+      : { scheduleMinimumIntervalSeconds: options.scheduleMinimumIntervalSeconds },
   );
 }
 

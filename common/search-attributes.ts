@@ -14,3 +14,12 @@ export const BatonSearchAttributes = {
 
 /** Every Baton search attribute key, in registration order. */
 export const batonSearchAttributeKeys = Object.values(BatonSearchAttributes);
+
+/**
+ * Set by Temporal on every workflow a Schedule starts: the run's nominal time (jitter aside), the same for a retry
+ * of that run. `scheduledRunWorkflow` derives its run's thread from it.
+ */
+export const TemporalScheduledStartTime = defineSearchAttributeKey(
+  'TemporalScheduledStartTime',
+  SearchAttributeType.DATETIME,
+);

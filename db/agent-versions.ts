@@ -16,3 +16,18 @@ export async function findAgentVersion(db: Queryable, version: string): Promise<
   );
   return rows[0]?.definition;
 }
+
+/**
+ * Whether any worker on this database has defined an agent of that name (workers store every agent they load at
+ * start and reload): what `baton schedule create` checks before creating anything.
+ */
+export async function isKnownAgent(db: Queryable, name: string): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM agent_versions WHERE name = $1 LIMIT 1', [name]);
+  return rows.length > 0;
+}
+
+/** The names of every agent a worker on this database has defined, sorted. */
+export async function knownAgentNames(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>('SELECT DISTINCT name FROM agent_versions ORDER BY name');
+  return rows.map((row) => row.name);
+}

@@ -13,6 +13,7 @@ import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
 import { createBatonWorker } from '../worker/create-worker';
+import { publishAgentVersions } from '../activities/agent-store';
 import { createModelClient } from '../worker/model-client';
 import { readToolsConfig, type ModelConfig } from '../worker/config';
 import { resolveDatabase } from './local-postgres';
@@ -148,13 +149,18 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     });
     log(`worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}`);
     if (options.watchAgents) {
-      const unwatch = catalog.watch((outcome) =>
+      const unwatch = catalog.watch((outcome) => {
         log(
           'agents' in outcome
             ? `agents: reloaded (${[...outcome.agents.keys()].join(', ')})`
             : `agents: not reloaded: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`,
-        ),
-      );
+        );
+        if ('agents' in outcome) {
+          publishAgentVersions(pool, outcome.agents).catch((error: unknown) =>
+            log(`agents: not stored: ${error instanceof Error ? error.message : String(error)}`),
+          );
+        }
+      });
       opened.push(() => Promise.resolve(unwatch()));
     }
 

@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { parseAgentFile } from '../worker/agents';
-import { startAgentHarness } from './harness';
+import { startAgentHarness, type AgentHarness } from './harness';
+import { runThreadId, scheduleId, type ScheduledRunInput } from '../common/schedules';
 import { scrubMachinePaths } from './history-paths';
 import { parseScript } from './scripted-model';
 import { installRuntime } from '../worker/runtime';
@@ -126,6 +127,8 @@ agents:
 interface Scenario {
   name: string;
   agent: string;
+  /** A scheduled run (`scheduledRunWorkflow`) posting the first message into a new thread, instead of a human. */
+  scheduled?: boolean;
   messages: string[];
   /** Answers given to the questions the agent asks, in order. */
   answers?: string[];
@@ -153,6 +156,8 @@ const scenarios: Scenario[] = [
     messages: ['Wait an hour.'],
     interruptWait: { message: 'Do not wait.' },
   },
+  // One run of a `--new-thread` schedule: it starts the run's thread, posts into it and waits for the reply.
+  { name: 'scheduled-run', agent: 'greeter', scheduled: true, messages: ['Say hello to the team.'] },
 ];
 
 /**
@@ -188,6 +193,10 @@ async function main(): Promise<void> {
           fs.rmSync(path.join(HISTORIES_DIR, file));
       }
       for (const scenario of selected) {
+        if (scenario.scheduled) {
+          await recordScheduledRun(harness, scenario);
+          continue;
+        }
         const thread = await harness.client.startThread({
           agent: scenario.agent,
           threadId: `replay-${scenario.name}`,
@@ -231,6 +240,40 @@ async function main(): Promise<void> {
     }
   } finally {
     await stack.stop();
+  }
+}
+
+/**
+ * Runs `scheduledRunWorkflow` as a Schedule would (its nominal time given in the input, since no Schedule sets
+ * `TemporalScheduledStartTime` here), then writes its history and those of the thread it started.
+ */
+async function recordScheduledRun(harness: AgentHarness, scenario: Scenario): Promise<void> {
+  const scheduledAt = '2025-01-01T09:00:00.000Z';
+  const input: ScheduledRunInput = {
+    schedule: scenario.name,
+    agent: scenario.agent,
+    message: scenario.messages[0] ?? '',
+    target: { kind: 'new-thread' },
+    timing: { cron: '0 9 * * *' },
+    scheduledAt,
+  };
+  const temporal = harness.client.temporal;
+  const run = await temporal.workflow.start('scheduledRunWorkflow', {
+    workflowId: `${scheduleId(scenario.name)}-2025-01-01T09:00:00Z`,
+    taskQueue: harness.taskQueue,
+    args: [input],
+  });
+  await run.result();
+  const thread = harness.client.thread(runThreadId(scenario.name, scheduledAt));
+  await thread.end();
+  await thread.result();
+  const workflowIds = [run.workflowId, thread.workflowId, `${thread.workflowId}/turn-1`];
+  for (const [index, workflowId] of workflowIds.entries()) {
+    const history = await temporal.workflow.getHandle(workflowId).fetchHistory();
+    const part = ['run', 'thread', 'turn-1'][index];
+    const file = path.join(HISTORIES_DIR, `${scenario.name}.${part}.${index}.json`);
+    fs.writeFileSync(file, `${scrubMachinePaths(historyToJSON(history), ROOT)}\n`);
+    log(`wrote ${path.relative(ROOT, file)}`);
   }
 }
 

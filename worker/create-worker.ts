@@ -9,6 +9,7 @@ import {
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import { createActivities } from '../activities';
+import { publishAgentVersions } from '../activities/agent-store';
 import type { AgentCatalog } from './agent-catalog';
 
 export interface BatonWorkerOptions {
@@ -50,6 +51,8 @@ export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
 /** A Temporal worker running Baton's workflows and activities on one task queue. */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
   const { connection, namespace, taskQueue, workflowBundle, catalog, pool, openai, model, maxEnvValueBytes } = options;
+  // Before polling: a client that sees this worker's agents known can schedule them.
+  await publishAgentVersions(pool, catalog.agents());
   return Worker.create({
     connection,
     namespace,

@@ -41,6 +41,17 @@ export const TOOL_PROFILE = {
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 } as const;
 
+/**
+ * A scheduled run posting its message: it waits for the agent's whole turn, so it is long and heartbeats. A retry
+ * re-attaches to the same Update (its id is derived from the run), so it never runs a second turn.
+ */
+export const DELIVERY_PROFILE = {
+  startToCloseTimeout: '24 hours',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+} as const;
+
 export const db = proxyActivities<Activities>(DB_PROFILE);
 export const model = proxyActivities<Activities>(MODEL_PROFILE);
 export const tools = proxyActivities<Activities>(TOOL_PROFILE);
+export const delivery = proxyActivities<Activities>(DELIVERY_PROFILE);

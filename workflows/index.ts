@@ -4,3 +4,4 @@
  */
 export { agentTurnWorkflow } from './agent-turn';
 export { threadWorkflow, sendMessageUpdate, statusQuery, endThreadSignal, wakeUpdate } from './thread';
+export { scheduledRunWorkflow } from './scheduled-run';

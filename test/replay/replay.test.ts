@@ -18,11 +18,11 @@ const histories = fs
     history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(HISTORIES_DIR, file), 'utf8'))),
   }));
 
-test('replay: recorded histories cover the thread and turn workflows', () => {
+test('replay: recorded histories cover the thread, turn and scheduled-run workflows', () => {
   const types = new Set(
     histories.map((h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name),
   );
-  assert.deepEqual([...types].sort(), ['agentTurnWorkflow', 'threadWorkflow']);
+  assert.deepEqual([...types].sort(), ['agentTurnWorkflow', 'scheduledRunWorkflow', 'threadWorkflow']);
   assert.ok(histories.length >= 14, `expected the recorded scenarios, found ${histories.length} files`);
   const activities = new Set(
     histories.flatMap((h) =>
@@ -38,6 +38,7 @@ test('replay: recorded histories cover the thread and turn workflows', () => {
     'openFork',
     'reclaimForkTasks',
     'finishFork',
+    'deliverScheduledMessage',
   ]) {
     assert.ok(activities.has(name), `a recorded history exercises ${name}`);
   }

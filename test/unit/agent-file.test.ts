@@ -107,10 +107,13 @@ test('agent directory: a missing or empty directory is a clear error', () => {
 });
 
 test('agent directory: the example agents load', () => {
-  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), { toolNames: ['load_arc_task', 'fork_join'] });
+  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), {
+    toolNames: ['load_arc_task', 'fork_join', 'list_files'],
+  });
   assert.deepEqual([...agents.keys()].sort(), [
     'arc_lead',
     'coordinator',
+    'daily_summary',
     'fractal_tester',
     'greeter',
     'observer',
