@@ -6,6 +6,9 @@
  *   npm test                      every suite
  *   npm test -- unit replay       some suites
  *   npm test -- test/e2e/x.test.ts  some files
+ *   npm test -- test/e2e/x.test.ts --test-name-pattern "<regex>"
+ *                                 only the tests whose name matches (node's own filter; repeatable): runs one test
+ *                                 alone, with its file's hooks, to prove it does not lean on an earlier test
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -39,6 +42,30 @@ function testFiles(args: string[]): string[] {
   return files.sort();
 }
 
+/** What the command line asks for: suites or files, and the test-name filters passed on to `node --test`. */
+function parseArgs(args: readonly string[]): { selections: string[]; namePatterns: string[] } {
+  const selections: string[] = [];
+  const namePatterns: string[] = [];
+  for (let index = 0; index < args.length; index += 1) {
+    const arg = args[index] ?? '';
+    if (arg === '--test-name-pattern') {
+      const pattern = args[index + 1];
+      if (pattern === undefined || pattern === '') throw new Error('--test-name-pattern needs a regular expression');
+      namePatterns.push(pattern);
+      index += 1;
+    } else if (arg.startsWith('--test-name-pattern=')) {
+      const pattern = arg.slice('--test-name-pattern='.length);
+      if (pattern === '') throw new Error('--test-name-pattern needs a regular expression');
+      namePatterns.push(pattern);
+    } else if (arg.startsWith('-')) {
+      throw new Error(`unknown option '${arg}': npm test takes suites, files and --test-name-pattern <regex>`);
+    } else {
+      selections.push(arg);
+    }
+  }
+  return { selections, namePatterns };
+}
+
 function walk(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
@@ -47,7 +74,8 @@ function walk(dir: string): string[] {
 }
 
 async function main(): Promise<number> {
-  const files = testFiles(process.argv.slice(2));
+  const { selections, namePatterns } = parseArgs(process.argv.slice(2));
+  const files = testFiles(selections);
   const needsStack = files.some(
     (file) => !STACKLESS_SUITES.some((suite) => file.includes(`${path.sep}test${path.sep}${suite}${path.sep}`)),
   );
@@ -64,7 +92,7 @@ async function main(): Promise<number> {
       log(`running ${files.length} test files (no stack needed)`);
     }
     const countsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-test-counts-')), 'counts.json');
-    const code = await runNodeTests(files, env, countsFile);
+    const code = await runNodeTests(files, namePatterns, env, countsFile);
     return checkCounts(code, countsFile);
   } finally {
     await stack?.stop();
@@ -117,7 +145,12 @@ function checkCounts(code: number, countsFile: string): number {
   return code;
 }
 
-function runNodeTests(files: string[], env: Record<string, string | undefined>, countsFile: string): Promise<number> {
+function runNodeTests(
+  files: string[],
+  namePatterns: readonly string[],
+  env: Record<string, string | undefined>,
+  countsFile: string,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -133,6 +166,7 @@ function runNodeTests(files: string[], env: Record<string, string | undefined>, 
         '--test-reporter-destination=stdout',
         `--test-reporter=${path.join(ROOT, 'testing', 'count-reporter.mjs')}`,
         `--test-reporter-destination=${countsFile}`,
+        ...namePatterns.map((pattern) => `--test-name-pattern=${pattern}`),
         ...files,
       ],
       { cwd: ROOT, env, stdio: 'inherit' },

@@ -304,7 +304,13 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
 
   test('conversation: an invalid agent file is not reloaded, and runs keep the previous definitions', async () => {
     const notary = path.join(agentsDir, `${NOTARY}.md`);
-    await rewriteAndWaitFor(notary, `---\nname: ${NOTARY}\n---\n\nNo description. (v3)\n`, 'agents: not reloaded:');
+    // The definition runs must keep, loaded here rather than left by an earlier test.
+    await rewriteAndWaitFor(
+      notary,
+      notaryFile('Takes notes in ink.', 'You take notes in ink. (v3)'),
+      `agents: reloaded (${LIBRARIAN}, ${NOTARY})`,
+    );
+    await rewriteAndWaitFor(notary, `---\nname: ${NOTARY}\n---\n\nNo description. (v4)\n`, 'agents: not reloaded:');
     assert.match(
       devStderr(),
       new RegExp(`agents: not reloaded: ${escapeRegExp(notary)}(:\\d+)?: missing required field 'description'`),
@@ -313,6 +319,7 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
     const result = await cli('run', NOTARY, 'Note this too.', '--json');
     assert.equal(result.code, 0, describeRun(result));
     const [prompt] = systemPrompts(String(parseJson(result).threadId));
-    assert.match(prompt ?? '', /You take careful notes\. \(v2\)/);
+    assert.match(prompt ?? '', /You take notes in ink\. \(v3\)/);
+    assert.doesNotMatch(prompt ?? '', /\(v4\)/);
   });
 });

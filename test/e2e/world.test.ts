@@ -24,7 +24,8 @@ describe('worlds through the CLI, with `baton dev` on the test stack', () => {
   const agentsDir = freshDir('world-agents');
   const workDir = fs.realpathSync(freshDir('world-work'));
   const modelLog = path.join(freshDir('world-log'), 'model.jsonl');
-  const world = `w${uniqueThreadId('x').split('-')[1]}`;
+  const freshWorld = () => `w${uniqueThreadId('x').split('-')[1]}`;
+  const world = freshWorld();
   let dev: DevProcess | undefined;
   const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
 
@@ -83,6 +84,9 @@ describe('worlds through the CLI, with `baton dev` on the test stack', () => {
   });
 
   test('world: the prompt is filled at every call, so `baton world set` between two messages shows at the next', async () => {
+    // A world of its own, with the variables the prompt names: nothing left by the import test above.
+    const world = freshWorld();
+    assert.equal((await cli('world', 'set', 'project=Atlas', 'owner=Ada', '--world', world)).code, 0);
     const thread = uniqueThreadId('porter');
     const first = await cli('run', 'porter', 'Hello', '--thread', thread, '--world', world, '--json');
     assert.equal(first.code, 0, describeRun(first));
@@ -91,8 +95,8 @@ describe('worlds through the CLI, with `baton dev` on the test stack', () => {
     assert.equal(second.code, 0, describeRun(second));
 
     const [one, two] = requests(thread);
-    assert.ok(systemPrompt(one).startsWith('You work on Atlas for Ada.\n\n## System Context'));
-    assert.ok(systemPrompt(two).startsWith('You work on Atlas 2 for Ada.\n\n## System Context'));
+    assert.ok(systemPrompt(one).startsWith('You work on Atlas for Ada.\n\n## System Context'), systemPrompt(one));
+    assert.ok(systemPrompt(two).startsWith('You work on Atlas 2 for Ada.\n\n## System Context'), systemPrompt(two));
   });
 
   test('world: dir sets working_directory, refuses a missing directory, and the shell runs there', async () => {

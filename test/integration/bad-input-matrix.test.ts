@@ -39,7 +39,6 @@ const agents = new Map([
 let activities: Activities;
 let scope: ThreadScope;
 let agentVersion: string;
-let step = 0;
 
 before(async () => {
   activities = createActivities({
@@ -326,12 +325,13 @@ const rows: Row[] = [
   },
 ];
 
-for (const row of rows) {
+for (const [index, row] of rows.entries()) {
   test(`bad input: ${row.name} gets a tool error and changes nothing`, async () => {
+    // The row's own operation ids in the shared thread: no counter another test moves on.
+    const step = index + 1;
     const messages = await listMessages(pool, scope.threadId);
     const maxSeq = messages.at(-1)?.seq ?? 0;
     const beforeRows = await snapshot(maxSeq);
-    step += 1;
     const call = {
       id: `call-${step}`,
       name: row.tool,

@@ -36,6 +36,8 @@ const execFileAsync = promisify(execFile);
 
 let scratch: string;
 let dataDir: string;
+// test-isolation: the restart tests stop this server and start it again on the same data directory, leaving a
+// running one behind; each writes the data it checks, and no test needs a particular start of it.
 let server: LocalPostgres | undefined;
 let adminReachable = false;
 const serverLog: string[] = [];
@@ -56,6 +58,25 @@ async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Gives the server's database the thread tables (a no-op once the first test has migrated it) and one thread row: the
+ * data a restart must keep. Each restart test writes its own row, so it does not lean on an earlier test's.
+ */
+async function writeThread(databaseUrl: string, threadId: string): Promise<void> {
+  await migrate(databaseUrl);
+  await withClient(databaseUrl, (client) =>
+    client.query(`INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ($1, $1, 'solver')`, [threadId]),
+  );
+}
+
+/** The thread ids of `threadId`'s row, as found after a restart: `[threadId]` when the data was kept. */
+async function threadIds(databaseUrl: string, threadId: string): Promise<string[]> {
+  const { rows } = await withClient(databaseUrl, (client) =>
+    client.query<{ thread_id: string }>('SELECT thread_id FROM threads WHERE thread_id = $1', [threadId]),
+  );
+  return rows.map((row) => row.thread_id);
 }
 
 function currentServer(): LocalPostgres {
@@ -166,9 +187,7 @@ test(
   { timeout: TEST_TIMEOUT_MS },
   async (t) => {
     const first = currentServer();
-    await withClient(first.databaseUrl, (client) =>
-      client.query(`INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ('t-1', 't-1', 'solver')`),
-    );
+    await writeThread(first.databaseUrl, 't-1');
     await first.stop();
     await first.stop(); // idempotent
     server = undefined;
@@ -202,14 +221,14 @@ test(
   { timeout: TEST_TIMEOUT_MS },
   async () => {
     const previous = currentServer();
+    await writeThread(previous.databaseUrl, 't-port-taken');
     await previous.stop();
     server = undefined;
     const blocker = await occupy(previous.port);
     try {
       server = await startLocalPostgres({ dataDir });
       assert.notEqual(server.port, previous.port);
-      const { rows } = await withClient(server.databaseUrl, (client) => client.query('SELECT count(*) FROM threads'));
-      assert.deepEqual(rows, [{ count: '1' }]);
+      assert.deepEqual(await threadIds(server.databaseUrl, 't-port-taken'), ['t-port-taken'], 'the data was kept');
     } finally {
       blocker.close();
     }
@@ -221,6 +240,7 @@ test(
   { timeout: TEST_TIMEOUT_MS },
   async () => {
     const previous = currentServer();
+    await writeThread(previous.databaseUrl, 't-port-grabbed');
     await previous.stop();
     server = undefined;
     const blocker = net.createServer();
@@ -235,8 +255,7 @@ test(
       });
       assert.ok(blocker.listening, 'the blocker must have taken the port');
       assert.notEqual(server.port, previous.port);
-      const { rows } = await withClient(server.databaseUrl, (client) => client.query('SELECT count(*) FROM threads'));
-      assert.deepEqual(rows, [{ count: '1' }]);
+      assert.deepEqual(await threadIds(server.databaseUrl, 't-port-grabbed'), ['t-port-grabbed'], 'the data was kept');
     } finally {
       blocker.close();
     }
