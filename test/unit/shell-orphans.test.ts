@@ -17,6 +17,14 @@ function sleeper(marker: string): ChildProcess {
   return spawn('sleep', ['60'], { env: { PATH: process.env.PATH, [SHELL_RUN_MARKER]: marker }, stdio: 'ignore' });
 }
 
+function hasMarker(pid: number | undefined): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/environ`, 'latin1').includes(`${SHELL_RUN_MARKER}=`);
+  } catch {
+    return false;
+  }
+}
+
 const exited = (child: ChildProcess) =>
   new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
 
@@ -32,7 +40,14 @@ test(
     const goneExit = exited(gone);
     const reusedExit = exited(reused);
     try {
-      await new Promise((resolve) => setTimeout(resolve, 100)); // let exec give the children their environment
+      // Until exec, a child still has this process's environment: wait until each carries its marker (a loaded
+      // machine may take a while).
+      for (const child of [gone, reused, live]) {
+        for (let tries = 0; !hasMarker(child.pid); tries += 1) {
+          assert.ok(tries < 500, `child ${child.pid} never got its marker`);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      }
       const killed = await sweepOrphanedShellProcesses();
       // Other orphans on this machine may be swept too; these two must be, and the live one must not.
       assert.ok(killed.includes(gone.pid ?? -1) && killed.includes(reused.pid ?? -1), `killed ${killed.join(', ')}`);
