@@ -101,21 +101,24 @@ export function modelLogFile(context: BenchContext, name: string): string {
 
 /**
  * Prepares a Baton turn: a fresh thread (not timed); the timed part sends one message and checks that the turn
- * completed after `steps` model calls. The thread is ended after, untimed.
+ * completed after `steps` model calls. `check` (timed too, keep it short) may look at what the turn did. The thread
+ * is ended after, untimed.
  */
 export function batonTurn(
   client: BatonClient,
   agent: string,
   steps: number,
-  threadOptions: Partial<StartThreadOptions> = {},
+  options: { thread?: Partial<StartThreadOptions>; check?: (threadId: string) => Promise<void> } = {},
 ): () => Promise<() => Promise<void>> {
   return async () => {
-    const thread = await client.startThread({ ...threadOptions, agent, threadId: uniqueThreadId(`bench-${agent}`) });
+    const threadId = uniqueThreadId(`bench-${agent}`);
+    const thread = await client.startThread({ ...options.thread, agent, threadId });
     return async () => {
       const result = await thread.send(TURN_MESSAGE);
       if (result.status !== 'completed' || result.steps !== steps) {
         throw new Error(`Baton turn ended ${result.status} after ${result.steps} steps, not completed after ${steps}`);
       }
+      await options.check?.(threadId);
       void thread.end().catch(() => undefined);
     };
   };
