@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { LATENCY_DYNAMIC_CONFIG } from '../stack/temporal-server';
 import { startTestStack, type TestStack } from '../testing/test-stack';
-import { installRuntime } from '../worker/runtime';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 /** The project root (state goes under `.baton/test/`). */
 export const ROOT = path.resolve(__dirname, '..');
@@ -97,8 +97,12 @@ export interface BenchContext {
 export function runBench(options: CommonOptions, body: (context: BenchContext) => Promise<void>): void {
   const cleanups: (() => Promise<unknown>)[] = [];
   const main = async () => {
-    // Workers log state changes at INFO; the bench's output is its report.
-    installRuntime('WARN');
+    // Workers log state changes at INFO; the bench's output is its report. Core's own lines (by default printed
+    // to stdout) are forwarded to the logger, which writes to stderr, so `--json` output stays one object.
+    Runtime.install({
+      logger: new DefaultLogger('WARN'),
+      telemetryOptions: { logging: { forward: { level: 'WARN' } } },
+    });
     const dynamicConfig = [
       ...(options.latencyDynamicConfig ? LATENCY_DYNAMIC_CONFIG : []),
       ...options.extraDynamicConfig,

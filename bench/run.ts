@@ -48,8 +48,10 @@ async function main(): Promise<void> {
       continue;
     }
     if (!json) continue;
+    // A JSON benchmark's object is its last line (anything a library printed to stdout before it is dropped).
+    const last = output.trimEnd().split('\n').at(-1) ?? '';
     try {
-      results[name] = JSON.parse(output) as unknown;
+      results[name] = JSON.parse(last) as unknown;
     } catch {
       results[name] = { text: output };
     }
