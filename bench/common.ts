@@ -121,10 +121,14 @@ export function runBench(options: CommonOptions, body: (context: BenchContext) =
       }
     }
   };
-  main().catch((error: unknown) => {
-    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  });
+  main()
+    .catch((error: unknown) => {
+      process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    })
+    // Everything is closed by now; a handle left behind must not keep `npm run bench` waiting (the memory bench
+    // once hung after its report, with nothing but a socket pair of its own left open). Exit once stdout is flushed.
+    .finally(() => process.stdout.write('', () => process.exit()));
 }
 
 export function describeDynamicConfig(settings: readonly string[]): string {

@@ -18,7 +18,18 @@ import { rootTurnWorkflowId, threadWorkflowId } from '../common/ids';
 import { uniqueThreadId } from '../testing/test-env';
 import { DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS } from '../workflows/thread';
 import { benchAgentFile, benchAgents, benchScript, startBaton } from './baselines';
-import { compare, log, median, parseBenchArgs, percentile, printReport, round1, runBench, wholeNumber } from './common';
+import {
+  compare,
+  log,
+  median,
+  parseBenchArgs,
+  percentile,
+  printReport,
+  round1,
+  round2,
+  runBench,
+  wholeNumber,
+} from './common';
 
 const AGENT = 'talker';
 /** A fresh-thread reference turn after every this many turns. */
@@ -151,8 +162,8 @@ runBench(common, async (context) => {
           {
             target: 1.2,
             figures: {
-              driftOfFreshThreadTurns: round1(drift * 100) / 100,
-              correctedRatio: round1((median(last) / median(first) / drift) * 100) / 100,
+              driftOfFreshThreadTurns: round2(drift),
+              correctedRatio: round2(median(last) / median(first) / drift),
             },
           },
         ),
