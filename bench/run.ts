@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 
 /** Benchmark names: `bench/<name>.bench.ts`. */
-const BENCHES = ['step', 'env-data'] as const;
+const BENCHES = ['step', 'throughput', 'fork-join', 'long-thread', 'memory', 'env-data'] as const;
 
 function runBench(name: string, flags: readonly string[], capture: boolean): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -48,8 +48,10 @@ async function main(): Promise<void> {
       continue;
     }
     if (!json) continue;
+    // A JSON benchmark's object is its last line (anything a library printed to stdout before it is dropped).
+    const last = output.trimEnd().split('\n').at(-1) ?? '';
     try {
-      results[name] = JSON.parse(output) as unknown;
+      results[name] = JSON.parse(last) as unknown;
     } catch {
       results[name] = { text: output };
     }

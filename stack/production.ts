@@ -20,6 +20,12 @@ import { setupBaton, type SetupResult } from './temporal-setup';
 /** `deploy/temporal/` in the repository: the server config and the schema script docker-compose.yml mounts. */
 export const TEMPORAL_DEPLOY_DIR = resolve(__dirname, '..', 'deploy', 'temporal');
 
+/**
+ * The dynamic config production.yaml points temporal-server at (`DYNAMIC_CONFIG_FILE_PATH`; docker-compose.yml mounts
+ * the same file): the latency settings the dev server starts with.
+ */
+export const TEMPORAL_DYNAMIC_CONFIG_FILE = join(TEMPORAL_DEPLOY_DIR, 'dynamicconfig.yaml');
+
 /** The environment name temporal-server loads its config by: `deploy/temporal/production.yaml`. */
 const CONFIG_ENV = 'production';
 
@@ -141,6 +147,7 @@ export async function startProductionTopology(options: ProductionTopologyOptions
     WORKER_GRPC_PORT: await port(),
     WORKER_MEMBERSHIP_PORT: await port(),
     TEMPORAL_VERSION_CHECK_DISABLED: '1',
+    DYNAMIC_CONFIG_FILE_PATH: TEMPORAL_DYNAMIC_CONFIG_FILE,
   };
   const address = `${ip}:${serverEnv.FRONTEND_GRPC_PORT}`;
   const logFile = join(options.stateDir, 'temporal-server.log');

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
+import { LATENCY_DYNAMIC_CONFIG } from '../../stack/temporal-server';
 import { batonEnvVariables } from '../../worker/config';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -112,6 +113,24 @@ test('docker compose: Temporal runs on Postgres from the mounted config file, th
   assert.match(config, /^# enable-template/);
   assert.match(config, /pluginName: postgres12/);
   assert.ok(service('temporal-schema').volumes?.some((v) => v.startsWith('./deploy/temporal/create-schemas.sh:')));
+});
+
+test("docker compose: Temporal gets the dev server's latency settings from the mounted dynamic config file", () => {
+  const mount = service('temporal').volumes?.find((v) => v.startsWith('./deploy/temporal/dynamicconfig.yaml:'));
+  assert.ok(mount, 'deploy/temporal/dynamicconfig.yaml is mounted');
+  const config = fs.readFileSync(path.join(ROOT, 'deploy', 'temporal', 'production.yaml'), 'utf8');
+  // production.yaml's default path is where the file is mounted (the native topology sets the variable).
+  const filepath = /filepath: \{\{ env "DYNAMIC_CONFIG_FILE_PATH" \| default "([^"]+)" \| quote \}\}/.exec(config);
+  assert.equal(filepath?.[1], mount.split(':')[1]);
+  const dynamic = parse(fs.readFileSync(path.join(ROOT, 'deploy', 'temporal', 'dynamicconfig.yaml'), 'utf8')) as Record<
+    string,
+    { value: unknown; constraints?: unknown }[]
+  >;
+  // The same settings as the dev server's, so production is not slower than what `npm run bench` measured.
+  assert.deepEqual(
+    Object.entries(dynamic).map(([key, values]) => `${key}=${values.map((v) => String(v.value)).join(',')}`),
+    [...LATENCY_DYNAMIC_CONFIG],
+  );
 });
 
 test('docker compose: the model endpoint and key come from the environment, the scripted model otherwise', () => {

@@ -1,14 +1,16 @@
 /**
- * The two baselines of bench/step.bench.ts, as anyone would write them with Temporal directly (bundled on their own,
- * run by the bench's second worker; Baton's worker never loads them):
+ * The baselines of the benchmarks, as anyone would write them with Temporal directly (bundled on their own, run by
+ * the benches' own workers; Baton's worker never loads them):
  *
  * - {@link handWrittenTurnWorkflow}: the same I/O as a Baton turn. Each step is one activity calling the model
  *   (reads the transcript, posts the same chat-completions request, inserts the reply) and, for a tool call, one
  *   activity running the tool (inserts its result): the model/tool split a hand-written agent loop needs for its
  *   retries too.
  * - {@link floorTurnWorkflow}: the engine floor, `steps` activities that do nothing, one after another.
+ * - {@link fanOutWorkflow}: a plain child-workflow fan-out, `width` {@link fanOutChildWorkflow}s started at once and
+ *   awaited (the baseline of Baton's fork/join).
  */
-import { proxyActivities } from '@temporalio/workflow';
+import { executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 
 /** A tool call the model asked for, as the hand-written loop passes it on. */
 export interface BenchToolCall {
@@ -16,7 +18,7 @@ export interface BenchToolCall {
   readonly name: string;
 }
 
-/** The activities of the baselines (created in bench/step.bench.ts). */
+/** The activities of the baselines (created in bench/baselines.ts). */
 export interface StepBenchActivities {
   /** Inserts the human message. */
   recordHuman(input: { threadId: string; rootThreadId: string; text: string }): Promise<void>;
@@ -50,4 +52,20 @@ export async function handWrittenTurnWorkflow(input: {
 export async function floorTurnWorkflow(steps: number): Promise<number> {
   for (let step = 0; step < steps; step++) await activities.noop();
   return steps;
+}
+
+/** A child of {@link fanOutWorkflow}: one no-op activity, the least a child that does something costs. */
+export async function fanOutChildWorkflow(): Promise<void> {
+  await activities.noop();
+}
+
+/** Starts `width` children at once and waits for all of them; returns how many ended. */
+export async function fanOutWorkflow(width: number): Promise<number> {
+  const parent = workflowInfo().workflowId;
+  const ended = await Promise.all(
+    Array.from({ length: width }, (_, i) =>
+      executeChild(fanOutChildWorkflow, { workflowId: `${parent}/child-${i}` }).then(() => 1),
+    ),
+  );
+  return ended.length;
 }

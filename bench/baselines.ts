@@ -1,0 +1,302 @@
+/**
+ * The two sides the benchmarks compare, started on a bench's stack: Baton's worker(s) answering from the scripted
+ * model, and the baselines of bench/baseline-workflows.ts run by plain Temporal workers whose activities do the same
+ * I/O as Baton's (the same chat-completions request to the same scripted model, the transcript read, the inserts).
+ * Each returns functions that prepare one turn (untimed) and hand back its timed part, for `runConcurrently`.
+ */
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { Context } from '@temporalio/activity';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type OpenAI from 'openai';
+import type { Pool } from 'pg';
+import type { BatonClient, StartThreadOptions } from '../client';
+import { ensureThread } from '../db/threads';
+import { listMessages } from '../db/transcripts';
+import { startAgentHarness, type AgentHarness } from '../testing/harness';
+import { parseScript, type Script } from '../testing/scripted-model';
+import { uniqueTaskQueue, uniqueThreadId } from '../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../worker/agents';
+import { createModelClient } from '../worker/model-client';
+import type { BenchContext } from './common';
+import type {
+  fanOutWorkflow,
+  floorTurnWorkflow,
+  handWrittenTurnWorkflow,
+  StepBenchActivities,
+} from './baseline-workflows';
+
+/** The message every benchmark turn starts with. */
+export const TURN_MESSAGE = 'Check every part of the task.';
+
+/** An agent file with no capabilities beyond the universal ones. */
+export function benchAgentFile(name: string, capabilities: readonly string[] = []): string {
+  return (
+    `---\nname: ${name}\ndescription: The ${name} agent of a benchmark.\ncapabilities: [${capabilities.join(', ')}]\n---\n` +
+    'You think step by step, then answer.\n'
+  );
+}
+
+/** Agents from their files' text, as the harness takes them. */
+export function benchAgents(files: Record<string, string>): AgentRegistry {
+  return new Map(Object.entries(files).map(([name, text]) => [name, parseAgentFile(text, `${name}.md`)]));
+}
+
+/** Script lines of an agent that thinks `steps - 1` times, then answers: a turn of `steps` model calls. */
+export function stepsScript(agent: string, steps: number): string {
+  return (
+    `  ${agent}:\n` +
+    Array.from(
+      { length: steps - 1 },
+      (_, i) => `    - call: think\n      args: { thought: "Step ${i + 1}: checking the next part of the task." }\n`,
+    ).join('') +
+    '    - say: "Done: every part checked."\n'
+  );
+}
+
+/** A script from the agents' lines (`stepsScript` and the like). */
+export function benchScript(agentLines: readonly string[], name: string): Script {
+  return parseScript(`agents:\n${agentLines.join('')}`, name);
+}
+
+/** Baton's side: `workers` Baton workers on one task queue, each a `Worker` of its own in this process. */
+export interface BatonSide {
+  readonly client: BatonClient;
+  /** The first worker's harness (its pool, its scripted model, its request log). */
+  readonly harness: AgentHarness;
+  readonly taskQueue: string;
+}
+
+/**
+ * Starts `workers` harnesses on one task queue: each is a Baton `Worker` with its own scripted model server, pool and
+ * connection, in this process (so two workers share this process's CPU and event loop, not a second process).
+ */
+export async function startBaton(
+  context: BenchContext,
+  options: { agents: AgentRegistry; script: Script; workers?: number; modelLogFile?: string; name: string },
+): Promise<BatonSide> {
+  const taskQueue = uniqueTaskQueue(`bench-${options.name}`);
+  const harnesses: AgentHarness[] = [];
+  for (let i = 0; i < (options.workers ?? 1); i++) {
+    const harness = await startAgentHarness({
+      temporalAddress: context.stack.temporalAddress,
+      databaseUrl: context.stack.databaseUrl,
+      taskQueue,
+      agents: options.agents,
+      script: options.script,
+      ...(i === 0 && options.modelLogFile ? { modelLogFile: options.modelLogFile } : {}),
+      workflowBundle: { codePath: context.stack.workflowBundlePath },
+    });
+    context.defer(() => harness.close());
+    harnesses.push(harness);
+  }
+  const first = harnesses[0] as AgentHarness;
+  return { client: first.client, harness: first, taskQueue };
+}
+
+/** A model log file in the stack's state directory. */
+export function modelLogFile(context: BenchContext, name: string): string {
+  return path.join(context.stack.stateDir, `${name}-model.jsonl`);
+}
+
+/**
+ * Prepares a Baton turn: a fresh thread (not timed); the timed part sends one message and checks that the turn
+ * completed after `steps` model calls. `check` (timed too, keep it short) may look at what the turn did. The thread
+ * is ended after, untimed.
+ */
+export function batonTurn(
+  client: BatonClient,
+  agent: string,
+  steps: number,
+  options: { thread?: Partial<StartThreadOptions>; check?: (threadId: string) => Promise<void> } = {},
+): () => Promise<() => Promise<void>> {
+  return async () => {
+    const threadId = uniqueThreadId(`bench-${agent}`);
+    const thread = await client.startThread({ ...options.thread, agent, threadId });
+    return async () => {
+      const result = await thread.send(TURN_MESSAGE);
+      if (result.status !== 'completed' || result.steps !== steps) {
+        throw new Error(`Baton turn ended ${result.status} after ${result.steps} steps, not completed after ${steps}`);
+      }
+      await options.check?.(threadId);
+      void thread.end().catch(() => undefined);
+    };
+  };
+}
+
+/** The system prompt and tools Baton's worker sent, so the baseline's request is the same size. */
+export interface RecordedRequest {
+  readonly agent: string;
+  readonly system: string;
+  readonly tools: OpenAI.Chat.Completions.ChatCompletionTool[];
+}
+
+/** The first request in a Baton harness's model log (run a turn first). */
+export function recordedRequest(harness: AgentHarness): RecordedRequest {
+  const first = harness.modelRequests()[0];
+  const system = first?.messages.find((m) => m.role === 'system')?.content;
+  if (!first || typeof system !== 'string') throw new Error('the warm-up turn logged no model request');
+  return {
+    agent: first.agent,
+    system,
+    tools: (first.tools ?? []) as OpenAI.Chat.Completions.ChatCompletionTool[],
+  };
+}
+
+/** Activities of the hand-written baseline: the same reads, request and inserts as Baton's, nothing more. */
+function createBaselineActivities(pool: Pool, openai: OpenAI, request: RecordedRequest): StepBenchActivities {
+  const insert = async (
+    scope: { threadId: string; rootThreadId: string },
+    message: { role: string; content: string | null; toolCalls?: unknown; toolCallId?: string },
+  ): Promise<void> => {
+    const info = Context.current().info;
+    await pool.query(
+      `INSERT INTO transcript_messages
+         (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, operation_id)
+       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8
+         FROM transcript_messages WHERE thread_id = $2
+       ON CONFLICT (root_thread_id, operation_id) DO NOTHING`,
+      [
+        scope.rootThreadId,
+        scope.threadId,
+        message.role,
+        request.agent,
+        message.content,
+        message.toolCalls === undefined ? null : JSON.stringify(message.toolCalls),
+        message.toolCallId ?? null,
+        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}`,
+      ],
+    );
+  };
+  return {
+    recordHuman: async (input) => insert(input, { role: 'user', content: input.text }),
+    callModel: async (input) => {
+      const transcript = await listMessages(pool, input.threadId);
+      const completion = await openai.chat.completions.create(
+        {
+          model: 'baton-scripted',
+          messages: [
+            { role: 'system', content: request.system },
+            ...transcript.map((m): OpenAI.Chat.Completions.ChatCompletionMessageParam => {
+              if (m.role === 'tool')
+                return { role: 'tool', content: m.content ?? '', tool_call_id: m.toolCallId ?? '' };
+              if (m.role === 'user') return { role: 'user', content: m.content ?? '' };
+              return {
+                role: 'assistant',
+                content: m.content,
+                ...(m.toolCalls
+                  ? {
+                      tool_calls: m.toolCalls.map((call) => ({
+                        id: call.id,
+                        type: 'function' as const,
+                        function: { name: call.name, arguments: call.arguments },
+                      })),
+                    }
+                  : {}),
+              };
+            }),
+          ],
+          tools: request.tools,
+        },
+        {
+          headers: {
+            'x-baton-agent': request.agent,
+            'x-baton-thread': input.threadId,
+            'x-baton-root-thread': input.rootThreadId,
+          },
+        },
+      );
+      const message = completion.choices[0]?.message;
+      const toolCalls = (message?.tool_calls ?? []).flatMap((call) =>
+        call.type === 'function' ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments }] : [],
+      );
+      await insert(input, {
+        role: 'assistant',
+        content: message?.content ?? null,
+        ...(toolCalls.length > 0 ? { toolCalls } : {}),
+      });
+      return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
+    },
+    runTool: async (input) => insert(input, { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id }),
+    noop: () => Promise.resolve(),
+  };
+}
+
+/** The baselines' side: plain Temporal workers on one task queue and a client to start their workflows. */
+export interface BaselineSide {
+  readonly client: Client;
+  readonly taskQueue: string;
+  readonly pool: Pool;
+}
+
+/**
+ * Starts `workers` plain Temporal `Worker`s (in this process, one task queue) running bench/baseline-workflows.ts,
+ * their activities posting to the scripted model at `modelBaseURL` the request Baton sent (`request`).
+ */
+export async function startBaselines(
+  context: BenchContext,
+  options: { pool: Pool; modelBaseURL: string; request?: RecordedRequest; workers?: number; name: string },
+): Promise<BaselineSide> {
+  const taskQueue = uniqueTaskQueue(`bench-${options.name}-baseline`);
+  const openai = createModelClient({ baseURL: options.modelBaseURL, apiKey: 'scripted', model: 'baton-scripted' });
+  const request = options.request ?? { agent: 'none', system: '', tools: [] };
+  for (let i = 0; i < (options.workers ?? 1); i++) {
+    const connection = await NativeConnection.connect({ address: context.stack.temporalAddress });
+    context.defer(() => connection.close());
+    const worker = await Worker.create({
+      connection,
+      taskQueue,
+      workflowsPath: require.resolve('./baseline-workflows'),
+      activities: createBaselineActivities(options.pool, openai, request),
+    });
+    const running = worker.run();
+    context.defer(async () => {
+      worker.shutdown();
+      await running;
+    });
+  }
+  const connection = await Connection.connect({ address: context.stack.temporalAddress });
+  context.defer(() => connection.close());
+  return { client: new Client({ connection }), taskQueue, pool: options.pool };
+}
+
+/** Prepares a hand-written turn of `steps` model calls (its thread row untimed). */
+export function handWrittenTurn(side: BaselineSide, agent: string, steps: number): () => Promise<() => Promise<void>> {
+  return async () => {
+    const threadId = uniqueThreadId('bench-hand');
+    await ensureThread(side.pool, { threadId, rootThreadId: threadId, agent });
+    return async () => {
+      const made = await side.client.workflow.execute<typeof handWrittenTurnWorkflow>('handWrittenTurnWorkflow', {
+        taskQueue: side.taskQueue,
+        workflowId: threadId,
+        args: [{ threadId, rootThreadId: threadId, text: TURN_MESSAGE, maxSteps: steps + 5 }],
+      });
+      if (made !== steps) throw new Error(`hand-written turn took ${String(made)} steps, not ${steps}`);
+    };
+  };
+}
+
+/** Prepares a floor turn: `steps` no-op activities in a row. */
+export function floorTurn(side: BaselineSide, steps: number): () => Promise<() => Promise<void>> {
+  return () =>
+    Promise.resolve(async () => {
+      await side.client.workflow.execute<typeof floorTurnWorkflow>('floorTurnWorkflow', {
+        taskQueue: side.taskQueue,
+        workflowId: uniqueThreadId('bench-floor'),
+        args: [steps],
+      });
+    });
+}
+
+/** Prepares a plain fan-out of `width` children. */
+export function fanOut(side: BaselineSide, width: number): () => Promise<() => Promise<void>> {
+  return () =>
+    Promise.resolve(async () => {
+      const ended = await side.client.workflow.execute<typeof fanOutWorkflow>('fanOutWorkflow', {
+        taskQueue: side.taskQueue,
+        workflowId: uniqueThreadId('bench-fan-out'),
+        args: [width],
+      });
+      if (ended !== width) throw new Error(`fan-out ended ${ended} children, not ${width}`);
+    });
+}

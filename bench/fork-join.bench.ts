@@ -1,0 +1,114 @@
+/**
+ * `npm run bench -- fork-join`: a fork/join of 8, 32 and 128 zero-latency children against a plain child-workflow
+ * fan-out of the same width.
+ *
+ * - Baton: a lead agent whose scripted model calls `fork_join` with N tasks for a child agent that answers at once
+ *   (`max_parallel` N, so all start together; the default isolated stores, nothing to merge), then answers. Timed:
+ *   the lead's whole turn, so it includes the lead's own two model calls besides the fork. Forks above the default
+ *   `BATON_MAX_FORK_TASKS` (32) need a higher limit: the bench starts each lead thread with `limits.maxForkTasks`
+ *   set to the width (the per-conversation override of the world variable).
+ * - Baseline (bench/baseline-workflows.ts `fanOutWorkflow`): a workflow starting N child workflows at once, each
+ *   running one no-op activity, and awaiting them all.
+ *
+ * Interleaved rounds (bench/common.ts); it prints the median fork time per width and the ratio; it asserts nothing.
+ * Flags (and those of bench/common.ts): `--widths LIST` (default `8,32,128`; `8,32` with `--quick`).
+ */
+import { batonTurn, benchAgentFile, benchAgents, benchScript, fanOut, startBaselines, startBaton } from './baselines';
+import {
+  compareCases,
+  interleave,
+  latencySummary,
+  log,
+  parseBenchArgs,
+  printReport,
+  runBench,
+  runConcurrently,
+  wholeNumbers,
+  type BenchCase,
+  type Measured,
+} from './common';
+
+/** Target of issue 14: fork/join at most this many times the plain fan-out, at every width. */
+const TARGET_RATIO = 1.3;
+const CHILD = 'kid';
+/** The lead's turn: the fork_join call, then the answer. */
+const LEAD_STEPS = 2;
+
+const { common, values } = parseBenchArgs(process.argv.slice(2), [3, 2], { widths: { type: 'string' } });
+const widths = wholeNumbers(
+  'widths',
+  typeof values.widths === 'string' ? values.widths : common.quick ? '8,32' : '8,32,128',
+);
+
+const lead = (width: number) => `lead_${width}`;
+
+runBench(common, async (context) => {
+  const agents = benchAgents({
+    [CHILD]: benchAgentFile(CHILD),
+    ...Object.fromEntries(widths.map((w) => [lead(w), benchAgentFile(lead(w), ['fork_join', CHILD])])),
+  });
+  const script = benchScript(
+    [
+      `  ${CHILD}:\n    - say: "done"\n`,
+      ...widths.map(
+        (w) =>
+          `  ${lead(w)}:\n    - call: fork_join\n      args:\n        max_parallel: ${w}\n        tasks:\n` +
+          Array.from({ length: w }, (_, i) => `          - { agent: ${CHILD}, message: "Task ${i + 1}." }\n`).join('') +
+          '    - say: "joined"\n',
+      ),
+    ],
+    'fork-join-bench',
+  );
+  const baton = await startBaton(context, { name: 'fork-join', agents, script });
+  const baseline = await startBaselines(context, {
+    name: 'fork-join',
+    pool: baton.harness.pool,
+    modelBaseURL: baton.harness.model.baseURL,
+  });
+
+  const cases: BenchCase[] = widths.flatMap((w) => [
+    {
+      name: `baton fork_join ×${w}`,
+      run: () =>
+        runConcurrently(
+          1,
+          batonTurn(baton.client, lead(w), LEAD_STEPS, {
+            thread: { limits: { maxForkTasks: w } },
+            // A refused fork also ends the turn after two steps: count the children it ran.
+            check: async (root) => {
+              const { rows } = await baton.harness.pool.query<{ n: number }>(
+                'SELECT count(*)::int AS n FROM threads WHERE root_thread_id = $1 AND thread_id <> $1',
+                [root],
+              );
+              if (rows[0]?.n !== w) throw new Error(`the fork of ${w} ran ${rows[0]?.n ?? 0} children`);
+            },
+          }),
+        ),
+    },
+    { name: `plain fan-out ×${w}`, run: () => runConcurrently(1, fanOut(baseline, w)) },
+  ]);
+  log(`measuring: ${common.rounds} rounds; widths ${widths.join(', ')}`);
+  const measured = await interleave(cases, common.rounds, 1);
+  const get = (name: string) => measured.get(name) as Measured;
+  printReport(
+    {
+      bench: 'fork-join',
+      description:
+        'fork/join of N zero-latency children (the lead turn, two model calls included) vs a plain child-workflow fan-out',
+      settings: { widths: widths.join(','), rounds: common.rounds, maxForkTasks: 'the width (limits.maxForkTasks)' },
+      dynamicConfig: context.dynamicConfig,
+      cases: cases.map((c) => ({ name: c.name, ...latencySummary(get(c.name)) })),
+      comparisons: widths.map((w) =>
+        compareCases(
+          `fork/join ×${w}: Baton / plain fan-out`,
+          get(`baton fork_join ×${w}`),
+          get(`plain fan-out ×${w}`),
+          {
+            target: TARGET_RATIO,
+          },
+        ),
+      ),
+    },
+    common.json,
+  );
+});
