@@ -16,7 +16,7 @@ import { connect } from '../client';
 import { choosePort } from '../stack/temporal-server';
 import { startScriptedModelServer } from '../testing/scripted-model';
 import { uniqueTaskQueue } from '../testing/test-env';
-import { startWorkerProcess } from '../test/chaos/worker-process';
+import { startWorkerProcess } from '../testing/worker-process';
 import { benchAgentFile, benchScript } from './baselines';
 import {
   compare,

@@ -18,7 +18,7 @@ import { startTemporal, type TemporalServerHandle } from '../../stack/temporal-s
 import { startScriptedModelServer, type Script, type ScriptedModelServer } from '../../testing/scripted-model';
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { startModelFaultProxy, type ModelFaultProxy } from './model-faults';
-import { startWorkerProcess, type WorkerProcess } from './worker-process';
+import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
 
 export interface ChaosStackOptions {
   /** Scratch directory; the stack keeps its state under it. */

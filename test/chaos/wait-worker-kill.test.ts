@@ -13,7 +13,7 @@ import { listMessages } from '../../db/transcripts';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startScriptedWorker, type WorkerProcess } from './worker-process';
+import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-wait-'));

@@ -10,7 +10,7 @@ import { connect, type BatonClient } from '../../client';
 import { readModelLog } from '../../testing/harness';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
-import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
+import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'shutdown-'));

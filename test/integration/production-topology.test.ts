@@ -26,7 +26,7 @@ import { dropDatabase } from '../../stack/local-postgres';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from '../chaos/waiting';
-import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
+import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const ROOT = path.resolve(__dirname, '..', '..');

@@ -4,9 +4,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { readTestEnv } from '../../testing/test-env';
+import { readTestEnv } from './test-env';
 
-const ROOT = path.resolve(__dirname, '..', '..');
+const ROOT = path.resolve(__dirname, '..');
 const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
 const READY_PREFIX = 'baton worker: polling';
 /** Bundling the workflows with webpack dominates start-up; a cold machine can take a while. */
