@@ -4,6 +4,15 @@ import type { Pool, PoolClient } from 'pg';
 export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {
+    return await transactionOn(client, work);
+  } finally {
+    client.release();
+  }
+}
+
+/** `inTransaction` on a connection the caller holds (and goes on using after the commit). */
+export async function transactionOn<T>(client: PoolClient, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  try {
     await client.query('BEGIN');
     const result = await work(client);
     await client.query('COMMIT');
@@ -11,7 +20,5 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
-  } finally {
-    client.release();
   }
 }
