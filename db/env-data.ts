@@ -166,46 +166,30 @@ const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch,
   created_at AS "createdAt"`;
 
 /**
- * One statement that replaces the value of an entry of the writer's own scope and logs the event, for the common
- * case: the thread is at its epoch, the entry exists, the operation id is new. Autocommitted, so it holds its locks
- * only for its own flush: the root's lock in shared mode (writers of a root run and flush together; see migration
- * 008), the thread's row (the fence: an epoch bump waits for it), and the entry's row. It returns no row when the
- * fence, the entry or `condition` says no, and fails on the unique operation id when the operation ran before;
- * either way the full transaction (`EnvStore.write`) runs next and says what happened.
- * $1 thread, $2 root, $3 epoch, $4 key, $5 operation id, $6 value JSON, $7 its size, $8 agent, $9 action; `set` and
- * `condition` use $10 on.
+ * The statements every store call runs, prepared once per connection (named): parsing and planning them each time
+ * costs more than running them.
  */
-function replaceStatement(set: string, condition: string): string {
-  return `WITH root_lock AS (SELECT pg_advisory_xact_lock_shared(env_root_lock_key($2))),
-  fence AS (
-    SELECT COALESCE(t.env_scopes[1], '') AS scope, t.fork_task
-      FROM root_lock, threads t
-     WHERE t.thread_id = $1 AND t.root_thread_id = $2 AND t.epoch = $3
-       AND EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = $2)
-       FOR SHARE OF t),
-  changed AS (
-    UPDATE env_data e SET ${set}, value = $6::jsonb, stored_by_agent = $8, stored_by_thread = $1,
-           stored_by_task = f.fork_task, version = e.version + 1, updated_at = now()
-      FROM fence f
-     WHERE e.root_thread_id = $2 AND e.scope = f.scope AND e.key = $4 ${condition}
-    RETURNING e.scope, e.version, e.short_description, f.fork_task),
-  logged AS (
-    INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, actor_task, operation_id,
-                            version, value_size, value, short_description)
-    SELECT $2, c.scope, $4, $9, $8, $1, c.fork_task, $5, c.version, $7, $6::jsonb, c.short_description FROM changed c
-    RETURNING seq, version)
-  SELECT seq::float8 AS seq, version FROM logged`;
-}
+/** `env_replace` (migration 008): the common store and update in one round trip. */
+const REPLACE = {
+  name: 'baton-env-replace',
+  text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
+};
+/** An entry of the root's shared data. */
+const GET_SHARED = {
+  name: 'baton-env-get-shared',
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
+};
+/** An entry as a thread sees it ($3): the nearest of its scopes holding the key. */
+const GET_IN_VIEW = {
+  name: 'baton-env-get-in-view',
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
+          WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+};
 
-/** `store` of an existing entry: $10 description, $11 type, $12 tags. */
-const STORE_STATEMENT = replaceStatement('short_description = $10, type = $11, tags = $12', '');
-/** `update` with a value: $10 description or NULL (kept), $11 expected version or NULL (any). */
-const UPDATE_STATEMENT = replaceStatement(
-  'short_description = COALESCE($10, e.short_description)',
-  'AND ($11::integer IS NULL OR e.version = $11)',
-);
 /** The constraint that makes an operation id write once per root. */
 const OPERATION_ID_CONSTRAINT = 'env_events_root_thread_id_operation_id_key';
+/** What `env_replace` raises when the thread's epoch moved on between its read and its lock. */
+const FENCE_MOVED = 'BTN01';
 
 /**
  * The scopes a view reads, nearest first, as a SQL fragment over `$n` (a thread id, or NULL for the root's shared
@@ -228,7 +212,7 @@ export class EnvStore {
   private readonly maxValueBytes: number;
   /**
    * Updates this store refused for a stale `expectedVersion` since it was made. A conflict is not logged (nothing
-   * changed; see `refuseStaleVersion`), so this count is where contention shows.
+   * changed; see `replace`), so this count is where contention shows.
    */
   versionConflicts = 0;
 
@@ -249,10 +233,11 @@ export class EnvStore {
     checkDescription(input.shortDescription);
     checkLabels(input.type, input.tags);
     const json = this.serialize(input.value);
-    const replaced = await this.replaceInOneStatement(scope, operationId, 'stored', input.key, json, [
-      STORE_STATEMENT,
-      [input.shortDescription, input.type ?? null, input.tags ?? []],
-    ]);
+    const replaced = await this.replace(scope, operationId, 'stored', input.key, json, {
+      shortDescription: input.shortDescription,
+      type: input.type ?? null,
+      tags: input.tags ?? [],
+    });
     if (replaced) return replaced;
     return this.write(scope, operationId, input.key, async (client, target) => {
       const version = await upsertEntry(client, {
@@ -284,12 +269,11 @@ export class EnvStore {
     if (input.shortDescription !== undefined) checkDescription(input.shortDescription);
     const json = input.value === undefined ? undefined : this.serialize(input.value);
     if (json !== undefined) {
-      const updated = await this.replaceInOneStatement(scope, operationId, 'updated', input.key, json, [
-        UPDATE_STATEMENT,
-        [input.shortDescription ?? null, input.expectedVersion ?? null],
-      ]);
+      const updated = await this.replace(scope, operationId, 'updated', input.key, json, {
+        shortDescription: input.shortDescription ?? null,
+        expectedVersion: input.expectedVersion ?? null,
+      });
       if (updated) return updated;
-      if (input.expectedVersion !== undefined) await this.refuseStaleVersion(scope, operationId, input.key, input.expectedVersion);
     }
     return this.write(scope, operationId, input.key, async (client, target) => {
       const { rows: current } = await client.query<{ version: number }>(
@@ -460,9 +444,9 @@ export class EnvStore {
   /** One entry with its value as `view` sees it (the root's shared data by default), or `undefined`. */
   async get(rootThreadId: string, key: string, view?: EnvView): Promise<EnvEntry | undefined> {
     const { rows } = await this.pool.query<EnvEntry>(
-      `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
-        WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
-      [rootThreadId, key, view?.threadId ?? null],
+      view === undefined
+        ? { ...GET_SHARED, values: [rootThreadId, key] }
+        : { ...GET_IN_VIEW, values: [rootThreadId, key, view.threadId] },
     );
     return rows[0];
   }
@@ -574,73 +558,74 @@ export class EnvStore {
   }
 
   /**
-   * Replaces the value of an entry of the writer's own scope in one statement (see `replaceStatement`) and announces
-   * it; `undefined` when that statement did not apply, and the full transaction must run.
+   * The common store or update in one round trip (`env_replace`, migration 008): replaces the value of an existing
+   * entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it holds its
+   * locks only through its own commit: the root's lock in shared mode (writers of a root run and flush together),
+   * the entry's row, and the thread's row (the fence). A version conflict comes back from the same round trip and is
+   * thrown; nothing is written for it: a conflict changes nothing, and logging every refused attempt of a contended
+   * key would make each one commit (a WAL flush) and grow the log. `versionConflicts` counts them.
+   * Returns `undefined` for everything else (see the function), and the full transaction (`write`) runs instead.
+   * @throws EnvDataError `EnvData.VersionConflict`
    */
-  private async replaceInOneStatement(
+  private async replace(
     scope: ThreadScope,
     operationId: string,
     action: 'stored' | 'updated',
     key: string,
     json: string,
-    [statement, params]: readonly [string, readonly unknown[]],
+    fields: {
+      shortDescription: string | null;
+      type?: string | null;
+      tags?: readonly string[];
+      expectedVersion?: number | null;
+    },
   ): Promise<EnvWriteResult | undefined> {
     const client = await this.pool.connect();
+    let announcing = false;
     try {
-      let rows: { seq: number; version: number }[];
+      let rows: { outcome: 'written' | 'conflict' | 'general'; seq: number | null; version: number | null }[];
       try {
-        ({ rows } = await client.query<{ seq: number; version: number }>(statement, [
-          scope.threadId,
-          scope.rootThreadId,
-          scope.epoch,
-          key,
-          operationId,
-          json,
-          Buffer.byteLength(json, 'utf8'),
-          scope.agent,
-          action,
-          ...params,
-        ]));
+        ({ rows } = await client.query({
+          ...REPLACE,
+          values: [
+            scope.threadId,
+            scope.rootThreadId,
+            scope.epoch,
+            key,
+            operationId,
+            action,
+            json,
+            Buffer.byteLength(json, 'utf8'),
+            scope.agent,
+            fields.shortDescription,
+            fields.type ?? null,
+            fields.tags ?? [],
+            fields.expectedVersion ?? null,
+          ],
+        }));
       } catch (error) {
-        // The operation ran before: the full transaction finds and returns its first outcome.
-        if ((error as { constraint?: unknown }).constraint === OPERATION_ID_CONSTRAINT) return undefined;
+        // The operation ran before, or the epoch moved during the write: rolled back, and the full transaction
+        // returns the first outcome or refuses the stale write.
+        const { constraint, code } = error as { constraint?: unknown; code?: unknown };
+        if (constraint === OPERATION_ID_CONSTRAINT || code === FENCE_MOVED) return undefined;
         throw error;
       }
       const row = rows[0];
-      if (!row) return undefined;
-      await announce(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
+      if (row?.outcome === 'conflict' && row.version !== null && fields.expectedVersion != null) {
+        this.versionConflicts += 1;
+        throw new EnvDataError(
+          EnvDataErrorType.VersionConflict,
+          versionConflictMessage(key, row.version, fields.expectedVersion),
+          row.version,
+        );
+      }
+      if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
+      announcing = true;
+      announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
       return { action, key, version: row.version };
     } finally {
-      client.release();
+      if (!announcing) client.release();
     }
-  }
-
-  /**
-   * After the one-statement update said no: throws the version conflict when that is why (the thread is at its
-   * epoch, the operation id is new, the entry of its own scope is at another version). Nothing is written for it:
-   * a conflict changes nothing, and logging every refused attempt of a contended key would make each one commit
-   * (a WAL flush) and grow the log. `versionConflicts` counts them. Returns when something else is the reason.
-   * @throws EnvDataError `EnvData.VersionConflict`
-   */
-  private async refuseStaleVersion(
-    scope: ThreadScope,
-    operationId: string,
-    key: string,
-    expectedVersion: number,
-  ): Promise<void> {
-    const { rows } = await this.pool.query<{ version: number | null }>(
-      `SELECT (SELECT e.version FROM env_data e
-                WHERE e.root_thread_id = $2 AND e.scope = COALESCE(t.env_scopes[1], '') AND e.key = $4) AS version
-         FROM threads t
-        WHERE t.thread_id = $1 AND t.root_thread_id = $2 AND t.epoch = $3
-          AND EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = $2)
-          AND NOT EXISTS (SELECT 1 FROM env_events ev WHERE ev.root_thread_id = $2 AND ev.operation_id = $5)`,
-      [scope.threadId, scope.rootThreadId, scope.epoch, key, operationId],
-    );
-    const version = rows[0]?.version;
-    if (version === undefined || version === null || version === expectedVersion) return;
-    this.versionConflicts += 1;
-    throw new EnvDataError(EnvDataErrorType.VersionConflict, versionConflictMessage(key, version, expectedVersion), version);
   }
 
   /**
@@ -654,6 +639,7 @@ export class EnvStore {
     change: (client: PoolClient, target: WriteTarget) => Promise<Change | Refusal>,
   ): Promise<EnvWriteResult> {
     const client = await this.pool.connect();
+    let announcing = false;
     try {
       for (let attempt = 1; ; attempt += 1) {
         const announcements: EnvAnnouncement[] = [];
@@ -668,7 +654,8 @@ export class EnvStore {
           if (error instanceof OperationTaken && attempt < 3) continue;
           throw error;
         }
-        await announce(client, announcements);
+        announcing = true;
+        announceThenRelease(client, announcements);
         if (outcome instanceof StaleEpochError) throw outcome;
         if ('refused' in outcome) {
           if (outcome.type === EnvDataErrorType.VersionConflict) this.versionConflicts += 1;
@@ -677,7 +664,7 @@ export class EnvStore {
         return outcome;
       }
     } finally {
-      client.release();
+      if (!announcing) client.release();
     }
   }
 
@@ -764,7 +751,11 @@ export class EnvStore {
       );
     }
     if (first?.action === 'rejected') {
-      return refuse(first.refusalType ?? EnvDataErrorType.NotFound, first.reason ?? 'refused', first.version ?? undefined);
+      return refuse(
+        first.refusalType ?? EnvDataErrorType.NotFound,
+        first.reason ?? 'refused',
+        first.version ?? undefined,
+      );
     }
     if (first) {
       const action = first.action === 'linked' ? 'stored' : first.action;
@@ -776,7 +767,7 @@ export class EnvStore {
       };
     }
     const result = await change(client, target);
-    // A version conflict changes nothing and is not logged (see `refuseStaleVersion`); other refusals are outcomes
+    // A version conflict changes nothing and is not logged (see `replace`); other refusals are outcomes
     // a retry of the operation gets again.
     if ('refused' in result && result.type === EnvDataErrorType.VersionConflict) return result;
     const logged = await logEvent(client, scope, operationId, key, target, result);
@@ -811,19 +802,27 @@ export interface EnvAnnouncement {
 /**
  * Announces committed events on the change feed, after their transaction. Not inside it: Postgres serialises the
  * commits of every transaction that NOTIFYs (a cluster-wide lock held through the commit's flush), which would make
- * writers take turns again. The announcing transaction only notifies, so it need not wait for its own flush. A
- * notification lost to a crash between the two is a wake-up, not data: a watch reads the log from the last event it
+ * writers take turns again. The announcing transaction writes nothing else, so Postgres does not wait for its
+ * commit record to reach disk. A notification lost to a crash between the two is a wake-up, not data: a watch reads the log from the last event it
  * delivered, at the next announcement or its periodic re-read. Best effort: the write is committed either way.
  */
 export async function announce(db: Queryable, announcements: readonly EnvAnnouncement[]): Promise<void> {
   if (announcements.length === 0) return;
   await db
-    .query(
-      `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, payload)
-         FROM unnest($2::text[]) WITH ORDINALITY AS a(payload, n) ORDER BY n`,
-      [ENV_EVENTS_CHANNEL, announcements.map((announcement) => JSON.stringify(announcement))],
-    )
+    .query({
+      name: 'baton-env-announce',
+      text: 'SELECT pg_notify($1, payload) FROM unnest($2::text[]) WITH ORDINALITY AS a(payload, n) ORDER BY n',
+      values: [ENV_EVENTS_CHANNEL, announcements.map((announcement) => JSON.stringify(announcement))],
+    })
     .catch(() => undefined);
+}
+
+/**
+ * Announces on the connection that wrote, then returns it to the pool, without making the writer wait: its result
+ * does not depend on the announcement. `pool.end()` waits for it.
+ */
+function announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
+  void announce(client, announcements).finally(() => client.release());
 }
 
 /** The message of a version conflict. */
