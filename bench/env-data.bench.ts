@@ -1,32 +1,46 @@
 /**
- * `npm run bench`: store and get throughput of shared environment data through `EnvStore` against raw `pg` statements
- * doing the same work, measured in the same run on one connection each. Rounds alternate between the cases (in a
- * rotating order) so that drift (caches warming, tables and the event log growing, the machine's other load) falls on
- * every case alike. Prints ops/s and the API/raw ratio (target ≥ 0.8×); it asserts nothing.
+ * `npm run bench -- env-data`: the env store (`EnvStore`) against raw `pg` doing the least work with the same
+ * guarantees, measured in the same run, at 1 and 8 clients: put, get, and a contended compare-and-set increment of
+ * one key; then store latency in a fresh root against one whose log holds 50,000 events. Rounds alternate between
+ * the store and its baseline (in a rotating order), so drift (caches, a growing log, the machine's other load) falls
+ * on both alike. Prints medians, spreads and ratios with the targets of issue 14; asserts nothing.
  *
- * Postgres: `DATABASE_URL` if set, else an embedded server in a temporary directory. Either way the bench works in a
- * fresh database it creates, migrates and drops.
+ * The raw baseline works on Baton's own tables (so it pays for the same indexes) and does per operation exactly:
+ * put: one statement, a versioned upsert of the entry and an insert of its event with a unique operation id;
+ * get: one primary-key SELECT; increment: SELECT the value and version, then one statement updating the entry only if
+ * it is still at that version and inserting its event, retried from the SELECT when it was not. No lock beyond the
+ * rows. What the store adds is its guarantees beyond those: the epoch fence (a shared lock on the thread's row), the
+ * root's lock in shared mode (for readers of the log), the change-feed announcement, and its API (pool checkout,
+ * input checks).
+ *
+ * Flags: `--rounds N` (default 5), `--json` (one object). Postgres: `DATABASE_URL` if set, else an embedded server
+ * in a temporary directory; either way a fresh database that is created, migrated and dropped.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import type { ThreadScope } from '../common/types';
-import { EnvStore } from '../db/env-data';
+import { EnvDataError, EnvDataErrorType, EnvStore } from '../db/env-data';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { ensureThread } from '../db/threads';
 import { createDatabase, dropDatabase, resolveDatabase } from '../stack/local-postgres';
 
-/** Timed rounds per case; each case gets ROUNDS × ROUND_MS of measurement. */
-const ROUNDS = 6;
-const ROUND_MS = 500;
+/** Each side of a comparison runs this long per round. */
+const ROUND_MS = 1000;
 const WARMUP_MS = 300;
-/** Writes cycle over this many keys, so most stores replace an existing entry, as agents do. */
-const KEYS = 64;
-const TARGET_RATIO = 0.8;
+const CLIENTS = [1, 8] as const;
+/** Each client's puts cycle over this many keys of its own: entries are replaced, as agents mostly do. */
+const KEYS_PER_CLIENT = 8;
+const HISTORY_EVENTS = 50_000;
+/** Latency rounds: this many timed puts per root per round. */
+const LATENCY_PUTS = 100;
+
+/** Targets of issue 14 (reported, never asserted). */
+const TARGETS = { put: 0.8, get: 0.8, increment: 1.0, historyLatency: 1.2 } as const;
 
 const VALUE = {
   task_id: '007bbfb7',
@@ -37,139 +51,104 @@ const VALUE = {
   ],
   notes: 'Each cell of the input becomes a 3x3 block: a copy of the input where the cell is coloured, else blank.',
 };
+const VALUE_JSON = JSON.stringify(VALUE);
 const DESCRIPTION = 'The current ARC task: 007bbfb7, a 3x3 input grid and what was observed about it.';
 
-// The statements EnvStore runs, spelled out for the raw baseline.
-const FENCE = 'SELECT epoch FROM threads WHERE thread_id = $1 FOR SHARE';
-const ROOT_LOCK = 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))';
-const PRIOR = `SELECT action, key, version, reason, refusal_type AS "refusalType" FROM env_events
-            WHERE root_thread_id = $1 AND operation_id = $2`;
-const UPSERT = `INSERT INTO env_data (root_thread_id, key, short_description, value, type, tags, stored_by_agent,
-                               stored_by_thread, version)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                 (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
-                   WHERE root_thread_id = $1 AND key = $2 AND action <> 'rejected'))
-         ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
-           short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
-           tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent,
-           stored_by_thread = EXCLUDED.stored_by_thread, version = env_data.version + 1, updated_at = now()
-         RETURNING version`;
-const EVENT = `INSERT INTO env_events (root_thread_id, key, action, actor_agent, actor_thread, operation_id, version, value_size,
-                             value, short_description, reason, refusal_type)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-     ON CONFLICT (root_thread_id, operation_id) DO NOTHING
-     RETURNING seq`;
-const NOTIFY = 'SELECT pg_notify($1, $2)';
-const GET = `SELECT key, short_description AS "shortDescription", type, tags,
-  json_build_object('agent', stored_by_agent, 'thread', stored_by_thread) AS "storedBy", version,
-  created_at AS "createdAt", updated_at AS "updatedAt", value FROM env_data WHERE root_thread_id = $1 AND key = $2`;
-/** Context only: one statement, without fence, idempotency, event log or notification. */
-const NAIVE_UPSERT = `INSERT INTO env_data (root_thread_id, key, short_description, value, stored_by_agent, stored_by_thread,
-                               version)
-     VALUES ($1, $2, $3, $4, $5, $6, 1)
-     ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
-       short_description = EXCLUDED.short_description, value = EXCLUDED.value, version = env_data.version + 1,
-       updated_at = now()`;
+// The raw baseline's statements, prepared once per connection (as the store's are).
+const RAW_PUT_TEXT = `WITH entry AS (
+    INSERT INTO env_data (root_thread_id, scope, key, short_description, value, stored_by_agent, stored_by_thread,
+                          version)
+    VALUES ($1, '', $2, $3, $4, $5, $6, 1)
+    ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
+      short_description = EXCLUDED.short_description, value = EXCLUDED.value,
+      stored_by_agent = EXCLUDED.stored_by_agent, stored_by_thread = EXCLUDED.stored_by_thread,
+      version = env_data.version + 1, updated_at = now()
+    RETURNING version)
+  INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, operation_id, version,
+                          value_size, value, short_description)
+  SELECT $1, '', $2, 'stored', $5, $6, $7, version, $8, $4, $3 FROM entry`;
+const RAW_PUT = (values: unknown[]) => ({ name: 'raw-put', text: RAW_PUT_TEXT, values });
+const RAW_GET_TEXT = `SELECT key, short_description, value, type, tags, stored_by_agent, stored_by_thread, version,
+    created_at, updated_at FROM env_data WHERE root_thread_id = $1 AND scope = '' AND key = $2`;
+const RAW_GET = (values: unknown[]) => ({ name: 'raw-get', text: RAW_GET_TEXT, values });
+const RAW_READ_VERSION = (values: unknown[]) => ({
+  name: 'raw-read-version',
+  text: `SELECT value, version FROM env_data WHERE root_thread_id = $1 AND scope = '' AND key = $2`,
+  values,
+});
+const RAW_CAS_TEXT = `WITH entry AS (
+    UPDATE env_data SET value = $3, stored_by_agent = $4, stored_by_thread = $5, version = version + 1,
+                        updated_at = now()
+     WHERE root_thread_id = $1 AND scope = '' AND key = $2 AND version = $6
+    RETURNING version, short_description)
+  INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, operation_id, version,
+                          value_size, value, short_description)
+  SELECT $1, '', $2, 'updated', $4, $5, $7, version, octet_length($3::text), $3, short_description FROM entry
+  RETURNING version`;
+const RAW_CAS = (values: unknown[]) => ({ name: 'raw-cas', text: RAW_CAS_TEXT, values });
 
-/** The same work as `EnvStore.store` for a first-time operation id, statement for statement. */
-async function rawStore(client: pg.Client, scope: ThreadScope, operationId: string, key: string): Promise<number> {
-  const json = JSON.stringify(VALUE);
-  await client.query('BEGIN');
-  try {
-    await client.query(ROOT_LOCK, [`env:${scope.rootThreadId}`]);
-    const { rows: threads } = await client.query<{ epoch: number }>(FENCE, [scope.threadId]);
-    if (threads[0]?.epoch !== scope.epoch) throw new Error(`thread ${scope.threadId} is not at epoch ${scope.epoch}`);
-    const prior = await client.query(PRIOR, [scope.rootThreadId, operationId]);
-    if (prior.rows.length > 0) throw new Error(`operation ${operationId} ran before`);
-    const { rows } = await client.query<{ version: number }>(UPSERT, [
-      scope.rootThreadId,
-      key,
-      DESCRIPTION,
-      json,
-      null,
-      [],
-      scope.agent,
-      scope.threadId,
-    ]);
-    const version = rows[0]?.version ?? 1;
-    const { rows: events } = await client.query<{ seq: string }>(EVENT, [
-      scope.rootThreadId,
-      key,
-      'stored',
-      scope.agent,
-      scope.threadId,
-      operationId,
-      version,
-      Buffer.byteLength(json, 'utf8'),
-      json,
-      DESCRIPTION,
-      null,
-      null,
-    ]);
-    const seq = events[0]?.seq;
-    if (seq !== undefined) {
-      await client.query(NOTIFY, [
-        ENV_EVENTS_CHANNEL,
-        JSON.stringify({ rootThreadId: scope.rootThreadId, seq: Number(seq), key, action: 'stored' }),
-      ]);
-    }
-    await client.query('COMMIT');
-    return version;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
+interface Options {
+  readonly rounds: number;
+  readonly json: boolean;
+}
+
+function parseOptions(argv: readonly string[]): Options {
+  // Not strict: `npm run bench` passes every benchmark the same flags.
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { rounds: { type: 'string', default: '5' }, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: false,
+  });
+  const rounds = Number(values.rounds);
+  if (!Number.isInteger(rounds) || rounds < 1) {
+    throw new Error(`--rounds takes a whole number ≥ 1, not '${String(values.rounds)}'`);
   }
+  return { rounds, json: values.json === true };
 }
 
-interface BenchCase {
+/** One side of a comparison: an operation run by `clients` concurrent loops. */
+interface Side {
   readonly name: string;
-  /** Runs operation number `i`. */
-  readonly run: (i: number) => Promise<unknown>;
-  next: number;
+  /** Runs one operation of loop `client`; resolves to the conflicts it met (increments retry on them). */
+  readonly run: (client: number) => Promise<number>;
+  /** Operations per second, per round. */
+  readonly roundRates: number[];
   ops: number;
-  ms: number;
-  roundRates: number[];
+  conflicts: number;
 }
 
-function benchCase(name: string, run: (i: number) => Promise<unknown>): BenchCase {
-  return { name, run, next: 0, ops: 0, ms: 0, roundRates: [] };
+function side(name: string, run: (client: number) => Promise<unknown>): Side {
+  return {
+    name,
+    run: async (client) => {
+      const conflicts = await run(client);
+      return typeof conflicts === 'number' ? conflicts : 0;
+    },
+    roundRates: [],
+    ops: 0,
+    conflicts: 0,
+  };
 }
 
-/** Runs `bench` one operation at a time for about `ms`; returns how many it ran and how long that took. */
-async function runFor(bench: BenchCase, ms: number): Promise<{ ops: number; ms: number }> {
+/** Runs `clients` loops of `bench` for about `ms`; returns operations per second. */
+async function runFor(bench: Side, clients: number, ms: number, record: boolean): Promise<void> {
   const start = performance.now();
   let ops = 0;
-  let elapsed = 0;
-  while (elapsed < ms) {
-    await bench.run(bench.next);
-    bench.next += 1;
-    ops += 1;
-    elapsed = performance.now() - start;
-  }
-  return { ops, ms: elapsed };
-}
-
-async function measure(cases: BenchCase[]): Promise<void> {
-  for (const bench of cases) await runFor(bench, WARMUP_MS);
-  for (let round = 0; round < ROUNDS; round += 1) {
-    // Rotate, and reverse every other round, so no case always runs first or right after another.
-    const rotated = cases.map((_, i) => cases[(i + round) % cases.length] as BenchCase);
-    for (const bench of round % 2 === 0 ? rotated : rotated.reverse()) {
-      const { ops, ms } = await runFor(bench, ROUND_MS);
-      bench.ops += ops;
-      bench.ms += ms;
-      bench.roundRates.push((ops * 1000) / ms);
-    }
-  }
-}
-
-function rate(bench: BenchCase): number {
-  return (bench.ops * 1000) / bench.ms;
-}
-
-function row(bench: BenchCase, note = ''): string {
-  const spread = `${Math.round(Math.min(...bench.roundRates))}–${Math.round(Math.max(...bench.roundRates))}`;
-  return `  ${bench.name.padEnd(28)} ${Math.round(rate(bench)).toString().padStart(8)} ops/s   rounds ${spread.padEnd(13)} ${note}`;
+  let conflicts = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async (_, client) => {
+      while (performance.now() - start < ms) {
+        conflicts += await bench.run(client);
+        ops += 1;
+      }
+    }),
+  );
+  const elapsed = performance.now() - start;
+  if (!record) return;
+  bench.roundRates.push((ops * 1000) / elapsed);
+  bench.ops += ops;
+  bench.conflicts += conflicts;
 }
 
 function median(values: readonly number[]): number {
@@ -178,19 +157,38 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 }
 
-/** The overall ratio, and the median of the ratios within each round (neighbours in time, so least disturbed). */
-function ratioLine(label: string, api: BenchCase, raw: BenchCase): string {
-  const ratio = rate(api) / rate(raw);
-  const perRound = median(api.roundRates.map((value, round) => value / (raw.roundRates[round] ?? Number.NaN)));
-  const verdict = ratio >= TARGET_RATIO ? 'meets' : 'BELOW';
-  return (
-    `  ${label.padEnd(28)} ${ratio.toFixed(2).padStart(8)}×        ` +
-    `(median per round ${perRound.toFixed(2)}×; ${verdict} the ≥ ${TARGET_RATIO}× target)`
-  );
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? 0;
+}
+
+const round2 = (value: number) => Math.round(value * 100) / 100;
+
+/** One comparison: the store and the raw baseline, alternating, at one client count. */
+async function compare(store: Side, raw: Side, clients: number, rounds: number) {
+  await runFor(store, clients, WARMUP_MS, false);
+  await runFor(raw, clients, WARMUP_MS, false);
+  for (let round = 0; round < rounds; round++) {
+    for (const bench of round % 2 === 0 ? [store, raw] : [raw, store]) await runFor(bench, clients, ROUND_MS, true);
+  }
+  const figures = (bench: Side) => ({
+    opsPerSec: Math.round(median(bench.roundRates)),
+    minOpsPerSec: Math.round(Math.min(...bench.roundRates)),
+    maxOpsPerSec: Math.round(Math.max(...bench.roundRates)),
+    roundOpsPerSec: bench.roundRates.map(Math.round),
+    ...(bench.conflicts > 0 ? { conflictsPerOp: round2(bench.conflicts / bench.ops) } : {}),
+  });
+  return {
+    store: figures(store),
+    raw: figures(raw),
+    ratio: round2(median(store.roundRates) / median(raw.roundRates)),
+    medianPerRoundRatio: round2(median(store.roundRates.map((rate, i) => rate / (raw.roundRates[i] ?? Number.NaN)))),
+  };
 }
 
 async function main(): Promise<void> {
-  const log = (line: string) => process.stdout.write(`${line}\n`);
+  const options = parseOptions(process.argv.slice(2));
+  const log = (line: string) => process.stderr.write(`${line}\n`);
   const dataDir = path.join(os.tmpdir(), `baton-bench-${process.pid}-${Date.now().toString(36)}`);
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
@@ -205,69 +203,323 @@ async function main(): Promise<void> {
     cleanups.push(() => dropDatabase(database.databaseUrl, dbName));
     await migrate(databaseUrl);
 
-    // One connection each: the API through its pool (checkout included), the baseline on a bare client.
-    const pool = createPool({ connectionString: databaseUrl, max: 1, applicationName: 'baton-bench-api' });
+    // A connection per client on each side: the store through its pool (checkout counted), the baseline bare.
+    const pool = createPool({ connectionString: databaseUrl, max: 8, applicationName: 'baton-bench-store' });
     cleanups.push(() => pool.end());
-    const raw = new pg.Client({ connectionString: databaseUrl, application_name: 'baton-bench-raw' });
-    await raw.connect();
-    cleanups.push(() => raw.end());
-    const { rows } = await raw.query<{ server_version: string }>('SHOW server_version');
+    const raws: pg.Client[] = [];
+    for (let i = 0; i < 8; i++) {
+      const client = new pg.Client({ connectionString: databaseUrl, application_name: 'baton-bench-raw' });
+      await client.connect();
+      cleanups.push(() => client.end());
+      raws.push(client);
+    }
+    const rawClient = (client: number) => raws[client] as pg.Client;
+    const { rows } = await pool.query<{ server_version: string }>('SHOW server_version');
+    const postgres = `${rows[0]?.server_version ?? '?'} (${database.embedded ? 'embedded' : 'DATABASE_URL'})`;
     log(
-      `baton bench: env data (Postgres ${rows[0]?.server_version ?? '?'}, ${database.embedded ? 'embedded' : 'DATABASE_URL'}; ` +
-        `${ROUNDS} rounds × ${ROUND_MS} ms per case, alternating; one connection each)`,
+      `baton bench: env data (Postgres ${postgres}; ${options.rounds} rounds × ${ROUND_MS} ms per side, alternating; ` +
+        `a connection per client on each side)`,
     );
 
-    const scopeFor = async (name: string): Promise<ThreadScope> => {
-      const threadId = `bench-${name}-${process.pid}`;
+    let unique = 0;
+    const opId = (prefix: string) => `${prefix}:${(unique++).toString(36)}`;
+    const openRoot = async (name: string): Promise<ThreadScope> => {
+      const threadId = `bench-${name}-${process.pid}-${(unique++).toString(36)}`;
       const { epoch } = await ensureThread(pool, { threadId, rootThreadId: threadId, agent: 'bench' });
       return { rootThreadId: threadId, threadId, agent: 'bench', epoch };
     };
+    /** The client threads of a root: each concurrent client writes as a thread of its own, as parallel agents do. */
+    const openClients = (root: ThreadScope) =>
+      Promise.all(
+        Array.from({ length: 8 }, async (_, i): Promise<ThreadScope> => {
+          const threadId = `${root.rootThreadId}/client-${i}`;
+          const { epoch } = await ensureThread(pool, {
+            threadId,
+            rootThreadId: root.rootThreadId,
+            parentThreadId: root.threadId,
+            agent: `client-${i}`,
+          });
+          return { rootThreadId: root.rootThreadId, threadId, agent: `client-${i}`, epoch };
+        }),
+      );
+
     const store = new EnvStore(pool);
-    const apiScope = await scopeFor('api');
-    const rawScope = await scopeFor('raw');
-    const naiveScope = await scopeFor('naive');
-    const readScope = await scopeFor('read');
-    for (let k = 0; k < KEYS; k += 1) {
-      await store.store(readScope, `seed:${k}`, { key: `key-${k}`, shortDescription: DESCRIPTION, value: VALUE });
+    const storeRoot = await openRoot('store');
+    const storeClients = await openClients(storeRoot);
+    const rawRoot = await openRoot('raw');
+    const scopeOf = (client: number) => storeClients[client] as ThreadScope;
+    const keyOf = (client: number, i: number) => `client-${client}/key-${i % KEYS_PER_CLIENT}`;
+    // Seeded on both sides: every put replaces an entry, every get finds one.
+    for (let client = 0; client < 8; client++) {
+      for (let k = 0; k < KEYS_PER_CLIENT; k++) {
+        const key = keyOf(client, k);
+        await store.store(scopeOf(client), opId('seed'), { key, shortDescription: DESCRIPTION, value: VALUE });
+        await rawClient(0).query(
+          RAW_PUT([
+            rawRoot.rootThreadId,
+            key,
+            DESCRIPTION,
+            VALUE_JSON,
+            'bench',
+            rawRoot.threadId,
+            opId('seed'),
+            Buffer.byteLength(VALUE_JSON, 'utf8'),
+          ]),
+        );
+      }
+    }
+    const next = Array<number>(8).fill(0);
+    const tick = (client: number) => (next[client] = (next[client] ?? 0) + 1);
+
+    const putStore = side('store  EnvStore.store', (client) =>
+      store.store(scopeOf(client), opId('put'), {
+        key: keyOf(client, tick(client)),
+        shortDescription: DESCRIPTION,
+        value: VALUE,
+      }),
+    );
+    const putRaw = side('put    raw upsert + event', (client) =>
+      rawClient(client).query(
+        RAW_PUT([
+          rawRoot.rootThreadId,
+          keyOf(client, tick(client)),
+          DESCRIPTION,
+          VALUE_JSON,
+          'bench',
+          rawRoot.threadId,
+          opId('put'),
+          Buffer.byteLength(VALUE_JSON, 'utf8'),
+        ]),
+      ),
+    );
+    const getStore = side('get    EnvStore.get', (client) =>
+      store.get(storeRoot.rootThreadId, keyOf(client, tick(client))),
+    );
+    const getRaw = side('get    raw SELECT', (client) =>
+      rawClient(client).query(RAW_GET([rawRoot.rootThreadId, keyOf(client, tick(client))])),
+    );
+
+    // The increment: read the value and version, write value + 1 expecting that version, retry on a conflict.
+    const counter = 'counter';
+    await store.store(storeRoot, opId('seed'), { key: counter, shortDescription: 'A shared counter.', value: 0 });
+    await rawClient(0).query(
+      RAW_PUT([rawRoot.rootThreadId, counter, 'A shared counter.', '0', 'bench', rawRoot.threadId, opId('seed'), 1]),
+    );
+    const incrementStore = side('increment  EnvStore get + update', async (client) => {
+      for (let conflicts = 0; ; conflicts++) {
+        const entry = await store.get(storeRoot.rootThreadId, counter);
+        if (!entry) throw new Error('the counter is gone');
+        try {
+          await store.update(scopeOf(client), opId('increment'), {
+            key: counter,
+            value: (entry.value as number) + 1,
+            expectedVersion: entry.version,
+          });
+          return conflicts;
+        } catch (error) {
+          if (!(error instanceof EnvDataError && error.type === EnvDataErrorType.VersionConflict)) throw error;
+        }
+      }
+    });
+    const incrementRaw = side('increment  raw SELECT + CAS', async (client) => {
+      const db = rawClient(client);
+      for (let conflicts = 0; ; conflicts++) {
+        const { rows: read } = await db.query<{ value: number; version: number }>(
+          RAW_READ_VERSION([rawRoot.rootThreadId, counter]),
+        );
+        const entry = read[0];
+        if (!entry) throw new Error('the counter is gone');
+        const { rows: written } = await db.query(
+          RAW_CAS([
+            rawRoot.rootThreadId,
+            counter,
+            JSON.stringify(entry.value + 1),
+            'bench',
+            rawRoot.threadId,
+            entry.version,
+            opId('increment'),
+          ]),
+        );
+        if (written.length > 0) return conflicts;
+      }
+    });
+
+    const comparisons: Comparison[] = [];
+    const cases = [
+      { name: 'put', target: TARGETS.put, store: putStore, raw: putRaw },
+      { name: 'get', target: TARGETS.get, store: getStore, raw: getRaw },
+      { name: 'increment', target: TARGETS.increment, store: incrementStore, raw: incrementRaw },
+    ];
+    for (const clients of CLIENTS) {
+      for (const bench of cases) {
+        const fresh = (from: Side): Side => side(from.name, from.run);
+        const result = await compare(fresh(bench.store), fresh(bench.raw), clients, options.rounds);
+        // The increment target is set at 8 clients (contention); at 1 it is shown for context.
+        const target = bench.name === 'increment' && clients === 1 ? undefined : bench.target;
+        comparisons.push({
+          case: bench.name,
+          clients,
+          ...result,
+          ...(target === undefined ? {} : { target, meets: result.ratio >= target }),
+        });
+        log(`  measured ${bench.name} at ${clients} client${clients === 1 ? '' : 's'}`);
+      }
     }
 
-    const storeApi = benchCase('store  EnvStore.store', (i) =>
-      store.store(apiScope, `api:${i}`, { key: `key-${i % KEYS}`, shortDescription: DESCRIPTION, value: VALUE }),
+    // Latency of a put (one client, one at a time) in a fresh root against one whose log holds 50,000 events of the
+    // same keys: a store must not cost more as history grows.
+    const history = await openRoot('history');
+    const historyKeys = Array.from({ length: KEYS_PER_CLIENT }, (_, k) => `key-${k}`);
+    const perKey = HISTORY_EVENTS / historyKeys.length;
+    await pool.query(
+      `INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, operation_id, version,
+                               value_size, value, short_description, reason, refusal_type)
+       SELECT $1, '', k.key, CASE WHEN v % 10 = 0 THEN 'rejected' ELSE 'updated' END, 'bench', $1,
+              'history:' || k.key || ':' || v, v, octet_length($2), $2::jsonb, $3,
+              CASE WHEN v % 10 = 0 THEN 'a refused attempt' END, CASE WHEN v % 10 = 0 THEN 'EnvData.VersionConflict' END
+         FROM unnest($4::text[]) AS k(key), generate_series(1, $5::int) AS v`,
+      [history.rootThreadId, VALUE_JSON, DESCRIPTION, historyKeys, perKey],
     );
-    const storeRaw = benchCase('store  raw pg (same work)', (i) =>
-      rawStore(raw, rawScope, `raw:${i}`, `key-${i % KEYS}`),
+    await pool.query(
+      `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, stored_by_agent, stored_by_thread,
+                             version)
+       SELECT $1, '', key, $3, $2::jsonb, 'bench', $1, $4 FROM unnest($5::text[]) AS key`,
+      [history.rootThreadId, VALUE_JSON, DESCRIPTION, perKey, historyKeys],
     );
-    const storeNaive = benchCase('store  naive single upsert', (i) =>
-      raw.query(NAIVE_UPSERT, [
-        naiveScope.rootThreadId,
-        `key-${i % KEYS}`,
-        DESCRIPTION,
-        JSON.stringify(VALUE),
-        naiveScope.agent,
-        naiveScope.threadId,
-      ]),
-    );
-    const getApi = benchCase('get    EnvStore.get', (i) => store.get(readScope.rootThreadId, `key-${i % KEYS}`));
-    const getRaw = benchCase('get    raw pg (same SELECT)', (i) =>
-      raw.query(GET, [readScope.rootThreadId, `key-${i % KEYS}`]),
-    );
-    await measure([storeApi, storeRaw, storeNaive, getApi, getRaw]);
-
-    log('');
-    log(row(storeApi));
-    log(row(storeRaw));
-    log(row(storeNaive, '(context: no fence, op id, event log or NOTIFY)'));
-    log(row(getApi));
-    log(row(getRaw));
-    log('');
-    log(ratioLine('store API / raw', storeApi, storeRaw));
-    log(ratioLine('get   API / raw', getApi, getRaw));
-    log(`  ${'store naive / raw'.padEnd(28)} ${(rate(storeNaive) / rate(storeRaw)).toFixed(2).padStart(8)}×`);
+    await pool.query('ANALYZE env_events');
+    const latencies = { fresh: [] as number[], history: [] as number[] };
+    const timedPuts = async (scope: ThreadScope, into: number[] | undefined) => {
+      for (let i = 0; i < LATENCY_PUTS; i++) {
+        const start = performance.now();
+        await store.store(scope, opId('latency'), {
+          key: historyKeys[i % historyKeys.length] as string,
+          shortDescription: DESCRIPTION,
+          value: VALUE,
+        });
+        into?.push(performance.now() - start);
+      }
+    };
+    const freshRoot = async () => {
+      // A new root each round, its keys created untimed: the timed puts replace entries, as in the other root.
+      const root = await openRoot('fresh');
+      for (const key of historyKeys) {
+        await store.store(root, opId('seed'), { key, shortDescription: DESCRIPTION, value: VALUE });
+      }
+      return root;
+    };
+    await timedPuts(history, undefined);
+    await timedPuts(await freshRoot(), undefined);
+    const roundMedians = { fresh: [] as number[], history: [] as number[] };
+    for (let round = 0; round < options.rounds; round++) {
+      const fresh = await freshRoot();
+      for (const which of round % 2 === 0 ? (['fresh', 'history'] as const) : (['history', 'fresh'] as const)) {
+        const times: number[] = [];
+        await timedPuts(which === 'fresh' ? fresh : history, times);
+        latencies[which].push(...times);
+        roundMedians[which].push(median(times));
+      }
+    }
+    const latencyFigures = (times: number[], medians: number[]) => ({
+      medianMs: round2(median(times)),
+      p10Ms: round2(percentile(times, 10)),
+      p90Ms: round2(percentile(times, 90)),
+      roundMediansMs: medians.map(round2),
+    });
+    const historyRatio = round2(median(latencies.history) / median(latencies.fresh));
+    const latency = {
+      historyEvents: HISTORY_EVENTS,
+      fresh: latencyFigures(latencies.fresh, roundMedians.fresh),
+      history: latencyFigures(latencies.history, roundMedians.history),
+      ratio: historyRatio,
+      medianPerRoundRatio: round2(
+        median(roundMedians.history.map((value, i) => value / (roundMedians.fresh[i] ?? Number.NaN))),
+      ),
+      target: TARGETS.historyLatency,
+      meets: historyRatio <= TARGETS.historyLatency,
+    };
+    const [load1] = os.loadavg();
+    const result = {
+      postgres,
+      rounds: options.rounds,
+      roundMs: ROUND_MS,
+      cpus: os.cpus().length,
+      loadAverage1m: round2(load1 ?? 0),
+      comparisons,
+      latency,
+    };
+    if (options.json) {
+      process.stdout.write(`${JSON.stringify(result)}\n`);
+      return;
+    }
+    printTable(result);
   } finally {
     for (const cleanup of cleanups.reverse()) {
       await cleanup().catch((error: unknown) => process.stderr.write(`bench cleanup failed: ${String(error)}\n`));
     }
   }
+}
+
+interface Figures {
+  opsPerSec: number;
+  minOpsPerSec: number;
+  maxOpsPerSec: number;
+  conflictsPerOp?: number;
+}
+
+interface Comparison {
+  case: string;
+  clients: number;
+  store: Figures;
+  raw: Figures;
+  ratio: number;
+  medianPerRoundRatio: number;
+  target?: number;
+  meets?: boolean;
+}
+
+function printTable(result: {
+  postgres: string;
+  rounds: number;
+  loadAverage1m: number;
+  comparisons: Comparison[];
+  latency: {
+    fresh: { medianMs: number; p10Ms: number; p90Ms: number };
+    history: { medianMs: number; p10Ms: number; p90Ms: number };
+    ratio: number;
+    medianPerRoundRatio: number;
+    target: number;
+    meets: boolean;
+  };
+}): void {
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  const cell = (figures: Figures) =>
+    `${String(figures.opsPerSec).padStart(6)}/s (${figures.minOpsPerSec}–${figures.maxOpsPerSec})`.padEnd(24) +
+    (figures.conflictsPerOp === undefined ? '' : ` ${figures.conflictsPerOp} conflicts/op`).padEnd(20);
+  out(`env store vs raw pg (Postgres ${result.postgres}; medians of ${result.rounds} rounds, min–max in brackets)`);
+  out('');
+  out(`  ${'case'.padEnd(10)} ${'clients'.padStart(7)}   ${'EnvStore'.padEnd(44)} ${'raw pg'.padEnd(44)} ratio`);
+  for (const row of result.comparisons) {
+    const target =
+      row.target === undefined
+        ? '(context)'
+        : `${row.meets ? 'meets' : 'BELOW'} ≥ ${row.target}× (per round ${row.medianPerRoundRatio}×)`;
+    out(
+      `  ${row.case.padEnd(10)} ${String(row.clients).padStart(7)}   ${cell(row.store)} ${cell(row.raw)} ` +
+        `${row.ratio.toFixed(2)}×  ${target}`,
+    );
+  }
+  const { latency } = result;
+  const ms = (f: { medianMs: number; p10Ms: number; p90Ms: number }) =>
+    `${f.medianMs} ms (p10–p90 ${f.p10Ms}–${f.p90Ms})`;
+  out('');
+  out(
+    `  put latency, 1 client: fresh root ${ms(latency.fresh)}; root with ${HISTORY_EVENTS} events ${ms(latency.history)}`,
+  );
+  out(
+    `  ${HISTORY_EVENTS} events / fresh: ${latency.ratio.toFixed(2)}× (per round ${latency.medianPerRoundRatio}×; ` +
+      `${latency.meets ? 'meets' : 'ABOVE'} the ≤ ${latency.target}× target)`,
+  );
+  out(`  load average (1 min) at the end: ${result.loadAverage1m}`);
 }
 
 main().catch((error: unknown) => {

@@ -2,8 +2,8 @@
  * `npm run bench [-- NAME… FLAGS…]`: runs the benchmarks one after another, each in its own process (a stack each,
  * nothing shared between their timings). Names pick benchmarks (default: all, in the order below); flags go to every
  * one of them. With `--json` the output is one object keyed by benchmark name: a benchmark that prints JSON
- * contributes its object, one that prints text (env-data) contributes `{ "text": … }`, one that fails `{ "error": … }`
- * (and the exit code is 1).
+ * contributes its object, one that prints text contributes `{ "text": … }`, one that fails `{ "error": … }` (and the
+ * exit code is 1).
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';

@@ -136,6 +136,8 @@ export interface EnvWatch {
 
 /** Events read per query while catching up. */
 const ENV_EVENTS_PAGE = 500;
+/** How often a watch reads the log without an announcement (one lost to a writer that died after its commit). */
+const ENV_WATCH_REREAD_MS = 5_000;
 
 const DATABASE_NEEDED = "this needs Baton's database: connect with `databaseUrl` (the CLI reads it from the stack)";
 
@@ -577,9 +579,10 @@ function parseAnnouncement(payload: string | undefined): EnvAnnouncement | undef
 
 /**
  * One env watch: LISTENs, and after each announcement for its root reads the log from the last event it delivered,
- * one read at a time. Sequence numbers are taken at insert but become visible at commit, so two writers of one root
- * may commit out of sequence order; an announcement below the last delivered sequence number is therefore read from
- * just below it, and the sequence numbers delivered are remembered so nothing is delivered twice.
+ * one read at a time. The log's reads never skip an event that commits late (`EnvStore.events`); still, an
+ * announcement below the last delivered sequence number is read from just below it, and the sequence numbers
+ * delivered are remembered so nothing is delivered twice. Writers announce after their commit, so a writer that dies
+ * in between announces nothing: the watch also reads on every `ENV_WATCH_REREAD_MS`, which delivers such an event.
  */
 class EnvWatcher implements EnvWatch {
   readonly done: Promise<void>;
@@ -593,6 +596,7 @@ class EnvWatcher implements EnvWatch {
   private pendingFrom: number | undefined;
   private draining: Promise<void> | undefined;
   private reading: Promise<unknown> | undefined;
+  private reread: ReturnType<typeof setInterval> | undefined;
 
   constructor(
     private readonly listener: pg.Client,
@@ -626,6 +630,11 @@ class EnvWatcher implements EnvWatch {
     }
     // Events logged before the LISTEN took effect were announced to nobody: read them now.
     await this.schedule(this.lastSeq);
+    if (!this.stopped) {
+      this.reread = setInterval(() => void this.schedule(this.lastSeq), ENV_WATCH_REREAD_MS);
+      // A watch alone does not keep the process running; its connection decides that.
+      this.reread.unref();
+    }
     await (this.closing ?? Promise.resolve());
     // A watch that already failed reports why; `done` carries the same error.
     if (this.stopped) await this.done;
@@ -687,6 +696,7 @@ class EnvWatcher implements EnvWatch {
   private shutdown(failure: Error | undefined): Promise<void> {
     this.closing ??= (async () => {
       this.stopped = true;
+      clearInterval(this.reread);
       await this.reading?.catch(() => undefined);
       // After a failure the connection may be gone; UNLISTEN matters only to a connection that goes on.
       if (!failure) {

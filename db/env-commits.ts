@@ -2,7 +2,16 @@ import type { Pool, PoolClient } from 'pg';
 import { mergedKey, type Commit, type ParsedCommit } from '../common/commit';
 import { envKeyProblem } from '../common/env-data';
 import type { ThreadScope } from '../common/types';
-import { EnvDataError, findInScopes, insertProposal, logEvent, upsertEntry, type Change } from './env-data';
+import {
+  announce,
+  EnvDataError,
+  findInScopes,
+  insertProposal,
+  logEvent,
+  upsertEntry,
+  type Change,
+  type EnvAnnouncement,
+} from './env-data';
 import { StaleEpochError, ThreadNotFoundError } from './errors';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -51,10 +60,13 @@ export async function mergeTaskCommit(
   task: TaskCommit,
   serialize: (value: unknown) => string,
 ): Promise<MergeResult> {
-  return logStaleRefusal(pool, caller, 'env', operationId, () =>
+  const announcements: EnvAnnouncement[] = [];
+  const merged = await logStaleRefusal(pool, caller, 'env', operationId, () =>
     inTransaction(pool, async (client) => {
-      // Env writes of one root take turns (event sequence order is commit order); then the caller's fence.
-      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`env:${caller.rootThreadId}`]);
+      // A merge writes many keys and numbers proposals: it has the root's env data to itself (the root's lock in
+      // exclusive mode; single writes hold it shared), which also keeps two attempts of one merge from both applying.
+      // Then the caller's fence.
+      await client.query('SELECT pg_advisory_xact_lock(env_root_lock_key($1))', [caller.rootThreadId]);
       const { rows: threads } = await client.query<{ epoch: number; scopes: string[]; forkTask: string | null }>(
         'SELECT epoch, env_scopes AS scopes, fork_task AS "forkTask" FROM threads WHERE thread_id = $1 FOR SHARE',
         [caller.threadId],
@@ -68,7 +80,7 @@ export async function mergeTaskCommit(
       );
       if (done[0]) return done[0].result;
 
-      const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize);
+      const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize, announcements);
       const result = await merge.apply();
       await client.query(
         `INSERT INTO env_commits (root_thread_id, operation_id, fork_number, task_index, commit_id, result)
@@ -78,6 +90,8 @@ export async function mergeTaskCommit(
       return result;
     }),
   );
+  await announce(pool, announcements);
+  return merged;
 }
 
 /** Marks what a task that did not succeed staged as discarded: nothing it proposed is offered. */
@@ -106,6 +120,8 @@ class CommitMerge {
     private readonly task: TaskCommit,
     private readonly callerScopes: readonly string[],
     private readonly serialize: (value: unknown) => string,
+    /** What the merge logged, announced once it committed. */
+    private readonly announcements: EnvAnnouncement[],
   ) {
     this.targetScope = callerScopes[0] ?? '';
     this.actor = { agent: task.agent, thread: task.threadId };
@@ -195,7 +211,7 @@ class CommitMerge {
       shortDescription: entry.shortDescription,
       reason: this.reason,
     };
-    await logEvent(
+    await this.log(
       this.client,
       this.caller,
       `${this.operationId}:create:${localKey}`,
@@ -229,7 +245,7 @@ class CommitMerge {
       ],
     );
     const json = JSON.stringify({ type: link.type, dst });
-    await logEvent(
+    await this.log(
       this.client,
       this.caller,
       operationId,
@@ -312,7 +328,7 @@ class CommitMerge {
     baseVersion: number | null,
     json: string,
   ): Promise<void> {
-    await logEvent(
+    await this.log(
       this.client,
       this.caller,
       operationId,
@@ -328,6 +344,11 @@ class CommitMerge {
       this.actor,
     );
     this.proposals.push(proposalId);
+  }
+
+  private async log(...args: Parameters<typeof logEvent>): Promise<void> {
+    const logged = await logEvent(...args);
+    if (logged) this.announcements.push(logged);
   }
 
   private target() {

@@ -9,7 +9,7 @@ import type { ThreadScope } from '../common/types';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
 import { recordRefusedWrite } from './refusals';
-import { inTransaction } from './transaction';
+import { checkOut, transactionOn } from './transaction';
 
 /** Stable names of env-data refusals (also the `ApplicationFailure` types when they cross Temporal). */
 export const EnvDataErrorType = {
@@ -166,6 +166,32 @@ const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch,
   created_at AS "createdAt"`;
 
 /**
+ * The statements every store call runs, prepared once per connection (named): parsing and planning them each time
+ * costs more than running them.
+ */
+/** `env_replace` (migration 008): the common store and update in one round trip. */
+const REPLACE = {
+  name: 'baton-env-replace',
+  text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
+};
+/** An entry of the root's shared data. */
+const GET_SHARED = {
+  name: 'baton-env-get-shared',
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
+};
+/** An entry as a thread sees it ($3): the nearest of its scopes holding the key. */
+const GET_IN_VIEW = {
+  name: 'baton-env-get-in-view',
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
+          WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+};
+
+/** The constraint that makes an operation id write once per root. */
+const OPERATION_ID_CONSTRAINT = 'env_events_root_thread_id_operation_id_key';
+/** What `env_replace` raises when the thread's epoch moved on between its read and its lock. */
+const FENCE_MOVED = 'BTN01';
+
+/**
  * The scopes a view reads, nearest first, as a SQL fragment over `$n` (a thread id, or NULL for the root's shared
  * data): joined to entries on scope, ordered by `pos`.
  */
@@ -177,11 +203,18 @@ function viewScopes(param: string): string {
 
 /**
  * Shared environment data of root threads, in Postgres. Every write is idempotent per operation id, fenced by the
- * writing thread's epoch, and logged (with its value) in `env_events` in the same transaction, which also announces
- * it on `baton_env_events`. A refused write changes nothing; refusals that reach the store are logged as `rejected`.
+ * writing thread's epoch, and logged (with its value) in `env_events` in the same transaction; once committed it is
+ * announced on `baton_env_events`. Writers of one root do not take turns: each locks only the rows it writes (and
+ * holds the root's lock in shared mode, for the log's readers). A refused write changes nothing; refusals that reach
+ * the store are logged as `rejected`, except version conflicts, which are only counted (`versionConflicts`).
  */
 export class EnvStore {
   private readonly maxValueBytes: number;
+  /**
+   * Updates this store refused for a stale `expectedVersion` since it was made. A conflict is not logged (nothing
+   * changed; see `replace`), so this count is where contention shows.
+   */
+  versionConflicts = 0;
 
   constructor(
     private readonly pool: Pool,
@@ -200,6 +233,12 @@ export class EnvStore {
     checkDescription(input.shortDescription);
     checkLabels(input.type, input.tags);
     const json = this.serialize(input.value);
+    const replaced = await this.replace(scope, operationId, 'stored', input.key, json, {
+      shortDescription: input.shortDescription,
+      type: input.type ?? null,
+      tags: input.tags ?? [],
+    });
+    if (replaced) return replaced;
     return this.write(scope, operationId, input.key, async (client, target) => {
       const version = await upsertEntry(client, {
         rootThreadId: scope.rootThreadId,
@@ -229,6 +268,13 @@ export class EnvStore {
     }
     if (input.shortDescription !== undefined) checkDescription(input.shortDescription);
     const json = input.value === undefined ? undefined : this.serialize(input.value);
+    if (json !== undefined) {
+      const updated = await this.replace(scope, operationId, 'updated', input.key, json, {
+        shortDescription: input.shortDescription ?? null,
+        expectedVersion: input.expectedVersion ?? null,
+      });
+      if (updated) return updated;
+    }
     return this.write(scope, operationId, input.key, async (client, target) => {
       const { rows: current } = await client.query<{ version: number }>(
         'SELECT version FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3 FOR UPDATE',
@@ -241,7 +287,7 @@ export class EnvStore {
           if (input.expectedVersion !== undefined && input.expectedVersion !== inherited.version) {
             return refuse(
               EnvDataErrorType.VersionConflict,
-              `'${input.key}' is at version ${inherited.version}, not ${input.expectedVersion}: read it again and retry`,
+              versionConflictMessage(input.key, inherited.version, input.expectedVersion),
               inherited.version,
             );
           }
@@ -252,7 +298,7 @@ export class EnvStore {
       if (input.expectedVersion !== undefined && input.expectedVersion !== version) {
         return refuse(
           EnvDataErrorType.VersionConflict,
-          `'${input.key}' is at version ${version}, not ${input.expectedVersion}: read it again and retry`,
+          versionConflictMessage(input.key, version, input.expectedVersion),
           version,
         );
       }
@@ -398,9 +444,9 @@ export class EnvStore {
   /** One entry with its value as `view` sees it (the root's shared data by default), or `undefined`. */
   async get(rootThreadId: string, key: string, view?: EnvView): Promise<EnvEntry | undefined> {
     const { rows } = await this.pool.query<EnvEntry>(
-      `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
-        WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
-      [rootThreadId, key, view?.threadId ?? null],
+      view === undefined
+        ? { ...GET_SHARED, values: [rootThreadId, key] }
+        : { ...GET_IN_VIEW, values: [rootThreadId, key, view.threadId] },
     );
     return rows[0];
   }
@@ -486,10 +532,13 @@ export class EnvStore {
     return rows[0]?.exists ?? false;
   }
 
-  /** Events of a scope after sequence number `since`, oldest first. */
+  /**
+   * Events of a root after sequence number `since`, oldest first. Read through `env_events_after` (migration 008),
+   * which waits for the root's writers in flight, so paging on from the last `seq` never skips an event.
+   */
   async events(rootThreadId: string, options: { since?: number; limit?: number } = {}): Promise<EnvEvent[]> {
     const { rows } = await this.pool.query<EnvEvent>(
-      `SELECT ${EVENT_COLUMNS} FROM env_events WHERE root_thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+      `SELECT ${EVENT_COLUMNS} FROM env_events_after($1, $2, $3) ORDER BY seq`,
       [rootThreadId, options.since ?? 0, options.limit ?? 1000],
     );
     return rows;
@@ -509,8 +558,79 @@ export class EnvStore {
   }
 
   /**
+   * The common store or update in one round trip (`env_replace`, migration 008): replaces the value of an existing
+   * entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it holds its
+   * locks only through its own commit: the root's lock in shared mode (writers of a root run and flush together),
+   * the entry's row, and the thread's row (the fence). A version conflict comes back from the same round trip and is
+   * thrown; nothing is written for it: a conflict changes nothing, and logging every refused attempt of a contended
+   * key would make each one commit (a WAL flush) and grow the log. `versionConflicts` counts them.
+   * Returns `undefined` for everything else (see the function), and the full transaction (`write`) runs instead.
+   * @throws EnvDataError `EnvData.VersionConflict`
+   */
+  private async replace(
+    scope: ThreadScope,
+    operationId: string,
+    action: 'stored' | 'updated',
+    key: string,
+    json: string,
+    fields: {
+      shortDescription: string | null;
+      type?: string | null;
+      tags?: readonly string[];
+      expectedVersion?: number | null;
+    },
+  ): Promise<EnvWriteResult | undefined> {
+    const client = await checkOut(this.pool);
+    let announcing = false;
+    try {
+      let rows: { outcome: 'written' | 'conflict' | 'general'; seq: number | null; version: number | null }[];
+      try {
+        ({ rows } = await client.query({
+          ...REPLACE,
+          values: [
+            scope.threadId,
+            scope.rootThreadId,
+            scope.epoch,
+            key,
+            operationId,
+            action,
+            json,
+            Buffer.byteLength(json, 'utf8'),
+            scope.agent,
+            fields.shortDescription,
+            fields.type ?? null,
+            fields.tags ?? [],
+            fields.expectedVersion ?? null,
+          ],
+        }));
+      } catch (error) {
+        // The operation ran before, or the epoch moved during the write: rolled back, and the full transaction
+        // returns the first outcome or refuses the stale write.
+        const { constraint, code } = error as { constraint?: unknown; code?: unknown };
+        if (constraint === OPERATION_ID_CONSTRAINT || code === FENCE_MOVED) return undefined;
+        throw error;
+      }
+      const row = rows[0];
+      if (row?.outcome === 'conflict' && row.version !== null && fields.expectedVersion != null) {
+        this.versionConflicts += 1;
+        throw new EnvDataError(
+          EnvDataErrorType.VersionConflict,
+          versionConflictMessage(key, row.version, fields.expectedVersion),
+          row.version,
+        );
+      }
+      if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
+      announcing = true;
+      announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
+      return { action, key, version: row.version };
+    } finally {
+      if (!announcing) client.release();
+    }
+  }
+
+  /**
    * Runs one fenced, idempotent write: the first outcome of an operation is returned again on retry; a stale epoch
-   * is logged as `rejected` (committed) before it is thrown; every change is logged and announced.
+   * is logged as `rejected` (committed) before it is thrown; every change is logged, and announced once committed.
    */
   private async write(
     scope: ThreadScope,
@@ -518,115 +638,196 @@ export class EnvStore {
     key: string,
     change: (client: PoolClient, target: WriteTarget) => Promise<Change | Refusal>,
   ): Promise<EnvWriteResult> {
-    const outcome = await inTransaction(
-      this.pool,
-      async (client): Promise<EnvWriteResult | Refusal | StaleEpochError> => {
-        // Writes to one root take turns. Event sequence numbers are then in commit order (a reader paging by
-        // `seq` never skips an event that commits late), and concurrent attempts of one operation (a retried
-        // activity overlapping the first) find the first one's event instead of writing again.
-        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`env:${scope.rootThreadId}`]);
-        // The fence comes next: a reclaimed turn is refused even for an operation it had already written.
-        // The scope is checked here, by the database, not trusted: the thread must belong to the root it writes into,
-        // and that root must exist.
-        const { rows: threads } = await client.query<{
-          epoch: number;
-          scopes: string[];
-          forkTask: string | null;
-          rootThreadId: string;
-          rootExists: boolean;
-        }>(
-          `SELECT t.epoch, t.env_scopes AS scopes, t.fork_task AS "forkTask", t.root_thread_id AS "rootThreadId",
-                  EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = t.root_thread_id) AS "rootExists"
-             FROM threads t WHERE t.thread_id = $1 FOR SHARE OF t`,
-          [scope.threadId],
-        );
-        const thread = threads[0];
-        if (!thread) throw new ThreadNotFoundError(scope.threadId);
-        if (thread.rootThreadId !== scope.rootThreadId) {
-          throw new ThreadNotFoundError(
-            scope.threadId,
-            `thread '${scope.threadId}' is not in root '${scope.rootThreadId}' (it belongs to '${thread.rootThreadId}'); nothing was written`,
+    const client = await checkOut(this.pool);
+    let announcing = false;
+    try {
+      for (let attempt = 1; ; attempt += 1) {
+        const announcements: EnvAnnouncement[] = [];
+        let outcome: EnvWriteResult | Refusal | StaleEpochError;
+        try {
+          outcome = await transactionOn(client, () =>
+            this.writeOnce(client, scope, operationId, key, change, announcements),
           );
+        } catch (error) {
+          // Another attempt of this operation committed while this one ran: this one was rolled back, and the next
+          // finds that attempt's outcome. Bounded, in case something else keeps the id taken.
+          if (error instanceof OperationTaken && attempt < 3) continue;
+          throw error;
         }
-        if (!thread.rootExists) {
-          throw new ThreadNotFoundError(
-            scope.rootThreadId,
-            `root thread '${scope.rootThreadId}' does not exist; nothing was written`,
-          );
+        announcing = true;
+        announceThenRelease(client, announcements);
+        if (outcome instanceof StaleEpochError) throw outcome;
+        if ('refused' in outcome) {
+          if (outcome.type === EnvDataErrorType.VersionConflict) this.versionConflicts += 1;
+          throw new EnvDataError(outcome.type as EnvDataErrorType, outcome.message, outcome.currentVersion);
         }
-        const target: WriteTarget = {
-          scope: thread.scopes[0] ?? '',
-          readScopes: thread.scopes,
-          forkTask: thread.forkTask,
-        };
-        if (thread.epoch !== scope.epoch) {
-          const stale = new StaleEpochError(scope.threadId, scope.epoch, thread.epoch);
-          // Logged under an operation id of its own, so the write's id stays free: a refusal of a reclaimed turn
-          // never stands in for the outcome of that operation.
-          await logEvent(
-            client,
-            scope,
-            `${operationId}@stale:${scope.epoch}`,
-            key,
-            target,
-            refuse('Thread.StaleEpoch', stale.message),
-          );
-          await recordRefusedWrite(client, scope, 'env', operationId, stale);
-          return stale;
-        }
-        const prior = await client.query<{
-          action: EnvEvent['action'];
-          key: string;
-          version: number | null;
-          reason: string | null;
-          refusalType: EnvDataErrorType | null;
-          proposalId: string | null;
-        }>(
-          `SELECT action, key, version, reason, refusal_type AS "refusalType",
-                  (SELECT proposal_id FROM env_proposals p
-                    WHERE p.root_thread_id = ev.root_thread_id AND p.operation_id = ev.operation_id) AS "proposalId"
-             FROM env_events ev WHERE root_thread_id = $1 AND operation_id = $2`,
-          [scope.rootThreadId, operationId],
-        );
-        const first = prior.rows[0];
-        if (first && first.key !== key) {
-          throw new BatonDbError(
-            `operation '${operationId}' already wrote '${first.key}' in this scope; it cannot also write '${key}'`,
-          );
-        }
-        if (first?.action === 'rejected') {
-          return refuse(
-            first.refusalType ?? EnvDataErrorType.NotFound,
-            first.reason ?? 'refused',
-            first.version ?? undefined,
-          );
-        }
-        if (first) {
-          const action = first.action === 'linked' ? 'stored' : first.action;
-          return {
-            action,
-            key,
-            version: first.version ?? 0,
-            ...(first.proposalId === null ? {} : { proposalId: first.proposalId }),
-          };
-        }
-        const result = await change(client, target);
-        await logEvent(client, scope, operationId, key, target, result);
-        if ('refused' in result) return result;
-        return {
-          // Only merges record links; a store, update or delete never does.
-          action: result.action === 'linked' ? 'stored' : result.action,
-          key,
-          version: result.version,
-          ...(result.proposalId === undefined ? {} : { proposalId: result.proposalId }),
-        };
-      },
-    );
-    if (outcome instanceof StaleEpochError) throw outcome;
-    if ('refused' in outcome)
-      throw new EnvDataError(outcome.type as EnvDataErrorType, outcome.message, outcome.currentVersion);
-    return outcome;
+        return outcome;
+      }
+    } finally {
+      if (!announcing) client.release();
+    }
   }
+
+  private async writeOnce(
+    client: PoolClient,
+    scope: ThreadScope,
+    operationId: string,
+    key: string,
+    change: (client: PoolClient, target: WriteTarget) => Promise<Change | Refusal>,
+    announcements: EnvAnnouncement[],
+  ): Promise<EnvWriteResult | Refusal | StaleEpochError> {
+    // Writers of one root hold its lock shared through commit, so a reader of the log never skips an event that
+    // commits late (migration 008). Two attempts of one operation do not take turns here: the operation id's
+    // unique constraint makes the later one wait for the first and roll back (`OperationTaken`).
+    // The fence comes next: a reclaimed turn is refused even for an operation it had already written.
+    // The scope is checked here, by the database, not trusted: the thread must belong to the root it writes into,
+    // and that root must exist.
+    const { rows: threads } = await client.query<{
+      epoch: number;
+      scopes: string[];
+      forkTask: string | null;
+      rootThreadId: string;
+      rootExists: boolean;
+    }>(
+      `SELECT t.epoch, t.env_scopes AS scopes, t.fork_task AS "forkTask", t.root_thread_id AS "rootThreadId",
+              EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = t.root_thread_id) AS "rootExists"
+         FROM (SELECT pg_advisory_xact_lock_shared(env_root_lock_key($2))) root_lock, threads t
+        WHERE t.thread_id = $1 FOR SHARE OF t`,
+      [scope.threadId, scope.rootThreadId],
+    );
+    const thread = threads[0];
+    if (!thread) throw new ThreadNotFoundError(scope.threadId);
+    if (thread.rootThreadId !== scope.rootThreadId) {
+      throw new ThreadNotFoundError(
+        scope.threadId,
+        `thread '${scope.threadId}' is not in root '${scope.rootThreadId}' (it belongs to '${thread.rootThreadId}'); nothing was written`,
+      );
+    }
+    if (!thread.rootExists) {
+      throw new ThreadNotFoundError(
+        scope.rootThreadId,
+        `root thread '${scope.rootThreadId}' does not exist; nothing was written`,
+      );
+    }
+    const target: WriteTarget = {
+      scope: thread.scopes[0] ?? '',
+      readScopes: thread.scopes,
+      forkTask: thread.forkTask,
+    };
+    if (thread.epoch !== scope.epoch) {
+      const stale = new StaleEpochError(scope.threadId, scope.epoch, thread.epoch);
+      // Logged under an operation id of its own, so the write's id stays free: a refusal of a reclaimed turn
+      // never stands in for the outcome of that operation.
+      const logged = await logEvent(
+        client,
+        scope,
+        `${operationId}@stale:${scope.epoch}`,
+        key,
+        target,
+        refuse('Thread.StaleEpoch', stale.message),
+      );
+      if (logged) announcements.push(logged);
+      await recordRefusedWrite(client, scope, 'env', operationId, stale);
+      return stale;
+    }
+    const prior = await client.query<{
+      action: EnvEvent['action'];
+      key: string;
+      version: number | null;
+      reason: string | null;
+      refusalType: EnvDataErrorType | null;
+      proposalId: string | null;
+    }>(
+      `SELECT action, key, version, reason, refusal_type AS "refusalType",
+              (SELECT proposal_id FROM env_proposals p
+                WHERE p.root_thread_id = ev.root_thread_id AND p.operation_id = ev.operation_id) AS "proposalId"
+         FROM env_events ev WHERE root_thread_id = $1 AND operation_id = $2`,
+      [scope.rootThreadId, operationId],
+    );
+    const first = prior.rows[0];
+    if (first && first.key !== key) {
+      throw new BatonDbError(
+        `operation '${operationId}' already wrote '${first.key}' in this scope; it cannot also write '${key}'`,
+      );
+    }
+    if (first?.action === 'rejected') {
+      return refuse(
+        first.refusalType ?? EnvDataErrorType.NotFound,
+        first.reason ?? 'refused',
+        first.version ?? undefined,
+      );
+    }
+    if (first) {
+      const action = first.action === 'linked' ? 'stored' : first.action;
+      return {
+        action,
+        key,
+        version: first.version ?? 0,
+        ...(first.proposalId === null ? {} : { proposalId: first.proposalId }),
+      };
+    }
+    const result = await change(client, target);
+    // A version conflict changes nothing and is not logged (see `replace`); other refusals are outcomes
+    // a retry of the operation gets again.
+    if ('refused' in result && result.type === EnvDataErrorType.VersionConflict) return result;
+    const logged = await logEvent(client, scope, operationId, key, target, result);
+    if (!logged) throw new OperationTaken(operationId);
+    announcements.push(logged);
+    if ('refused' in result) return result;
+    return {
+      // Only merges record links; a store, update or delete never does.
+      action: result.action === 'linked' ? 'stored' : result.action,
+      key,
+      version: result.version,
+      ...(result.proposalId === undefined ? {} : { proposalId: result.proposalId }),
+    };
+  }
+}
+
+/** Another attempt of the same operation logged its event first; this attempt is rolled back and runs again. */
+class OperationTaken extends BatonDbError {
+  constructor(operationId: string) {
+    super(`operation '${operationId}' was written by a concurrent attempt`);
+  }
+}
+
+/** What an event announces on `baton_env_events`: listeners read the event itself from the log by `seq`. */
+export interface EnvAnnouncement {
+  rootThreadId: string;
+  seq: number;
+  key: string;
+  action: EnvEvent['action'];
+}
+
+/**
+ * Announces committed events on the change feed, after their transaction. Not inside it: Postgres serialises the
+ * commits of every transaction that NOTIFYs (a cluster-wide lock held through the commit's flush), which would make
+ * writers take turns again. The announcing transaction writes nothing else, so Postgres does not wait for its
+ * commit record to reach disk. A notification lost to a crash between the two is a wake-up, not data: a watch reads the log from the last event it
+ * delivered, at the next announcement or its periodic re-read. Best effort: the write is committed either way.
+ */
+export async function announce(db: Queryable, announcements: readonly EnvAnnouncement[]): Promise<void> {
+  if (announcements.length === 0) return;
+  await db
+    .query({
+      name: 'baton-env-announce',
+      text: 'SELECT pg_notify($1, payload) FROM unnest($2::text[]) WITH ORDINALITY AS a(payload, n) ORDER BY n',
+      values: [ENV_EVENTS_CHANNEL, announcements.map((announcement) => JSON.stringify(announcement))],
+    })
+    .catch(() => undefined);
+}
+
+/**
+ * Announces on the connection that wrote, then returns it to the pool, without making the writer wait: its result
+ * does not depend on the announcement. `pool.end()` waits for it.
+ */
+function announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
+  void announce(client, announcements).finally(() => client.release());
+}
+
+/** The message of a version conflict. */
+function versionConflictMessage(key: string, version: number, expectedVersion: number): string {
+  return `'${key}' is at version ${version}, not ${expectedVersion}: read it again and retry`;
 }
 
 /** Where a thread's writes land: its own scope, the scopes it reads (nearest first), its fork task. */
@@ -676,6 +877,16 @@ export interface EntryWrite {
 }
 
 /**
+ * Sets a just-created entry ($1 root, $2 scope, $3 key) to the version after the highest its key ever had, if it had
+ * one: a single probe of `env_events_key_version_idx`, however long the log.
+ */
+export const CONTINUE_VERSIONS = `UPDATE env_data e SET version = last.version + 1
+   FROM (SELECT MAX(version) AS version FROM env_events
+          WHERE root_thread_id = $1 AND scope = $2 AND key = $3 AND action IN ('stored', 'updated', 'deleted')) last
+  WHERE e.root_thread_id = $1 AND e.scope = $2 AND e.key = $3 AND last.version IS NOT NULL
+  RETURNING e.version`;
+
+/**
  * Creates or replaces an entry (a store, or a merged finding) and returns its new version. A key created again after
  * a delete continues its version numbers, so a stale expected_version still fails. The caller logs the event.
  */
@@ -683,9 +894,7 @@ export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promis
   const { rows } = await client.query<{ version: number }>(
     `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
                            stored_by_thread, stored_by_task, version)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-             (SELECT COALESCE(MAX(version), 0) + 1 FROM env_events
-               WHERE root_thread_id = $1 AND scope = $2 AND key = $3 AND action IN ('stored', 'updated', 'deleted')))
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1)
      ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
        short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
        tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent, stored_by_thread = EXCLUDED.stored_by_thread,
@@ -704,7 +913,19 @@ export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promis
       entry.storedBy.task,
     ],
   );
-  return rows[0]?.version ?? 1;
+  const version = rows[0]?.version ?? 1;
+  // A replaced entry is at 2 or more; at 1 it was created here. If the key existed before (and was deleted), its
+  // versions go on from the highest it reached. Read now, in a statement of its own, while this transaction holds
+  // the new row: every transaction that wrote the key before has committed (the insert waited for a delete in
+  // flight, and that delete for the writers before it), so its event is visible; computed in the insert itself,
+  // from the insert's older snapshot, it could miss one and repeat a version.
+  if (version !== 1) return version;
+  const { rows: continued } = await client.query<{ version: number }>(CONTINUE_VERSIONS, [
+    entry.rootThreadId,
+    entry.scope,
+    entry.key,
+  ]);
+  return continued[0]?.version ?? version;
 }
 
 /** Stages an isolated task's update of an inherited entry as a proposal, offered to its caller if the task succeeds. */
@@ -740,7 +961,7 @@ async function stageProposal(
   };
 }
 
-/** A proposal to record; numbered per root (`p1`, `p2`, …) under the root's env-data lock. */
+/** A proposal to record; numbered per root (`p1`, `p2`, …), one numbering at a time. */
 export interface NewProposal {
   rootThreadId: string;
   scope: string;
@@ -756,8 +977,12 @@ export interface NewProposal {
   status: 'staged' | 'pending';
 }
 
-/** Records a proposal and returns its id. The caller holds the root's env-data lock. */
+/** Records a proposal and returns its id. */
 export async function insertProposal(client: PoolClient, proposal: NewProposal): Promise<string> {
+  // Writers of a root no longer take turns, so proposals do, for their numbers (proposals are rare).
+  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+    `env-proposals:${proposal.rootThreadId}`,
+  ]);
   const { rows } = await client.query<{ proposalId: string }>(
     `INSERT INTO env_proposals (root_thread_id, proposal_id, number, scope, from_scope, key, value, patch,
                                 short_description, base_version, proposed_by_agent, proposed_by_thread, fork_task,
@@ -809,8 +1034,10 @@ export function refuse(type: Refusal['type'], message: string, currentVersion?: 
 }
 
 /**
- * Appends one event (a change or a refusal) to the log, once per operation id, and announces it on the change feed.
- * `actor` is who the event is attributed to (for a merge: the worker whose finding it is).
+ * Appends one event (a change or a refusal) to the log, once per operation id, and returns what to announce on the
+ * change feed after commit (`undefined`: the operation id was logged before, and nothing was appended). The caller
+ * holds the root's lock (migration 008). `actor` is who the event is attributed to (for a merge: the worker whose
+ * finding it is).
  */
 export async function logEvent(
   client: PoolClient,
@@ -820,7 +1047,7 @@ export async function logEvent(
   target: Pick<WriteTarget, 'scope' | 'forkTask'>,
   event: Change | Refusal,
   actor: { agent: string; thread: string } = { agent: scope.agent, thread: scope.threadId },
-): Promise<void> {
+): Promise<EnvAnnouncement | undefined> {
   const change = 'refused' in event ? undefined : event;
   const action = change ? change.action : 'rejected';
   const { rows } = await client.query<{ seq: string }>(
@@ -847,14 +1074,9 @@ export async function logEvent(
     ],
   );
   const seq = rows[0]?.seq;
-  if (seq !== undefined) {
-    // Delivered at commit; listeners read the event itself from the table by sequence number. Kept small: NOTIFY
-    // payloads are limited, and every listener of the channel receives every one.
-    await client.query('SELECT pg_notify($1, $2)', [
-      ENV_EVENTS_CHANNEL,
-      JSON.stringify({ rootThreadId: scope.rootThreadId, seq: Number(seq), key, action }),
-    ]);
-  }
+  // The announcement is small (NOTIFY payloads are limited, and every listener of the channel receives every one);
+  // the caller sends it once the transaction committed (`announce`).
+  return seq === undefined ? undefined : { rootThreadId: scope.rootThreadId, seq: Number(seq), key, action };
 }
 
 /** Text Postgres refuses in `jsonb` and `text`: NUL, and UTF-16 surrogates without their pair. */

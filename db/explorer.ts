@@ -164,7 +164,7 @@ export interface EnvLogEvent {
   createdAt: Date;
 }
 
-/** The env-data log of a tree (every scope), oldest first, without values. */
+/** The env-data log of a tree (every scope), oldest first, without values; paging on by `seq` skips nothing. */
 export async function listEnvLog(
   db: Queryable,
   rootThreadId: string,
@@ -174,7 +174,7 @@ export async function listEnvLog(
     `SELECT seq::float8 AS seq, scope, key, action,
             json_build_object('agent', actor_agent, 'thread', actor_thread, 'task', actor_task) AS actor, version,
             value_size AS "valueSize", short_description AS "shortDescription", reason, created_at AS "createdAt"
-       FROM env_events WHERE root_thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+       FROM env_events_after($1, $2, $3) ORDER BY seq`,
     [rootThreadId, options.since ?? 0, options.limit ?? 1000],
   );
   return rows;

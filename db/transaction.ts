@@ -1,16 +1,39 @@
 import type { Pool, PoolClient } from 'pg';
 
-/** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+/**
+ * A connection from the pool that survives its server going away while it is checked out. The pool listens for
+ * errors of idle clients only: a checked-out connection that the server ends between two queries (a restart, a
+ * failover, an administrator) would emit 'error' with nobody listening and crash the process. Here the error is
+ * kept, the next query on the connection rejects, and `release()` discards the connection instead of reusing it.
+ */
+export async function checkOut(pool: Pool): Promise<PoolClient> {
   const client = await pool.connect();
-  // The pool listens for errors of idle clients only. A checked-out connection that the server ends between two
-  // queries (a restart, a failover, an administrator) emits 'error' with nobody listening, which would crash the
-  // process; here it fails this transaction (its next query rejects) and the connection is discarded, not reused.
   let lost: Error | undefined;
   const onError = (error: Error) => {
     lost = error;
   };
   client.on('error', onError);
+  // The pool gives every checkout a fresh `release`; this one wraps it for this checkout only.
+  const release = client.release.bind(client);
+  client.release = (error?: Error | boolean) => {
+    client.off('error', onError);
+    release(error ?? lost);
+  };
+  return client;
+}
+
+/** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await checkOut(pool);
+  try {
+    return await transactionOn(client, work);
+  } finally {
+    client.release();
+  }
+}
+
+/** `inTransaction` on a connection the caller holds (and goes on using after the commit). */
+export async function transactionOn<T>(client: PoolClient, work: (client: PoolClient) => Promise<T>): Promise<T> {
   try {
     await client.query('BEGIN');
     const result = await work(client);
@@ -19,8 +42,5 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
-  } finally {
-    client.release(lost);
-    client.off('error', onError);
   }
 }

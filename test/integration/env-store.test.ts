@@ -4,6 +4,7 @@ import pg from 'pg';
 import { ENV_EVENTS_CHANNEL } from '../../common/env-data';
 import type { ThreadScope } from '../../common/types';
 import {
+  CONTINUE_VERSIONS,
   EnvDataError,
   EnvDataErrorType,
   EnvStore,
@@ -277,6 +278,7 @@ test('env store: a stale expectedVersion is a VersionConflict naming the current
   });
   assert.equal(first.version, 2);
   const before = await snapshot(solver.rootThreadId, 'plan');
+  const conflictsBefore = store.versionConflicts;
 
   await assert.rejects(
     store.update(solver, opId(solver, 'u1'), { key: 'plan', value: 'stale', expectedVersion: 1 }),
@@ -291,12 +293,13 @@ test('env store: a stale expectedVersion is a VersionConflict naming the current
   const after = await snapshot(solver.rootThreadId, 'plan');
   assert.deepEqual(after.entry, before.entry);
   assert.equal(after.entry?.value, 'v2');
-  // The refusal is logged, nothing else.
-  assert.deepEqual(after.events.slice(0, -1), before.events);
-  assert.deepEqual(
-    after.events.slice(-1).map((event) => [event.action, event.actor, event.value]),
-    [['rejected', actorOf(solver), null]],
-  );
+  // A conflict changes nothing, so it logs nothing either (a contended key would otherwise commit and log every
+  // refused attempt); it is counted.
+  assert.deepEqual(after.events, before.events);
+  assert.equal(store.versionConflicts, conflictsBefore + 1);
+  // The refused operation id stays free: nothing was recorded under it.
+  const retried = await store.update(solver, opId(solver, 'u1'), { key: 'plan', value: 'v3', expectedVersion: 2 });
+  assert.deepEqual(retried, { action: 'updated', key: 'plan', version: 3 });
 });
 
 test('env store: delete removes the entry, and the deleted event still holds its last value', async () => {
@@ -807,6 +810,7 @@ test('env store: N concurrent read-modify-write increments with expectedVersion 
   const scopes = await Promise.all(Array.from({ length: writers }, (_, i) => openChild(root, `worker-${i}`)));
   const allRead = barrier(writers);
   let conflicts = 0;
+  const conflictsBefore = store.versionConflicts;
 
   await Promise.all(
     scopes.map(async (scope) => {
@@ -842,7 +846,81 @@ test('env store: N concurrent read-modify-write increments with expectedVersion 
   );
   assert.deepEqual(new Set(updates.map((event) => event.actor.thread)), new Set(scopes.map((s) => s.threadId)));
   assert.ok(conflicts >= writers - 1, `every writer but one conflicted at least once (${conflicts} conflicts)`);
-  assert.equal(events.filter((event) => event.action === 'rejected').length, conflicts);
+  // Refused attempts are counted, not logged: the log holds the seed and the updates only.
+  assert.equal(store.versionConflicts - conflictsBefore, conflicts);
+  assert.deepEqual(
+    events.map((event) => event.action),
+    ['stored', ...Array<string>(writers).fill('updated')],
+  );
+});
+
+test('env store: 8 clients incrementing one key with expectedVersion, 5 times each, lose no update', async () => {
+  const clients = 8;
+  const increments = 5;
+  const root = await openRoot('coordinator');
+  await store.store(root, opId(root, 'seed'), { key: 'counter', shortDescription: 'A shared counter.', value: 0 });
+  const scopes = await Promise.all(Array.from({ length: clients }, (_, i) => openChild(root, `worker-${i}`)));
+  let conflicts = 0;
+
+  await Promise.all(
+    scopes.map(async (scope) => {
+      for (let done = 0, attempt = 0; done < increments; attempt += 1) {
+        const entry = await store.get(root.rootThreadId, 'counter');
+        assert.ok(entry);
+        try {
+          await store.update(scope, opId(scope, `increment:${attempt}`), {
+            key: 'counter',
+            value: (entry.value as number) + 1,
+            expectedVersion: entry.version,
+          });
+          done += 1;
+        } catch (error) {
+          if (!(error instanceof EnvDataError && error.type === EnvDataErrorType.VersionConflict)) throw error;
+          assert.ok((error.currentVersion ?? 0) > entry.version, 'a conflict names a later version');
+          conflicts += 1;
+        }
+      }
+    }),
+  );
+
+  const total = clients * increments;
+  const entry = await store.get(root.rootThreadId, 'counter');
+  assert.equal(entry?.value, total, 'the counter equals the increments');
+  assert.equal(entry?.version, total + 1);
+  const events = await store.events(root.rootThreadId);
+  assert.deepEqual(
+    events.map((event) => [event.action, event.version, event.value]),
+    Array.from({ length: total + 1 }, (_, i) => [i === 0 ? 'stored' : 'updated', i + 1, i]),
+    'one event per change, each version holding the value before it plus one; no refused attempt is logged',
+  );
+  assert.ok(conflicts > 0, 'the clients did contend');
+});
+
+test('env store: versions come from the key, not a scan of the log: a key with 20,000 past events goes on from them', async () => {
+  const solver = await openRoot('solver');
+  // A long history of one key, then its deletion, written straight into the log (through the API it takes minutes).
+  await pool.query(
+    `INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, operation_id, version)
+     SELECT $1, '', 'k', CASE WHEN v = 20000 THEN 'deleted' ELSE 'updated' END, $2, $1, 'history:' || v, v
+       FROM generate_series(1, 20000) v`,
+    [solver.rootThreadId, solver.agent],
+  );
+  await pool.query('ANALYZE env_events');
+  const again = await store.store(solver, opId(solver, 'again'), { key: 'k', shortDescription: 'Again.', value: 1 });
+  assert.equal(again.version, 20001, 'the re-created key goes on from its highest version');
+  assert.equal((await store.get(solver.rootThreadId, 'k'))?.version, 20001);
+  const next = await store.store(solver, opId(solver, 'next'), { key: 'k', shortDescription: 'Next.', value: 2 });
+  assert.equal(next.version, 20002, 'a replaced entry counts on from its own row');
+
+  // The lookup of the highest version is one probe of the key's index, not a scan of the log.
+  const { rows } = await pool.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${CONTINUE_VERSIONS}`, [
+    solver.rootThreadId,
+    '',
+    'k',
+  ]);
+  const plan = JSON.stringify(rows[0]?.['QUERY PLAN']);
+  assert.match(plan, /env_events_key_version_idx/);
+  assert.doesNotMatch(plan, /"Seq Scan"[^}]*"Relation Name":"env_events"/);
 });
 
 test('env store: N concurrent plain stores are last-write-wins: every write lands, none is refused', async (t) => {
@@ -987,6 +1065,29 @@ function poolHeldAtCommit(gate: Promise<void>, atCommit: () => void): pg.Pool {
   });
 }
 
+/** Events of a root committed so far, counted directly (the store's reads wait for writers in flight). */
+async function committedEventCount(rootThreadId: string): Promise<number> {
+  const { rows } = await pool.query<{ count: number }>(
+    'SELECT count(*)::int AS count FROM env_events WHERE root_thread_id = $1',
+    [rootThreadId],
+  );
+  return rows[0]?.count ?? -1;
+}
+
+/** Resolves once a session waits for the root's env lock (a reader of the log queued behind a writer in flight). */
+async function waitingForEnvLock(rootThreadId: string): Promise<void> {
+  for (;;) {
+    const { rows } = await pool.query<{ waiting: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM pg_locks l
+                       WHERE l.locktype = 'advisory' AND NOT l.granted
+                         AND ((l.classid::bigint << 32) | l.objid::bigint) = env_root_lock_key($1)) AS waiting`,
+      [rootThreadId],
+    );
+    if (rows[0]?.waiting) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 test('env store: a change is announced and visible only once its transaction commits', async () => {
   const solver = await openRoot('solver');
   const feed = await listen(solver.rootThreadId);
@@ -997,16 +1098,20 @@ test('env store: a change is announced and visible only once its transaction com
   try {
     const writing = held.store(solver, opId(solver, 's1'), { key: 'arc_task', shortDescription: 'Held.', value: 1 });
     await atCommit;
-    // pg_notify has run inside the transaction; nothing may be seen before COMMIT.
+    // The event is written but not committed: nothing may be seen or announced yet.
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.deepEqual(feed.received, []);
     assert.equal(await store.get(solver.rootThreadId, 'arc_task'), undefined);
-    assert.deepEqual(await store.events(solver.rootThreadId), []);
+    assert.equal(await committedEventCount(solver.rootThreadId), 0);
+    // A reader of the log waits for the writer in flight instead of reading past it.
+    const reading = store.events(solver.rootThreadId);
+    await waitingForEnvLock(solver.rootThreadId);
 
     open();
     assert.deepEqual(await writing, { action: 'stored', key: 'arc_task', version: 1 });
-    const [event] = await store.events(solver.rootThreadId);
+    const [event] = await reading;
     assert.ok(event);
+    assert.equal(event.key, 'arc_task');
     assert.deepEqual(await feed.until(1), [
       { rootThreadId: solver.rootThreadId, seq: event.seq, key: 'arc_task', action: 'stored' },
     ]);
@@ -1055,7 +1160,7 @@ test('env store: a key created again after a delete continues its versions, so a
   assert.equal((await store.get(solver.rootThreadId, 'k'))?.value, 2);
 });
 
-test('env store: a retried version conflict reports the same current version', async () => {
+test('env store: a retried version conflict is checked again, reports the current version and logs nothing', async () => {
   const solver = await openRoot('solver');
   await store.store(solver, opId(solver, 's'), { key: 'k', shortDescription: 'K.', value: 1 });
   await store.store(solver, opId(solver, 's2'), { key: 'k', shortDescription: 'K.', value: 2 });
@@ -1067,8 +1172,14 @@ test('env store: a retried version conflict reports the same current version', a
         error instanceof EnvDataError && error.currentVersion === 2 && /at version 2/.test(error.message),
     );
   }
-  const rejected = (await store.events(solver.rootThreadId)).filter((e) => e.action === 'rejected');
-  assert.equal(rejected.length, 1, 'the retry found the first refusal');
+  const events = await store.events(solver.rootThreadId);
+  assert.deepEqual(
+    events.map((event) => [event.action, event.version]),
+    [
+      ['stored', 1],
+      ['stored', 2],
+    ],
+  );
 });
 
 test('env store: one operation id in two roots writes in each (operation ids are scoped by root)', async () => {
@@ -1091,26 +1202,29 @@ test('env store: Map and Set values are refused rather than stored as {}', async
   assert.equal(await store.get(solver.rootThreadId, 'k'), undefined);
 });
 
-test('env store: events of one root commit in sequence order, so paging by seq never skips a late commit', async () => {
+test('env store: writers of one root do not wait for each other, and paging by seq never skips a late commit', async () => {
   const solver = await openRoot('solver');
   let open!: () => void;
   let reached!: () => void;
   const atCommit = new Promise<void>((resolve) => (reached = resolve));
   const held = new EnvStore(poolHeldAtCommit(new Promise<void>((resolve) => (open = resolve)), reached));
   try {
+    // The first writer takes its sequence number, then stalls before COMMIT.
     const first = held.store(solver, opId(solver, 'a'), { key: 'a', shortDescription: 'A.', value: 1 });
     await atCommit;
-    // A second writer in the same root waits for the first to commit rather than taking a later seq and committing first.
-    let secondDone = false;
-    const second = store
-      .store(solver, opId(solver, 'b'), { key: 'b', shortDescription: 'B.', value: 2 })
-      .then((result) => ((secondDone = true), result));
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.equal(secondDone, false, 'the second write waits');
-    assert.deepEqual(await store.events(solver.rootThreadId), []);
+    // A second writer of the same root does not wait for it: it takes a later number and commits first.
+    assert.deepEqual(await store.store(solver, opId(solver, 'b'), { key: 'b', shortDescription: 'B.', value: 2 }), {
+      action: 'stored',
+      key: 'b',
+      version: 1,
+    });
+    assert.equal(await committedEventCount(solver.rootThreadId), 1);
+    // A reader now must not return b alone (paging on from b would skip a forever): it waits for the first writer.
+    const reading = store.events(solver.rootThreadId);
+    await waitingForEnvLock(solver.rootThreadId);
     open();
-    await Promise.all([first, second]);
-    const events = await store.events(solver.rootThreadId);
+    await first;
+    const events = await reading;
     assert.deepEqual(
       events.map((event) => event.key),
       ['a', 'b'],
