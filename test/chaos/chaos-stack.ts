@@ -173,8 +173,16 @@ class WorkerSupervisor {
   }
 
   start(): void {
+    // A run that dies (an uncaught error) must not leave its workers polling: 'exit' handlers run synchronously.
+    process.once('exit', this.killAllNow);
     for (let slot = 0; slot < this.running.length; slot += 1) this.loops.push(this.keepRunning(slot));
   }
+
+  private readonly killAllNow = (): void => {
+    for (const worker of this.running) {
+      if (worker && worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
+    }
+  };
 
   private async keepRunning(slot: number): Promise<void> {
     let generation = 0;
@@ -252,6 +260,7 @@ class WorkerSupervisor {
 
   async stop(): Promise<void> {
     this.stopping = true;
+    process.off('exit', this.killAllNow);
     await Promise.all(this.running.map((worker) => worker?.kill() ?? Promise.resolve(undefined)));
     await Promise.all(this.loops);
   }
