@@ -3,7 +3,7 @@
  * nothing happened twice and nothing was left running.
  *
  * The workload, per round: `ROOTS` conversations with `chief`, which asks a human, delegates to `manager`, which
- * delegates to `researcher`, which forks two `analyst`s (a shell command and an env write each) and a `laggard` that
+ * waits 3 s on a durable timer (`wait`) and delegates to `researcher`, which forks two `analyst`s (a shell command and an env write each) and a `laggard` that
  * never answers before the fork's deadline; the chief then stores a summary. Beside them, client programs increment
  * one counter per root with `expected_version` updates, and one more conversation (`mole`) is refused by the model
  * with 401 for every request. Meanwhile workers are SIGKILLed, Temporal and Postgres are restarted, and the model
@@ -51,7 +51,7 @@ export const AGENT_FILES: Readonly<Record<string, string>> = {
 };
 
 /** Steps (model replies) each agent's transcript holds once it completed. */
-const ASSISTANT_STEPS: Readonly<Record<string, number>> = { chief: 4, manager: 3, researcher: 2, analyst: 3 };
+const ASSISTANT_STEPS: Readonly<Record<string, number>> = { chief: 4, manager: 4, researcher: 2, analyst: 3 };
 
 export const SCRIPT: Script = parseScript(
   `
@@ -65,6 +65,8 @@ agents:
       args: { key: chief/summary, short_description: "The study's summary.", value: { done: true } }
     - say: "chief done"
   manager:
+    - call: wait
+      args: { seconds: 3, reason: "give the chief's notes a moment" }
     - call: researcher
       args: { message: "Research it." }
     - call: store_env_data
@@ -554,6 +556,11 @@ async function checkTree(pool: Pool, root: string, violations: string[]): Promis
       violations.push(
         `${thread.agent} ${thread.threadId}: ${users} user and ${assistant} assistant messages, expected 1 and ${steps}`,
       );
+    }
+    if (thread.agent === 'manager') {
+      // The durable timer ended once, on its own: restarts neither lost it nor fired it twice.
+      const waited = messages.filter((m) => m.role === 'tool' && /^Waited 3 seconds/.test(m.content ?? ''));
+      if (waited.length !== 1) violations.push(`${thread.threadId}: ${waited.length} wait results, expected 1`);
     }
     const seqs = messages.map((message) => message.seq);
     if (seqs.some((seq, index) => seq !== index + 1))
