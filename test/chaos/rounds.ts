@@ -17,6 +17,8 @@ export interface ChaosRunOptions {
   readonly temporal: TemporalResolution;
   /** Progress lines (fault by fault) and the table rows. */
   readonly log: (line: string) => void;
+  /** Aborted: no further round starts; the stack is torn down after the round under way (or its start). */
+  readonly signal?: AbortSignal;
 }
 
 export interface ChaosRunResult {
@@ -71,7 +73,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
   try {
     await stack.workersReady(120_000);
     options.log(`stack ready: Temporal ${stack.temporalAddress}, 2 workers on task queue '${stack.taskQueue}'`);
-    for (let index = 0; index < options.rounds; index += 1) {
+    for (let index = 0; index < options.rounds && !options.signal?.aborted; index += 1) {
       const seed = options.seed + index;
       options.log(`round ${index + 1} of ${options.rounds} (seed ${seed})`);
       let report: RoundReport;

@@ -36,10 +36,18 @@ async function main(): Promise<number> {
   const seed = values.seed === undefined ? Math.floor(Math.random() * 1_000_000) : Number(values.seed);
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-chaos-'));
+  // Ctrl-C or a SIGTERM stops the rounds with the stack (servers and workers) torn down, not left running.
+  const interrupted = new AbortController();
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`chaos: ${signal}: finishing the round under way, then tearing the stack down (again: quit at once)`);
+      interrupted.abort();
+    });
+  }
   log(`chaos: ${rounds} round(s) from seed ${seed}; state in ${dir}`);
   try {
     const temporal = await resolveTemporal({ env: process.env, progress: process.stderr });
-    const result = await runChaos({ rounds, seed, dir, temporal, log });
+    const result = await runChaos({ rounds, seed, dir, temporal, log, signal: interrupted.signal });
     const failed = result.reports.filter((report) => !report.ok);
     if (values.json) {
       process.stdout.write(
