@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { ThreadHandle } from '../../client';
-import type { ThreadStatus, WaitInfo } from '../../common/types';
+import { WorkflowUpdateStage } from '@temporalio/client';
+import type { SendMessageInput, SendMessageResult, ThreadStatus, WaitInfo } from '../../common/types';
 import { listMessages, type TranscriptMessage } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
@@ -48,8 +49,10 @@ agents:
       args: { seconds: 2, reason: "let the build finish" }
     - say: "Done waiting."
   sleeper:
+    # The delay keeps the first turn from planning its wait before a message sent right after it is queued.
     - call: wait
       args: { seconds: 3600, reason: "check the deploy in an hour" }
+      delay_ms: 1500
     - say: "Stopped waiting for you."
     - say: "Handled your message."
   dozer:
@@ -205,8 +208,14 @@ test('wait: a human message ends the wait early, and is then handled as the next
 test('wait: a wait that starts while a message is already queued behind its turn ends at once', async () => {
   const threadId = uniqueThreadId('sleeper-queued');
   const thread = await harness.client.startThread({ agent: 'sleeper', threadId });
-  // Both messages arrive before the first turn calls `wait`: the second is queued when the wait starts.
-  const [first, second] = await Promise.all([thread.send('Check the deploy later.'), thread.send('And then this.')]);
+  // Both messages arrive before the first turn calls `wait`: the second is queued when the wait starts. The first is
+  // accepted before the second is sent, so the two cannot race each other into the queue in the other order.
+  const firstUpdate = await thread.workflow.startUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
+    args: [{ message: 'Check the deploy later.' }],
+    waitForStage: WorkflowUpdateStage.ACCEPTED,
+  });
+  const second = await thread.send('And then this.');
+  const first = await firstUpdate.result();
   assert.deepEqual([first.reply, second.reply], ['Stopped waiting for you.', 'Handled your message.']);
   const [result] = toolResults(await listMessages(harness.pool, threadId));
   assert.match(result ?? '', /^The wait ended early, .*: a new message from the human arrived/);
