@@ -48,7 +48,10 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(continued.length > 0, 'a recorded thread continued as new');
   const events = histories.flatMap((h) => h.history.events ?? []);
   // `wait`: a timer that fired, timers cancelled by a wake and by a human message, and the thread's wake Update.
-  assert.ok(events.some((e) => e.timerFiredEventAttributes), 'a recorded wait ended on its timer');
+  assert.ok(
+    events.some((e) => e.timerFiredEventAttributes),
+    'a recorded wait ended on its timer',
+  );
   assert.ok(events.filter((e) => e.timerCanceledEventAttributes).length >= 2, 'recorded waits ended early');
   assert.ok(
     events.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'wake'),
