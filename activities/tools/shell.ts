@@ -336,6 +336,12 @@ export async function sweepOrphanedShellProcesses(): Promise<number[]> {
   return killed;
 }
 
+/** Every process this one may read that carries a shell run marker, whatever its owner (for leak checks). */
+export async function shellRunProcesses(): Promise<number[]> {
+  const prefix = Buffer.from(`${SHELL_RUN_MARKER}=`);
+  return (await readEnvirons()).filter(([, environ]) => markerValue(environ, prefix) !== undefined).map(([pid]) => pid);
+}
+
 /** The value of the `NAME=` entry `prefix` names in a NUL-separated environment, if it has one. */
 function markerValue(environ: Buffer, prefix: Buffer): string | undefined {
   for (let at = environ.indexOf(prefix); at !== -1; at = environ.indexOf(prefix, at + 1)) {

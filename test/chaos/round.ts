@@ -19,7 +19,7 @@ import type { SendMessageResult } from '../../common/types';
 import { EnvDataError, EnvDataErrorType, EnvStore } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
 import { listMessages } from '../../db/transcripts';
-import { SHELL_RUN_MARKER } from '../../activities/tools/shell';
+import { shellRunProcesses } from '../../activities/tools/shell';
 import { parseScript, type Script } from '../../testing/scripted-model';
 import type { ChaosStack } from './chaos-stack';
 import { settle, type Settled } from './waiting';
@@ -274,7 +274,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     await checkOperationIds(pool, [...chiefs, mole], violations);
     const shellRuns = checkShellRuns(context.dir, forkTasksMerged, violations);
     // 6. Nothing left running: no process a shell tool started outlives its call or its worker.
-    const leftovers = markedProcesses();
+    const leftovers = await markedProcesses();
     if (leftovers.length > 0) violations.push(`processes left behind: ${leftovers.join(', ')}`);
 
     for (const threadId of [...chiefs, mole]) {
@@ -646,18 +646,14 @@ function checkShellRuns(dir: string, mergedTasks: number, violations: string[]):
   return lines;
 }
 
-/** Processes on this machine carrying a shell tool's run marker in their environment. */
-export function markedProcesses(): string[] {
+/** Processes on this machine carrying a shell tool's run marker, with their command lines. */
+export async function markedProcesses(): Promise<string[]> {
   const found: string[] = [];
-  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+  for (const pid of await shellRunProcesses()) {
     try {
-      const environ = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
-      if (environ.split('\0').some((entry) => entry.startsWith(`${SHELL_RUN_MARKER}=`))) {
-        const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
-        found.push(`${pid} (${cmdline})`);
-      }
+      found.push(`${pid} (${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim()})`);
     } catch {
-      // Gone meanwhile, or not ours to read.
+      // Gone meanwhile.
     }
   }
   return found;

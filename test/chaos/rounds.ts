@@ -102,7 +102,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
     await pool.end().catch(() => undefined);
     await stack.stop();
   }
-  const leftovers = [...workerPids.filter(isAlive).map((pid) => `worker ${pid}`), ...markedProcesses()];
+  const leftovers = [...workerPids.filter(isAlive).map((pid) => `worker ${pid}`), ...(await markedProcesses())];
   return { reports, leftovers };
 }
 
