@@ -16,6 +16,7 @@ import { createScheduleActivities } from './schedules';
 import { toApplicationFailure } from './failures';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
+import { createTurnActivities } from './turns';
 import { createWorldActivities } from './worlds';
 import type { ToolRegistry } from './tools';
 
@@ -38,17 +39,23 @@ export function createActivities(deps: ActivityDependencies) {
   const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
   const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
   const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs, env };
+  const threads = createThreadActivities({ pool: deps.pool });
+  const modelCalls = createModelActivities({ ...shared, openai: deps.openai, model: deps.model });
+  const toolCalls = createToolCallActivities(shared);
+  const delegations = createDelegationActivities({ pool: deps.pool, agentStore, env });
+  /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
+  const resolveAgent = (input: ResolveAgentInput) => agentStore.resolve(input.name);
   return withTypedFailures({
-    ...createThreadActivities({ pool: deps.pool }),
+    ...threads,
     ...createQuestionActivities({ pool: deps.pool }),
-    ...createModelActivities({ ...shared, openai: deps.openai, model: deps.model }),
-    ...createToolCallActivities(shared),
-    ...createDelegationActivities({ pool: deps.pool, agentStore, env }),
+    ...modelCalls,
+    ...toolCalls,
+    ...delegations,
     ...createForkActivities({ pool: deps.pool, agentStore, env }),
     ...createWorldActivities({ pool: deps.pool }),
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
-    /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
-    resolveAgent: (input: ResolveAgentInput) => agentStore.resolve(input.name),
+    ...createTurnActivities({ ...threads, ...modelCalls, ...toolCalls, ...delegations, resolveAgent }),
+    resolveAgent,
   });
 }
 

@@ -197,6 +197,19 @@ export interface ExecuteToolCallInput {
   toolCallId: string;
 }
 
+/** A turn's start as one activity: the agent is `scope.agent`; the message is recorded under `operationId`. */
+export interface BeginTurnInput {
+  scope: ThreadScope;
+  operationId: string;
+  message: RecordMessageInput['message'];
+}
+
+/** The tool calls of one model reply (each as `executeToolCall` takes it), then the model call that follows. */
+export interface RunToolsThenCallModelInput {
+  toolCalls: ExecuteToolCallInput[];
+  model: CallModelInput;
+}
+
 export interface ExecuteToolCallResult {
   /** Transcript sequence number of the stored tool result. */
   seq: number;

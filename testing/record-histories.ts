@@ -24,7 +24,7 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
  * Agents and script of the recorded scenarios: a conversation, tool calls (good and refused) in one reply, a
  * retried model call, a question answered by a human, a thread that continues as new, a three-level delegation
  * (with two concurrent calls to one agent, the second reusing the first one's thread), fork/join, and `wait` calls
- * ended by their timer, by a wake and by a human message.
+ * ended by their timer, by a wake and by a human message, and a turn taking fewer dispatches per step.
  */
 const agents = new Map(
   [
@@ -41,6 +41,7 @@ const agents = new Map(
     '---\nname: failer\ndescription: Its model refuses it.\n---\nYou fail.\n',
     '---\nname: waiter\ndescription: Waits.\n---\nYou wait.\n',
     '---\nname: sleeper\ndescription: Waits long.\n---\nYou sleep.\n',
+    '---\nname: stepper\ndescription: Works in steps.\nmax_steps: 4\ncapabilities: [load_arc_task]\n---\nYou step.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -120,6 +121,17 @@ agents:
       args: { seconds: 3600, reason: "an hour, unless a message comes" }
     - say: "A message came."
     - say: "Handled the message."
+  stepper:
+    - calls:
+        - { call: think, args: { thought: "first" } }
+        - { call: load_arc_task, args: { task_id: "007bbfb7" } }
+    - calls:
+        - { call: think, args: { thought: "mixed" } }
+        - { call: ask_human, args: { question: "Go on?" } }
+    - call: think
+      args: { thought: "third" }
+    - call: think
+      args: { thought: "out of steps" }
 `,
   'record-histories',
 );
@@ -158,6 +170,14 @@ const scenarios: Scenario[] = [
   },
   // One run of a `--new-thread` schedule: it starts the run's thread, posts into it and waits for the reply.
   { name: 'scheduled-run', agent: 'greeter', scheduled: true, messages: ['Say hello to the team.'] },
+  // Recorded with fewer dispatches per step: a local start, tool calls run with the next model call, a mixed reply
+  // run call by call, and a last step's calls run on their own.
+  {
+    name: 'stepper-fewer-dispatches',
+    agent: 'stepper',
+    messages: ['Work in steps.'],
+    answers: ['Yes'],
+  },
 ];
 
 /**

@@ -2,7 +2,7 @@
  * One activity proxy per timeout/retry profile. Every profile sets a start-to-close timeout
  * and an explicit retry policy; failures marked non-retryable by the activity end retries at once.
  */
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 /**
@@ -51,7 +51,24 @@ export const DELIVERY_PROFILE = {
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 } as const;
 
+/**
+ * A step's tool calls followed by its next model call, in one activity: long enough for the slowest tool and then
+ * the model call, heartbeating (tools and the model both do), and retried like a model call. A retry finds the tool
+ * results of an earlier attempt stored and runs only what is missing.
+ */
+export const STEP_PROFILE = {
+  startToCloseTimeout: '25 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: MODEL_PROFILE.retry,
+} as const;
+
 export const db = proxyActivities<Activities>(DB_PROFILE);
+/**
+ * Short Postgres steps run inside the workflow task as local activities: no dispatch of their own, which is most of
+ * what such a step costs. The same retries as `db`; past a minute of retrying the SDK backs off on timers.
+ */
+export const localDb = proxyLocalActivities<Activities>(DB_PROFILE);
+export const steps = proxyActivities<Activities>(STEP_PROFILE);
 export const model = proxyActivities<Activities>(MODEL_PROFILE);
 export const tools = proxyActivities<Activities>(TOOL_PROFILE);
 export const delivery = proxyActivities<Activities>(DELIVERY_PROFILE);

@@ -6,6 +6,7 @@ import {
   defineQuery,
   defineUpdate,
   log,
+  patched,
   setCurrentDetails,
   setHandler,
   workflowInfo,
@@ -25,7 +26,8 @@ import {
   type ThreadScope,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
-import { db, model, tools } from './activity-profiles';
+import type { ResolvedAgent } from '../common/agent-definition';
+import { db, localDb, model, steps, tools } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { runForkJoin } from './fork-join';
 import { createTurnWaits } from './wait';
@@ -37,6 +39,14 @@ export const MAX_ANSWER_BYTES = 16 * 1024;
 export const answerQuestionUpdate = defineUpdate<AnswerQuestionResult, [AnswerQuestionInput]>('answerQuestion');
 /** The ids of the questions this turn is waiting on. */
 export const openQuestionsQuery = defineQuery<string[]>('openQuestions');
+
+/**
+ * Turns started from this patch on take fewer dispatches: the turn's start (resolve the agent, mark the thread
+ * running, record the message) and its end run as local activities, and a reply whose tool calls the activity runs
+ * itself has them run with the next model call, in one activity. Histories recorded before it keep one activity per
+ * call.
+ */
+export const FEWER_DISPATCHES_PATCH = 'baton-fewer-dispatches-per-step';
 
 /**
  * One agent handling one incoming message until it answers: resolve the agent's version, record the message, then
@@ -98,23 +108,34 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   const chain = input.chain ?? [input.agent];
   const world = input.world ?? 'default';
   const limits = input.limits ?? DEFAULT_DELEGATION_LIMITS;
-  const agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
-    { name: input.agent },
-  ]);
-  await db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} running` }, [
-    { threadId: input.threadId, status: 'running' },
-  ]);
-  await db.recordMessage.executeWithOptions({ summary: `transcript: message from ${input.sender}` }, [
-    {
-      scope,
-      operationId: operationId(runId, 'in'),
-      // A fork task's message stays in Postgres, stored with its delegation.
-      message:
-        input.delegationOperationId === undefined
-          ? { role: 'user', content: input.message }
-          : { role: 'user', delegationOperationId: input.delegationOperationId },
-    },
-  ]);
+  const fewerDispatches = patched(FEWER_DISPATCHES_PATCH);
+  // A fork task's message stays in Postgres, stored with its delegation.
+  const incoming =
+    input.delegationOperationId === undefined
+      ? { role: 'user' as const, content: input.message }
+      : { role: 'user' as const, delegationOperationId: input.delegationOperationId };
+  let agent: ResolvedAgent;
+  if (fewerDispatches) {
+    agent = await localDb.beginTurn.executeWithOptions(
+      { summary: `turn: ${input.agent} starts, message from ${input.sender}` },
+      [{ scope, operationId: operationId(runId, 'in'), message: incoming }],
+    );
+  } else {
+    agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
+      { name: input.agent },
+    ]);
+    await db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} running` }, [
+      { threadId: input.threadId, status: 'running' },
+    ]);
+    await db.recordMessage.executeWithOptions({ summary: `transcript: message from ${input.sender}` }, [
+      { scope, operationId: operationId(runId, 'in'), message: incoming },
+    ]);
+  }
+  /** Records how the turn ended on the thread's row (for `baton tree`). */
+  const finishTurn = (status: 'completed' | 'max_steps' | 'failed', error?: string) =>
+    (fewerDispatches ? localDb : db).finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
+      { threadId: input.threadId, status, ...(error === undefined ? {} : { error }) },
+    ]);
 
   async function askHuman(call: Extract<PlannedToolCall, { kind: 'ask_human' }>, opId: string): Promise<void> {
     const { questionId } = await db.openQuestion.executeWithOptions({ summary: `question: ${input.agent} asks` }, [
@@ -137,7 +158,10 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       call.timeoutSeconds === undefined ? undefined : call.timeoutSeconds * 1000,
     );
     let answer = waiting.get(questionId);
-    if (!answered) {
+    // Without a timeout `condition` resolves with nothing, so only a timed wait can have run out; before the patch
+    // every answered question without a timeout was also closed as expired (which found it answered).
+    const expired = fewerDispatches ? answered === false : !answered;
+    if (expired) {
       // Refuse later answers (the validator checks `waiting`); an answer already on its way may still win the race.
       waiting.delete(questionId);
       const closed = await db.closeQuestion.executeWithOptions({ summary: `question: ${questionId} expired` }, [
@@ -245,79 +269,109 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     await record(content);
   }
 
+  /** What `executeToolCall` needs to run call `index` of the reply stored at `messageSeq` in step `step`. */
+  const toolCallInput = (call: PlannedToolCall, step: number, index: number, messageSeq: number) => ({
+    scope,
+    world,
+    agentVersion: agent.version,
+    operationId: operationId(runId, 'tool', step, index),
+    messageSeq,
+    toolCallId: call.id,
+  });
+
+  /** Carries out every call of one reply at once: tools as activities, the rest in this workflow. */
+  async function runToolCalls(reply: { seq: number; toolCalls: PlannedToolCall[] }, step: number): Promise<void> {
+    // A 'reuse' call waits for the calls before it in this reply to the same agent, so it continues their thread
+    // instead of running a second turn in it at the same time.
+    const lastCallTo = new Map<string, Promise<void>>();
+    await Promise.all(
+      reply.toolCalls.map((call, index) => {
+        const opId = operationId(runId, 'tool', step, index);
+        if (call.kind === 'ask_human') return askHuman(call, opId);
+        if (call.kind === 'wait') {
+          return waits.run(
+            {
+              scope,
+              limits,
+              record: async (content) =>
+                void (await db.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
+                  { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+                ])),
+              idleDetails: `${input.agent} is working.`,
+            },
+            call,
+            opId,
+          );
+        }
+        if (call.kind === 'fork_join') {
+          return runForkJoin(
+            {
+              scope,
+              agentVersion: agent.version,
+              chain,
+              world,
+              limits,
+              delegationRefusal,
+              record: async (content) =>
+                void (await db.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
+                  { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+                ])),
+              idleDetails: `${input.agent} is working.`,
+            },
+            call,
+            opId,
+            reply.seq,
+          );
+        }
+        if (call.kind === 'agent') {
+          const before = call.thread === 'reuse' ? lastCallTo.get(call.name) : undefined;
+          const done = (before ?? Promise.resolve()).then(() => delegate(call, opId, reply.seq));
+          lastCallTo.set(
+            call.name,
+            done.catch(() => undefined),
+          );
+          return done;
+        }
+        return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
+          toolCallInput(call, step, index, reply.seq),
+        ]);
+      }),
+    );
+  }
+
   async function runLoop(): Promise<AgentTurnResult> {
     let usage = ZERO_USAGE;
+    // With fewer dispatches: the previous reply's tool calls, when the activity runs them all, left to run in the
+    // same activity as the next model call.
+    let carried: { names: string[]; calls: ReturnType<typeof toolCallInput>[] } | undefined;
     for (let step = 0; step < agent.maxSteps; step++) {
-      const reply = await model.callModel.executeWithOptions({ summary: `model: ${input.agent} step ${step + 1}` }, [
-        { scope, world, agentVersion: agent.version, operationId: operationId(runId, 'model', step), step },
-      ]);
+      const modelCall = {
+        scope,
+        world,
+        agentVersion: agent.version,
+        operationId: operationId(runId, 'model', step),
+        step,
+      };
+      const reply =
+        carried === undefined
+          ? await model.callModel.executeWithOptions({ summary: `model: ${input.agent} step ${step + 1}` }, [modelCall])
+          : await steps.runToolsThenCallModel.executeWithOptions(
+              { summary: `step: ${input.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
+              [{ toolCalls: carried.calls, model: modelCall }],
+            );
+      carried = undefined;
       usage = addUsage(usage, reply.usage);
       if (reply.toolCalls.length === 0) {
         return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
       }
-      // A 'reuse' call waits for the calls before it in this reply to the same agent, so it continues their thread
-      // instead of running a second turn in it at the same time.
-      const lastCallTo = new Map<string, Promise<void>>();
-      await Promise.all(
-        reply.toolCalls.map((call, index) => {
-          const opId = operationId(runId, 'tool', step, index);
-          if (call.kind === 'ask_human') return askHuman(call, opId);
-          if (call.kind === 'wait') {
-            return waits.run(
-              {
-                scope,
-                limits,
-                record: async (content) =>
-                  void (await db.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
-                    { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
-                  ])),
-                idleDetails: `${input.agent} is working.`,
-              },
-              call,
-              opId,
-            );
-          }
-          if (call.kind === 'fork_join') {
-            return runForkJoin(
-              {
-                scope,
-                agentVersion: agent.version,
-                chain,
-                world,
-                limits,
-                delegationRefusal,
-                record: async (content) =>
-                  void (await db.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
-                    { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
-                  ])),
-                idleDetails: `${input.agent} is working.`,
-              },
-              call,
-              opId,
-              reply.seq,
-            );
-          }
-          if (call.kind === 'agent') {
-            const before = call.thread === 'reuse' ? lastCallTo.get(call.name) : undefined;
-            const done = (before ?? Promise.resolve()).then(() => delegate(call, opId, reply.seq));
-            lastCallTo.set(
-              call.name,
-              done.catch(() => undefined),
-            );
-            return done;
-          }
-          return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
-            {
-              scope,
-              world,
-              agentVersion: agent.version,
-              operationId: opId,
-              messageSeq: reply.seq,
-              toolCallId: call.id,
-            },
-          ]);
-        }),
-      );
+      if (fewerDispatches && step + 1 < agent.maxSteps && reply.toolCalls.every((call) => call.kind === 'tool')) {
+        carried = {
+          names: reply.toolCalls.map((call) => call.name),
+          calls: reply.toolCalls.map((call, index) => toolCallInput(call, step, index, reply.seq)),
+        };
+      } else {
+        await runToolCalls(reply, step);
+      }
     }
     log.warn('turn ran out of steps', { agent: input.agent, maxSteps: agent.maxSteps });
     return { status: TurnStatus.MaxSteps, reply: '', steps: agent.maxSteps, usage };
@@ -325,17 +379,11 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
 
   try {
     const result = await runLoop();
-    await db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${result.status}` }, [
-      { threadId: input.threadId, status: result.status },
-    ]);
+    await finishTurn(result.status);
     return result;
   } catch (error) {
     // Recorded even when the turn is being cancelled, so the tree shows why it stopped.
-    await CancellationScope.nonCancellable(() =>
-      db.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} failed` }, [
-        { threadId: input.threadId, status: 'failed', error: rootMessage(error) },
-      ]),
-    );
+    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(error)));
     throw error;
   }
 }

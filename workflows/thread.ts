@@ -9,6 +9,7 @@ import {
   executeChild,
   getExternalWorkflowHandle,
   log,
+  patched,
   setCurrentDetails,
   setHandler,
   workflowInfo,
@@ -27,8 +28,8 @@ import type {
   WakeCause,
   WakeResult,
 } from '../common/types';
-import { db } from './activity-profiles';
-import { agentTurnWorkflow } from './agent-turn';
+import { db, localDb } from './activity-profiles';
+import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH } from './agent-turn';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
 
 /** Turns one run of a thread takes before it continues as new. */
@@ -100,9 +101,11 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     busy = true;
     setCurrentDetails(turnDetails(turn));
     // Read at every turn, so a change to the world's limits applies from the next message on.
-    const limits = await db.resolveLimits.executeWithOptions({ summary: `world: ${world} limits` }, [
-      { world, ...(input.limits ? { overrides: input.limits } : {}) },
-    ]);
+    // A local activity from the patch on: a short read that needs no dispatch of its own.
+    const limits = await (patched(FEWER_DISPATCHES_PATCH) ? localDb : db).resolveLimits.executeWithOptions(
+      { summary: `world: ${world} limits` },
+      [{ world, ...(input.limits ? { overrides: input.limits } : {}) }],
+    );
     const turnInput: AgentTurnInput = {
       rootThreadId,
       threadId: rootThreadId,

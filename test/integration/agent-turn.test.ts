@@ -164,13 +164,13 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
   assert.deepEqual(listed, [`baton/${threadId}`, `baton/${threadId}/turn-1`]);
 
   const history = await turn.fetchHistory();
+  // Local activities (the turn's start and end) carry their summaries on their markers; the patch marker has none.
   const summaries = (history.events ?? [])
-    .filter((event) => event.activityTaskScheduledEventAttributes)
-    .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'));
+    .filter((event) => event.activityTaskScheduledEventAttributes || event.markerRecordedEventAttributes)
+    .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'))
+    .filter((summary) => summary !== '');
   assert.deepEqual(summaries, [
-    '"agent: resolve greeter"',
-    '"thread: greeter running"',
-    '"transcript: message from human"',
+    '"turn: greeter starts, message from human"',
     '"model: greeter step 1"',
     '"thread: greeter completed"',
   ]);

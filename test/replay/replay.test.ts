@@ -39,9 +39,22 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     'reclaimForkTasks',
     'finishFork',
     'deliverScheduledMessage',
+    'runToolsThenCallModel',
   ]) {
     assert.ok(activities.has(name), `a recorded history exercises ${name}`);
   }
+  // Histories from before and after fewer dispatches per step: the patch marker, and the local activities after it.
+  const markers = histories.flatMap((h) =>
+    (h.history.events ?? []).flatMap((e) => e.markerRecordedEventAttributes?.markerName ?? []),
+  );
+  assert.ok(markers.includes('core_patch'), 'a recorded history has the fewer-dispatches patch marker');
+  assert.ok(markers.includes('core_local_activity'), 'a recorded history ran local activities');
+  assert.ok(
+    histories.some(
+      (h) => !(h.history.events ?? []).some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch'),
+    ),
+    'a recorded history is from before the patch',
+  );
   const continued = histories.filter((h) =>
     h.history.events?.some((e) => e.workflowExecutionContinuedAsNewEventAttributes),
   );

@@ -1,0 +1,56 @@
+/**
+ * Activities that do, in one task, work a turn always does back to back. Each Temporal task costs a dispatch (a round
+ * trip to the server and a wait for the next workflow task), which on a fast model is most of what a step costs, so
+ * a turn's fixed steps run as one and a step's tool calls run with the model call that always follows them. They
+ * compose the single-purpose activities and add no behaviour of their own: every write keeps its operation id, so a
+ * retried attempt repeats nothing that landed.
+ */
+import type { ResolvedAgent } from '../common/agent-definition';
+import type {
+  BeginTurnInput,
+  CallModelInput,
+  CallModelResult,
+  ExecuteToolCallInput,
+  ExecuteToolCallResult,
+  FinishTurnInput,
+  RecordMessageInput,
+  RecordMessageResult,
+  RunToolsThenCallModelInput,
+} from '../common/types';
+
+export interface TurnActivityParts {
+  resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
+  finishTurn(input: FinishTurnInput): Promise<void>;
+  recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
+  callModel(input: CallModelInput): Promise<CallModelResult>;
+  executeToolCall(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult>;
+}
+
+export function createTurnActivities(parts: TurnActivityParts) {
+  /**
+   * A turn's start: resolves the agent's version, marks the thread running and records the incoming message. Short
+   * Postgres work, run as a local activity.
+   * @throws ApplicationFailure `Agent.NotFound`, `Thread.StaleEpoch`, `Thread.NotFound`
+   */
+  async function beginTurn(input: BeginTurnInput): Promise<ResolvedAgent> {
+    const agent = await parts.resolveAgent({ name: input.scope.agent });
+    await parts.finishTurn({ threadId: input.scope.threadId, status: 'running' });
+    await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
+    return agent;
+  }
+
+  /**
+   * The tool calls of the previous model reply (all at once, as the workflow would run them), then the next model
+   * call. Only calls the activity itself runs are passed (never `ask_human`, delegations, `fork_join` or `wait`). A
+   * retry after the model call failed finds the tool results stored and does not run the tools again.
+   */
+  async function runToolsThenCallModel(input: RunToolsThenCallModelInput): Promise<CallModelResult> {
+    // Every call settles before an error fails the attempt, so a retry never starts a tool still running here.
+    const outcomes = await Promise.allSettled(input.toolCalls.map((call) => parts.executeToolCall(call)));
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    return parts.callModel(input.model);
+  }
+
+  return { beginTurn, runToolsThenCallModel };
+}
