@@ -178,6 +178,9 @@ const scenarios: Scenario[] = [
     messages: ['Work in steps.'],
     answers: ['Yes'],
   },
+  // The same delegation and fork/join as above, recorded with their Postgres steps as local activities.
+  { name: 'three-level-delegation-fewer-dispatches', agent: 'lead', messages: ['Solve ARC task 007bbfb7'] },
+  { name: 'fork-join-fewer-dispatches', agent: 'forker', messages: ['Fan out.'] },
 ];
 
 /**

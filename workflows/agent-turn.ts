@@ -131,14 +131,16 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       { scope, operationId: operationId(runId, 'in'), message: incoming },
     ]);
   }
+  /** Short Postgres steps on the turn's path: local activities from the patch on, no dispatch of their own. */
+  const pg = fewerDispatches ? localDb : db;
   /** Records how the turn ended on the thread's row (for `baton tree`). */
   const finishTurn = (status: 'completed' | 'max_steps' | 'failed', error?: string) =>
-    (fewerDispatches ? localDb : db).finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
+    pg.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
       { threadId: input.threadId, status, ...(error === undefined ? {} : { error }) },
     ]);
 
   async function askHuman(call: Extract<PlannedToolCall, { kind: 'ask_human' }>, opId: string): Promise<void> {
-    const { questionId } = await db.openQuestion.executeWithOptions({ summary: `question: ${input.agent} asks` }, [
+    const { questionId } = await pg.openQuestion.executeWithOptions({ summary: `question: ${input.agent} asks` }, [
       {
         scope,
         operationId: `${opId}:question`,
@@ -164,7 +166,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     if (expired) {
       // Refuse later answers (the validator checks `waiting`); an answer already on its way may still win the race.
       waiting.delete(questionId);
-      const closed = await db.closeQuestion.executeWithOptions({ summary: `question: ${questionId} expired` }, [
+      const closed = await pg.closeQuestion.executeWithOptions({ summary: `question: ${questionId} expired` }, [
         { rootThreadId: scope.rootThreadId, questionId, outcome: { status: 'expired' } },
       ]);
       answer = closed.status === 'answered' ? closed.answer : undefined;
@@ -174,7 +176,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         ? `Error: the human did not answer within ${call.timeoutSeconds} seconds. Go on without the answer.`
         : `The human answered: ${answer}`;
     setCurrentDetails(`${input.agent} is working.`);
-    await db.recordMessage.executeWithOptions({ summary: `tool: ask_human ${questionId}` }, [
+    await pg.recordMessage.executeWithOptions({ summary: `tool: ask_human ${questionId}` }, [
       { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
     ]);
   }
@@ -198,7 +200,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     callerMessageSeq: number,
   ): Promise<void> {
     const record = (content: string) =>
-      db.recordMessage.executeWithOptions({ summary: `tool: ${call.name} result` }, [
+      pg.recordMessage.executeWithOptions({ summary: `tool: ${call.name} result` }, [
         { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
       ]);
     const refusal = delegationRefusal(call.name);
@@ -206,7 +208,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
 
     let opened;
     try {
-      opened = await db.openDelegation.executeWithOptions({ summary: `delegate: ${input.agent} → ${call.name}` }, [
+      opened = await pg.openDelegation.executeWithOptions({ summary: `delegate: ${input.agent} → ${call.name}` }, [
         {
           scope,
           callerVersion: agent.version,
@@ -260,7 +262,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         ? `it did not finish within ${opened.timeoutSeconds} seconds and was stopped`
         : rootMessage(error);
       // A child stopped from outside (timed out, terminated) could not record its own end.
-      await db.finishTurn.executeWithOptions({ summary: `thread: ${call.name} failed` }, [
+      await pg.finishTurn.executeWithOptions({ summary: `thread: ${call.name} failed` }, [
         { threadId: opened.threadId, status: 'failed', error: reason },
       ]);
       content = `Error: ${call.name} failed: ${reason}`;
@@ -294,7 +296,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
               scope,
               limits,
               record: async (content) =>
-                void (await db.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
+                void (await pg.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
                   { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
                 ])),
               idleDetails: `${input.agent} is working.`,
@@ -312,8 +314,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
               world,
               limits,
               delegationRefusal,
+              pg,
               record: async (content) =>
-                void (await db.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
+                void (await pg.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
                   { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
                 ])),
               idleDetails: `${input.agent} is working.`,

@@ -27,7 +27,7 @@ import {
   type PlannedForkJoin,
   type ThreadScope,
 } from '../common/types';
-import { db } from './activity-profiles';
+import type { db, localDb } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 
 /** `agentTurnWorkflow`'s signature: tasks are child turns, started by type name (the turn module runs forks). */
@@ -48,6 +48,8 @@ export interface ForkJoinContext {
   record(content: string): Promise<void>;
   /** What the turn shows as its current details when the fork is over. */
   idleDetails: string;
+  /** The fork's Postgres steps run through this: local activities in turns from the fewer-dispatches patch on. */
+  pg: typeof db | typeof localDb;
 }
 
 interface TaskOutcome {
@@ -77,7 +79,7 @@ export async function runForkJoin(
 
   let fork: OpenForkResult;
   try {
-    fork = await db.openFork.executeWithOptions(
+    fork = await context.pg.openFork.executeWithOptions(
       { summary: `fork: open ${call.agents.length} tasks (${[...new Set(call.agents)].join(', ')})` },
       [
         {
@@ -159,7 +161,7 @@ export async function runForkJoin(
     if (givenUp.length > 0) {
       // Fenced first, then cancelled: whatever a given-up task still writes after this is refused and logged.
       await CancellationScope.nonCancellable(() =>
-        db.reclaimForkTasks.executeWithOptions(
+        context.pg.reclaimForkTasks.executeWithOptions(
           { summary: `fork: reclaim ${givenUp.length} of ${total} tasks (${stoppedBy})` },
           [{ rootThreadId: scope.rootThreadId, forkNumber: fork.forkNumber, tasks: givenUp }],
         ),
@@ -169,7 +171,7 @@ export async function runForkJoin(
   }
   await Promise.all(runs);
 
-  await db.finishFork.executeWithOptions({ summary: `fork: join fork ${fork.forkNumber} (${total} tasks)` }, [
+  await context.pg.finishFork.executeWithOptions({ summary: `fork: join fork ${fork.forkNumber} (${total} tasks)` }, [
     {
       scope,
       operationId,
