@@ -9,6 +9,8 @@
  * - {@link floorTurnWorkflow}: the engine floor, `steps` activities that do nothing, one after another.
  * - {@link fanOutWorkflow}: a plain child-workflow fan-out, `width` {@link fanOutChildWorkflow}s started at once and
  *   awaited (the baseline of Baton's fork/join).
+ * - {@link fanOutTurnsWorkflow}: the same fan-out whose children do a fork task's I/O: each a one-step
+ *   {@link handWrittenTurnWorkflow} (record the task message, one model call) on a thread of its own.
  */
 import { executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 
@@ -65,6 +67,20 @@ export async function fanOutWorkflow(width: number): Promise<number> {
   const ended = await Promise.all(
     Array.from({ length: width }, (_, i) =>
       executeChild(fanOutChildWorkflow, { workflowId: `${parent}/child-${i}` }).then(() => 1),
+    ),
+  );
+  return ended.length;
+}
+
+/** Starts a one-step {@link handWrittenTurnWorkflow} on each thread at once and waits for all; returns how many ended. */
+export async function fanOutTurnsWorkflow(input: { rootThreadId: string; threadIds: string[] }): Promise<number> {
+  const parent = workflowInfo().workflowId;
+  const ended = await Promise.all(
+    input.threadIds.map((threadId, i) =>
+      executeChild(handWrittenTurnWorkflow, {
+        workflowId: `${parent}/child-${i}`,
+        args: [{ threadId, rootThreadId: input.rootThreadId, text: 'Task.', maxSteps: 1 }],
+      }).then(() => 1),
     ),
   );
   return ended.length;

@@ -20,6 +20,7 @@ import { parseAgentFile, type AgentRegistry } from '../worker/agents';
 import { createModelClient } from '../worker/model-client';
 import type { BenchContext } from './common';
 import type {
+  fanOutTurnsWorkflow,
   fanOutWorkflow,
   floorTurnWorkflow,
   handWrittenTurnWorkflow,
@@ -131,9 +132,9 @@ export interface RecordedRequest {
   readonly tools: OpenAI.Chat.Completions.ChatCompletionTool[];
 }
 
-/** The first request in a Baton harness's model log (run a turn first). */
-export function recordedRequest(harness: AgentHarness): RecordedRequest {
-  const first = harness.modelRequests()[0];
+/** The first request in a Baton harness's model log, or the first of `agent` (run a turn first). */
+export function recordedRequest(harness: AgentHarness, agent?: string): RecordedRequest {
+  const first = harness.modelRequests().find((request) => agent === undefined || request.agent === agent);
   const system = first?.messages.find((m) => m.role === 'system')?.content;
   if (!first || typeof system !== 'string') throw new Error('the warm-up turn logged no model request');
   return {
@@ -299,4 +300,25 @@ export function fanOut(side: BaselineSide, width: number): () => Promise<() => P
       });
       if (ended !== width) throw new Error(`fan-out ended ${ended} children, not ${width}`);
     });
+}
+
+/**
+ * Prepares a fan-out of `width` one-step hand-written turns, each on a thread row of its own under one root (rows
+ * untimed): a fork's children with the same I/O as Baton's, and none of its bookkeeping.
+ */
+export function fanOutTurns(side: BaselineSide, agent: string, width: number): () => Promise<() => Promise<void>> {
+  return async () => {
+    const rootThreadId = uniqueThreadId('bench-fan-out-turns');
+    await ensureThread(side.pool, { threadId: rootThreadId, rootThreadId, agent });
+    const threadIds = Array.from({ length: width }, (_, i) => `${rootThreadId}-${i}`);
+    for (const threadId of threadIds) await ensureThread(side.pool, { threadId, rootThreadId, agent });
+    return async () => {
+      const ended = await side.client.workflow.execute<typeof fanOutTurnsWorkflow>('fanOutTurnsWorkflow', {
+        taskQueue: side.taskQueue,
+        workflowId: rootThreadId,
+        args: [{ rootThreadId, threadIds }],
+      });
+      if (ended !== width) throw new Error(`fan-out of turns ended ${ended} children, not ${width}`);
+    };
+  };
 }

@@ -9,11 +9,25 @@
  *   set to the width (the per-conversation override of the world variable).
  * - Baseline (bench/baseline-workflows.ts `fanOutWorkflow`): a workflow starting N child workflows at once, each
  *   running one no-op activity, and awaiting them all.
+ * - Second baseline, to tell the engine's cost from the children's I/O (`fanOutTurnsWorkflow`): the same fan-out
+ *   whose children each do a fork task's I/O by hand: record the task message, then one model call (transcript read,
+ *   the same request Baton's child sent, reply insert), as two activities on a thread row of its own.
  *
  * Interleaved rounds (bench/common.ts); it prints the median fork time per width and the ratio; it asserts nothing.
  * Flags (and those of bench/common.ts): `--widths LIST` (default `8,32,128`; `8,32` with `--quick`).
  */
-import { batonTurn, benchAgentFile, benchAgents, benchScript, fanOut, startBaselines, startBaton } from './baselines';
+import {
+  batonTurn,
+  benchAgentFile,
+  benchAgents,
+  benchScript,
+  fanOut,
+  fanOutTurns,
+  modelLogFile,
+  recordedRequest,
+  startBaselines,
+  startBaton,
+} from './baselines';
 import {
   compareCases,
   interleave,
@@ -59,33 +73,39 @@ runBench(common, async (context) => {
     ],
     'fork-join-bench',
   );
-  const baton = await startBaton(context, { name: 'fork-join', agents, script });
+  const baton = await startBaton(context, {
+    name: 'fork-join',
+    agents,
+    script,
+    modelLogFile: modelLogFile(context, 'fork-join'),
+  });
+  const batonFork = (w: number) =>
+    batonTurn(baton.client, lead(w), LEAD_STEPS, {
+      thread: { limits: { maxForkTasks: w } },
+      // A refused fork also ends the turn after two steps: count the children it ran.
+      check: async (root) => {
+        const { rows } = await baton.harness.pool.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM threads WHERE root_thread_id = $1 AND thread_id <> $1',
+          [root],
+        );
+        if (rows[0]?.n !== w) throw new Error(`the fork of ${w} ran ${rows[0]?.n ?? 0} children`);
+      },
+    });
+  // One fork first, to record the request a child sends, for the second baseline's children to send the same.
+  await (
+    await batonFork(Math.min(...widths))()
+  )();
   const baseline = await startBaselines(context, {
     name: 'fork-join',
     pool: baton.harness.pool,
     modelBaseURL: baton.harness.model.baseURL,
+    request: recordedRequest(baton.harness, CHILD),
   });
 
   const cases: BenchCase[] = widths.flatMap((w) => [
-    {
-      name: `baton fork_join ×${w}`,
-      run: () =>
-        runConcurrently(
-          1,
-          batonTurn(baton.client, lead(w), LEAD_STEPS, {
-            thread: { limits: { maxForkTasks: w } },
-            // A refused fork also ends the turn after two steps: count the children it ran.
-            check: async (root) => {
-              const { rows } = await baton.harness.pool.query<{ n: number }>(
-                'SELECT count(*)::int AS n FROM threads WHERE root_thread_id = $1 AND thread_id <> $1',
-                [root],
-              );
-              if (rows[0]?.n !== w) throw new Error(`the fork of ${w} ran ${rows[0]?.n ?? 0} children`);
-            },
-          }),
-        ),
-    },
+    { name: `baton fork_join ×${w}`, run: () => runConcurrently(1, batonFork(w)) },
     { name: `plain fan-out ×${w}`, run: () => runConcurrently(1, fanOut(baseline, w)) },
+    { name: `same-I/O fan-out ×${w}`, run: () => runConcurrently(1, fanOutTurns(baseline, CHILD, w)) },
   ]);
   log(`measuring: ${common.rounds} rounds; widths ${widths.join(', ')}`);
   const measured = await interleave(cases, common.rounds, 1);
@@ -94,11 +114,12 @@ runBench(common, async (context) => {
     {
       bench: 'fork-join',
       description:
-        'fork/join of N zero-latency children (the lead turn, two model calls included) vs a plain child-workflow fan-out',
+        'fork/join of N zero-latency children (the lead turn, two model calls included) vs a plain child-workflow ' +
+        'fan-out, and vs the same fan-out whose children do the same I/O by hand',
       settings: { widths: widths.join(','), rounds: common.rounds, maxForkTasks: 'the width (limits.maxForkTasks)' },
       dynamicConfig: context.dynamicConfig,
       cases: cases.map((c) => ({ name: c.name, ...latencySummary(get(c.name)) })),
-      comparisons: widths.map((w) =>
+      comparisons: widths.flatMap((w) => [
         compareCases(
           `fork/join ×${w}: Baton / plain fan-out`,
           get(`baton fork_join ×${w}`),
@@ -107,7 +128,12 @@ runBench(common, async (context) => {
             target: TARGET_RATIO,
           },
         ),
-      ),
+        compareCases(
+          `fork/join ×${w}: Baton / same-I/O fan-out`,
+          get(`baton fork_join ×${w}`),
+          get(`same-I/O fan-out ×${w}`),
+        ),
+      ]),
     },
     common.json,
   );
