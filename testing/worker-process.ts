@@ -9,7 +9,7 @@ import { readTestEnv } from './test-env';
 const ROOT = path.resolve(__dirname, '..');
 const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
 const READY_PREFIX = 'baton worker: polling';
-/** Bundling the workflows with webpack dominates start-up; a cold machine can take a while. */
+/** Bundling the workflows with webpack dominates start-up when no bundle is given; a cold machine can take a while. */
 const DEFAULT_READY_TIMEOUT_MS = 60_000;
 /** Kept for failure messages; a worker's stderr is short unless something is wrong. */
 const MAX_OUTPUT_CHARS = 20_000;
@@ -126,6 +126,9 @@ export function startScriptedWorker(
       BATON_MODEL: 'baton-scripted',
       BATON_AGENTS_DIR: options.agentsDir,
       BATON_LOG_LEVEL: 'WARN',
+      // The bundle the stack built at its start: bundling again in every worker process takes most of a minute on
+      // a busy machine, longer than a test should wait for a replacement worker.
+      ...(stack.workflowBundlePath === '' ? {} : { BATON_WORKFLOW_BUNDLE: stack.workflowBundlePath }),
     },
   });
 }
