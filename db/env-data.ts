@@ -169,22 +169,35 @@ const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch,
  * The statements every store call runs, prepared once per connection (named): parsing and planning them each time
  * costs more than running them.
  */
-/** `env_replace` (migration 008): the common store and update in one round trip. */
+/** `env_replace` (migrations 008 and 009): the common store and update in one round trip. */
 const REPLACE = {
   name: 'baton-env-replace',
   text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
 };
+/**
+ * What `get` selects: the entry's columns, with its author as two plain columns (the hottest read: building the author
+ * as JSON on the server and parsing it here costs more than making the object here; `entryOf`).
+ */
+const GET_COLUMNS = `e.key, e.scope, e.short_description AS "shortDescription", e.type, e.tags, e.stored_by_agent,
+  e.stored_by_thread, e.stored_by_task AS "storedByTask", e.version, e.created_at AS "createdAt",
+  e.updated_at AS "updatedAt", e.value`;
 /** An entry of the root's shared data. */
 const GET_SHARED = {
   name: 'baton-env-get-shared',
-  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
+  text: `SELECT ${GET_COLUMNS} FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
 };
 /** An entry as a thread sees it ($3): the nearest of its scopes holding the key. */
 const GET_IN_VIEW = {
   name: 'baton-env-get-in-view',
-  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
+  text: `SELECT ${GET_COLUMNS} FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
           WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
 };
+/** A row of `GET_COLUMNS`. */
+type EntryRow = Omit<EnvEntry, 'storedBy'> & { stored_by_agent: string; stored_by_thread: string };
+
+function entryOf({ stored_by_agent: agent, stored_by_thread: thread, ...entry }: EntryRow): EnvEntry {
+  return { ...entry, storedBy: { agent, thread } };
+}
 
 /** The constraint that makes an operation id write once per root. */
 const OPERATION_ID_CONSTRAINT = 'env_events_root_thread_id_operation_id_key';
@@ -215,6 +228,7 @@ export class EnvStore {
    * changed; see `replace`), so this count is where contention shows.
    */
   versionConflicts = 0;
+  private readonly announcer = new Announcer();
 
   constructor(
     private readonly pool: Pool,
@@ -443,12 +457,13 @@ export class EnvStore {
 
   /** One entry with its value as `view` sees it (the root's shared data by default), or `undefined`. */
   async get(rootThreadId: string, key: string, view?: EnvView): Promise<EnvEntry | undefined> {
-    const { rows } = await this.pool.query<EnvEntry>(
+    const { rows } = await this.pool.query<EntryRow>(
       view === undefined
         ? { ...GET_SHARED, values: [rootThreadId, key] }
         : { ...GET_IN_VIEW, values: [rootThreadId, key, view.threadId] },
     );
-    return rows[0];
+    const row = rows[0];
+    return row && entryOf(row);
   }
 
   /** The manifest as `view` sees it (the root's shared data by default): every entry without its value, by key. */
@@ -558,12 +573,13 @@ export class EnvStore {
   }
 
   /**
-   * The common store or update in one round trip (`env_replace`, migration 008): replaces the value of an existing
-   * entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it holds its
-   * locks only through its own commit: the root's lock in shared mode (writers of a root run and flush together),
-   * the entry's row, and the thread's row (the fence). A version conflict comes back from the same round trip and is
-   * thrown; nothing is written for it: a conflict changes nothing, and logging every refused attempt of a contended
-   * key would make each one commit (a WAL flush) and grow the log. `versionConflicts` counts them.
+   * The common store or update in one round trip (`env_replace`, migrations 008 and 009): replaces the value of an
+   * existing entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it
+   * holds its locks only through its own commit: the root's lock and the thread's epoch lock in shared mode (writers
+   * of a root run and flush together; an epoch change waits for them, migration 009), and the entry's row. A version
+   * conflict comes back from the same round trip and is thrown; nothing is written for it: a conflict changes
+   * nothing, and logging every refused attempt of a contended key would make each one commit (a WAL flush) and grow
+   * the log. `versionConflicts` counts them.
    * Returns `undefined` for everything else (see the function), and the full transaction (`write`) runs instead.
    * @throws EnvDataError `EnvData.VersionConflict`
    */
@@ -621,7 +637,7 @@ export class EnvStore {
       }
       if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
       announcing = true;
-      announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
+      this.announcer.announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
       return { action, key, version: row.version };
     } finally {
       if (!announcing) client.release();
@@ -655,7 +671,7 @@ export class EnvStore {
           throw error;
         }
         announcing = true;
-        announceThenRelease(client, announcements);
+        this.announcer.announceThenRelease(client, announcements);
         if (outcome instanceof StaleEpochError) throw outcome;
         if ('refused' in outcome) {
           if (outcome.type === EnvDataErrorType.VersionConflict) this.versionConflicts += 1;
@@ -817,12 +833,43 @@ export async function announce(db: Queryable, announcements: readonly EnvAnnounc
     .catch(() => undefined);
 }
 
+/** Most announcements sent in one statement. */
+const MAX_ANNOUNCEMENTS_PER_BATCH = 100;
+
 /**
- * Announces on the connection that wrote, then returns it to the pool, without making the writer wait: its result
- * does not depend on the announcement. `pool.end()` waits for it.
+ * Sends the change-feed announcements of a store's writers after their commits, batched: one statement (one small
+ * transaction) announces the writes of every writer that committed while the previous one ran, instead of one each.
+ * The writer is not made to wait: its result does not depend on the announcement.
  */
-function announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
-  void announce(client, announcements).finally(() => client.release());
+class Announcer {
+  private readonly queued: EnvAnnouncement[] = [];
+  private sending = false;
+
+  /**
+   * Queues `announcements` and returns `client` (which just committed them) to the pool, or, when no batch is under
+   * way, keeps it to send what is queued, batch after batch until nothing is, and then returns it. `pool.end()`
+   * waits for that.
+   */
+  announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
+    this.queued.push(...announcements);
+    if (this.sending || this.queued.length === 0) {
+      client.release();
+      return;
+    }
+    this.sending = true;
+    void this.sendQueued(client);
+  }
+
+  private async sendQueued(client: PoolClient): Promise<void> {
+    try {
+      // What is queued while a batch is sent goes in the next: nothing queued is left behind (`announce` does not
+      // throw).
+      while (this.queued.length > 0) await announce(client, this.queued.splice(0, MAX_ANNOUNCEMENTS_PER_BATCH));
+    } finally {
+      this.sending = false;
+      client.release();
+    }
+  }
 }
 
 /** The message of a version conflict. */
