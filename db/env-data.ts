@@ -174,30 +174,17 @@ const REPLACE = {
   name: 'baton-env-replace',
   text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
 };
-/**
- * What `get` selects: the entry's columns, with its author as two plain columns (the hottest read: building the author
- * as JSON on the server and parsing it here costs more than making the object here; `entryOf`).
- */
-const GET_COLUMNS = `e.key, e.scope, e.short_description AS "shortDescription", e.type, e.tags, e.stored_by_agent,
-  e.stored_by_thread, e.stored_by_task AS "storedByTask", e.version, e.created_at AS "createdAt",
-  e.updated_at AS "updatedAt", e.value`;
 /** An entry of the root's shared data. */
 const GET_SHARED = {
   name: 'baton-env-get-shared',
-  text: `SELECT ${GET_COLUMNS} FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
 };
 /** An entry as a thread sees it ($3): the nearest of its scopes holding the key. */
 const GET_IN_VIEW = {
   name: 'baton-env-get-in-view',
-  text: `SELECT ${GET_COLUMNS} FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
           WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
 };
-/** A row of `GET_COLUMNS`. */
-type EntryRow = Omit<EnvEntry, 'storedBy'> & { stored_by_agent: string; stored_by_thread: string };
-
-function entryOf({ stored_by_agent: agent, stored_by_thread: thread, ...entry }: EntryRow): EnvEntry {
-  return { ...entry, storedBy: { agent, thread } };
-}
 
 /** The constraint that makes an operation id write once per root. */
 const OPERATION_ID_CONSTRAINT = 'env_events_root_thread_id_operation_id_key';
@@ -218,8 +205,9 @@ function viewScopes(param: string): string {
  * Shared environment data of root threads, in Postgres. Every write is idempotent per operation id, fenced by the
  * writing thread's epoch, and logged (with its value) in `env_events` in the same transaction; once committed it is
  * announced on `baton_env_events`. Writers of one root do not take turns: each locks only the rows it writes (and
- * holds the root's lock in shared mode, for the log's readers). A refused write changes nothing; refusals that reach
- * the store are logged as `rejected`, except version conflicts, which are only counted (`versionConflicts`).
+ * holds the root's lock in shared mode, for the log's readers; the common write fences its epoch with its thread's
+ * epoch lock in shared mode, migration 009). A refused write changes nothing; refusals that reach the store are logged
+ * as `rejected`, except version conflicts, which are only counted (`versionConflicts`).
  */
 export class EnvStore {
   private readonly maxValueBytes: number;
@@ -457,13 +445,12 @@ export class EnvStore {
 
   /** One entry with its value as `view` sees it (the root's shared data by default), or `undefined`. */
   async get(rootThreadId: string, key: string, view?: EnvView): Promise<EnvEntry | undefined> {
-    const { rows } = await this.pool.query<EntryRow>(
+    const { rows } = await this.pool.query<EnvEntry>(
       view === undefined
         ? { ...GET_SHARED, values: [rootThreadId, key] }
         : { ...GET_IN_VIEW, values: [rootThreadId, key, view.threadId] },
     );
-    const row = rows[0];
-    return row && entryOf(row);
+    return rows[0];
   }
 
   /** The manifest as `view` sees it (the root's shared data by default): every entry without its value, by key. */
