@@ -9,9 +9,9 @@
  * put: one statement, a versioned upsert of the entry and an insert of its event with a unique operation id;
  * get: one primary-key SELECT; increment: SELECT the value and version, then one statement updating the entry only if
  * it is still at that version and inserting its event, retried from the SELECT when it was not. No lock beyond the
- * rows. What the store adds is its guarantees beyond those: the epoch fence (a shared lock on the thread's row), the
- * root's lock in shared mode (for readers of the log), the change-feed announcement, and its API (pool checkout,
- * input checks).
+ * rows. What the store adds is its guarantees beyond those: the epoch fence (the thread's epoch lock in shared mode,
+ * migration 009), the root's lock in shared mode (for readers of the log), the change-feed announcement, and its API
+ * (pool checkout, input checks).
  *
  * Flags: `--rounds N` (default 5), `--json` (one object). Postgres: `DATABASE_URL` if set, else an embedded server
  * in a temporary directory; either way a fresh database that is created, migrated and dropped.

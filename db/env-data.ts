@@ -169,7 +169,7 @@ const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch,
  * The statements every store call runs, prepared once per connection (named): parsing and planning them each time
  * costs more than running them.
  */
-/** `env_replace` (migration 008): the common store and update in one round trip. */
+/** `env_replace` (migrations 008 and 009): the common store and update in one round trip. */
 const REPLACE = {
   name: 'baton-env-replace',
   text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
@@ -205,8 +205,9 @@ function viewScopes(param: string): string {
  * Shared environment data of root threads, in Postgres. Every write is idempotent per operation id, fenced by the
  * writing thread's epoch, and logged (with its value) in `env_events` in the same transaction; once committed it is
  * announced on `baton_env_events`. Writers of one root do not take turns: each locks only the rows it writes (and
- * holds the root's lock in shared mode, for the log's readers). A refused write changes nothing; refusals that reach
- * the store are logged as `rejected`, except version conflicts, which are only counted (`versionConflicts`).
+ * holds the root's lock in shared mode, for the log's readers; the common write fences its epoch with its thread's
+ * epoch lock in shared mode, migration 009). A refused write changes nothing; refusals that reach the store are logged
+ * as `rejected`, except version conflicts, which are only counted (`versionConflicts`).
  */
 export class EnvStore {
   private readonly maxValueBytes: number;
@@ -215,6 +216,7 @@ export class EnvStore {
    * changed; see `replace`), so this count is where contention shows.
    */
   versionConflicts = 0;
+  private readonly announcer = new Announcer();
 
   constructor(
     private readonly pool: Pool,
@@ -558,12 +560,13 @@ export class EnvStore {
   }
 
   /**
-   * The common store or update in one round trip (`env_replace`, migration 008): replaces the value of an existing
-   * entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it holds its
-   * locks only through its own commit: the root's lock in shared mode (writers of a root run and flush together),
-   * the entry's row, and the thread's row (the fence). A version conflict comes back from the same round trip and is
-   * thrown; nothing is written for it: a conflict changes nothing, and logging every refused attempt of a contended
-   * key would make each one commit (a WAL flush) and grow the log. `versionConflicts` counts them.
+   * The common store or update in one round trip (`env_replace`, migrations 008 and 009): replaces the value of an
+   * existing entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it
+   * holds its locks only through its own commit: the root's lock and the thread's epoch lock in shared mode (writers
+   * of a root run and flush together; an epoch change waits for them, migration 009), and the entry's row. A version
+   * conflict comes back from the same round trip and is thrown; nothing is written for it: a conflict changes
+   * nothing, and logging every refused attempt of a contended key would make each one commit (a WAL flush) and grow
+   * the log. `versionConflicts` counts them.
    * Returns `undefined` for everything else (see the function), and the full transaction (`write`) runs instead.
    * @throws EnvDataError `EnvData.VersionConflict`
    */
@@ -621,7 +624,7 @@ export class EnvStore {
       }
       if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
       announcing = true;
-      announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
+      this.announcer.announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
       return { action, key, version: row.version };
     } finally {
       if (!announcing) client.release();
@@ -655,7 +658,7 @@ export class EnvStore {
           throw error;
         }
         announcing = true;
-        announceThenRelease(client, announcements);
+        this.announcer.announceThenRelease(client, announcements);
         if (outcome instanceof StaleEpochError) throw outcome;
         if ('refused' in outcome) {
           if (outcome.type === EnvDataErrorType.VersionConflict) this.versionConflicts += 1;
@@ -817,12 +820,43 @@ export async function announce(db: Queryable, announcements: readonly EnvAnnounc
     .catch(() => undefined);
 }
 
+/** Most announcements sent in one statement. */
+const MAX_ANNOUNCEMENTS_PER_BATCH = 100;
+
 /**
- * Announces on the connection that wrote, then returns it to the pool, without making the writer wait: its result
- * does not depend on the announcement. `pool.end()` waits for it.
+ * Sends the change-feed announcements of a store's writers after their commits, batched: one statement (one small
+ * transaction) announces the writes of every writer that committed while the previous one ran, instead of one each.
+ * The writer is not made to wait: its result does not depend on the announcement.
  */
-function announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
-  void announce(client, announcements).finally(() => client.release());
+class Announcer {
+  private readonly queued: EnvAnnouncement[] = [];
+  private sending = false;
+
+  /**
+   * Queues `announcements` and returns `client` (which just committed them) to the pool, or, when no batch is under
+   * way, keeps it to send what is queued, batch after batch until nothing is, and then returns it. `pool.end()`
+   * waits for that.
+   */
+  announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
+    this.queued.push(...announcements);
+    if (this.sending || this.queued.length === 0) {
+      client.release();
+      return;
+    }
+    this.sending = true;
+    void this.sendQueued(client);
+  }
+
+  private async sendQueued(client: PoolClient): Promise<void> {
+    try {
+      // What is queued while a batch is sent goes in the next: nothing queued is left behind (`announce` does not
+      // throw).
+      while (this.queued.length > 0) await announce(client, this.queued.splice(0, MAX_ANNOUNCEMENTS_PER_BATCH));
+    } finally {
+      this.sending = false;
+      client.release();
+    }
+  }
 }
 
 /** The message of a version conflict. */

@@ -788,6 +788,91 @@ test('env store: a write under a stale epoch is refused, changes nothing and is 
   assert.ok(refused.every((row) => row.write_epoch === solver.epoch && row.current_epoch === solver.epoch + 1));
 });
 
+/** Resolves once a session waits for the epoch lock of `threadId` (migration 009); fails after 5 s. */
+async function waitingForEpochLock(threadId: string): Promise<void> {
+  for (const deadline = Date.now() + 5000; ;) {
+    assert.ok(Date.now() < deadline, `nothing waited for the epoch lock of ${threadId}`);
+    const { rows } = await pool.query<{ waiting: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM pg_locks l
+                       WHERE l.locktype = 'advisory' AND NOT l.granted
+                         AND ((l.classid::bigint << 32) | l.objid::bigint) = thread_epoch_lock_key($1)) AS waiting`,
+      [threadId],
+    );
+    if (rows[0]?.waiting) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test('env store: a replace or CAS update racing an epoch bump in flight waits for it and is then refused', async () => {
+  const solver = await openRoot('solver');
+  // Existing entries: the writes below take the one-round-trip path (env_replace).
+  await store.store(solver, opId(solver, 'seed-a'), { key: 'a', shortDescription: 'A.', value: 0 });
+  await store.store(solver, opId(solver, 'seed-b'), { key: 'b', shortDescription: 'B.', value: 0 });
+  const before = await snapshot(solver.rootThreadId, 'a');
+  const reclaimer = await pool.connect();
+  try {
+    await reclaimer.query('BEGIN');
+    await reclaimer.query('UPDATE threads SET epoch = epoch + 1 WHERE thread_id = $1', [solver.threadId]);
+    const storing = store.store(solver, opId(solver, 'late-store'), { key: 'a', shortDescription: 'A.', value: 1 });
+    const updating = store.update(solver, opId(solver, 'late-update'), { key: 'b', value: 1, expectedVersion: 1 });
+    // Both read the epoch only once the bump is decided: they wait for its transaction.
+    await waitingForEpochLock(solver.threadId);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await reclaimer.query('COMMIT');
+    for (const outcome of await Promise.allSettled([storing, updating])) {
+      assert.equal(outcome.status, 'rejected');
+      const error: unknown = outcome.status === 'rejected' ? outcome.reason : undefined;
+      assert.ok(error instanceof StaleEpochError, `expected StaleEpochError, got ${String(error)}`);
+      assert.equal(error.currentEpoch, solver.epoch + 1);
+    }
+  } finally {
+    await reclaimer.query('ROLLBACK').catch(() => undefined);
+    reclaimer.release();
+  }
+  assert.deepEqual((await store.get(solver.rootThreadId, 'a'))?.value, 0);
+  assert.deepEqual((await store.get(solver.rootThreadId, 'b'))?.value, 0);
+  const events = await store.events(solver.rootThreadId);
+  assert.deepEqual(events.slice(0, before.events.length), before.events);
+  assert.deepEqual(
+    events
+      .slice(before.events.length)
+      .map((event) => `${event.key} ${event.action}`)
+      .sort(),
+    ['a rejected', 'b rejected'],
+  );
+});
+
+test('env store: an epoch bump waits for a write in flight under the old epoch, and later writes of it are refused', async () => {
+  const solver = await openRoot('solver');
+  await store.store(solver, opId(solver, 'seed'), { key: 'a', shortDescription: 'A.', value: 0 });
+  const writer = await pool.connect();
+  const reclaimer = await pool.connect();
+  try {
+    // The store's one-round-trip write, held before its commit.
+    await writer.query('BEGIN');
+    const { rows } = await writer.query<{ outcome: string }>(
+      `SELECT outcome FROM env_replace($1, $2, $3, 'a', $4, 'stored', '1', 1, $5, 'A.', NULL, '{}', NULL)`,
+      [solver.threadId, solver.rootThreadId, solver.epoch, opId(solver, 'in-flight'), solver.agent],
+    );
+    assert.equal(rows[0]?.outcome, 'written');
+    const bumping = reclaimer.query('UPDATE threads SET epoch = epoch + 1 WHERE thread_id = $1', [solver.threadId]);
+    await waitingForEpochLock(solver.threadId);
+    await writer.query('COMMIT');
+    await bumping;
+  } finally {
+    await writer.query('ROLLBACK').catch(() => undefined);
+    writer.release();
+    reclaimer.release();
+  }
+  // The write in flight landed (it was made under the epoch it held); the old turn can write no more.
+  assert.equal((await store.get(solver.rootThreadId, 'a'))?.value, 1);
+  await assert.rejects(
+    store.store(solver, opId(solver, 'after'), { key: 'a', shortDescription: 'A.', value: 2 }),
+    StaleEpochError,
+  );
+  assert.equal((await store.get(solver.rootThreadId, 'a'))?.value, 1);
+});
+
 // ---------------------------------------------------------------------------------------------------------------
 // Concurrent writers
 
