@@ -12,8 +12,8 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 FROM node:20.20.2-bookworm-slim AS runtime
 ENV NODE_ENV=production
 # glibc gives each thread that allocates (the Temporal core's runtime threads, libuv's pool, the workflow thread) an
-# arena of its own, up to 8 per core, and keeps what they freed: two arenas made a worker with 200 threads waiting
-# on humans 320 MB instead of 360-410 MB, and steadier (README "Performance"; `npm run bench -- memory`).
+# arena of its own, up to 8 per core, and keeps what they freed. With two, a worker with 200 threads waiting on
+# humans measured 316-349 MB against 352-407 MB without (README "Worker memory"; `npm run bench -- memory`).
 ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
