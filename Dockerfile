@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The Baton worker image (`baton worker` by default; docker-compose.yml also runs `baton setup` from it).
-# Baton runs from its TypeScript sources through tsx, so there is no compile stage: the first stage installs the
+# Baton runs from its TypeScript sources through tsx, so there is no compile stage (with the workflow bundle built
+# below, tsx costs a running worker about 7 MB of memory; README "Performance"): the first stage installs the
 # production dependencies, the second copies them beside the sources and runs as the unprivileged `node` user.
 
 FROM node:20.20.2-bookworm-slim AS deps
@@ -10,10 +11,19 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM node:20.20.2-bookworm-slim AS runtime
 ENV NODE_ENV=production
+# glibc gives each thread that allocates (the Temporal core's runtime threads, libuv's pool, the workflow thread) an
+# arena of its own, up to 8 per core, and keeps what they freed. With two, a worker with 200 threads waiting on
+# humans measured 316-349 MB against 352-407 MB without (README "Worker memory"; `npm run bench -- memory`).
+ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 # Everything else the worker needs (see .dockerignore for what stays out: tests, benchmarks, local state).
 COPY . .
+# The workflow bundle, built once from the sources just copied: a worker that bundles at start-up runs webpack in its
+# own process and keeps about 120 MB of it resident for good (README "Performance"), besides seconds of CPU per start.
+# The worker checks at start that the bundle matches its sources.
+RUN node bin/baton.js bundle /app/workflow-bundle.js
+ENV BATON_WORKFLOW_BUNDLE=/app/workflow-bundle.js
 USER node
 ENTRYPOINT ["node", "bin/baton.js"]
 CMD ["worker"]

@@ -30,11 +30,16 @@ import type {
 /** The message every benchmark turn starts with. */
 export const TURN_MESSAGE = 'Check every part of the task.';
 
-/** An agent file with no capabilities beyond the universal ones. */
-export function benchAgentFile(name: string, capabilities: readonly string[] = []): string {
+/** An agent file with no capabilities beyond the universal ones, and a context limit when `context` sets one. */
+export function benchAgentFile(
+  name: string,
+  capabilities: readonly string[] = [],
+  context: { readonly maxMessages?: number } = {},
+): string {
+  const contextLine = context.maxMessages === undefined ? '' : `context: { max_messages: ${context.maxMessages} }\n`;
   return (
-    `---\nname: ${name}\ndescription: The ${name} agent of a benchmark.\ncapabilities: [${capabilities.join(', ')}]\n---\n` +
-    'You think step by step, then answer.\n'
+    `---\nname: ${name}\ndescription: The ${name} agent of a benchmark.\ncapabilities: [${capabilities.join(', ')}]\n` +
+    `${contextLine}---\nYou think step by step, then answer.\n`
   );
 }
 

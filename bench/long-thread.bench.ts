@@ -8,9 +8,14 @@
  * fall on one side only: every 10th turn the bench also times a one-turn conversation on a fresh thread, and prints
  * the ratio corrected by how those reference turns moved between the two windows.
  *
- * No agent here has a context limit: every turn sends the whole transcript to the model, so the last turns' requests
- * are the largest. Flags (and those of bench/common.ts): `--turns N` (default 1000; 200 with `--quick`),
- * `--continue-as-new-after N` (default: the thread's own, 100), `--window N` (default 100, at most half the turns).
+ * The agent has a context limit, as the issue's target asks (`context: { max_messages: 40 }` unless
+ * `--max-messages N` says otherwise): each request carries the system prompt, the first message and the newest 39.
+ * `--no-context-limit` sends the whole transcript every turn instead, so the last turns' requests are the largest.
+ * The request's size per turn is the prompt-token estimate the scripted model reports as usage (characters / 4).
+ *
+ * Flags (and those of bench/common.ts): `--turns N` (default 1000; 200 with `--quick`), `--continue-as-new-after N`
+ * (default: the thread's own, 100), `--window N` (default 100, at most half the turns), `--max-messages N` (default
+ * 40), `--no-context-limit`.
  */
 import type { temporal } from '@temporalio/proto';
 import { performance } from 'node:perf_hooks';
@@ -34,11 +39,15 @@ import {
 const AGENT = 'talker';
 /** A fresh-thread reference turn after every this many turns. */
 const REFERENCE_EVERY = 10;
+/** The agent's `context.max_messages` unless `--max-messages` or `--no-context-limit` says otherwise. */
+const DEFAULT_MAX_MESSAGES = 40;
 
 const { common, values } = parseBenchArgs(process.argv.slice(2), [1, 1], {
   turns: { type: 'string' },
   'continue-as-new-after': { type: 'string' },
   window: { type: 'string' },
+  'max-messages': { type: 'string' },
+  'no-context-limit': { type: 'boolean', default: false },
 });
 const turns = typeof values.turns === 'string' ? wholeNumber('turns', values.turns) : common.quick ? 200 : 1000;
 const continueAsNewAfter =
@@ -50,6 +59,17 @@ const window = Math.min(
   Math.floor(turns / 2),
 );
 if (window < 1) throw new Error('--turns must be at least 2');
+if (values['no-context-limit'] === true && typeof values['max-messages'] === 'string') {
+  throw new Error('--max-messages and --no-context-limit contradict each other: give one');
+}
+/** The agent's context limit in messages; undefined: none, every request carries the whole transcript. */
+const maxMessages =
+  values['no-context-limit'] === true
+    ? undefined
+    : typeof values['max-messages'] === 'string'
+      ? wholeNumber('max-messages', values['max-messages'])
+      : DEFAULT_MAX_MESSAGES;
+const contextLimit = maxMessages === undefined ? 'none' : `max_messages ${maxMessages}`;
 
 /** One answer per turn: the scripted model picks the step by the assistant messages already in the request. */
 function script() {
@@ -62,7 +82,7 @@ function script() {
 runBench(common, async (context) => {
   const baton = await startBaton(context, {
     name: 'long-thread',
-    agents: benchAgents({ [AGENT]: benchAgentFile(AGENT) }),
+    agents: benchAgents({ [AGENT]: benchAgentFile(AGENT, [], { maxMessages }) }),
     script: script(),
   });
   const threadId = uniqueThreadId('bench-long');
@@ -83,9 +103,13 @@ runBench(common, async (context) => {
     return ms;
   };
   const turnMs: number[] = [];
+  /** Estimated prompt tokens of each turn's one request (the scripted model's usage). */
+  const promptTokens: number[] = [];
   /** [turn index it followed, ms]. */
   const referenceMs: [number, number][] = [];
-  log(`measuring: ${turns} turns on one thread, continue-as-new after ${continueAsNewAfter}`);
+  log(
+    `measuring: ${turns} turns on one thread, continue-as-new after ${continueAsNewAfter}, context limit: ${contextLimit}`,
+  );
   for (let turn = 1; turn <= turns; turn++) {
     turnMs.push(
       await timed(async () => {
@@ -93,6 +117,7 @@ runBench(common, async (context) => {
         if (result.status !== 'completed' || result.reply !== `Answer ${turn}.`) {
           throw new Error(`turn ${turn} ended ${result.status} with '${result.reply}'`);
         }
+        promptTokens.push(result.usage.promptTokens);
       }),
     );
     if (turn % REFERENCE_EVERY === 0) referenceMs.push([turn, await referenceTurn()]);
@@ -102,6 +127,8 @@ runBench(common, async (context) => {
 
   const first = turnMs.slice(0, window);
   const last = turnMs.slice(-window);
+  const firstTokens = promptTokens.slice(0, window);
+  const lastTokens = promptTokens.slice(-window);
   const refFirst = referenceMs.filter(([t]) => t <= window).map(([, ms]) => ms);
   const refLast = referenceMs.filter(([t]) => t > turns - window).map(([, ms]) => ms);
   const drift = refFirst.length > 0 && refLast.length > 0 ? median(refLast) / median(refFirst) : Number.NaN;
@@ -130,12 +157,12 @@ runBench(common, async (context) => {
   printReport(
     {
       bench: 'long-thread',
-      description: `one conversation of ${turns} turns (an answer each, no context limit), continue-as-new after ${continueAsNewAfter}`,
-      settings: { turns, continueAsNewAfter, window, referenceEvery: REFERENCE_EVERY },
+      description: `one conversation of ${turns} turns (an answer each, context limit: ${contextLimit}), continue-as-new after ${continueAsNewAfter}`,
+      settings: { turns, continueAsNewAfter, window, referenceEvery: REFERENCE_EVERY, contextLimit },
       dynamicConfig: context.dynamicConfig,
       cases: [
-        { name: `first ${window} turns`, ...latencyFigures(first) },
-        { name: `last ${window} turns`, ...latencyFigures(last) },
+        { name: `first ${window} turns`, ...latencyFigures(first), ...requestFigures(firstTokens) },
+        { name: `last ${window} turns`, ...latencyFigures(last), ...requestFigures(lastTokens) },
         { name: `fresh-thread ref. (first)`, ...latencyFigures(refFirst) },
         { name: `fresh-thread ref. (last)`, ...latencyFigures(refLast) },
         ...runs.map((r, i) => ({
@@ -164,6 +191,9 @@ runBench(common, async (context) => {
             figures: {
               driftOfFreshThreadTurns: round2(drift),
               correctedRatio: round2(median(last) / median(first) / drift),
+              contextLimit,
+              requestTokensFirstTurn: promptTokens[0],
+              requestTokensLastTurn: promptTokens.at(-1),
             },
           },
         ),
@@ -171,7 +201,11 @@ runBench(common, async (context) => {
       notes: [
         `runs of the thread: ${runs.length}; events per run ${runs.map((r) => r.events).join(', ')}`,
         `largest payload: ${largest.bytes} bytes in ${largest.eventType}`,
-        'no context limit set (no agent setting for one exists yet): the target ≤ 1.2× is meant with one',
+        `request size (estimated prompt tokens, characters / 4): turn 1 ${promptTokens[0]}, turn ${turns} ` +
+          `${promptTokens.at(-1)}; medians ${median(firstTokens)} (first ${window}) and ${median(lastTokens)} (last ${window})`,
+        maxMessages === undefined
+          ? 'no context limit (--no-context-limit): every request carried the whole transcript; the target ≤ 1.2× is meant with one'
+          : `context limit: the agent's context.max_messages ${maxMessages} (--no-context-limit to send the whole transcript)`,
       ],
     },
     common.json,
@@ -185,6 +219,11 @@ function latencyFigures(values: readonly number[]) {
     p10Ms: round1(percentile(values, 10)),
     p90Ms: round1(percentile(values, 90)),
   };
+}
+
+/** The size of the requests of a window of turns: estimated prompt tokens. */
+function requestFigures(tokens: readonly number[]) {
+  return { medianRequestTokens: median(tokens), maxRequestTokens: Math.max(...tokens) };
 }
 
 interface Largest {

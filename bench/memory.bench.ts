@@ -5,14 +5,22 @@
  * same run. Each waiting thread keeps two workflows open (the thread and its turn); the worker's sticky cache holds
  * at most `BATON_MAX_CACHED_WORKFLOWS` of them (default 1000), read back from the worker's Prometheus metrics.
  *
+ * Worker configurations (`--configs`), one fresh worker process each: `image`, as the Docker image runs it (the
+ * Dockerfile's `ENV` lines, read from it: the workflow bundle `baton bundle` wrote beforehand, `MALLOC_ARENA_MAX`,
+ * `NODE_ENV`); `prebuilt`, the bundle alone; `in-process`, `baton worker` with neither, bundling `workflows/` with
+ * webpack in its own process at start-up, whose memory stays resident.
+ *
  * Flags (and those of bench/common.ts): `--threads LIST` (default `200,1000`; `100,300` with `--quick`), `--caches
- * LIST` (BATON_MAX_CACHED_WORKFLOWS values, default `1000`: one fresh worker process each, one after the other).
+ * LIST` (BATON_MAX_CACHED_WORKFLOWS values, default `1000`), `--configs LIST` (default `image,in-process`),
+ * `--worker-env KEY=VALUE` (repeatable: more environment for every worker process, e.g. a Node or allocator setting
+ * to try). One worker process per cache and configuration, one after the other.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowUpdateStage } from '@temporalio/client';
 import { connect } from '../client';
+import { writeWorkflowBundle } from '../worker/main';
 import { choosePort } from '../stack/temporal-server';
 import { startScriptedModelServer } from '../testing/scripted-model';
 import { uniqueTaskQueue } from '../testing/test-env';
@@ -24,6 +32,7 @@ import {
   median,
   parseBenchArgs,
   printReport,
+  ROOT,
   round1,
   runBench,
   wholeNumbers,
@@ -39,16 +48,43 @@ const SAMPLES = 5;
 const FILL_TIMEOUT_MS = 15 * 60_000;
 /** Target of issue 14: 200 waiting threads at most this many MB of worker RSS. */
 const TARGET_MB_AT_200 = 400;
+/** How a worker process is configured: see the top of this file. */
+const CONFIGS = ['image', 'prebuilt', 'in-process'] as const;
+type WorkerConfigName = (typeof CONFIGS)[number];
 
 const { common, values } = parseBenchArgs(process.argv.slice(2), [1, 1], {
   threads: { type: 'string' },
   caches: { type: 'string', default: '1000' },
+  configs: { type: 'string', default: 'image,in-process' },
+  'worker-env': { type: 'string', multiple: true, default: [] },
 });
 const steps = wholeNumbers(
   'threads',
   typeof values.threads === 'string' ? values.threads : common.quick ? '100,300' : '200,1000',
 );
 const caches = wholeNumbers('caches', String(values.caches));
+/** `--worker-env KEY=VALUE`: more environment for every worker process (a Node or allocator setting to try). */
+const workerEnv = Object.fromEntries(
+  ((values['worker-env'] as string[] | undefined) ?? []).map((assignment) => {
+    const equals = assignment.indexOf('=');
+    if (equals < 1) throw new Error(`--worker-env: '${assignment}' is not KEY=VALUE`);
+    return [assignment.slice(0, equals), assignment.slice(equals + 1)];
+  }),
+);
+const configs = String(values.configs)
+  .split(',')
+  .map((part) => {
+    const config = CONFIGS.find((c) => c === part.trim());
+    if (config === undefined) throw new Error(`--configs: '${part}' is not one of ${CONFIGS.join(', ')}`);
+    return config;
+  });
+
+/** The environment the Dockerfile's runtime stage sets (`ENV KEY=VALUE` lines), as the image's worker gets it. */
+function imageEnv(): Record<string, string> {
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const runtime = dockerfile.slice(dockerfile.search(/^FROM .+ AS runtime$/m));
+  return Object.fromEntries([...runtime.matchAll(/^ENV (\w+)=(\S+)$/gm)].map((m) => [m[1] ?? '', m[2] ?? '']));
+}
 
 interface Sample {
   threads: number;
@@ -70,13 +106,25 @@ runBench(common, async (context) => {
     ),
   });
   context.defer(() => model.close());
+  const bundlePath = path.join(dir, 'workflow-bundle.js');
+  const envOf: Record<WorkerConfigName, Record<string, string>> = {
+    image: { ...imageEnv(), BATON_WORKFLOW_BUNDLE: bundlePath },
+    prebuilt: { BATON_WORKFLOW_BUNDLE: bundlePath },
+    'in-process': {},
+  };
+  if (configs.some((config) => 'BATON_WORKFLOW_BUNDLE' in envOf[config])) {
+    const bytes = await writeWorkflowBundle(bundlePath);
+    log(`workflow bundle: ${bundlePath} (${bytes} bytes)`);
+  }
 
-  const results: { cache: number; samples: Sample[] }[] = [];
-  for (const cache of caches) {
+  const results: { cache: number; config: WorkerConfigName; samples: Sample[] }[] = [];
+  for (const [cache, config] of caches.flatMap((c) => configs.map((w) => [c, w] as const))) {
+    const label = `cache ${cache}, ${config}`;
+    log(`${label}: worker environment ${describeEnv({ ...envOf[config], ...workerEnv })}`);
     const taskQueue = uniqueTaskQueue(`bench-memory-${cache}`);
     const metricsAddress = `127.0.0.1:${await choosePort('127.0.0.1', 0)}`;
     const worker = await startWorkerProcess({
-      name: `worker (cache ${cache})`,
+      name: `worker (${label})`,
       env: {
         TEMPORAL_ADDRESS: context.stack.temporalAddress,
         TEMPORAL_NAMESPACE: 'default',
@@ -89,6 +137,8 @@ runBench(common, async (context) => {
         BATON_LOG_LEVEL: 'WARN',
         BATON_MAX_CACHED_WORKFLOWS: String(cache),
         BATON_METRICS_ADDRESS: metricsAddress,
+        ...envOf[config],
+        ...workerEnv,
       },
     });
     const stopWorker = () => worker.kill();
@@ -119,12 +169,12 @@ runBench(common, async (context) => {
       };
     };
 
-    log(`cache ${cache}: worker pid ${pid}, idle`);
+    log(`${label}: worker pid ${pid}, idle`);
     const samples = [await measure(0)];
-    const prefix = `bench-mem-${cache}-${process.pid}-`;
+    const prefix = `bench-mem-${cache}-${config}-${process.pid}-`;
     let started = 0;
     for (const target of steps) {
-      log(`cache ${cache}: starting threads up to ${target}`);
+      log(`${label}: starting threads up to ${target}`);
       while (started < target) {
         const batch = Array.from({ length: Math.min(START_CONCURRENCY, target - started) }, (_, i) => started + i);
         started += batch.length;
@@ -153,17 +203,17 @@ runBench(common, async (context) => {
         await sleep(1_000);
       }
       samples.push(await measure(target));
-      log(`cache ${cache}: ${target} waiting, RSS ${samples.at(-1)?.rssMb} MB`);
+      log(`${label}: ${target} waiting, RSS ${samples.at(-1)?.rssMb} MB`);
     }
-    results.push({ cache, samples });
+    results.push({ cache, config, samples });
     await stopWorker();
   }
 
-  const comparisons: Comparison[] = results.flatMap(({ cache, samples }) => {
+  const comparisons: Comparison[] = results.flatMap(({ cache, config, samples }) => {
     const idle = samples[0] as Sample;
     return samples.slice(1).map((s) =>
       compare(
-        `cache ${cache}: RSS with ${s.threads} waiting / idle`,
+        `cache ${cache}, ${config}: RSS with ${s.threads} waiting / idle`,
         'RSS MB',
         `${s.threads} waiting`,
         s.rssMb,
@@ -180,15 +230,44 @@ runBench(common, async (context) => {
       ),
     );
   });
+  // Each other configuration against `in-process` (`baton worker` as it runs with nothing set) at the same cache and
+  // load: what the bundle (and the image's environment) save.
+  for (const subject of results.filter((r) => r.config !== 'in-process')) {
+    const inProcess = results.find((r) => r.config === 'in-process' && r.cache === subject.cache);
+    subject.samples.forEach((s, i) => {
+      const other = inProcess?.samples[i];
+      if (other === undefined) return;
+      const load = s.threads === 0 ? 'idle' : `${s.threads} waiting`;
+      comparisons.push(
+        compare(
+          `cache ${subject.cache}, ${load}: RSS ${subject.config} / in-process`,
+          'RSS MB',
+          subject.config,
+          s.rssMb,
+          'in-process',
+          other.rssMb,
+          { figures: { savedMb: round1(other.rssMb - s.rssMb) } },
+        ),
+      );
+    });
+  }
   printReport(
     {
       bench: 'memory',
-      description: 'worker process RSS with threads waiting on ask_human vs the same worker idle',
-      settings: { threads: steps.join(','), caches: caches.join(','), samples: SAMPLES },
+      description:
+        'worker process RSS with threads waiting on ask_human vs the same worker idle; as the Docker image runs it ' +
+        '(pre-built workflow bundle, its environment) vs baton worker with nothing set (bundling in the process)',
+      settings: {
+        threads: steps.join(','),
+        caches: caches.join(','),
+        configs: configs.join(','),
+        workerEnv: describeEnv(workerEnv),
+        samples: SAMPLES,
+      },
       dynamicConfig: context.dynamicConfig,
-      cases: results.flatMap(({ cache, samples }) =>
+      cases: results.flatMap(({ cache, config, samples }) =>
         samples.map((s) => ({
-          name: `cache ${cache}, ${s.threads === 0 ? 'idle' : `${s.threads} waiting`}`,
+          name: `cache ${cache}, ${config}, ${s.threads === 0 ? 'idle' : `${s.threads} waiting`}`,
           rssMb: s.rssMb,
           peakMb: s.peakMb,
           cacheSize: s.cacheSize ?? 'n/a',
@@ -200,6 +279,11 @@ runBench(common, async (context) => {
     common.json,
   );
 });
+
+function describeEnv(env: Record<string, string>): string {
+  const entries = Object.entries(env);
+  return entries.length === 0 ? '(nothing set)' : entries.map(([key, value]) => `${key}=${value}`).join(' ');
+}
 
 /** A `/proc/<pid>/status` field in kB. */
 function readStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {

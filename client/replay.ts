@@ -13,7 +13,7 @@ import {
   type ReplayWorkerOptions,
 } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import { WORKFLOWS_PATH } from '../worker/create-worker';
+import { WORKFLOWS_PATH } from '../worker/workflow-bundle';
 
 type History = ReturnType<typeof historyFromJSON>;
 

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
+import { workflowBundleProblem } from './workflow-bundle';
 
 /**
  * The ARC-AGI-1 training tasks the repository carries (`data/arc/training`), resolved from the repository root, not
@@ -253,6 +254,8 @@ export function readWorkerConfig(
       `BATON_WORKFLOW_BUNDLE: ${workflowBundle} is not a file (write one with \`baton bundle <file>\`)`,
     ]);
   }
+  const bundleProblem = workflowBundle === undefined ? undefined : workflowBundleProblem(workflowBundle);
+  if (bundleProblem !== undefined) throw new ConfigError([`BATON_WORKFLOW_BUNDLE: ${bundleProblem}`]);
   return Object.freeze({
     temporalAddress: value.TEMPORAL_ADDRESS,
     namespace: value.TEMPORAL_NAMESPACE,

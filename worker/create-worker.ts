@@ -11,6 +11,7 @@ import type { Pool } from 'pg';
 import { createActivities } from '../activities';
 import { publishAgentVersions } from '../activities/agent-store';
 import type { AgentCatalog } from './agent-catalog';
+import { WORKFLOWS_PATH } from './workflow-bundle';
 
 export interface BatonWorkerOptions {
   pool: Pool;
@@ -39,9 +40,6 @@ export interface WorkerTuningOptions {
   /** Milliseconds running activities get to finish after a shutdown signal before they are cancelled. */
   shutdownGraceTime: number;
 }
-
-/** Path of the workflows entry, resolved so it works from TypeScript sources (tsx) and compiled output alike. */
-export const WORKFLOWS_PATH = require.resolve('../workflows');
 
 /** Bundles Baton's workflow code once (webpack takes seconds), for reuse across workers. */
 export function bundleBatonWorkflows(): Promise<WorkflowBundle> {

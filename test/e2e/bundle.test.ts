@@ -3,8 +3,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { readTestEnv } from '../../testing/test-env';
-import { baton, describeRun, parseJson } from './cli-process';
+import { readTestEnv, uniqueTaskQueue } from '../../testing/test-env';
+import { startWorkerProcess } from '../../testing/worker-process';
+import { workflowBundleProblem } from '../../worker/workflow-bundle';
+import { baton, describeRun, parseJson, stackEnv } from './cli-process';
 
 test('baton bundle writes the workflow bundle and reports it as JSON', async () => {
   const dir = fs.mkdtempSync(path.join(readTestEnv().stateDir, 'bundle-'));
@@ -15,5 +17,48 @@ test('baton bundle writes the workflow bundle and reports it as JSON', async () 
   const code = fs.readFileSync(file, 'utf8');
   assert.match(code, /threadWorkflow/, 'the bundle holds the thread workflow');
   assert.match(code, /agentTurnWorkflow/, 'and the turn workflow');
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a worker starts from a bundle of its own sources and refuses a stale one, naming what changed', async () => {
+  const stack = readTestEnv();
+  const dir = fs.mkdtempSync(path.join(stack.stateDir, 'bundle-'));
+  const file = path.join(dir, 'workflows.js');
+  const written = await baton(['bundle', file], process.env);
+  assert.equal(written.code, 0, describeRun(written));
+  assert.equal(workflowBundleProblem(file), undefined, 'a fresh bundle matches the sources');
+
+  const workerEnv = {
+    TEMPORAL_ADDRESS: stack.temporalAddress,
+    DATABASE_URL: stack.databaseUrl,
+    OPENAI_API_KEY: 'sk-test',
+    BATON_TASK_QUEUE: uniqueTaskQueue('bundle'),
+    BATON_LOG_LEVEL: 'WARN',
+  };
+  const worker = await startWorkerProcess({
+    name: 'worker from a bundle',
+    env: { ...workerEnv, BATON_WORKFLOW_BUNDLE: file },
+  });
+  await worker.kill();
+
+  // The same bundle, as if built before workflows/thread.ts last changed: its source map carries the older text.
+  const code = fs.readFileSync(file, 'utf8');
+  const marker = 'base64,';
+  const at = code.lastIndexOf(marker) + marker.length;
+  const map = JSON.parse(Buffer.from(code.slice(at).trimEnd(), 'base64').toString()) as {
+    sources: string[];
+    sourcesContent: string[];
+  };
+  const thread = map.sources.findIndex((source) => source.endsWith('/workflows/thread.ts'));
+  assert.ok(thread >= 0, 'the bundle names workflows/thread.ts among its sources');
+  map.sourcesContent[thread] += '// an older version\n';
+  const stale = path.join(dir, 'stale.js');
+  fs.writeFileSync(stale, code.slice(0, at) + Buffer.from(JSON.stringify(map)).toString('base64') + '\n');
+  const refused = await baton(['worker'], stackEnv({ ...workerEnv, BATON_WORKFLOW_BUNDLE: stale }));
+  assert.equal(refused.code, 1, describeRun(refused));
+  assert.match(
+    refused.stderr,
+    /BATON_WORKFLOW_BUNDLE: .*stale\.js was built from other sources than this worker's \(changed or missing here: workflows\/thread\.ts\); write it again with `baton bundle <file>`/,
+  );
   fs.rmSync(dir, { recursive: true, force: true });
 });

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import { WORKFLOWS_PATH } from '../../worker/create-worker';
+import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs

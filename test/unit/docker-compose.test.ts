@@ -160,3 +160,27 @@ test('dockerfile: multi-stage, runs as a non-root user, `baton worker` by defaul
   assert.match(dockerfile, /^ENTRYPOINT \["node", "bin\/baton\.js"\]$/m);
   assert.match(dockerfile, /^CMD \["worker"\]$/m);
 });
+
+test('dockerfile: the workflow bundle is built at image build, from the copied sources, and the worker starts from it', () => {
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const bundle = /^RUN node bin\/baton\.js bundle (\S+)$/m.exec(dockerfile);
+  assert.ok(bundle, 'the image runs `baton bundle <file>`');
+  const file = bundle[1] ?? '';
+  assert.ok(path.isAbsolute(file), `${file}: an absolute path, whatever the worker's working directory`);
+  assert.match(
+    dockerfile,
+    new RegExp(`^ENV BATON_WORKFLOW_BUNDLE=${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'm'),
+  );
+  const at = (pattern: RegExp) => dockerfile.search(pattern);
+  const runtime = at(/^FROM .+ AS runtime$/m);
+  assert.ok(runtime >= 0, 'a runtime stage');
+  assert.ok(at(/^COPY \. \.$/m) > runtime, 'the sources are copied into the runtime stage');
+  assert.ok(bundle.index > at(/^COPY \. \.$/m), 'the bundle is built after the sources are copied, so it is of them');
+  assert.ok(bundle.index < at(/^USER node$/m), 'as root, before the image drops to the unprivileged user');
+});
+
+test('dockerfile: the worker runs with two glibc malloc arenas (measured: less memory, README "Performance")', () => {
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  assert.match(dockerfile, /^FROM node:[\w.-]+-bookworm[\w-]* AS runtime$/m, "a glibc image: the variable is glibc's");
+  assert.match(dockerfile, /^ENV MALLOC_ARENA_MAX=2$/m);
+});

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { batonEnvVariables, ConfigError, readSetupConfig, readWorkerConfig } from '../../worker/config';
+import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 
 const minimal = {
   TEMPORAL_ADDRESS: 'temporal.example:7233',
@@ -170,10 +171,17 @@ test('config: the documented variables are exactly those the schemas read', () =
   }
 });
 
-test('worker config: BATON_WORKFLOW_BUNDLE names a bundle file, relative to the working directory', () => {
+test('worker config: BATON_WORKFLOW_BUNDLE names a bundle of these workflows, relative to the working directory', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-bundle-config-'));
   try {
-    fs.writeFileSync(path.join(dir, 'bundle.js'), '// a bundle');
+    // What the check reads of a bundle: its inline source map, naming the workflows entry with its text.
+    const bundleOf = (entryText: string) => {
+      const map = { version: 3, sources: ['/build/app/workflows/index.ts'], sourcesContent: [entryText], mappings: '' };
+      return `var __TEMPORAL__;\n//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}\n`;
+    };
+    const entryText = fs.readFileSync(WORKFLOWS_PATH, 'utf8');
+    fs.writeFileSync(path.join(dir, 'bundle.js'), bundleOf(entryText));
+    fs.writeFileSync(path.join(dir, 'stale.js'), bundleOf(`${entryText}// an older version\n`));
     assert.equal(
       readWorkerConfig({ ...minimal, BATON_WORKFLOW_BUNDLE: 'bundle.js' }, dir).workflowBundle,
       path.join(dir, 'bundle.js'),
@@ -186,6 +194,16 @@ test('worker config: BATON_WORKFLOW_BUNDLE names a bundle file, relative to the 
         error.problems.some((p) => /BATON_WORKFLOW_BUNDLE: .*missing\.js is not a file/.test(p)),
     );
     assert.throws(() => readWorkerConfig({ ...minimal, BATON_WORKFLOW_BUNDLE: '.' }, dir), /is not a file/);
+    assert.throws(
+      () => readWorkerConfig({ ...minimal, BATON_WORKFLOW_BUNDLE: 'stale.js' }, dir),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        error.problems.some((p) =>
+          /BATON_WORKFLOW_BUNDLE: .*stale\.js was built from other sources than this worker's \(changed or missing here: workflows\/index\.ts\)/.test(
+            p,
+          ),
+        ),
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
