@@ -42,9 +42,10 @@ export const openQuestionsQuery = defineQuery<string[]>('openQuestions');
 
 /**
  * Turns started from this patch on take fewer dispatches: the turn's start (resolve the agent, mark the thread
- * running, record the message) and its end run as local activities, and a reply whose tool calls the activity runs
- * itself has them run with the next model call, in one activity. Histories recorded before it keep one activity per
- * call.
+ * running, record the message), its end and the short Postgres steps of questions, delegations and forks run as
+ * local activities, and a reply whose tool calls the activity runs itself has them run with the next model call, in
+ * one activity. Histories recorded before it keep one activity per call. The thread workflow uses the same patch
+ * for its limits lookup.
  */
 export const FEWER_DISPATCHES_PATCH = 'baton-fewer-dispatches-per-step';
 
