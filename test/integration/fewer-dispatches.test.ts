@@ -12,6 +12,7 @@ import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../testing/scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { waitFor } from '../chaos/waiting';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const env = readTestEnv();
@@ -152,7 +153,7 @@ test('fewer dispatches: a reply mixing a tool with ask_human runs call by call, 
   const threadId = uniqueThreadId('mixer');
   const thread = await harness.client.startThread({ agent: 'mixer', threadId });
   const sent = thread.send('Ask me.');
-  const question = await until(async () => (await thread.questions())[0], 'the question');
+  const question = await waitFor('the question', 15_000, async () => (await thread.questions())[0]);
   await thread.answer(question.questionId, 'Yes');
   const result = await sent;
 
@@ -171,13 +172,3 @@ test('fewer dispatches: a reply mixing a tool with ask_human runs call by call, 
   ]);
   await thread.end();
 });
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
