@@ -35,6 +35,33 @@ const sandboxForbidden = [
   },
 ];
 
+/**
+ * The rooms of the house, bottom floor first (docs/architecture.md §3): a room imports only rooms below it, never one
+ * above. workflows/ and common/ have stricter rules of their own (below).
+ */
+const ROOMS = [
+  'common',
+  'db',
+  'activities',
+  'workflows',
+  'scripted-model',
+  'stack',
+  'worker',
+  'client',
+  'explorer',
+  'dev',
+  'cli',
+  'testing',
+];
+
+/** `no-restricted-imports` patterns refusing relative imports of every room above `room`. */
+function roomsAbove(room) {
+  return ROOMS.slice(ROOMS.indexOf(room) + 1).map((above) => ({
+    regex: `^(\\.\\.?/)+${above}(/|$)`,
+    message: `${room}/ sits below ${above}/ (docs/architecture.md §3): a room never imports one above it.`,
+  }));
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.baton/', 'bin/', 'test/replay/histories/'] },
   eslint.configs.recommended,
@@ -97,6 +124,10 @@ export default tseslint.config(
       ],
     },
   },
+  ...ROOMS.filter((room) => room !== 'common' && room !== 'workflows').map((room) => ({
+    files: [`${room}/**/*.ts`],
+    rules: { 'no-restricted-imports': ['error', { patterns: roomsAbove(room) }] },
+  })),
   {
     files: ['*.mjs', 'testing/*.mjs', '**/*.cjs'],
     ...tseslint.configs.disableTypeChecked,

@@ -14,7 +14,7 @@ import type { BatonClient, StartThreadOptions } from '../client';
 import { ensureThread } from '../db/threads';
 import { listMessages } from '../db/transcripts';
 import { startAgentHarness, type AgentHarness } from '../testing/harness';
-import { parseScript, type Script } from '../testing/scripted-model';
+import { parseScript, type Script } from '../scripted-model';
 import { uniqueTaskQueue, uniqueThreadId } from '../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../worker/agents';
 import { createModelClient } from '../worker/model-client';

@@ -22,7 +22,7 @@ import { WorkflowUpdateStage } from '@temporalio/client';
 import { connect } from '../client';
 import { writeWorkflowBundle } from '../worker/main';
 import { choosePort } from '../stack/temporal-server';
-import { startScriptedModelServer } from '../testing/scripted-model';
+import { startScriptedModelServer } from '../scripted-model';
 import { uniqueTaskQueue } from '../testing/test-env';
 import { startWorkerProcess } from '../testing/worker-process';
 import { benchAgentFile, benchScript } from './baselines';

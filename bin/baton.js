@@ -1,4 +1,4 @@
 #!/usr/bin/env node
 // The CLI runs from TypeScript sources through tsx, so `npm ci` needs no build step.
 require('tsx/cjs');
-require('../client/cli.ts');
+require('../cli/main.ts');

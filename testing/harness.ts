@@ -12,7 +12,7 @@ import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
 import type { AgentRegistry } from '../worker/agents';
 import { createAgentCatalog } from '../worker/agent-catalog';
-import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from './scripted-model';
+import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from '../scripted-model';
 import { readTestEnv, uniqueTaskQueue } from './test-env';
 
 export interface AgentHarnessOptions {

@@ -11,7 +11,7 @@ import { parseAgentFile } from '../worker/agents';
 import { startAgentHarness, type AgentHarness } from './harness';
 import { runThreadId, scheduleId, type ScheduledRunInput } from '../common/schedules';
 import { scrubMachinePaths } from './history-paths';
-import { parseScript } from './scripted-model';
+import { parseScript } from '../scripted-model';
 import { installRuntime } from '../worker/runtime';
 import { startTestStack } from './test-stack';
 import { uniqueTaskQueue } from './test-env';

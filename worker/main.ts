@@ -5,7 +5,7 @@ import { migrate } from '../db/migrate';
 import { sweepOrphanedShellProcesses } from '../activities/tools/shell';
 import { createPool } from '../db/pool';
 import { assertSearchAttributes, describeSetup, setupBaton, type SetupResult } from '../stack/temporal-setup';
-import { loadScript, startScriptedModelServer } from '../testing/scripted-model';
+import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { createAgentCatalog } from './agent-catalog';
 import { readSetupConfig, readWorkerConfig } from './config';
 import { connectTemporal } from './connection';

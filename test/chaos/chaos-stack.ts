@@ -15,7 +15,7 @@ import {
 } from '../../stack/local-postgres';
 import type { TemporalResolution } from '../../stack/temporal-cli';
 import { startTemporal, type TemporalServerHandle } from '../../stack/temporal-server';
-import { startScriptedModelServer, type Script, type ScriptedModelServer } from '../../testing/scripted-model';
+import { startScriptedModelServer, type Script, type ScriptedModelServer } from '../../scripted-model';
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { startModelFaultProxy, type ModelFaultProxy } from './model-faults';
 import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';

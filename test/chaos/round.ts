@@ -20,7 +20,7 @@ import { EnvDataError, EnvDataErrorType, EnvStore } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
 import { listMessages } from '../../db/transcripts';
 import { shellRunProcesses } from '../../activities/tools/shell';
-import { parseScript, type Script } from '../../testing/scripted-model';
+import { parseScript, type Script } from '../../scripted-model';
 import type { ChaosStack } from './chaos-stack';
 import { settle, type Settled } from './waiting';
 

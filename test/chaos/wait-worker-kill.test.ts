@@ -10,7 +10,7 @@ import type { Pool } from 'pg';
 import { connect, type BatonClient, type ThreadHandle } from '../../client';
 import { createPool } from '../../db/pool';
 import { listMessages } from '../../db/transcripts';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
 import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';

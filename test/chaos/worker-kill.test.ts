@@ -9,7 +9,7 @@ import type { SendMessageResult } from '../../common/types';
 import { createPool } from '../../db/pool';
 import { listMessages } from '../../db/transcripts';
 import { readModelLog, type ModelLogEntry } from '../../testing/harness';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
 import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';

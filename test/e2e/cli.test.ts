@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import YAML from 'yaml';
-import { summarizeArcTask } from '../../client/demo-check';
+import { summarizeArcTask } from '../../dev/demo-check';
 import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import {

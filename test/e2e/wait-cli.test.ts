@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import type { ThreadStatus, WakeResult } from '../../common/types';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
 import { baton, describeRun, parseJson, stackEnv, waitFor } from './cli-process';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import YAML from 'yaml';
-import type { ScriptedModelLogEntry } from '../../testing/scripted-model';
+import type { ScriptedModelLogEntry } from '../../scripted-model';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { baton, childEnv, describeRun, freshDir, parseJson, stackEnv, startDev, type DevProcess } from './cli-process';
 

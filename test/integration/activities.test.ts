@@ -9,7 +9,7 @@ import type { ThreadScope } from '../../common/types';
 import { createPool } from '../../db/pool';
 import { listMessages } from '../../db/transcripts';
 import { readModelLog } from '../../testing/harness';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
 import { createAgentCatalog } from '../../worker/agent-catalog';

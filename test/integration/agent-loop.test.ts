@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 

@@ -9,7 +9,7 @@ import { buildSystemPrompt } from '../../common/system-context';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { parseAgentFile } from '../../worker/agents';
 
 const env = readTestEnv();

@@ -21,7 +21,7 @@ import { openQuestion } from '../../db/questions';
 import { appendMessage, listMessages } from '../../db/transcripts';
 import { setWorldVariablesText } from '../../db/worlds';
 import { readModelLog } from '../../testing/harness';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { fakeToolContext } from '../../testing/tool-context';
 import { parseAgentFile } from '../../worker/agents';

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { BatonSearchAttributes } from '../../common/search-attributes';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 

@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import type { temporal } from '@temporalio/proto';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { waitFor } from '../chaos/waiting';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { connect, type BatonClient } from '../../client';
 import { readModelLog } from '../../testing/harness';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
 

@@ -18,7 +18,7 @@ import { createPool } from '../../db/pool';
 import { openQuestion } from '../../db/questions';
 import { ensureThread } from '../../db/threads';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
 import { createAgentCatalog } from '../../worker/agent-catalog';

@@ -23,7 +23,7 @@ import { resolveTemporalServerBinaries } from '../../stack/temporal-server-binar
 import { skipUnlessCi } from '../../testing/ci';
 import { readModelLog } from '../../testing/harness';
 import { dropDatabase } from '../../stack/local-postgres';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../testing/scripted-model';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from '../chaos/waiting';
 import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';

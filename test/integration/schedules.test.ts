@@ -10,7 +10,7 @@ import type { ScheduleDetails } from '../../client';
 import { runThreadId } from '../../common/schedules';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
 

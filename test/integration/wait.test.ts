@@ -13,7 +13,7 @@ import { WorkflowUpdateStage } from '@temporalio/client';
 import type { SendMessageInput, SendMessageResult, ThreadStatus, WaitInfo } from '../../common/types';
 import { listMessages, type TranscriptMessage } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { parseScript } from '../../testing/scripted-model';
+import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { waitFor } from '../chaos/waiting';

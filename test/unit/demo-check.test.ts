@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { TreeNode } from '../../client';
-import { findDemoProblems, formatDemoProblem, summarizeArcTask } from '../../client/demo-check';
+import { findDemoProblems, formatDemoProblem, summarizeArcTask } from '../../dev/demo-check';
 import type { Queryable } from '../../db/threads';
 import type { TranscriptMessage } from '../../db/transcripts';
 

@@ -8,7 +8,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { contextLimitsFor, limitsFromVariables } from '../../activities/worlds';
 import { envTextProblem, parseEnvText } from '../../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits } from '../../common/types';
-import { parseScript, ScriptError } from '../../testing/scripted-model';
+import { parseScript, ScriptError } from '../../scripted-model';
 import { AgentConfigError, parseAgentFile } from '../../worker/agents';
 
 function agentError(text: string): string {

@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { Script, StepSelection } from '../../testing/scripted-model';
-import { ScriptError, loadScript, parseScript, selectStep, validateScript } from '../../testing/scripted-model';
+import type { Script, StepSelection } from '../../scripted-model';
+import { ScriptError, loadScript, parseScript, selectStep, validateScript } from '../../scripted-model';
 
 const ARCHITECTURE_SCRIPT = `agents:
   coordinator:

@@ -11,9 +11,9 @@ import type {
   ScriptedModelLogEntry,
   ScriptedModelServer,
   ScriptedModelServerOptions,
-} from '../../testing/scripted-model';
+} from '../../scripted-model';
 import { OMITTED_ASSISTANT_HEADER } from '../../common/context-policy';
-import { NonLoopbackHostError, startScriptedModelServer, validateScript } from '../../testing/scripted-model';
+import { NonLoopbackHostError, startScriptedModelServer, validateScript } from '../../scripted-model';
 
 const script = validateScript(
   {

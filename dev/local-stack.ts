@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { connect } from '../client';
-import { writeStackFile, removeStackFile, type StackFile } from './stack-file';
+import { writeStackFile, removeStackFile, type StackFile } from '../stack/stack-file';
 import { DEFAULT_EXPLORER_PORT, startExplorer } from '../explorer';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
@@ -16,10 +16,10 @@ import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
 import { createModelClient } from '../worker/model-client';
 import { readToolsConfig, type ModelConfig } from '../worker/config';
-import { resolveDatabase } from './local-postgres';
-import { loadScript, startScriptedModelServer } from '../testing/scripted-model';
-import { resolveTemporal, type ProgressStream } from './temporal-cli';
-import { startTemporal, webUiWorkflowsUrl } from './temporal-server';
+import { resolveDatabase } from '../stack/local-postgres';
+import { loadScript, startScriptedModelServer } from '../scripted-model';
+import { resolveTemporal, type ProgressStream } from '../stack/temporal-cli';
+import { startTemporal, webUiWorkflowsUrl } from '../stack/temporal-server';
 
 export interface LocalStackOptions {
   /** State directory: embedded Postgres data, the Temporal database, `stack.json`. */

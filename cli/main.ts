@@ -16,9 +16,9 @@ import {
   type EnvEvent,
   type ThreadHandle,
   type WorldHandle,
-} from '.';
+} from '../client';
 import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/env-text';
-import { describeError } from './errors';
+import { describeError } from '../client/errors';
 import {
   describeTurn,
   formatEnvEvent,
@@ -32,10 +32,10 @@ import {
   formatStatus,
   formatTree,
   formatWake,
-} from './format';
+} from '../client/format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
-import { runDemo, runDev } from './dev';
-import { formatReplay, installReplayRuntime, readHistoryFile, replayHistories, type ReplayInput } from './replay';
+import { runDemo, runDev } from '../dev/commands';
+import { formatReplay, installReplayRuntime, readHistoryFile, replayHistories, type ReplayInput } from '../worker/replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
 import { installRuntime, parseLogLevel } from '../worker/runtime';

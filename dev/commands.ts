@@ -1,10 +1,10 @@
 /** The `baton dev` and `baton demo` commands: the local stack in the foreground. */
 import path from 'node:path';
-import { connect } from '.';
+import { connect } from '../client';
 import { startLocalProductionServers } from '../stack/production';
-import { startLocalStack, type LocalStack } from '../stack/local-stack';
+import { startLocalStack, type LocalStack } from './local-stack';
 import { findDemoProblems, formatDemoProblem, summarizeArcTask } from './demo-check';
-import { describeTurn, formatEnvManifest, formatTree } from './format';
+import { describeTurn, formatEnvManifest, formatTree } from '../client/format';
 
 export interface DevCommandOptions {
   stateDir: string;

@@ -5,7 +5,7 @@
  */
 import type { Queryable } from '../db/threads';
 import { listMessages } from '../db/transcripts';
-import type { TreeNode } from '.';
+import type { TreeNode } from '../client';
 
 /** Thread statuses of a turn that did not end well (`running` and `completed` are fine). */
 const FAILED_STATUSES = new Set(['failed', 'max_steps', 'reclaimed', 'timeout', 'cancelled']);

@@ -13,7 +13,7 @@ import {
   type ReplayWorkerOptions,
 } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import { WORKFLOWS_PATH } from '../worker/workflow-bundle';
+import { WORKFLOWS_PATH } from './workflow-bundle';
 
 type History = ReturnType<typeof historyFromJSON>;
 

@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
-import { estimateTokens, OMITTED_ASSISTANT_HEADER } from '../../common/context-policy';
+import { estimateTokens, OMITTED_ASSISTANT_HEADER } from '../common/context-policy';
 import type { AnsweringStep, Script } from './script';
 import { ScriptedModelError, describeAgents, selectStep } from './script';
 
