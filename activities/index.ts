@@ -8,6 +8,7 @@ import type { ResolveAgentInput } from '../common/types';
 import type { AgentRegistry } from '../common/agent-definition';
 import { EnvStore } from '../db/env-data';
 import { createAgentStore } from './agent-store';
+import { createApprovalActivities } from './approvals';
 import { createDelegationActivities } from './delegations';
 import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
@@ -48,6 +49,7 @@ export function createActivities(deps: ActivityDependencies) {
   return withTypedFailures({
     ...threads,
     ...createQuestionActivities({ pool: deps.pool }),
+    ...createApprovalActivities({ pool: deps.pool }),
     ...modelCalls,
     ...toolCalls,
     ...delegations,

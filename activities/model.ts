@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import type { AgentDefinition } from '../common/agent-definition';
+import { agentApprovalRule, type AgentDefinition } from '../common/agent-definition';
 import { OMITTED_ASSISTANT_HEADER, trimContext } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
@@ -23,6 +23,7 @@ import {
   forkJoinTool,
   type ForkJoinArguments,
 } from './tools/fork-join';
+import type { ApprovalContext, ToolDefinition } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { waitTool, type WaitArguments } from './tools/universal';
 import { contextLimitsFor, loadWorldVariables } from './worlds';
@@ -59,7 +60,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     const stored = await findMessageByOperation(pool, input.operationId, scope);
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
     await checkThreadEpoch(pool, scope.threadId, scope.epoch);
-    if (stored) return toResult(stored, true, agent);
+    if (stored) return toResult(stored, true, agent, input);
 
     const transcript = await listMessages(pool, scope.threadId);
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
@@ -140,7 +141,7 @@ export function createModelActivities(options: ModelActivityOptions) {
         ...(toolCalls.length > 0 ? { toolCalls } : {}),
         usage,
       });
-      return toResult(message, reused, agent);
+      return await toResult(message, reused, agent, input, variables);
     } catch (error) {
       throw toApplicationFailure(error);
     }
@@ -150,7 +151,11 @@ export function createModelActivities(options: ModelActivityOptions) {
    * What the workflow does with each tool call. Computed from the stored reply, so a reused reply plans the same
    * way; arguments stay in Postgres except those the workflow itself needs (a question for a human).
    */
-  function planToolCall(call: ToolCallRequest, agent: AgentDefinition): PlannedToolCall {
+  async function planToolCall(
+    call: ToolCallRequest,
+    agent: AgentDefinition,
+    approvalContext: () => Promise<ApprovalContext>,
+  ): Promise<PlannedToolCall> {
     const checked = checkToolCall(call, agent, options.tools);
     if (checked.ok && checked.kind === 'agent') {
       return {
@@ -196,20 +201,73 @@ export function createModelActivities(options: ModelActivityOptions) {
         reason: args.reason,
       };
     }
-    return { id: call.id, name: call.name, kind: 'tool' };
+    // A refused call (bad arguments, not a capability) runs nothing: the tool activity records the refusal.
+    if (!checked.ok) return { id: call.id, name: call.name, kind: 'tool' };
+    const { tool } = checked;
+    const approval = await approvalFor(tool, checked.args, agent, approvalContext);
+    return {
+      id: call.id,
+      name: call.name,
+      kind: 'tool',
+      ...(tool.timeout_s === undefined ? {} : { timeoutSeconds: tool.timeout_s }),
+      ...(tool.retries === undefined ? {} : { retries: tool.retries }),
+      ...(tool.sideEffects && tool.timeout_s !== undefined ? { sideEffects: true } : {}),
+      ...(approval === undefined ? {} : { approval }),
+    };
   }
 
-  function toResult(message: TranscriptMessage, reused: boolean, agent: AgentDefinition): CallModelResult {
+  async function toResult(
+    message: TranscriptMessage,
+    reused: boolean,
+    agent: AgentDefinition,
+    input: CallModelInput,
+    variables?: Readonly<Record<string, string>>,
+  ): Promise<CallModelResult> {
+    let world: Promise<Readonly<Record<string, string>>> | undefined;
+    const approvalContext = async (): Promise<ApprovalContext> => {
+      world ??= variables === undefined ? loadWorldVariables(pool, input.world) : Promise.resolve(variables);
+      return {
+        threadId: input.scope.threadId,
+        rootThreadId: input.scope.rootThreadId,
+        agent,
+        world: { name: input.world, variables: await world },
+      };
+    };
     return {
       seq: message.seq,
       content: message.content,
-      toolCalls: (message.toolCalls ?? []).map((call) => planToolCall(call, agent)),
+      toolCalls: await Promise.all((message.toolCalls ?? []).map((call) => planToolCall(call, agent, approvalContext))),
       usage: message.usage,
       reused,
     };
   }
 
   return { callModel };
+}
+
+/**
+ * Whether a call must wait for a person's approval, and for how long: the agent's `approval` rule for the tool, else
+ * the tool's `needsApproval`. A `needsApproval` function that throws asks for approval: when in doubt, ask.
+ */
+async function approvalFor(
+  tool: ToolDefinition,
+  args: unknown,
+  agent: AgentDefinition,
+  context: () => Promise<ApprovalContext>,
+): Promise<{ timeoutSeconds?: number } | undefined> {
+  const rule = agentApprovalRule(agent, tool.name);
+  if (rule !== undefined) return rule.timeoutS === undefined ? {} : { timeoutSeconds: rule.timeoutS };
+  const { needsApproval } = tool;
+  let needed = needsApproval === true;
+  if (typeof needsApproval === 'function') {
+    try {
+      needed = (await needsApproval(args, await context())) === true;
+    } catch {
+      needed = true;
+    }
+  }
+  if (!needed) return undefined;
+  return tool.approvalTimeout_s === undefined ? {} : { timeoutSeconds: tool.approvalTimeout_s };
 }
 
 /** A stored transcript message in the shape the Chat Completions API takes. */

@@ -1,16 +1,18 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import type { ExecuteToolCallInput, ExecuteToolCallResult, ThreadScope } from '../common/types';
-import { storableText } from '../common/text';
+import { storableText, truncateBytes } from '../common/text';
 import { appendMessage, findMessageByOperation, findMessageBySeq } from '../db/transcripts';
-import type { EnvStore } from '../db/env-data';
+import { EnvDataError, type EnvStore } from '../db/env-data';
+import { BatonDbError } from '../db/errors';
 import { checkThreadEpoch } from '../db/threads';
 import { claimToolRun, finishToolRun } from '../db/tool-runs';
 import type { AgentDefinition } from '../common/agent-definition';
 import type { AgentStore } from './agent-store';
 import { describeDataError, isDataError, toApplicationFailure } from './failures';
 import type { ToolRegistry } from './tools';
-import { ToolError, type ToolDefinition, type ToolOutput } from './tools/types';
+import { createToolContext } from './tools/context';
+import { isToolError, type ToolDefinition, type ToolOutput } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { loadWorldVariables } from './worlds';
 
@@ -125,6 +127,12 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     return outcome;
   }
 
+  /**
+   * Runs the tool once and says how it went. A `ToolError`, a refused env-data write or data Postgres refuses is a
+   * result the model reads. A tool that declares `retries` (every user tool does) is retried by Temporal when it
+   * throws anything else, up to its retries, then the model reads the error; Baton's own tools leave a throw to the
+   * activity's retry policy. Past its `timeout_s` the tool's signal is aborted and the call ends without it.
+   */
   async function runTool(
     input: ExecuteToolCallInput,
     tool: ToolDefinition,
@@ -132,26 +140,72 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     agent: AgentDefinition,
   ): Promise<{ content: string; ok: boolean }> {
     if (!tool.run) return { content: `Error: '${tool.name}' cannot be run as a tool here.`, ok: false };
-    const context = Context.current();
-    const heartbeat = setInterval(() => context.heartbeat({ tool: tool.name }), heartbeatIntervalMs);
+    const activity = Context.current();
+    const { attempt } = activity.info;
+    const runs = tool.sideEffects || tool.retries === undefined ? undefined : tool.retries + 1;
+    // An attempt past the last run allowed comes only after a worker died running that one: report, do not run.
+    if (runs !== undefined && attempt > runs) {
+      return {
+        content:
+          `Error: tool '${tool.name}' did not finish in ${runs} attempt${runs === 1 ? '' : 's'} (the worker running ` +
+          'the last one stopped). It was not run again.',
+        ok: false,
+      };
+    }
+    const timedOut = new AbortController();
+    const heartbeat = setInterval(() => activity.heartbeat({ tool: tool.name }), heartbeatIntervalMs);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      const output = await tool.run(args, {
+      const run = tool.run.bind(tool);
+      const context = createToolContext({
         scope: input.scope,
         agent,
         operationId: input.operationId,
-        env: options.env,
+        envStore: options.env,
         world: { name: input.world, variables: await loadWorldVariables(pool, input.world) },
-        signal: context.cancellationSignal,
-        heartbeat: (details) => context.heartbeat(details),
+        signal: AbortSignal.any([activity.cancellationSignal, timedOut.signal]),
+        heartbeat: (details) => activity.heartbeat(details),
       });
-      return { content: storableText(formatOutput(output)), ok: true };
+      const running = Promise.resolve().then(() => run(args, context));
+      const limitS = tool.timeout_s;
+      const output =
+        limitS === undefined
+          ? await running
+          : await Promise.race([
+              running,
+              new Promise<typeof TIMED_OUT>((resolve) => {
+                timer = setTimeout(() => resolve(TIMED_OUT), limitS * 1000);
+              }),
+            ]);
+      if (output === TIMED_OUT) {
+        timedOut.abort(new Error(`tool '${tool.name}' ran past its timeout of ${limitS} seconds`));
+        // The run is abandoned: however it ends now, nothing waits for it.
+        running.catch(() => undefined);
+        return {
+          content:
+            `Error: tool '${tool.name}' did not finish within ${limitS} seconds and was stopped` +
+            (tool.sideEffects ? '; it may have taken effect in part: check before calling it again.' : '.'),
+          ok: false,
+        };
+      }
+      return { content: storableText(cutResult(formatOutput(output), tool.maxResultBytes)), ok: true };
     } catch (error) {
-      if (error instanceof ToolError) return { content: storableText(`Error: ${error.message}`), ok: false };
+      if (isToolError(error) || error instanceof EnvDataError) {
+        return { content: storableText(`Error: ${error.message}`), ok: false };
+      }
       // Data Postgres refuses (a NUL in a tool's write, say) fails the same way on every retry: the model hears it.
       if (isDataError(error)) return { content: storableText(`Error: ${describeDataError(error)}`), ok: false };
-      throw error;
+      // A cancelled or reclaimed call, a fenced write, or a tool without retry rules: the attempt fails as a whole.
+      if (activity.cancellationSignal.aborted || error instanceof BatonDbError || tool.retries === undefined) {
+        throw error;
+      }
+      if (runs !== undefined && attempt < runs) throw error;
+      const message = error instanceof Error ? error.message : String(error);
+      const attempts = runs !== undefined && runs > 1 ? ` (after ${attempt} attempts)` : '';
+      return { content: storableText(`Error: tool '${tool.name}' failed${attempts}: ${message}`), ok: false };
     } finally {
       clearInterval(heartbeat);
+      clearTimeout(timer);
     }
   }
 
@@ -162,6 +216,22 @@ function unrecordedKey(scope: ThreadScope, operationId: string): string {
   return `${scope.rootThreadId}\u0000${operationId}`;
 }
 
+/** What `Promise.race` gets from a tool's timer. */
+const TIMED_OUT = Symbol('timed out');
+
 function formatOutput(output: ToolOutput): string {
-  return typeof output === 'string' ? output : JSON.stringify(output);
+  // A tool returning nothing (a user's `run` may) still answers the model with something it can read.
+  if (output === undefined || output === null) return '';
+  return typeof output === 'string' ? output : (JSON.stringify(output) ?? '');
+}
+
+/** A result over the tool's `maxResultBytes`, cut at that size with a note saying so. */
+function cutResult(text: string, maxBytes: number | undefined): string {
+  if (maxBytes === undefined) return text;
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= maxBytes) return text;
+  return (
+    `${truncateBytes(text, maxBytes)}\n[Baton] The result was cut: it was ${bytes} bytes and at most ` +
+    `${maxBytes} are kept.`
+  );
 }

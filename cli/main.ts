@@ -3,6 +3,7 @@
  * This is an edge: it reads `process.env` once and passes configuration down as options.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
@@ -25,6 +26,7 @@ import {
   formatScheduleDetails,
   formatScheduleList,
   formatEnvManifest,
+  formatApprovals,
   formatQuestions,
   formatTranscript,
   formatProposals,
@@ -35,7 +37,13 @@ import {
 } from '../client/format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
 import { runDemo, runDev } from '../dev/commands';
-import { formatReplay, installReplayRuntime, readHistoryFile, replayHistories, type ReplayInput } from '../worker/replay';
+import {
+  formatReplay,
+  installReplayRuntime,
+  readHistoryFile,
+  replayHistories,
+  type ReplayInput,
+} from '../worker/replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
@@ -100,6 +108,15 @@ function scheduleMinimum(): Pick<ConnectOptions, 'scheduleMinimumIntervalSeconds
 }
 
 /** Connects, runs `use` and closes the client whatever happens. */
+/** Who decides an approval from this terminal: the login name, as the record of who approved what. */
+function defaultDecider(): string {
+  try {
+    return os.userInfo().username || 'a person';
+  } catch {
+    return 'a person';
+  }
+}
+
 async function withClient<T>(needs: { database?: boolean }, use: (client: BatonClient) => Promise<T>): Promise<T> {
   const client = await connect(connectOptions(needs));
   try {
@@ -210,6 +227,52 @@ program
     await withClient({ database: true }, async (client) => {
       const result = await client.thread(threadId).answer(questionId, text);
       print(Boolean(options.json), result, `${result.questionId} ${result.status}.`);
+    });
+  });
+
+program
+  .command('approvals')
+  .description("list the tool calls of <thread>'s whole tree waiting for a person's approval")
+  .argument('<thread>', 'the root thread id')
+  .option('--all', 'decided, expired and cancelled approvals too')
+  .option('--json', 'print the approval rows as a JSON array')
+  .action(async (threadId: string, options: { all?: boolean; json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const all = Boolean(options.all);
+      const rows = await client.thread(threadId).approvals({ all });
+      print(Boolean(options.json), rows, formatApprovals(rows, all));
+    });
+  });
+
+program
+  .command('approve')
+  .description('approve a pending tool call; the turn waiting for it runs it')
+  .argument('<thread>', 'the root thread id')
+  .argument('<approval-id>', 'the approval, as `baton approvals` lists it (a1, a2, …)')
+  .option('--by <name>', 'who approves, for the record', defaultDecider())
+  .option('--json', 'print {approvalId, status} as JSON')
+  .action(async (threadId: string, approvalId: string, options: { by: string; json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const result = await client.thread(threadId).approve(approvalId, { by: options.by });
+      print(Boolean(options.json), result, `${result.approvalId} ${result.status}.`);
+    });
+  });
+
+program
+  .command('reject')
+  .description('reject a pending tool call: it does not run, and the agent is told why')
+  .argument('<thread>', 'the root thread id')
+  .argument('<approval-id>', 'the approval, as `baton approvals` lists it (a1, a2, …)')
+  .option('--reason <text>', 'why, told to the agent')
+  .option('--by <name>', 'who rejects, for the record', defaultDecider())
+  .option('--json', 'print {approvalId, status} as JSON')
+  .action(async (threadId: string, approvalId: string, options: { reason?: string; by: string; json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const result = await client.thread(threadId).reject(approvalId, {
+        by: options.by,
+        ...(options.reason === undefined ? {} : { reason: options.reason }),
+      });
+      print(Boolean(options.json), result, `${result.approvalId} ${result.status}.`);
     });
   });
 
@@ -751,6 +814,11 @@ program
   .command('dev')
   .description('start the local stack (Temporal, Postgres, model) and a worker in the foreground')
   .option('--agents <dir>', 'agents directory', 'agents')
+  .option(
+    '--tools <file>',
+    'a module of your own tools (JavaScript or TypeScript; repeat for several; default: BATON_TOOLS)',
+    (file: string, files: string[] = []) => [...files, file],
+  )
   .option('--model-script <file>', 'scripted model script (default: <agents>/model-script.yaml without OPENAI_API_KEY)')
   .option('--task-queue <name>', 'task queue of the worker', 'baton')
   .addOption(
@@ -765,6 +833,7 @@ program
   .action(
     async (options: {
       agents: string;
+      tools?: string[];
       modelScript?: string;
       taskQueue: string;
       topology: 'dev' | 'production';

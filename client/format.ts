@@ -8,9 +8,10 @@ import type {
   TranscriptMessage,
   TreeNode,
 } from '.';
-import { describeWait } from '../common/text';
+import { describeWait, truncateBytes } from '../common/text';
 import type { SendMessageResult, ThreadStatus, WaitInfo, WakeResult } from '../common/types';
 import type { MergeResult } from '../db/env-commits';
+import type { ApprovalRow } from '../db/approvals';
 import type { EnvProposal } from '../db/env-data';
 import type { ForkRow } from '../db/forks';
 import type { RefusedWrite } from '../db/refusals';
@@ -85,6 +86,32 @@ export function formatQuestions(rows: readonly QuestionRow[], all: boolean): str
       age(row.createdAt, now),
       ...(all ? [row.status] : []),
       oneLine(row.question),
+    ]),
+  ]);
+}
+
+/** Approvals as a table: id, agent, age, tool and its arguments (cut to one line), and the status with `all`. */
+export function formatApprovals(rows: readonly ApprovalRow[], all: boolean): string {
+  if (rows.length === 0) return all ? 'No approvals.' : 'No tool calls are waiting for approval.';
+  const now = Date.now();
+  const call = (row: ApprovalRow) => truncateBytes(`${row.tool}(${row.arguments.replace(/\s+/g, ' ').trim()})`, 200);
+  const outcome = (row: ApprovalRow) =>
+    row.status === 'pending'
+      ? row.expiresAt === null
+        ? 'pending'
+        : `pending until ${row.expiresAt.toISOString()}`
+      : [row.status, row.decidedBy === null ? '' : `by ${row.decidedBy}`, row.reason === null ? '' : `(${row.reason})`]
+          .filter((part) => part !== '')
+          .join(' ');
+  return columns([
+    all ? ['ID', 'AGENT', 'THREAD', 'AGE', 'STATUS', 'CALL'] : ['ID', 'AGENT', 'THREAD', 'AGE', 'CALL'],
+    ...rows.map((row) => [
+      row.approvalId,
+      row.agent,
+      row.threadId,
+      age(row.createdAt, now),
+      ...(all ? [outcome(row)] : []),
+      call(row),
     ]),
   ]);
 }

@@ -21,7 +21,7 @@ import type {
   ThreadWorkflowInput,
   WakeResult,
 } from '../common/types';
-import type { DelegationLimits, AnswerQuestionInput } from '../common/types';
+import type { AnswerQuestionInput, DecideApprovalInput, DecideApprovalResult, DelegationLimits } from '../common/types';
 import { createPool } from '../db/pool';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -42,6 +42,7 @@ import {
 import { listForks, type ForkRow } from '../db/forks';
 import { listRefusedWrites, type RefusedWrite } from '../db/refusals';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
+import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
 import { findThread } from '../db/threads';
 import type { EnvManifestPage } from '../db/env-data';
 import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
@@ -84,7 +85,17 @@ export interface ConnectOptions {
   scheduleMinimumIntervalSeconds?: number;
 }
 
-export type { EnvEntry, EnvEvent, EnvListFilters, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeRow };
+export type {
+  ApprovalRow,
+  DecideApprovalResult,
+  EnvEntry,
+  EnvEvent,
+  EnvListFilters,
+  EnvManifestEntry,
+  QuestionRow,
+  TranscriptMessage,
+  TreeRow,
+};
 
 /** A thread of a delegation tree with the threads it delegated to. */
 export interface TreeNode extends TreeRow {
@@ -238,9 +249,7 @@ export class BatonClient {
   }
 }
 
-/** The turn's refusal of an answer to a question it does not wait for (yet): see `ThreadHandle.answer`. */
-const NOT_WAITING_YET = /is not waiting for an answer in this turn/;
-/** How long `answer` waits for a stored question's turn to start waiting for it. */
+/** How long `answer`, `approve` and `reject` wait for a stored request's turn to start waiting for it. */
 const ANSWER_WAIT_MS = 60_000;
 
 /** One root thread. */
@@ -351,32 +360,119 @@ export class ThreadHandle {
    * @throws BatonClientError for an unknown question or one no longer open.
    */
   async answer(questionId: string, answer: string, options: { waitMs?: number } = {}): Promise<AnswerQuestionResult> {
-    const question = await findQuestion(this.client.database(), this.threadId, questionId);
+    const db = this.client.database();
+    const question = await findQuestion(db, this.threadId, questionId);
     if (!question) throw new BatonClientError(`thread '${this.threadId}' has no question '${questionId}'`);
     if (question.status !== 'open') {
       throw new BatonClientError(`question '${questionId}' is already ${question.status}`);
     }
-    const turn = this.client.temporal.workflow.getHandle(question.workflowId);
-    // The question is stored before its turn starts waiting for it: an answer in between (a quick human, or a turn
-    // whose worker died right after storing it and waits for another to pick it up) is refused by the turn's
-    // validator. Refused updates leave no trace, so trying again until the turn waits is safe.
+    return this.updateWaitingTurn<AnswerQuestionResult, AnswerQuestionInput>({
+      what: `question '${questionId}'`,
+      workflowId: question.workflowId,
+      update: 'answerQuestion',
+      input: { questionId, answer },
+      notWaitingYet: /is not waiting for an answer in this turn/,
+      stillWaiting: async () => {
+        const now = await findQuestion(db, this.threadId, questionId);
+        return now?.status === 'open' ? undefined : (now?.status ?? 'gone');
+      },
+      waitMs: options.waitMs,
+    });
+  }
+
+  /** Tool calls of this whole tree waiting for a person's approval: pending ones, or all with `{ all: true }`. */
+  async approvals(options: { all?: boolean } = {}): Promise<ApprovalRow[]> {
+    const db = this.client.database();
+    await this.assertExists(db);
+    return listApprovals(db, this.threadId, options.all ?? false);
+  }
+
+  /**
+   * Approves a pending tool call: the turn waiting for it runs it. `by` is recorded as who decided.
+   * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled.
+   */
+  approve(approvalId: string, options: { by?: string; waitMs?: number } = {}): Promise<DecideApprovalResult> {
+    return this.decide(
+      approvalId,
+      { approve: true, ...(options.by === undefined ? {} : { decidedBy: options.by }) },
+      options,
+    );
+  }
+
+  /**
+   * Rejects a pending tool call: it does not run, and the agent's tool result says so, with `reason`.
+   * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled.
+   */
+  reject(
+    approvalId: string,
+    options: { reason?: string; by?: string; waitMs?: number } = {},
+  ): Promise<DecideApprovalResult> {
+    return this.decide(
+      approvalId,
+      {
+        approve: false,
+        ...(options.reason === undefined ? {} : { reason: options.reason }),
+        ...(options.by === undefined ? {} : { decidedBy: options.by }),
+      },
+      options,
+    );
+  }
+
+  private async decide(
+    approvalId: string,
+    decision: Omit<DecideApprovalInput, 'approvalId'>,
+    options: { waitMs?: number },
+  ): Promise<DecideApprovalResult> {
+    const db = this.client.database();
+    const approval = await findApproval(db, this.threadId, approvalId);
+    if (!approval) throw new BatonClientError(`thread '${this.threadId}' has no approval '${approvalId}'`);
+    if (approval.status !== 'pending') {
+      throw new BatonClientError(`approval '${approvalId}' is already ${approval.status}`);
+    }
+    return this.updateWaitingTurn<DecideApprovalResult, DecideApprovalInput>({
+      what: `approval '${approvalId}'`,
+      workflowId: approval.workflowId,
+      update: 'decideApproval',
+      input: { approvalId, ...decision },
+      notWaitingYet: /is not waiting for a decision in this turn/,
+      stillWaiting: async () => {
+        const now = await findApproval(db, this.threadId, approvalId);
+        return now?.status === 'pending' ? undefined : (now?.status ?? 'gone');
+      },
+      waitMs: options.waitMs,
+    });
+  }
+
+  /**
+   * Sends an Update to the turn waiting for a human (an answer, a decision). The request is stored before its turn
+   * starts waiting for it: an Update in between (a quick human, or a turn whose worker died right after storing it
+   * and waits for another to pick it up) is refused by the turn's validator. Refused Updates leave no trace, so
+   * trying again until the turn waits is safe, as long as the stored request is still open.
+   */
+  private async updateWaitingTurn<Result, Input>(request: {
+    what: string;
+    workflowId: string;
+    update: string;
+    input: Input;
+    notWaitingYet: RegExp;
+    /** `undefined` while the stored request is still open, else its status. */
+    stillWaiting: () => Promise<string | undefined>;
+    waitMs: number | undefined;
+  }): Promise<Result> {
+    const turn = this.client.temporal.workflow.getHandle(request.workflowId);
     for (let waitedMs = 0; ;) {
       try {
-        return await turn.executeUpdate<AnswerQuestionResult, [AnswerQuestionInput]>('answerQuestion', {
-          args: [{ questionId, answer }],
-        });
+        return await turn.executeUpdate<Result, [Input]>(request.update, { args: [request.input] });
       } catch (error) {
-        if (!(error instanceof WorkflowUpdateFailedError && NOT_WAITING_YET.test(String(error.cause?.message)))) {
+        if (!(error instanceof WorkflowUpdateFailedError && request.notWaitingYet.test(String(error.cause?.message)))) {
           throw error;
         }
-        const now = await findQuestion(this.client.database(), this.threadId, questionId);
-        if (now?.status !== 'open') {
-          throw new BatonClientError(`question '${questionId}' is already ${now?.status ?? 'gone'}`, { cause: error });
-        }
-        const waitLimitMs = options.waitMs ?? ANSWER_WAIT_MS;
+        const closed = await request.stillWaiting();
+        if (closed !== undefined) throw new BatonClientError(`${request.what} is already ${closed}`, { cause: error });
+        const waitLimitMs = request.waitMs ?? ANSWER_WAIT_MS;
         if (waitedMs >= waitLimitMs) {
           throw new BatonClientError(
-            `question '${questionId}' is open but its turn has not started waiting for it after ${waitLimitMs / 1000} s ` +
+            `${request.what} is open but its turn has not started waiting for it after ${waitLimitMs / 1000} s ` +
               '(is a worker running?); try again',
             { cause: error },
           );

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { AGENT_NAME_PATTERN } from './ids';
 
+/** The longest an approval may wait for a decision: 30 days, like a question. */
+export const MAX_APPROVAL_WAIT_S = 30 * 24 * 3600;
+
 /** Steps a turn may take when its agent sets no `max_steps`. */
 export const DEFAULT_MAX_STEPS = 25;
 
@@ -13,6 +16,21 @@ export const agentFrontmatterSchema = z.strictObject({
   description: z.string().trim().min(1, 'must not be empty').max(500),
   /** Tool and agent names this agent may call, beyond the universal capabilities. */
   capabilities: z.array(z.string().min(1)).default([]),
+  /**
+   * Tools whose every call by this agent waits for a person to approve it (`baton approve`), each a name or
+   * `{ tool, timeout_s }` (rejected when nobody decides in time).
+   */
+  approval: z
+    .array(
+      z.union([
+        z.string().min(1),
+        z.strictObject({
+          tool: z.string().min(1),
+          timeout_s: z.int().min(1).max(MAX_APPROVAL_WAIT_S).optional(),
+        }),
+      ]),
+    )
+    .default([]),
   /** Model name for this agent; the worker's default when omitted. */
   model: z.string().trim().min(1).optional(),
   temperature: z.number().min(0).max(2).optional(),
@@ -46,6 +64,21 @@ export interface AgentDefinition extends AgentFrontmatter {
   body: string;
   /** Path of the file it was loaded from, for error messages. */
   source: string;
+}
+
+/** The approval rule an agent sets for `tool` (`approval` in its frontmatter), or `undefined` when it sets none. */
+export function agentApprovalRule(agent: AgentDefinition, tool: string): { timeoutS?: number } | undefined {
+  for (const entry of agent.approval) {
+    if (typeof entry === 'string' ? entry === tool : entry.tool === tool) {
+      return typeof entry === 'string' || entry.timeout_s === undefined ? {} : { timeoutS: entry.timeout_s };
+    }
+  }
+  return undefined;
+}
+
+/** The tool an `approval` entry names. */
+export function approvalTool(entry: AgentFrontmatter['approval'][number]): string {
+  return typeof entry === 'string' ? entry : entry.tool;
 }
 
 /** The agents a worker can run, by name (loaded by `worker/agents.ts`, read by activities). */

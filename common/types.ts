@@ -74,7 +74,7 @@ export interface CallModelInput {
  */
 export type PlannedToolCall =
   /** Run by `executeToolCall`, which also records a refusal (unknown tool, bad arguments) as the result. */
-  | { id: string; name: string; kind: 'tool' }
+  | PlannedActivityToolCall
   /** Carried out by the workflow: store the question, wait for the answer. */
   | { id: string; name: string; kind: 'ask_human'; question: string; timeoutSeconds?: number }
   /** Carried out by the workflow: a child turn of the named agent. */
@@ -93,6 +93,26 @@ export type PlannedToolCall =
    * the workflow checks it against the clock and the world's limit, so the check replays the same way.
    */
   | { id: string; name: string; kind: 'wait'; seconds?: number; until?: string; reason: string };
+
+/**
+ * A tool call an activity runs. Users' tools carry their own limits, which the workflow turns into the call's
+ * activity options; Baton's own tools carry none and run under the tool profile.
+ */
+export interface PlannedActivityToolCall {
+  id: string;
+  name: string;
+  kind: 'tool';
+  /** The tool's `timeout_s`: the activity's own timeout is set a little above it. */
+  timeoutSeconds?: number;
+  /** The tool's `retries`: the activity may be attempted that many more times (and a few to record a failure). */
+  retries?: number;
+  sideEffects?: boolean;
+  /**
+   * A person must approve the call before it runs (the tool's `needsApproval`, or the agent's `approval`); the
+   * workflow waits for the decision, for at most `timeoutSeconds` when set.
+   */
+  approval?: { timeoutSeconds?: number };
+}
 
 /** A `fork_join` call as the workflow needs it: how many tasks, to whom, and how to run them. */
 export interface PlannedForkJoin {
@@ -251,6 +271,49 @@ export interface AnswerQuestionInput {
 export interface AnswerQuestionResult {
   questionId: string;
   status: 'answered';
+}
+
+export interface OpenApprovalInput {
+  scope: ThreadScope;
+  operationId: string;
+  /** The turn workflow that waits for the decision. */
+  workflowId: string;
+  /** The stored reply holding the call, and the call's id in it (its name and arguments are read from there). */
+  messageSeq: number;
+  toolCallId: string;
+  timeoutSeconds?: number;
+}
+
+export interface OpenApprovalResult {
+  approvalId: string;
+}
+
+/** A person's decision on an approval. */
+export type ApprovalDecision =
+  { status: 'approved'; decidedBy: string } | { status: 'rejected'; decidedBy: string; reason?: string };
+
+export interface CloseApprovalInput {
+  rootThreadId: string;
+  approvalId: string;
+  outcome: ApprovalDecision | { status: 'expired' } | { status: 'cancelled'; reason: string };
+}
+
+/** How an approval ended, whoever got there first. */
+export type CloseApprovalResult = ApprovalDecision | { status: 'expired' } | { status: 'cancelled'; reason: string };
+
+/** Update argument that decides an approval a turn is waiting on. */
+export interface DecideApprovalInput {
+  approvalId: string;
+  approve: boolean;
+  /** Why (kept with a rejection, and told to the model). */
+  reason?: string;
+  /** Who decided, for the record. @default 'a person' */
+  decidedBy?: string;
+}
+
+export interface DecideApprovalResult {
+  approvalId: string;
+  status: 'approved' | 'rejected';
 }
 
 /** Input of `agentTurnWorkflow`: one agent handling one incoming message until it answers. */

@@ -11,6 +11,7 @@ import { BatonDbError } from './errors';
 import { logStaleRefusal } from './refusals';
 import { lockThreadAtEpoch, type Queryable } from './threads';
 import { inTransaction } from './transaction';
+import { cancelPendingApprovals } from './approvals';
 
 /** A fork to open: how it runs and what each task receives. */
 export interface NewFork {
@@ -211,17 +212,25 @@ export async function reclaimForkTasks(
       );
       const threadId = rows[0]?.threadId;
       if (threadId === undefined) continue;
-      const bumped = await client.query(
+      const bumped = await client.query<{ threadId: string }>(
         `WITH RECURSIVE below AS (
            SELECT thread_id FROM threads WHERE thread_id = $2 AND root_thread_id = $1
            UNION
            SELECT t.thread_id FROM threads t JOIN below b ON t.parent_thread_id = b.thread_id WHERE t.root_thread_id = $1)
          UPDATE threads SET epoch = epoch + 1, status = 'reclaimed', last_error = $3, updated_at = now(),
                 finished_at = COALESCE(finished_at, now())
-          WHERE thread_id IN (SELECT thread_id FROM below)`,
+          WHERE thread_id IN (SELECT thread_id FROM below)
+          RETURNING thread_id AS "threadId"`,
         [rootThreadId, threadId, `reclaimed: ${task.error}`],
       );
       reclaimed += bumped.rowCount ?? 0;
+      // Nobody can approve a call of a reclaimed turn any more: it would never run.
+      await cancelPendingApprovals(
+        client,
+        rootThreadId,
+        bumped.rows.map((row) => row.threadId),
+        `its turn was reclaimed: ${task.error}`,
+      );
     }
     return reclaimed;
   });

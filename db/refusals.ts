@@ -4,7 +4,7 @@ import { StaleEpochError } from './errors';
 import type { Queryable } from './threads';
 
 /** What a refused write tried to write. */
-export type RefusedWriteKind = 'env' | 'transcript' | 'question' | 'delegation' | 'fork' | 'tool';
+export type RefusedWriteKind = 'env' | 'transcript' | 'question' | 'delegation' | 'fork' | 'tool' | 'approval';
 
 /** One write refused because its thread's epoch had moved on (its turn was reclaimed). */
 export interface RefusedWrite {

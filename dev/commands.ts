@@ -14,6 +14,8 @@ export interface DevCommandOptions {
    */
   topology?: 'dev' | 'production';
   agents: string;
+  /** Users' tool modules (`--tools`); `BATON_TOOLS` when none is given. */
+  tools?: readonly string[];
   modelScript?: string;
   taskQueue: string;
   env: Readonly<Record<string, string | undefined>>;
@@ -33,6 +35,7 @@ export async function runDev(options: DevCommandOptions): Promise<void> {
     stack = await startLocalStack({
       stateDir: options.stateDir,
       agentsDir: options.agents,
+      ...(options.tools && options.tools.length > 0 ? { toolModules: options.tools } : {}),
       ...(options.modelScript ? { modelScript: options.modelScript } : {}),
       taskQueue: options.taskQueue,
       env: production ? { ...options.env, ...production.env } : options.env,

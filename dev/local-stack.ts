@@ -16,6 +16,7 @@ import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
 import { createModelClient } from '../worker/model-client';
 import { readToolsConfig, type ModelConfig } from '../worker/config';
+import { describeUserTools, loadToolModules } from '../worker/tool-modules';
 import { resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { resolveTemporal, type ProgressStream } from '../stack/temporal-cli';
@@ -25,6 +26,8 @@ export interface LocalStackOptions {
   /** State directory: embedded Postgres data, the Temporal database, `stack.json`. */
   stateDir: string;
   agentsDir: string;
+  /** Users' tool modules (`--tools`); `BATON_TOOLS` from `env` when omitted. */
+  toolModules?: readonly string[];
   /** Scripted model script, used when no API key is configured. @default `<agentsDir>/model-script.yaml` */
   modelScript?: string;
   /** @default 'baton' */
@@ -63,7 +66,10 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const { env, log, stateDir } = options;
   const taskQueue = options.taskQueue ?? 'baton';
   const tools = readToolsConfig(env, process.cwd());
-  const catalog = createAgentCatalog({ agents: options.agentsDir, ...tools });
+  const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
+  const userTools = await loadToolModules(toolModules);
+  const catalog = createAgentCatalog({ agents: options.agentsDir, ...tools, userTools });
+  if (userTools.length > 0) log(`tools:${describeUserTools(userTools).replace(/^; tools/, '')}`);
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {

@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import { NativeConnection, type Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../client';
+import type { ToolDefinition } from '../activities/tools/types';
+import { prepareUserTools } from '../activities/tools/user-tools';
 import { createPool } from '../db/pool';
 import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
 import { createModelClient } from '../worker/model-client';
@@ -36,6 +38,8 @@ export interface AgentHarnessOptions {
   arcDataDir?: string;
   /** A pre-built workflow bundle, to skip bundling per harness. */
   workflowBundle?: WorkflowBundleOption;
+  /** Your own tools (made with `defineTool`), beside Baton's. */
+  tools?: readonly ToolDefinition[];
 }
 
 export interface AgentHarness {
@@ -67,6 +71,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
     agents: options.agents,
     filesRoot: options.filesRoot ?? process.cwd(),
     arcDataDir: options.arcDataDir ?? DEFAULT_ARC_DATA_DIR,
+    userTools: prepareUserTools(options.tools ?? [], 'startAgentHarness({ tools })'),
   });
   const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
   const namespace = options.namespace ?? 'default';

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { createToolRegistry, type ToolRegistry } from '../activities/tools';
-import { checkCapabilities, loadAgents, type AgentRegistry } from './agents';
+import { ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
+import { AgentConfigError, checkCapabilities, loadAgents, type AgentRegistry } from './agents';
 
 export interface AgentCatalogOptions {
   /** The agents directory, loaded now and on `reload()`; or agents defined in code (tests), which never reload. */
@@ -11,6 +12,8 @@ export interface AgentCatalogOptions {
   arcDataDir: string;
   /** The base environment of shell commands (never the worker's whole environment). @default DEFAULT_SHELL_ENV */
   shellEnv?: Readonly<Record<string, string>>;
+  /** Users' own tools (`prepareUserTools`, `loadToolModules`), beside Baton's. */
+  userTools?: readonly UserTool[];
 }
 
 /** The agents a worker runs and the tools they call, with reloading for `baton dev`. */
@@ -31,8 +34,25 @@ export interface AgentCatalog {
 }
 
 /**
+ * An agent and a tool of the same name could not both be called: the model gets one function per name.
+ * @throws ToolDefinitionError naming the user tool's module and the agent's file; AgentConfigError for a clash with
+ * one of Baton's own tools
+ */
+function checkNamesApart(agents: AgentRegistry, tools: ToolRegistry): void {
+  for (const agent of agents.values()) {
+    if (!tools.names.includes(agent.name)) continue;
+    const source = tools.userToolSource(agent.name);
+    if (source !== undefined) {
+      throw new ToolDefinitionError(source, `tool '${agent.name}' has the name of the agent in ${agent.source}`);
+    }
+    throw new AgentConfigError(agent.source, undefined, `agent '${agent.name}' has the name of one of Baton's tools`);
+  }
+}
+
+/**
  * Loads the agents and builds the tool registry.
- * @throws AgentConfigError for a bad agent file, so start-up stops naming it.
+ * @throws AgentConfigError for a bad agent file, so start-up stops naming it; ToolDefinitionError for a user tool
+ * whose name Baton's tools or an agent already use.
  */
 export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
   let current: AgentRegistry;
@@ -40,13 +60,16 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
     filesRoot: options.filesRoot,
     arcDataDir: options.arcDataDir,
     ...(options.shellEnv === undefined ? {} : { shellEnv: options.shellEnv }),
+    ...(options.userTools === undefined ? {} : { userTools: options.userTools }),
     describeAgent: (name) => current.get(name)?.description,
   });
+  const workflowTools = tools.names.filter((name) => tools.get(name)?.handledBy === 'workflow');
   const { agents } = options;
   const load = (): AgentRegistry => {
-    if (typeof agents === 'string') return loadAgents(agents, { toolNames: tools.names });
-    checkCapabilities(agents, tools.names);
-    return agents;
+    const loaded = typeof agents === 'string' ? loadAgents(agents, { toolNames: tools.names, workflowTools }) : agents;
+    if (typeof agents !== 'string') checkCapabilities(agents, tools.names, workflowTools);
+    checkNamesApart(loaded, tools);
+    return loaded;
   };
   current = load();
   return {

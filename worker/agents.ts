@@ -2,7 +2,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import matter from 'gray-matter';
 import YAML from 'yaml';
-import { agentFrontmatterSchema, type AgentDefinition, type AgentRegistry } from '../common/agent-definition';
+import {
+  agentFrontmatterSchema,
+  approvalTool,
+  type AgentDefinition,
+  type AgentRegistry,
+} from '../common/agent-definition';
+import { isUniversalCapability } from '../common/capabilities';
 
 /** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
 export class AgentConfigError extends Error {
@@ -139,6 +145,8 @@ function frontmatterLine(text: string, key: string | readonly string[]): number 
 export interface LoadAgentsOptions {
   /** Tool names agents may declare as capabilities (besides each other's names). */
   toolNames: readonly string[];
+  /** Tools the workflow carries out (`ask_human`, `wait`, `fork_join`): no approval can gate them. */
+  workflowTools?: readonly string[];
 }
 
 /**
@@ -169,24 +177,46 @@ export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegist
     agents.set(definition.name, definition);
   }
   if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
-  checkCapabilities(agents, options.toolNames);
+  checkCapabilities(agents, options.toolNames, options.workflowTools);
   return agents;
 }
 
 /**
- * Refuses a capability that names neither a tool nor an agent.
- * @throws AgentConfigError naming the file and the line of `capabilities`.
+ * Refuses a capability that names neither a tool nor an agent, and an `approval` entry that names no tool the agent
+ * can call and the activity runs.
+ * @throws AgentConfigError naming the file and the line of `capabilities` or `approval`.
  */
-export function checkCapabilities(agents: AgentRegistry, toolNames: readonly string[]): void {
+export function checkCapabilities(
+  agents: AgentRegistry,
+  toolNames: readonly string[],
+  workflowTools: readonly string[] = [],
+): void {
+  const fileText = (agent: AgentDefinition) =>
+    fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
   for (const agent of agents.values()) {
     for (const capability of agent.capabilities) {
       if (toolNames.includes(capability) || agents.has(capability)) continue;
-      const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
       throw new AgentConfigError(
         agent.source,
-        frontmatterLine(text, 'capabilities'),
+        frontmatterLine(fileText(agent), 'capabilities'),
         `capability '${capability}' is neither a tool nor an agent (tools: ${toolNames.join(', ')}; agents: ${[...agents.keys()].join(', ')})`,
       );
+    }
+    for (const entry of agent.approval) {
+      const tool = approvalTool(entry);
+      const callable = isUniversalCapability(tool) || agent.capabilities.includes(tool);
+      const reason = !toolNames.includes(tool)
+        ? agents.has(tool)
+          ? `approval '${tool}' names an agent: approvals gate tool calls, not delegations`
+          : `approval '${tool}' names no tool (tools: ${toolNames.join(', ')})`
+        : workflowTools.includes(tool)
+          ? `approval '${tool}' names a tool Baton's workflow carries out itself: no approval can gate it`
+          : !callable
+            ? `approval '${tool}' names a tool this agent cannot call: add it to 'capabilities'`
+            : undefined;
+      if (reason !== undefined) {
+        throw new AgentConfigError(agent.source, frontmatterLine(fileText(agent), 'approval'), reason);
+      }
     }
   }
 }

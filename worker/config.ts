@@ -106,6 +106,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
   BATON_ARC_DIR: optionalText,
+  /** Users' tool modules (JavaScript or TypeScript), comma-separated, loaded at start. */
+  BATON_TOOLS: optionalText,
   // Plain decimal digits: z.coerce.number would also take '0x10', '1e4' or ' 2048 '.
   BATON_ENV_MAX_VALUE_BYTES: z
     .string()
@@ -204,6 +206,8 @@ export interface ToolsConfig {
   readonly maxEnvValueBytes: number;
   /** The base environment of shell commands: the worker's PATH, HOME and LANG (see {@link toolEnvironment}). */
   readonly shellEnv: Readonly<Record<string, string>>;
+  /** Users' tool modules to load (`BATON_TOOLS`), absolute paths in order. */
+  readonly toolModules: readonly string[];
 }
 
 /**
@@ -222,7 +226,17 @@ export function readToolsConfig(env: Record<string, string | undefined>, cwd: st
     arcDataDir: path.resolve(cwd, env.BATON_ARC_DIR?.trim() || DEFAULT_ARC_DATA_DIR),
     maxEnvValueBytes: limit.data ?? DEFAULT_MAX_ENV_VALUE_BYTES,
     shellEnv: Object.freeze(toolEnvironment(env)),
+    toolModules: Object.freeze(toolModulePaths(env.BATON_TOOLS, cwd)),
   });
+}
+
+/** `BATON_TOOLS`: comma-separated module paths, each resolved against `cwd`; empty entries are ignored. */
+export function toolModulePaths(list: string | undefined, cwd: string): string[] {
+  return (list ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+    .map((entry) => path.resolve(cwd, entry));
 }
 
 export interface ModelConfig {

@@ -10,7 +10,11 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import { createActivities } from '../activities';
 import { publishAgentVersions } from '../activities/agent-store';
-import type { AgentCatalog } from './agent-catalog';
+import type { ToolDefinition } from '../activities/tools/types';
+import { prepareUserTools } from '../activities/tools/user-tools';
+import type { AgentRegistry } from '../common/agent-definition';
+import { createAgentCatalog, type AgentCatalog } from './agent-catalog';
+import { DEFAULT_ARC_DATA_DIR } from './config';
 import { WORKFLOWS_PATH } from './workflow-bundle';
 
 export interface BatonWorkerOptions {
@@ -19,7 +23,20 @@ export interface BatonWorkerOptions {
   openai: OpenAI;
   /** Model name sent when an agent names none. */
   model: string;
-  catalog: AgentCatalog;
+  /**
+   * The agents and tools the worker runs: a catalog (`createAgentCatalog`), or `agents` (a directory or loaded
+   * agents) with optional `tools`, from which the worker builds one.
+   */
+  catalog?: AgentCatalog;
+  /** The agents, when no `catalog` is given: a directory of agent files, or loaded agents. */
+  agents?: string | AgentRegistry;
+  /**
+   * Your own tools (made with `defineTool`), beside Baton's, when no `catalog` is given; a catalog brings its own
+   * (`createAgentCatalog({ userTools })`).
+   */
+  tools?: readonly ToolDefinition[];
+  /** The directory `read_file` and `list_files` are confined to, when no `catalog` is given. @default the working directory */
+  filesRoot?: string;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
   connection: NativeConnection;
@@ -46,9 +63,32 @@ export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
   return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
 }
 
+/**
+ * The catalog of `createBatonWorker({ agents, tools })`.
+ * @throws ToolDefinitionError for a bad tool; AgentConfigError for a bad agent; Error when both a catalog and tools
+ * are given, or neither a catalog nor agents
+ */
+function catalogFrom(options: BatonWorkerOptions): AgentCatalog {
+  if (options.agents === undefined) {
+    throw new Error('createBatonWorker needs either `catalog` or `agents` (an agents directory or loaded agents)');
+  }
+  return createAgentCatalog({
+    agents: options.agents,
+    filesRoot: options.filesRoot ?? process.cwd(),
+    arcDataDir: DEFAULT_ARC_DATA_DIR,
+    userTools: prepareUserTools(options.tools ?? [], 'createBatonWorker({ tools })'),
+  });
+}
+
 /** A Temporal worker running Baton's workflows and activities on one task queue. */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
-  const { connection, namespace, taskQueue, workflowBundle, catalog, pool, openai, model, maxEnvValueBytes } = options;
+  if (options.catalog !== undefined && (options.tools !== undefined || options.agents !== undefined)) {
+    throw new Error(
+      'createBatonWorker takes either `catalog` or `agents` with `tools`, not both: give the catalog its tools instead',
+    );
+  }
+  const { connection, namespace, taskQueue, workflowBundle, pool, openai, model, maxEnvValueBytes } = options;
+  const catalog = options.catalog ?? catalogFrom(options);
   // Before polling: a client that sees this worker's agents known can schedule them.
   await publishAgentVersions(pool, catalog.agents());
   return Worker.create({

@@ -13,6 +13,7 @@ import { bundleBatonWorkflows, createBatonWorker } from './create-worker';
 import { startHealthServer } from './health';
 import { createModelClient } from './model-client';
 import { installRuntime } from './runtime';
+import { describeUserTools, loadToolModules } from './tool-modules';
 
 /** The line a supervisor (or a test) can wait for: the worker is polling. */
 export const WORKER_READY_PREFIX = 'baton worker: polling';
@@ -20,13 +21,14 @@ export const WORKER_READY_PREFIX = 'baton worker: polling';
 /**
  * Reads the configuration, checks the namespace was set up, applies migrations, and runs a worker until
  * SIGINT/SIGTERM (the Temporal runtime installs those handlers and drains in-flight tasks before `run()` resolves).
- * @throws ConfigError, AgentConfigError at start-up, before anything is opened.
+ * @throws ConfigError, AgentConfigError, ToolDefinitionError at start-up, before anything is opened.
  * @throws SetupRequiredError when the namespace lacks Baton's search attributes (run `baton setup`).
  */
 export async function runWorkerFromEnv(env: Record<string, string | undefined>): Promise<void> {
   const config = readWorkerConfig(env);
   installRuntime(config.logLevel, config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {});
-  const catalog = createAgentCatalog({ agents: config.agentsDir, ...config.tools });
+  const userTools = await loadToolModules(config.tools.toolModules);
+  const catalog = createAgentCatalog({ agents: config.agentsDir, ...config.tools, userTools });
   const closers: (() => Promise<void>)[] = [];
   try {
     const pool = createPool({
@@ -80,7 +82,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
     const running = worker.run();
     process.stderr.write(
       `${WORKER_READY_PREFIX} task queue '${config.taskQueue}' in namespace '${config.namespace}' on ` +
-        `${config.temporalAddress} as '${identity}' (${catalog.agents().size} agents)\n`,
+        `${config.temporalAddress} as '${identity}' (${catalog.agents().size} agents${describeUserTools(userTools)})\n`,
     );
     await running;
   } finally {

@@ -62,6 +62,26 @@ export const STEP_PROFILE = {
   retry: MODEL_PROFILE.retry,
 } as const;
 
+/**
+ * The longest `timeout_s` of a tool whose calls may run with the next model call (under `STEP_PROFILE`, whose 25
+ * minutes must also hold the model call); a longer-running tool gets an activity of its own.
+ */
+export const MAX_CARRIED_TOOL_SECONDS = 840;
+
+/**
+ * A user tool's own activity: its timeout with a minute to spare (the activity's own timer stops the tool first and
+ * records why), heartbeating like every tool, and attempts for its `retries` plus a margin: the activity never runs
+ * the tool more often than `retries` allows, and the extra attempts only record the last outcome while Postgres comes
+ * back. A tool with side effects runs once whatever the attempt; retries then only report.
+ */
+export function userToolProfile(call: { timeoutSeconds: number; retries?: number }) {
+  return {
+    startToCloseTimeout: `${call.timeoutSeconds + 60} seconds`,
+    heartbeatTimeout: TOOL_PROFILE.heartbeatTimeout,
+    retry: { ...TOOL_PROFILE.retry, maximumAttempts: (call.retries ?? 0) + TOOL_PROFILE.retry.maximumAttempts },
+  } as const;
+}
+
 export const db = proxyActivities<Activities>(DB_PROFILE);
 /**
  * Short Postgres steps run inside the workflow task as local activities: no dispatch of their own, which is most of

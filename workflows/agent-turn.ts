@@ -5,8 +5,10 @@ import {
   executeChild,
   defineQuery,
   defineUpdate,
+  isCancellation,
   log,
   patched,
+  proxyActivities,
   setCurrentDetails,
   setHandler,
   workflowInfo,
@@ -22,12 +24,17 @@ import {
   type AgentTurnResult,
   type AnswerQuestionInput,
   type AnswerQuestionResult,
+  type CloseApprovalResult,
+  type DecideApprovalInput,
+  type DecideApprovalResult,
+  type PlannedActivityToolCall,
   type PlannedToolCall,
   type ThreadScope,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import type { ResolvedAgent } from '../common/agent-definition';
-import { db, localDb, model, steps, tools } from './activity-profiles';
+import type { Activities } from '../activities';
+import { db, localDb, MAX_CARRIED_TOOL_SECONDS, model, steps, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { runForkJoin } from './fork-join';
 import { createTurnWaits } from './wait';
@@ -39,6 +46,11 @@ export const MAX_ANSWER_BYTES = 16 * 1024;
 export const answerQuestionUpdate = defineUpdate<AnswerQuestionResult, [AnswerQuestionInput]>('answerQuestion');
 /** The ids of the questions this turn is waiting on. */
 export const openQuestionsQuery = defineQuery<string[]>('openQuestions');
+/** Approves or rejects a tool call this turn is waiting to run (`baton approve`, `baton reject`). */
+export const decideApprovalUpdate = defineUpdate<DecideApprovalResult, [DecideApprovalInput]>('decideApproval');
+/** The longest reason a person may give with a decision, and the longest name of who decided. */
+export const MAX_APPROVAL_REASON_CHARS = 2000;
+export const MAX_DECIDED_BY_CHARS = 200;
 
 /**
  * Turns started from this patch on take fewer dispatches: the turn's start (resolve the agent, mark the thread
@@ -48,6 +60,21 @@ export const openQuestionsQuery = defineQuery<string[]>('openQuestions');
  * for its limits lookup.
  */
 export const FEWER_DISPATCHES_PATCH = 'baton-fewer-dispatches-per-step';
+
+/**
+ * Tool calls that need a person's approval wait for it (an `approval` in the planned call), and users' tools run as
+ * activities with their own timeout and retries (`timeoutSeconds` in the planned call). Replies planned before
+ * this code carry neither, so histories recorded before it never reach the patch.
+ */
+export const USER_TOOLS_PATCH = 'baton-user-tools-and-approvals';
+
+/**
+ * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
+ * approval and fits in that activity's time beside the model call.
+ */
+function runsWithNextModelCall(call: PlannedToolCall): boolean {
+  return call.kind === 'tool' && call.approval === undefined && (call.timeoutSeconds ?? 0) <= MAX_CARRIED_TOOL_SECONDS;
+}
 
 /**
  * One agent handling one incoming message until it answers: resolve the agent's version, record the message, then
@@ -98,6 +125,54 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
             type: ErrorType.InvalidInput,
             message: `the answer is too long (at most ${MAX_ANSWER_BYTES} characters)`,
           });
+        }
+      },
+    },
+  );
+
+  // Approvals this turn waits for: id → how it ended once decided. Registered before the first await too.
+  const decisions = new Map<string, CloseApprovalResult | undefined>();
+  setHandler(
+    decideApprovalUpdate,
+    async ({ approvalId, approve, reason, decidedBy }) => {
+      const by = decidedBy ?? 'a person';
+      const outcome = approve
+        ? ({ status: 'approved', decidedBy: by } as const)
+        : ({ status: 'rejected', decidedBy: by, ...(reason === undefined ? {} : { reason }) } as const);
+      const closed = await localDb.closeApproval.executeWithOptions(
+        { summary: `approval: ${approvalId} ${outcome.status} by ${by}` },
+        [{ rootThreadId: scope.rootThreadId, approvalId, outcome }],
+      );
+      if (closed.status !== outcome.status) {
+        throw ApplicationFailure.create({
+          type: ErrorType.InvalidInput,
+          message: `approval '${approvalId}' is already ${closed.status}`,
+        });
+      }
+      if (decisions.has(approvalId)) decisions.set(approvalId, closed);
+      return { approvalId, status: outcome.status };
+    },
+    {
+      validator: ({ approvalId, approve, reason, decidedBy }: DecideApprovalInput) => {
+        if (!decisions.has(approvalId) || decisions.get(approvalId) !== undefined) {
+          throw ApplicationFailure.create({
+            type: ErrorType.InvalidInput,
+            message: `approval '${approvalId}' is not waiting for a decision in this turn`,
+          });
+        }
+        if (typeof approve !== 'boolean') {
+          throw ApplicationFailure.create({ type: ErrorType.InvalidInput, message: "'approve' must be true or false" });
+        }
+        for (const [field, value, limit] of [
+          ['reason', reason, MAX_APPROVAL_REASON_CHARS],
+          ['decidedBy', decidedBy, MAX_DECIDED_BY_CHARS],
+        ] as const) {
+          if (value !== undefined && (typeof value !== 'string' || value.trim() === '' || value.length > limit)) {
+            throw ApplicationFailure.create({
+              type: ErrorType.InvalidInput,
+              message: `'${field}' must be non-empty text of at most ${limit} characters`,
+            });
+          }
         }
       },
     },
@@ -282,6 +357,84 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     toolCallId: call.id,
   });
 
+  /** Runs one tool call as an activity: a user tool with its own timeout and retries, Baton's under the tool profile. */
+  async function runToolActivity(call: PlannedActivityToolCall, step: number, index: number, messageSeq: number) {
+    const options = { summary: `tool: ${call.name}` };
+    const args = [toolCallInput(call, step, index, messageSeq)] as const;
+    if (call.timeoutSeconds !== undefined && patched(USER_TOOLS_PATCH)) {
+      const own = proxyActivities<Activities>(userToolProfile({ ...call, timeoutSeconds: call.timeoutSeconds }));
+      return own.executeToolCall.executeWithOptions(options, [...args]);
+    }
+    return tools.executeToolCall.executeWithOptions(options, [...args]);
+  }
+
+  /**
+   * A call that needs a person's approval: stores it as pending, waits (durably, no activity running) for
+   * `decideApproval` or the approval's timeout, then runs the call, or records why it did not run. A turn stopped
+   * while it waits (reclaimed, cancelled) closes its approval as cancelled.
+   */
+  async function runAfterApproval(
+    call: PlannedActivityToolCall & { approval: { timeoutSeconds?: number } },
+    step: number,
+    index: number,
+    messageSeq: number,
+  ): Promise<void> {
+    const opId = operationId(runId, 'tool', step, index);
+    const { timeoutSeconds } = call.approval;
+    const { approvalId } = await pg.openApproval.executeWithOptions(
+      { summary: `approval: ${input.agent} asks to run ${call.name}` },
+      [
+        {
+          scope,
+          operationId: `${opId}:approval`,
+          workflowId,
+          messageSeq,
+          toolCallId: call.id,
+          ...(timeoutSeconds === undefined ? {} : { timeoutSeconds }),
+        },
+      ],
+    );
+    decisions.set(approvalId, undefined);
+    setCurrentDetails(
+      `Waiting for a person to approve ${input.agent}'s call of ${call.name} (${approvalId}).\n` +
+        `Approve with: baton approve ${scope.rootThreadId} ${approvalId}\n` +
+        `Reject with: baton reject ${scope.rootThreadId} ${approvalId} --reason "<why>"`,
+    );
+    const close = (outcome: { status: 'expired' } | { status: 'cancelled'; reason: string }) =>
+      pg.closeApproval.executeWithOptions({ summary: `approval: ${approvalId} ${outcome.status}` }, [
+        { rootThreadId: scope.rootThreadId, approvalId, outcome },
+      ]);
+    let outcome: CloseApprovalResult | undefined;
+    try {
+      await condition(
+        () => decisions.get(approvalId) !== undefined,
+        timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
+      );
+      outcome = decisions.get(approvalId);
+      // Refuse later decisions (the validator checks the map); one already on its way may still win in Postgres.
+      decisions.delete(approvalId);
+      outcome ??= await close({ status: 'expired' });
+    } catch (error) {
+      decisions.delete(approvalId);
+      if (isCancellation(error)) {
+        await CancellationScope.nonCancellable(() => close({ status: 'cancelled', reason: 'its turn was stopped' }));
+      }
+      throw error;
+    }
+    setCurrentDetails(`${input.agent} is working.`);
+    if (outcome.status === 'approved') return void (await runToolActivity(call, step, index, messageSeq));
+    const content =
+      outcome.status === 'rejected'
+        ? `Error: ${outcome.decidedBy} rejected this call of '${call.name}', so it did not run.` +
+          (outcome.reason === undefined ? '' : ` Reason: ${outcome.reason}`)
+        : outcome.status === 'expired'
+          ? `Error: nobody approved this call of '${call.name}' within ${timeoutSeconds} seconds, so it did not run.`
+          : `Error: the approval of this call of '${call.name}' was cancelled (${outcome.reason}), so it did not run.`;
+    await pg.recordMessage.executeWithOptions({ summary: `tool: ${call.name} not approved` }, [
+      { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+    ]);
+  }
+
   /** Carries out every call of one reply at once: tools as activities, the rest in this workflow. */
   async function runToolCalls(reply: { seq: number; toolCalls: PlannedToolCall[] }, step: number): Promise<void> {
     // A 'reuse' call waits for the calls before it in this reply to the same agent, so it continues their thread
@@ -336,9 +489,11 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
           );
           return done;
         }
-        return tools.executeToolCall.executeWithOptions({ summary: `tool: ${call.name}` }, [
-          toolCallInput(call, step, index, reply.seq),
-        ]);
+        const { approval } = call;
+        if (approval !== undefined && patched(USER_TOOLS_PATCH)) {
+          return runAfterApproval({ ...call, approval }, step, index, reply.seq);
+        }
+        return runToolActivity(call, step, index, reply.seq);
       }),
     );
   }
@@ -368,7 +523,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       if (reply.toolCalls.length === 0) {
         return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
       }
-      if (fewerDispatches && step + 1 < agent.maxSteps && reply.toolCalls.every((call) => call.kind === 'tool')) {
+      if (fewerDispatches && step + 1 < agent.maxSteps && reply.toolCalls.every(runsWithNextModelCall)) {
         carried = {
           names: reply.toolCalls.map((call) => call.name),
           calls: reply.toolCalls.map((call, index) => toolCallInput(call, step, index, reply.seq)),

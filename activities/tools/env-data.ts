@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { MAX_ENV_DESCRIPTION_LENGTH, MAX_ENV_KEY_LENGTH, envKeyProblem } from '../../common/env-data';
 import { EnvDataError, type EnvManifestEntry, type EnvProposal } from '../../db/env-data';
-import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './types';
+import { defineTool, ToolError, type ToolDefinition } from './types';
 
 const key = z
   .string()
@@ -72,15 +72,6 @@ function manifestView(entries: readonly EnvManifestEntry[], proposals: readonly 
   return listed;
 }
 
-function env(context: ToolContext) {
-  return context.env;
-}
-
-/** What the calling thread sees: its own isolated store first (a fork task's), then the shared data. */
-function ownView(context: ToolContext) {
-  return { threadId: context.scope.threadId };
-}
-
 /**
  * The five universal env-data capabilities. The scope (the root thread) comes from the tool context, which the
  * workflow sets; the strict schemas refuse any scope-like argument a model invents.
@@ -102,7 +93,7 @@ export function createEnvDataTools(): ToolDefinition[] {
       handledBy: 'activity',
       run: (args, context) =>
         refusalsAsToolErrors(async () => {
-          await env(context).store(context.scope, context.operationId, {
+          await context.env.store({
             key: args.key,
             shortDescription: args.short_description,
             value: args.value,
@@ -118,7 +109,7 @@ export function createEnvDataTools(): ToolDefinition[] {
       parameters: z.strictObject({ key }),
       handledBy: 'activity',
       run: async (args, context) => {
-        const entry = await env(context).get(context.scope.rootThreadId, args.key, ownView(context));
+        const entry = await context.env.get(args.key);
         if (!entry) {
           throw new ToolError(`No environment data under '${args.key}'. Call list_env_data() to see what exists.`);
         }
@@ -155,9 +146,7 @@ export function createEnvDataTools(): ToolDefinition[] {
       }),
       handledBy: 'activity',
       run: async (args, context) => {
-        const view = ownView(context);
-        const page = await env(context).listPage(
-          context.scope.rootThreadId,
+        const page = await context.env.listPage(
           {
             ...(args.prefix === undefined ? {} : { prefix: args.prefix }),
             ...(args.type === undefined ? {} : { type: args.type }),
@@ -165,13 +154,12 @@ export function createEnvDataTools(): ToolDefinition[] {
             ...(args.stored_by === undefined ? {} : { storedBy: args.stored_by }),
             ...(args.exclude_self ? { excludeThread: context.scope.threadId } : {}),
           },
-          view,
           { limit: args.limit ?? DEFAULT_LIST_LIMIT, ...(args.cursor === undefined ? {} : { after: args.cursor }) },
         );
         // Pending proposals follow the entries on the first page only.
         const proposals =
           args.cursor === undefined
-            ? (await env(context).proposals(context.scope.rootThreadId, { view })).filter(
+            ? (await context.env.proposals()).filter(
                 (proposal) => args.prefix === undefined || proposal.key.startsWith(args.prefix),
               )
             : [];
@@ -211,13 +199,10 @@ export function createEnvDataTools(): ToolDefinition[] {
             if (args.value !== undefined || args.short_description !== undefined) {
               throw new ToolError('give either a proposal to apply or a new value/short_description, not both');
             }
-            const accepted = await env(context).acceptProposal(context.scope, context.operationId, {
-              key: args.key,
-              proposalId: args.proposal,
-            });
+            const accepted = await context.env.acceptProposal(args.key, args.proposal);
             return `Applied proposal ${args.proposal} to '${args.key}' (now version ${accepted.version}).`;
           }
-          const result = await env(context).update(context.scope, context.operationId, {
+          const result = await context.env.update({
             key: args.key,
             shortDescription: args.short_description,
             value: args.value,
@@ -242,7 +227,7 @@ export function createEnvDataTools(): ToolDefinition[] {
       handledBy: 'activity',
       run: (args, context) =>
         refusalsAsToolErrors(async () => {
-          await env(context).delete(context.scope, context.operationId, args.key, args.reason);
+          await context.env.delete(args.key, args.reason);
           return `Deleted '${args.key}' from environment data.`;
         }),
     }),

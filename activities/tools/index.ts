@@ -11,6 +11,7 @@ import { createFileTools } from './files';
 import { forkJoinTool } from './fork-join';
 import { createShellTool } from './shell';
 import type { ToolDefinition } from './types';
+import { ToolDefinitionError, type UserTool } from './user-tools';
 import { askHumanTool, listCapabilitiesTool, thinkTool, waitTool } from './universal';
 
 export interface ToolRegistryOptions {
@@ -25,14 +26,18 @@ export interface ToolRegistryOptions {
   shellEnv?: Readonly<Record<string, string>>;
   /** An agent's description, for `list_capabilities` (agents are capabilities too). */
   describeAgent: (name: string) => string | undefined;
+  /** Users' own tools, checked by `prepareUserTools`; a name Baton's tools already use is refused. */
+  userTools?: readonly UserTool[];
 }
 
 export interface ToolRegistry {
   get(name: string): ToolDefinition | undefined;
   /** Whether `name` is an agent (agents are called like tools, as delegations). */
   isAgent(name: string): boolean;
-  /** Every tool name, universal ones included. */
+  /** Every tool name, universal ones and users' tools included. */
   readonly names: readonly string[];
+  /** Where a user tool was defined (its module file), or `undefined` for Baton's own tools. */
+  userToolSource(name: string): string | undefined;
   /** The universal capabilities, in the order agents are told about them. */
   readonly universal: readonly string[];
   /** The function definition the model receives for a tool or an agent. */
@@ -61,6 +66,21 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     forkJoinTool,
   ];
   for (const tool of all) tools.set(tool.name, tool);
+  const userToolSources = new Map<string, string>();
+  for (const { tool, source } of options.userTools ?? []) {
+    if (tools.has(tool.name)) {
+      const other = userToolSources.get(tool.name);
+      throw new ToolDefinitionError(
+        source,
+        other === undefined
+          ? `tool '${tool.name}' has the name of one of Baton's own tools: rename it`
+          : `tool '${tool.name}' is also defined in ${other}`,
+      );
+    }
+    tools.set(tool.name, tool);
+    userToolSources.set(tool.name, source);
+    all.push(tool);
+  }
   // JSON Schema is generated once per schema, not per model call.
   const jsonSchema = (schema: z.ZodType): Record<string, unknown> => {
     const { $schema: _schema, ...parameters } = z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;
@@ -81,6 +101,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     get: (name) => tools.get(name),
     isAgent,
     names: [...tools.keys()],
+    userToolSource: (name) => userToolSources.get(name),
     universal: UNIVERSAL_CAPABILITIES,
     toModelTool: (name) => {
       const tool = modelTools.get(name);

@@ -353,7 +353,7 @@ test('defect 8: list_env_data pages its manifest: a default that fits a context,
   );
   const list = createEnvDataTools().find((tool) => tool.name === 'list_env_data');
   if (!list?.run) throw new Error('list_env_data runs in the activity');
-  const context = fakeToolContext({ scope: scopeOf(thread), env: new EnvStore(realPool) });
+  const context = fakeToolContext({ scope: scopeOf(thread), envStore: new EnvStore(realPool) });
   const seen: string[] = [];
   let cursor: string | undefined;
   let pages = 0;

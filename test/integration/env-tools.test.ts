@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { createToolRegistry } from '../../activities/tools';
-import { ToolError, type ToolContext, type ToolOutput } from '../../activities/tools/types';
+import { createToolContext } from '../../activities/tools/context';
+import { ToolError, type ToolOutput } from '../../activities/tools/types';
 import { checkToolCall } from '../../activities/tools/validate';
 import type { AgentDefinition } from '../../common/agent-definition';
 import type { ThreadScope } from '../../common/types';
@@ -28,6 +29,7 @@ function agentNamed(name: string): AgentDefinition {
     name,
     description: `The ${name}.`,
     capabilities: [],
+    approval: [],
     max_steps: 25,
     delegation_context: 'standard',
     body: '',
@@ -61,15 +63,15 @@ async function call(
   assert.ok(checked.kind === 'tool', `'${name}' is a tool`);
   const { tool } = checked;
   assert.ok(tool.run !== undefined, `'${name}' runs in the activity`);
-  const context: ToolContext = {
+  const context = createToolContext({
     scope,
     agent: agentNamed(scope.agent),
     operationId: options.operationId ?? `${scope.threadId}:${name}:${nextStep()}`,
     world: { name: 'default', variables: {} },
-    env: options.env ?? store,
+    envStore: options.env ?? store,
     signal: new AbortController().signal,
     heartbeat: () => undefined,
-  };
+  });
   try {
     return { ok: true, text: asText(await tool.run(checked.args, context)) };
   } catch (error) {

@@ -11,6 +11,7 @@ test('agent file: frontmatter and body are parsed', () => {
     name: 'solver',
     description: 'Solves puzzles.',
     capabilities: [],
+    approval: [],
     max_steps: 25,
     delegation_context: 'standard',
     body: 'You solve puzzles.',

@@ -6,10 +6,11 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { createShellTool, type ShellSpawn, type ShellToolOptions } from '../../activities/tools/shell';
 import { fakeToolContext } from '../../testing/tool-context';
+import type { ToolCallParts } from '../../activities/tools/context';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
 import { toolEnvironment } from '../../worker/config';
 
-function fakeContext(variables: Record<string, string> = {}, overrides: Partial<ToolContext> = {}): ToolContext {
+function fakeContext(variables: Record<string, string> = {}, overrides: Partial<ToolCallParts> = {}): ToolContext {
   return fakeToolContext({ world: { name: 'w', variables }, ...overrides });
 }
 

@@ -14,6 +14,7 @@ const solver: AgentDefinition = {
   name: 'solver',
   description: 'Solves.',
   capabilities: ['load_arc_task'],
+  approval: [],
   max_steps: 25,
   delegation_context: 'standard',
   body: '',

@@ -27,17 +27,27 @@ test('worker config: defaults fill what is not set', () => {
       shutdownGraceTime: 30_000,
     },
     logLevel: 'WARN',
-    tools: { filesRoot: '/srv/app', arcDataDir: DEFAULT_ARC_DATA_DIR, maxEnvValueBytes: 100 * 1024, shellEnv: {} },
+    tools: {
+      filesRoot: '/srv/app',
+      arcDataDir: DEFAULT_ARC_DATA_DIR,
+      maxEnvValueBytes: 100 * 1024,
+      shellEnv: {},
+      toolModules: [],
+    },
   });
 });
 
-test('worker config: tool directories resolve against the working directory', () => {
-  const config = readWorkerConfig({ ...minimal, BATON_FILES_ROOT: 'data', BATON_ARC_DIR: '/arc' }, '/srv/app');
+test('worker config: tool directories and tool modules resolve against the working directory', () => {
+  const config = readWorkerConfig(
+    { ...minimal, BATON_FILES_ROOT: 'data', BATON_ARC_DIR: '/arc', BATON_TOOLS: 'tools/a.ts, /opt/b.mjs,,' },
+    '/srv/app',
+  );
   assert.deepEqual(config.tools, {
     filesRoot: '/srv/app/data',
     arcDataDir: '/arc',
     maxEnvValueBytes: 100 * 1024,
     shellEnv: {},
+    toolModules: ['/srv/app/tools/a.ts', '/opt/b.mjs'],
   });
 });
 

@@ -1,0 +1,51 @@
+import type { Pool } from 'pg';
+import type { CloseApprovalInput, CloseApprovalResult, OpenApprovalInput, OpenApprovalResult } from '../common/types';
+import { storableText } from '../common/text';
+import { closeApproval as closeApprovalRow, openApproval as openApprovalRow } from '../db/approvals';
+
+/** Activities that store the approvals tool calls wait for (a tool's `needsApproval`, an agent's `approval`). */
+export function createApprovalActivities({ pool }: { pool: Pool }) {
+  /** Stores a pending approval of a stored tool call, once per operation id, fenced by the calling thread's epoch. */
+  async function openApproval(input: OpenApprovalInput): Promise<OpenApprovalResult> {
+    const row = await openApprovalRow(pool, input.scope, input.operationId, {
+      workflowId: input.workflowId,
+      messageSeq: input.messageSeq,
+      toolCallId: input.toolCallId,
+      ...(input.timeoutSeconds === undefined ? {} : { timeoutSeconds: input.timeoutSeconds }),
+    });
+    return { approvalId: row.approvalId };
+  }
+
+  /**
+   * Closes an approval and returns how it ended: when a decision and the timeout race, the first to reach Postgres
+   * wins and both sides see the same outcome. Idempotent.
+   */
+  async function closeApproval(input: CloseApprovalInput): Promise<CloseApprovalResult> {
+    // A reason is a person's text: clean what Postgres cannot store rather than fail the waiting turn.
+    const { outcome } = input;
+    const cleaned =
+      'reason' in outcome && outcome.reason !== undefined
+        ? { ...outcome, reason: storableText(outcome.reason) }
+        : outcome;
+    const row = await closeApprovalRow(pool, input.rootThreadId, input.approvalId, cleaned);
+    if (!row || row.status === 'pending') {
+      throw new Error(`approval '${input.approvalId}' of thread '${input.rootThreadId}' could not be closed`);
+    }
+    switch (row.status) {
+      case 'approved':
+        return { status: 'approved', decidedBy: row.decidedBy ?? '' };
+      case 'rejected':
+        return {
+          status: 'rejected',
+          decidedBy: row.decidedBy ?? '',
+          ...(row.reason === null ? {} : { reason: row.reason }),
+        };
+      case 'expired':
+        return { status: 'expired' };
+      case 'cancelled':
+        return { status: 'cancelled', reason: row.reason ?? '' };
+    }
+  }
+
+  return { openApproval, closeApproval };
+}

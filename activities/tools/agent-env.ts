@@ -1,0 +1,87 @@
+import type { ThreadScope } from '../../common/types';
+import type {
+  EnvEntry,
+  EnvListFilters,
+  EnvManifestEntry,
+  EnvManifestPage,
+  EnvProposal,
+  EnvStore,
+  EnvStoreInput,
+  EnvUpdateInput,
+  EnvWriteResult,
+} from '../../db/env-data';
+
+/**
+ * The shared environment data as one tool call sees it: read and written as the calling agent, in its thread's
+ * view (a fork task's own isolated store first, then the shared data), fenced by its epoch, every write idempotent.
+ * The scope comes from the workflow: a tool cannot name another conversation's data.
+ *
+ * Each write of the call gets its own operation id derived from the call's: the first write uses the call's id
+ * itself, the n-th `<id>:env:<n>`. A tool that writes in the same order on every attempt (the usual case) therefore
+ * writes nothing twice when its activity is retried.
+ */
+export class AgentEnv {
+  private writes = 0;
+
+  constructor(
+    private readonly envStore: EnvStore,
+    private readonly scope: ThreadScope,
+    private readonly operationId: string,
+  ) {}
+
+  /** The value under `key` that the calling thread sees, or `undefined`. */
+  get(key: string): Promise<EnvEntry | undefined> {
+    return this.envStore.get(this.scope.rootThreadId, key, this.view());
+  }
+
+  /** Every entry the calling thread sees (no values), by key. Use `listPage` where the manifest may be large. */
+  list(filters: EnvListFilters = {}): Promise<EnvManifestEntry[]> {
+    return this.envStore.list(this.scope.rootThreadId, filters, this.view());
+  }
+
+  /** One page of what `list` returns: up to `limit` entries after the key `after`. */
+  listPage(filters: EnvListFilters = {}, page: { limit?: number; after?: string } = {}): Promise<EnvManifestPage> {
+    return this.envStore.listPage(this.scope.rootThreadId, filters, this.view(), page);
+  }
+
+  /** Pending proposals from fork tasks that the calling thread can see. */
+  proposals(): Promise<EnvProposal[]> {
+    return this.envStore.proposals(this.scope.rootThreadId, { view: this.view() });
+  }
+
+  /**
+   * Creates the entry or replaces its value (last write wins).
+   * @throws EnvDataError for a refused key, description or value (the model reads it as an `Error:` result)
+   */
+  store(entry: EnvStoreInput): Promise<EnvWriteResult> {
+    return this.envStore.store(this.scope, this.nextOperationId(), entry);
+  }
+
+  /**
+   * Changes an existing entry; with `expectedVersion`, only if nobody changed it since. In an isolated fork task, a
+   * change to shared data becomes a proposal (`action: 'proposed'`).
+   * @throws EnvDataError for a missing key or a stale `expectedVersion`
+   */
+  update(change: EnvUpdateInput): Promise<EnvWriteResult> {
+    return this.envStore.update(this.scope, this.nextOperationId(), change);
+  }
+
+  /** Deletes an entry (its history stays in the event log); `reason` is kept in the event. */
+  delete(key: string, reason?: string): Promise<EnvWriteResult> {
+    return this.envStore.delete(this.scope, this.nextOperationId(), key, reason);
+  }
+
+  /** Applies a pending proposal to its entry, as the calling agent. */
+  acceptProposal(key: string, proposalId: string): Promise<EnvWriteResult> {
+    return this.envStore.acceptProposal(this.scope, this.nextOperationId(), { key, proposalId });
+  }
+
+  private view() {
+    return { threadId: this.scope.threadId };
+  }
+
+  private nextOperationId(): string {
+    this.writes += 1;
+    return this.writes === 1 ? this.operationId : `${this.operationId}:env:${this.writes}`;
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * Durable approvals: a tool call that needs a person's approval waits for it in its turn workflow (no activity
+ * running), is listed at the root of its tree, runs once approved, and is told why when rejected, timed out or
+ * cancelled; at any depth (delegated and forked agents) and for Baton's own tools through an agent's `approval`.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { z } from 'zod';
+import type { ThreadHandle } from '../../client';
+import { defineTool } from '../../activities/tools/types';
+import { listMessages, type TranscriptMessage } from '../../db/transcripts';
+import type { ApprovalRow } from '../../db/approvals';
+import { parseScript } from '../../scripted-model';
+import { startTestHarness, type AgentHarness } from '../../testing/harness';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { settle, waitFor } from '../chaos/waiting';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'approvals-'));
+
+/** Every run of `deploy`, with its arguments. */
+const deployments: unknown[] = [];
+const deploy = defineTool({
+  name: 'deploy',
+  description: 'Deploys a service to an environment.',
+  parameters: z.object({ service: z.string(), env: z.enum(['staging', 'production']) }),
+  sideEffects: true,
+  // Staging goes ahead; production waits for a person.
+  needsApproval: (args) => args.env === 'production',
+  run: (args) => {
+    deployments.push(args);
+    return `deployed ${args.service} to ${args.env}`;
+  },
+});
+
+function agent(name: string, fields: string): [string, ReturnType<typeof parseAgentFile>] {
+  return [
+    name,
+    parseAgentFile(`---\nname: ${name}\ndescription: The ${name} agent.\n${fields}\n---\nYou act.\n`, name),
+  ];
+}
+
+const agents: AgentRegistry = new Map([
+  agent('releaser', 'capabilities: [deploy]'),
+  agent('archivist', 'capabilities: [load_arc_task]\napproval: [{ tool: load_arc_task, timeout_s: 2 }]'),
+  agent('manager', 'capabilities: [releaser]'),
+  agent('fanout', 'capabilities: [fork_join, releaser]'),
+  agent('hasty', 'capabilities: [fork_join, releaser]'),
+]);
+
+const script = parseScript(
+  `
+agents:
+  releaser:
+    - calls:
+        - { call: deploy, args: { service: "api", env: "staging" } }
+        - { call: deploy, args: { service: "api", env: "production" } }
+    - say: "Released."
+  archivist:
+    - { call: load_arc_task, args: { task_id: "007bbfb7" } }
+    - say: "Nobody let me read it."
+  manager:
+    - { call: releaser, args: { message: "Release the api." } }
+    - say: "The releaser is done."
+  fanout:
+    - call: fork_join
+      args: { tasks: [ { agent: releaser, message: "Release one." }, { agent: releaser, message: "Release two." } ] }
+    - say: "Both released."
+  hasty:
+    - call: fork_join
+      args: { deadline_seconds: 3, tasks: [ { agent: releaser, message: "Release, if someone approves in time." } ] }
+    - say: "The fork ran out of time."
+`,
+  'approvals',
+);
+
+let harness: AgentHarness;
+
+before(async () => {
+  harness = await startTestHarness('approvals', {
+    agents,
+    script,
+    tools: [deploy],
+    modelLogFile: path.join(workDir, 'model.jsonl'),
+  });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+/** Waits until the tree of `thread` has `count` pending approvals, and returns them. */
+function pendingApprovals(thread: ThreadHandle, count: number): Promise<ApprovalRow[]> {
+  return waitFor(`${count} pending approval(s) in ${thread.threadId}`, 60_000, async () => {
+    const rows = await thread.approvals();
+    return rows.length >= count ? rows : undefined;
+  });
+}
+
+/** The result recorded for each call of a thread, in the order of the calls. */
+function callResults(transcript: readonly TranscriptMessage[]): { name: string; args: string; result: string }[] {
+  const resultOf = new Map(transcript.map((message) => [message.toolCallId, message.content ?? '']));
+  return transcript.flatMap((message) =>
+    (message.toolCalls ?? []).map((call) => ({
+      name: call.name,
+      args: call.arguments,
+      result: resultOf.get(call.id) ?? '(no result)',
+    })),
+  );
+}
+
+test('approvals: a call that needs approval waits, is listed, and runs once approved; the other call did not wait', async () => {
+  const threadId = uniqueThreadId('approve');
+  const thread = await harness.client.startThread({ agent: 'releaser', threadId });
+  const sending = settle(thread.send('Release the api.'));
+  const [pending] = await pendingApprovals(thread, 1);
+  assert.equal(pending?.approvalId, 'a1');
+  assert.equal(pending?.tool, 'deploy');
+  assert.deepEqual(JSON.parse(pending?.arguments ?? '{}'), { service: 'api', env: 'production' });
+  assert.equal(pending?.agent, 'releaser');
+  assert.equal(pending?.threadId, threadId);
+  assert.equal(pending?.status, 'pending');
+
+  // While it waits, nothing of the production deploy ran, and no activity is running for it.
+  assert.ok(!deployments.some((d) => JSON.stringify(d) === JSON.stringify({ service: 'api', env: 'production' })));
+  const turn = await harness.client.temporal.workflow.getHandle(pending?.workflowId ?? '').describe();
+  assert.equal(turn.raw.pendingActivities?.length ?? 0, 0, 'the turn waits with no activity running');
+
+  assert.deepEqual(await thread.approve('a1', { by: 'alice' }), { approvalId: 'a1', status: 'approved' });
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  assert.equal(outcome.value.reply, 'Released.');
+  assert.deepEqual(
+    callResults(await listMessages(harness.pool, threadId)).map((call) => call.result),
+    ['deployed api to staging', 'deployed api to production'],
+  );
+  const [decided] = await thread.approvals({ all: true });
+  assert.equal(decided?.status, 'approved');
+  assert.equal(decided?.decidedBy, 'alice');
+  assert.deepEqual(await thread.approvals(), [], 'nothing is pending any more');
+  await assert.rejects(thread.approve('a1'), /approval 'a1' is already approved/);
+  await assert.rejects(thread.approve('a9'), new RegExp(`thread '${threadId}' has no approval 'a9'`));
+});
+
+test('approvals: a rejection becomes the tool result with its reason, and the call does not run', async () => {
+  const threadId = uniqueThreadId('reject');
+  const thread = await harness.client.startThread({ agent: 'releaser', threadId });
+  const sending = settle(thread.send('Release the api.'));
+  await pendingApprovals(thread, 1);
+  const ranBefore = deployments.length;
+  await thread.reject('a1', { by: 'bob', reason: 'no production deploys on a Friday' });
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  const [, production] = callResults(await listMessages(harness.pool, threadId));
+  assert.equal(
+    production?.result,
+    "Error: bob rejected this call of 'deploy', so it did not run. Reason: no production deploys on a Friday",
+  );
+  assert.equal(deployments.length, ranBefore, 'the rejected call never ran');
+  const [row] = await thread.approvals({ all: true });
+  assert.equal(row?.status, 'rejected');
+  assert.equal(row?.reason, 'no production deploys on a Friday');
+});
+
+test("approvals: an agent's approval rule gates Baton's own tool, and its timeout rejects the call", async () => {
+  const threadId = uniqueThreadId('expire');
+  const thread = await harness.client.startThread({ agent: 'archivist', threadId });
+  const result = await thread.send('Load the task.');
+  assert.equal(result.reply, 'Nobody let me read it.');
+  const [call] = callResults(await listMessages(harness.pool, threadId));
+  assert.equal(
+    call?.result,
+    "Error: nobody approved this call of 'load_arc_task' within 2 seconds, so it did not run.",
+  );
+  const [row] = await thread.approvals({ all: true });
+  assert.equal(row?.status, 'expired');
+  assert.ok(row?.expiresAt instanceof Date);
+  await assert.rejects(thread.approve('a1'), /approval 'a1' is already expired/);
+});
+
+test('approvals: a delegated agent waits at any depth, and the approval surfaces at the root', async () => {
+  const threadId = uniqueThreadId('delegated');
+  const thread = await harness.client.startThread({ agent: 'manager', threadId });
+  const sending = settle(thread.send('Get the api released.'));
+  const [pending] = await pendingApprovals(thread, 1);
+  assert.equal(pending?.threadId, `${threadId}/releaser-1`, 'the call was made in the delegated thread');
+  assert.equal(pending?.workflowId, `baton/${threadId}/releaser-1`);
+  await thread.approve(pending?.approvalId ?? '');
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  assert.equal(outcome.value.reply, 'The releaser is done.');
+  const [, production] = callResults(await listMessages(harness.pool, `${threadId}/releaser-1`));
+  assert.equal(production?.result, 'deployed api to production');
+});
+
+test('approvals: forked tasks each wait for their own approval, listed together at the root', async () => {
+  const threadId = uniqueThreadId('forked');
+  const thread = await harness.client.startThread({ agent: 'fanout', threadId });
+  const sending = settle(thread.send('Release twice.'));
+  const pending = await pendingApprovals(thread, 2);
+  assert.deepEqual(pending.map((row) => row.approvalId).sort(), ['a1', 'a2']);
+  assert.deepEqual(pending.map((row) => row.threadId).sort(), [`${threadId}/releaser-1`, `${threadId}/releaser-2`]);
+  for (const row of pending) await thread.approve(row.approvalId);
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  assert.equal(outcome.value.reply, 'Both released.');
+  for (const task of ['releaser-1', 'releaser-2']) {
+    const [, production] = callResults(await listMessages(harness.pool, `${threadId}/${task}`));
+    assert.equal(production?.result, 'deployed api to production');
+  }
+});
+
+test("approvals: a reclaimed fork task's pending approval is closed, and can no longer be approved", async () => {
+  const threadId = uniqueThreadId('reclaimed');
+  const thread = await harness.client.startThread({ agent: 'hasty', threadId });
+  const result = await thread.send('Release, quickly.');
+  assert.equal(result.reply, 'The fork ran out of time.');
+  const [row] = await thread.approvals({ all: true });
+  assert.equal(row?.status, 'cancelled');
+  assert.match(row?.reason ?? '', /^its turn was reclaimed: /);
+  await assert.rejects(thread.approve(row?.approvalId ?? ''), /is already cancelled/);
+});
