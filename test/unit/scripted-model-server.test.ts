@@ -7,11 +7,7 @@ import { test } from 'node:test';
 import type { TestContext } from 'node:test';
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import type {
-  ScriptedModelLogEntry,
-  ScriptedModelServer,
-  ScriptedModelServerOptions,
-} from '../../scripted-model';
+import type { ScriptedModelLogEntry, ScriptedModelServer, ScriptedModelServerOptions } from '../../scripted-model';
 import { OMITTED_ASSISTANT_HEADER } from '../../common/context-policy';
 import { NonLoopbackHostError, startScriptedModelServer, validateScript } from '../../scripted-model';
 
