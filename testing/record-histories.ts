@@ -7,6 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { z } from 'zod';
+import { defineTool } from '../activities/tools/types';
 import { parseAgentFile } from '../worker/agents';
 import { startAgentHarness, type AgentHarness } from './harness';
 import { runThreadId, scheduleId, type ScheduledRunInput } from '../common/schedules';
@@ -24,7 +26,8 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
  * Agents and script of the recorded scenarios: a conversation, tool calls (good and refused) in one reply, a
  * retried model call, a question answered by a human, a thread that continues as new, a three-level delegation
  * (with two concurrent calls to one agent, the second reusing the first one's thread), fork/join, and `wait` calls
- * ended by their timer, by a wake and by a human message, and a turn taking fewer dispatches per step.
+ * ended by their timer, by a wake and by a human message, a turn taking fewer dispatches per step, and tool calls
+ * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires).
  */
 const agents = new Map(
   [
@@ -42,6 +45,8 @@ const agents = new Map(
     '---\nname: waiter\ndescription: Waits.\n---\nYou wait.\n',
     '---\nname: sleeper\ndescription: Waits long.\n---\nYou sleep.\n',
     '---\nname: stepper\ndescription: Works in steps.\nmax_steps: 4\ncapabilities: [load_arc_task]\n---\nYou step.\n',
+    '---\nname: gatekeeper\ndescription: Deploys with approval.\ncapabilities: [deploy, load_arc_task]\n' +
+      'approval: [{ tool: load_arc_task, timeout_s: 1 }]\n---\nYou deploy.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -132,9 +137,26 @@ agents:
       args: { thought: "third" }
     - call: think
       args: { thought: "out of steps" }
+  gatekeeper:
+    - calls:
+        - { call: deploy, args: { service: "api" } }
+        - { call: deploy, args: { service: "web" } }
+    - { call: load_arc_task, args: { task_id: "007bbfb7" } }
+    - say: "Deployed what was approved."
 `,
   'record-histories',
 );
+
+/** A user tool that needs approval for every call, with its own timeout (it runs as an activity of its own). */
+const deployTool = defineTool({
+  name: 'deploy',
+  description: 'Deploys a service.',
+  parameters: z.object({ service: z.string() }),
+  sideEffects: true,
+  needsApproval: true,
+  timeout_s: 30,
+  run: ({ service }) => `deployed ${service}`,
+});
 
 interface Scenario {
   name: string;
@@ -147,6 +169,8 @@ interface Scenario {
   continueAsNewAfterTurns?: number;
   /** Once the last message's turn waits (`wait`): wake the thread, or send it this message. */
   interruptWait?: 'wake' | { message: string };
+  /** Decisions on the approvals the agent's calls wait for, in the order of their ids (a1, a2, …). */
+  decisions?: ({ approve: true } | { approve: false; reason: string })[];
 }
 
 const scenarios: Scenario[] = [
@@ -181,6 +205,14 @@ const scenarios: Scenario[] = [
   // The same delegation and fork/join as above, recorded with their Postgres steps as local activities.
   { name: 'three-level-delegation-fewer-dispatches', agent: 'lead', messages: ['Solve ARC task 007bbfb7'] },
   { name: 'fork-join-fewer-dispatches', agent: 'forker', messages: ['Fan out.'] },
+  // Two calls of a user tool waiting for approval at once (one approved, one rejected), then a call of Baton's own
+  // tool whose approval expires after a second.
+  {
+    name: 'approvals',
+    agent: 'gatekeeper',
+    messages: ['Deploy api and web.'],
+    decisions: [{ approve: true }, { approve: false, reason: 'web is frozen' }],
+  },
 ];
 
 /**
@@ -207,6 +239,7 @@ async function main(): Promise<void> {
       taskQueue: uniqueTaskQueue('record'),
       agents,
       script,
+      tools: [deployTool],
       workflowBundle: { codePath: stack.workflowBundlePath },
     });
     try {
@@ -230,6 +263,14 @@ async function main(): Promise<void> {
           for (const answer of scenario.answers ?? []) {
             const questionId = await firstOpenQuestion(() => thread.questions());
             await thread.answer(questionId, answer);
+          }
+          for (const [position, decision] of (scenario.decisions ?? []).entries()) {
+            const approvalId = `a${position + 1}`;
+            await until(`approval ${approvalId}`, async () =>
+              (await thread.approvals()).some((row) => row.approvalId === approvalId) ? true : undefined,
+            );
+            if (decision.approve) await thread.approve(approvalId, { by: 'recorder' });
+            else await thread.reject(approvalId, { by: 'recorder', reason: decision.reason });
           }
           const interrupt = index === scenario.messages.length - 1 ? scenario.interruptWait : undefined;
           if (interrupt !== undefined) {

@@ -111,7 +111,13 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
  */
 export function startScriptedWorker(
   name: string,
-  options: { taskQueue: string; modelBaseUrl: string; agentsDir: string },
+  options: {
+    taskQueue: string;
+    modelBaseUrl: string;
+    agentsDir: string;
+    /** More of the worker's configuration, e.g. `BATON_TOOLS`. */
+    env?: Record<string, string>;
+  },
 ): Promise<WorkerProcess> {
   const stack = readTestEnv();
   return startWorkerProcess({
@@ -129,6 +135,7 @@ export function startScriptedWorker(
       // The bundle the stack built at its start: bundling again in every worker process takes most of a minute on
       // a busy machine, longer than a test should wait for a replacement worker.
       ...(stack.workflowBundlePath === '' ? {} : { BATON_WORKFLOW_BUNDLE: stack.workflowBundlePath }),
+      ...options.env,
     },
   });
 }

@@ -6,6 +6,7 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
+import { FEWER_DISPATCHES_PATCH, USER_TOOLS_PATCH } from '../../workflows/agent-turn';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -69,6 +70,21 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(
     events.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'wake'),
     'a recorded thread was woken',
+  );
+  // Approvals: the patch behind them, a decision Update, and a user tool run as an activity of its own.
+  const patches = events.flatMap((e) =>
+    (e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []).map(
+      (payload) => (JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as { id: string }).id,
+    ),
+  );
+  assert.ok(patches.includes(FEWER_DISPATCHES_PATCH), 'a recorded history has the fewer-dispatches patch');
+  assert.ok(patches.includes(USER_TOOLS_PATCH), 'a recorded history has the user-tools and approvals patch');
+  assert.equal(
+    events.filter(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'decideApproval',
+    ).length,
+    2,
+    'a recorded turn had one call approved and one rejected',
   );
 });
 

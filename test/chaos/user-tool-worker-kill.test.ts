@@ -1,0 +1,160 @@
+/**
+ * Users' tools when the worker running them dies: a tool with side effects is never run a second time (the model is
+ * told its outcome is unknown), and a read-only tool is run again on the next worker. The tools come from a module
+ * loaded by `baton worker` through `BATON_TOOLS`, as in production.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import type { Pool } from 'pg';
+import { connect, type BatonClient, type ThreadHandle } from '../../client';
+import { createPool } from '../../db/pool';
+import { listMessages } from '../../db/transcripts';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { settle, waitFor } from './waiting';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-user-tools-'));
+const agentsDir = path.join(workDir, 'agents');
+const toolsFile = path.join(workDir, 'tools.mjs');
+const chargesLog = path.join(workDir, 'charges.log');
+const ratesLog = path.join(workDir, 'rates.log');
+const taskQueue = uniqueTaskQueue('chaos-user-tools');
+
+/**
+ * `charge` has side effects: it logs its run, then takes long enough to be killed mid-run. `fetch_rates` is
+ * read-only: its first run hangs the same way, a later one answers at once. Both honour their signal.
+ */
+const TOOLS_MODULE = `
+import fs from 'node:fs';
+import { z } from 'zod';
+const hang = (signal) => new Promise((resolve, reject) => {
+  const timer = setTimeout(resolve, 120000);
+  signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('aborted')); });
+});
+export default [
+  {
+    name: 'charge',
+    description: 'Charges a card.',
+    parameters: z.object({ cents: z.int().min(1) }),
+    sideEffects: true,
+    run: async ({ cents }, ctx) => {
+      fs.appendFileSync(${JSON.stringify(chargesLog)}, ctx.operationId + ' ' + cents + '\\n');
+      await hang(ctx.signal);
+      return 'charged ' + cents;
+    },
+  },
+  {
+    name: 'fetch_rates',
+    description: 'Reads exchange rates.',
+    parameters: z.object({}),
+    run: async (_args, ctx) => {
+      fs.appendFileSync(${JSON.stringify(ratesLog)}, ctx.operationId + '\\n');
+      if (fs.readFileSync(${JSON.stringify(ratesLog)}, 'utf8').trim().split('\\n').length === 1) await hang(ctx.signal);
+      return 'EUR/USD 1.10';
+    },
+  },
+];
+`;
+
+const script = parseScript(
+  `
+agents:
+  buyer:
+    - calls:
+        - { call: charge, args: { cents: 500 } }
+        - { call: fetch_rates, args: {} }
+    - say: "Checked what happened."
+`,
+  'user-tool-worker-kill',
+);
+
+/** Two worker start-ups, the 30 s heartbeat timeout that notices the dead worker, the retry: a backstop only. */
+const TEST_TIMEOUT_MS = 300_000;
+
+let model: ScriptedModelServer | undefined;
+let pool: Pool | undefined;
+let client: BatonClient | undefined;
+const workers: WorkerProcess[] = [];
+
+before(async () => {
+  fs.mkdirSync(agentsDir, { recursive: true });
+  fs.writeFileSync(
+    path.join(agentsDir, 'buyer.md'),
+    '---\nname: buyer\ndescription: Charges and checks rates.\ncapabilities: [charge, fetch_rates]\n---\nYou buy.\n',
+  );
+  fs.writeFileSync(toolsFile, TOOLS_MODULE);
+  model = await startScriptedModelServer({ script });
+  pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-chaos-test' });
+  client = await connect({ address: env.temporalAddress, taskQueue });
+});
+
+after(async () => {
+  await Promise.all(workers.map((worker) => worker.kill()));
+  await client?.close();
+  await pool?.end();
+  await model?.close();
+});
+
+async function startWorker(name: string): Promise<WorkerProcess> {
+  const worker = await startScriptedWorker(name, {
+    taskQueue,
+    modelBaseUrl: model?.baseURL ?? '',
+    agentsDir,
+    env: { BATON_TOOLS: toolsFile },
+  });
+  workers.push(worker);
+  return worker;
+}
+
+const lines = (file: string) =>
+  fs.existsSync(file)
+    ? fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+    : [];
+
+test(
+  'chaos: a worker SIGKILLed mid-tool runs a read-only user tool again, never a side-effect one, and says so',
+  { timeout: TEST_TIMEOUT_MS },
+  async (t) => {
+    assert.ok(client && pool);
+    const workerA = await startWorker('worker A');
+    assert.match(workerA.output(), /tools charge, fetch_rates from .*tools\.mjs/, 'the ready line names the tools');
+    const threadId = uniqueThreadId('user-tool-kill');
+    let thread: ThreadHandle | undefined;
+    try {
+      thread = await client.startThread({ agent: 'buyer', threadId });
+      const sending = settle(thread.send('Pay and check the rate.'));
+      await waitFor('both tools running on worker A', 60_000, () =>
+        lines(chargesLog).length === 1 && lines(ratesLog).length === 1 ? true : undefined,
+      );
+      assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' });
+      t.diagnostic('worker A killed while both tools ran');
+
+      await startWorker('worker B');
+      const outcome = await sending;
+      if (!outcome.ok) throw outcome.error;
+      assert.equal(outcome.value.reply, 'Checked what happened.');
+
+      const transcript = await listMessages(pool, threadId);
+      const resultOf = new Map(transcript.map((message) => [message.toolCallId, message.content ?? '']));
+      const [charge, rates] = transcript.flatMap((m) => (m.toolCalls ?? []).map((call) => resultOf.get(call.id)));
+      assert.match(
+        charge ?? '',
+        /^Error: an earlier attempt of this 'charge' call started at .+ and ended without recording its result \(its worker stopped\)\. It was not run again, so it may or may not have taken effect: check before calling it again\.$/,
+      );
+      assert.equal(lines(chargesLog).length, 1, 'the card was charged at most once');
+      assert.equal(rates, 'EUR/USD 1.10', 'the read-only tool ran again and answered');
+      const runs = lines(ratesLog);
+      assert.equal(runs.length, 2);
+      assert.equal(runs[0], runs[1], 'both runs carried the same operation id');
+    } finally {
+      await thread?.end();
+    }
+  },
+);

@@ -1,0 +1,165 @@
+/**
+ * Approvals as a user runs them: `baton approvals`, `baton approve`, `baton reject` against a turn waiting for a
+ * decision in a real `baton worker` process that loads a user tool module (`BATON_TOOLS`). The wait outlives its
+ * worker: the worker is SIGKILLed while the approval is pending, and the approval given to the next one runs the call.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { connect, type BatonClient, type ThreadHandle } from '../../client';
+import { listMessages } from '../../db/transcripts';
+import { createPool } from '../../db/pool';
+import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
+import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { settle } from '../chaos/waiting';
+import { baton, describeRun, env, freshDir, parseJson, parseJsonArray, stackEnv, waitFor } from './cli-process';
+
+const dir = freshDir('approvals');
+const agentsDir = path.join(dir, 'agents');
+const toolsFile = path.join(dir, 'tools.mjs');
+const deployLog = path.join(dir, 'deploys.log');
+const taskQueue = uniqueTaskQueue('approvals-cli');
+const pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-e2e-test' });
+
+const TOOLS_MODULE = `
+import fs from 'node:fs';
+import { z } from 'zod';
+export const tools = [
+  {
+    name: 'deploy',
+    description: 'Deploys a service.',
+    parameters: z.object({ service: z.string() }),
+    sideEffects: true,
+    needsApproval: true,
+    run: ({ service }) => {
+      fs.appendFileSync(${JSON.stringify(deployLog)}, service + '\\n');
+      return 'deployed ' + service;
+    },
+  },
+];
+`;
+
+const script = parseScript(
+  `
+agents:
+  releaser:
+    - { call: deploy, args: { service: "billing" } }
+    - say: "Done with the release."
+`,
+  'approvals-cli',
+);
+
+let model: ScriptedModelServer | undefined;
+let client: BatonClient | undefined;
+const workers: WorkerProcess[] = [];
+const cli = (...args: string[]) => baton(args, stackEnv({ BATON_TASK_QUEUE: taskQueue }));
+
+before(async () => {
+  fs.mkdirSync(agentsDir, { recursive: true });
+  fs.writeFileSync(
+    path.join(agentsDir, 'releaser.md'),
+    '---\nname: releaser\ndescription: Releases services.\ncapabilities: [deploy]\n---\nYou release.\n',
+  );
+  fs.writeFileSync(toolsFile, TOOLS_MODULE);
+  model = await startScriptedModelServer({ script });
+  client = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+});
+
+after(async () => {
+  await Promise.all(workers.map((worker) => worker.kill()));
+  await client?.close();
+  await model?.close();
+  await pool.end();
+});
+
+async function startWorker(name: string): Promise<WorkerProcess> {
+  const worker = await startScriptedWorker(name, {
+    taskQueue,
+    modelBaseUrl: model?.baseURL ?? '',
+    agentsDir,
+    env: { BATON_TOOLS: toolsFile },
+  });
+  workers.push(worker);
+  return worker;
+}
+
+const deploys = () => (fs.existsSync(deployLog) ? fs.readFileSync(deployLog, 'utf8').split('\n').filter(Boolean) : []);
+
+/** Sends the release message in the background and waits until its deploy waits for approval. */
+async function releaseWaitingForApproval(threadId: string) {
+  assert.ok(client);
+  const thread: ThreadHandle = await client.startThread({ agent: 'releaser', threadId });
+  const sending = settle(thread.send('Release billing.'));
+  await waitFor('the approval', async () => (await thread.approvals()).length === 1, { timeoutMs: 60_000 });
+  return { thread, sending };
+}
+
+test('baton approvals lists a waiting call; it outlives its worker and baton approve runs it', async () => {
+  const workerA = await startWorker('worker A');
+  const threadId = uniqueThreadId('release');
+  const { thread, sending } = await releaseWaitingForApproval(threadId);
+
+  const listed = await cli('approvals', threadId);
+  assert.equal(listed.code, 0, describeRun(listed));
+  const [header, row] = listed.stdout.trimEnd().split('\n');
+  assert.match(header ?? '', /^ID\s+AGENT\s+THREAD\s+AGE\s+CALL$/);
+  assert.match(
+    row ?? '',
+    new RegExp(`^a1\\s+releaser\\s+${threadId}\\s+\\d+s\\s+deploy\\(\\{"service":"billing"\\}\\)$`),
+  );
+  const rows = parseJsonArray(await cli('approvals', threadId, '--json'));
+  assert.deepEqual(
+    rows.map((r) => [r.approvalId, r.tool, r.arguments, r.status]),
+    [['a1', 'deploy', '{"service":"billing"}', 'pending']],
+  );
+
+  // The worker dies while the turn waits: nothing is lost, the wait lives in the workflow and the row in Postgres.
+  assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' });
+  await startWorker('worker B');
+  assert.deepEqual(deploys(), [], 'nothing ran before the approval');
+
+  const approved = await cli('approve', threadId, 'a1', '--by', 'carol');
+  assert.equal(approved.code, 0, describeRun(approved));
+  assert.equal(approved.stdout, 'a1 approved.\n');
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  assert.equal(outcome.value.reply, 'Done with the release.');
+  assert.deepEqual(deploys(), ['billing'], 'the approved call ran once');
+  const results = (await listMessages(pool, threadId)).filter((m) => m.role === 'tool').map((m) => m.content);
+  assert.deepEqual(results, ['deployed billing']);
+
+  const all = await cli('approvals', threadId, '--all');
+  assert.match(all.stdout, /a1\s+releaser\s+\S+\s+\d+s\s+approved by carol\s+deploy/);
+  const again = await cli('approve', threadId, 'a1');
+  assert.equal(again.code, 1);
+  assert.equal(again.stderr, "baton: approval 'a1' is already approved\n");
+  await thread.end();
+});
+
+test('baton reject gives the agent the reason, and bad ids are one clear error line', async () => {
+  if (workers.every((worker) => worker.child.exitCode !== null || worker.child.signalCode !== null)) {
+    await startWorker('worker C');
+  }
+  const threadId = uniqueThreadId('reject');
+  const { thread, sending } = await releaseWaitingForApproval(threadId);
+  const before = deploys().length;
+
+  const missing = await cli('reject', threadId, 'a7');
+  assert.equal(missing.code, 1);
+  assert.equal(missing.stderr, `baton: thread '${threadId}' has no approval 'a7'\n`);
+
+  const rejected = await cli('reject', threadId, 'a1', '--reason', 'billing is frozen this week', '--json');
+  assert.equal(rejected.code, 0, describeRun(rejected));
+  assert.deepEqual(parseJson(rejected), { approvalId: 'a1', status: 'rejected' });
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  const [result] = (await listMessages(pool, threadId)).filter((m) => m.role === 'tool');
+  assert.match(
+    result?.content ?? '',
+    /^Error: \S+ rejected this call of 'deploy', so it did not run\. Reason: billing is frozen this week$/,
+  );
+  assert.equal(deploys().length, before, 'the rejected call never ran');
+  await thread.end();
+});
