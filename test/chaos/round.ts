@@ -2,7 +2,8 @@
  * One chaos round: a seeded plan of faults thrown at a running workload, then the checks that nothing was lost,
  * nothing happened twice and nothing was left running.
  *
- * The workload, per round: `ROOTS` conversations with `chief`, which asks a human, delegates to `manager`, which
+ * The workload, per round: `ROOTS` conversations with `chief`, which asks a human and, at the same time, makes a
+ * call that waits for a person's approval (given a few seconds later, while faults fly), delegates to `manager`, which
  * waits 3 s on a durable timer (`wait`) and delegates to `researcher`, which forks two `analyst`s (a shell command and an env write each) and a `laggard` that
  * never answers before the fork's deadline; the chief then stores a summary. Beside them, client programs increment
  * one counter per root with `expected_version` updates, and one more conversation (`mole`) is refused by the model
@@ -37,11 +38,16 @@ const MODEL_BURST_MAX_MS = 30_000;
 /** A round that has not finished after this long fails (it never hangs the run). */
 export const ROUND_TIMEOUT_MS = 300_000;
 const SHELL_LOG = 'shell-runs.log';
+/** The chief's call that waits for approval (`approval: [think]`), and who approves it. */
+const CHIEF_THOUGHT = 'the study needs a go-ahead';
+const APPROVER = 'chaos-approver';
+/** How long an approval stays pending before it is given: long enough for faults to hit the waiting turns. */
+const APPROVAL_HOLD_MS = 6_000;
 
 /** The agents of the workload, for the agents directory the workers read. */
 export const AGENT_FILES: Readonly<Record<string, string>> = {
   'chief.md':
-    '---\nname: chief\ndescription: Runs the study.\ncapabilities: [ask_human, manager]\n---\nYou run the study.\n',
+    '---\nname: chief\ndescription: Runs the study.\ncapabilities: [ask_human, manager]\napproval: [think]\n---\nYou run the study.\n',
   'manager.md': '---\nname: manager\ndescription: Plans the study.\ncapabilities: [researcher]\n---\nYou plan.\n',
   'researcher.md':
     '---\nname: researcher\ndescription: Fans the study out.\ncapabilities: [fork_join, analyst, laggard]\n---\nYou research.\n',
@@ -57,8 +63,9 @@ export const SCRIPT: Script = parseScript(
   `
 agents:
   chief:
-    - call: ask_human
-      args: { question: "May I start the study?" }
+    - calls:
+        - { call: ask_human, args: { question: "May I start the study?" } }
+        - { call: think, args: { thought: "${CHIEF_THOUGHT}" } }
     - call: manager
       args: { message: "Plan the study." }
     - call: store_env_data
@@ -166,6 +173,8 @@ export interface RoundReport {
   casIncrements: number;
   casConflicts: number;
   questionsAnswered: number;
+  /** Chiefs' calls approved (one per root), the decisions sent while faults were thrown. */
+  approvalsGiven: number;
   /** Fork tasks that succeeded and were given up, over all roots. */
   forkTasksMerged: number;
   forkTasksGivenUp: number;
@@ -211,17 +220,21 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       sendOnce(client, threadId, threadId === mole ? 'mole' : 'chief', world, 'Run the study.', deadline),
     );
     const answering = settle(answerQuestions(client, chiefs, deadline));
+    const approving = settle(approveCalls(client, chiefs, deadline));
     const cas = chiefs.map((root) => incrementCounter(pool, root, deadline));
     const faulting = settle(runFaults(stack, plan, started, random, log));
 
     const outcomes = await Promise.all(sends);
     const faulted = await faulting;
     const answered = await answering;
+    const approved = await approving;
     const casResults = await Promise.all(cas);
     if (!faulted.ok) violations.push(`the faults could not all be thrown: ${describe(faulted.error)}`);
     if (!answered.ok) violations.push(`answering failed: ${describe(answered.error)}`);
+    if (!approved.ok) violations.push(`approving failed: ${describe(approved.error)}`);
     const faultsDone = faulted.ok ? faulted.value : [];
     const questionsAnswered = answered.ok ? answered.value : 0;
+    const approvalsGiven = approved.ok ? approved.value : 0;
     if (faultsDone.length !== plan.length) violations.push(`only ${faultsDone.length} of ${plan.length} faults ran`);
 
     // 1. Every chief completed; the mole failed with the typed error of a refused key.
@@ -258,6 +271,8 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
 
     // 3. No answer lost: each chief asked once, got our answer, and its transcript holds it.
     for (const root of chiefs) await checkQuestion(pool, root, violations);
+    // 3b. No decision lost: each chief's call waited for approval once, was approved once and ran once.
+    for (const root of chiefs) await checkApproval(pool, root, violations);
 
     // 4. CAS counters equal their increments; every write stored once.
     let casIncrements = 0;
@@ -301,6 +316,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       casIncrements,
       casConflicts,
       questionsAnswered,
+      approvalsGiven,
       forkTasksMerged,
       forkTasksGivenUp,
       shellRuns,
@@ -373,6 +389,39 @@ async function answerQuestions(client: BatonClient, roots: readonly string[], de
     await sleep(250);
   }
   return answered;
+}
+
+/**
+ * Approves each chief's pending call once it has waited `APPROVAL_HOLD_MS`; a retry that finds it approved by our
+ * first try (its reply lost to a restart) is fine.
+ */
+async function approveCalls(client: BatonClient, roots: readonly string[], deadline: number): Promise<number> {
+  const pending = new Set(roots);
+  let approved = 0;
+  while (pending.size > 0 && Date.now() < deadline) {
+    for (const root of [...pending]) {
+      try {
+        const [approval] = await client.thread(root).approvals();
+        if (!approval || Date.now() - approval.createdAt.getTime() < APPROVAL_HOLD_MS) continue;
+        await client.thread(root).approve(approval.approvalId, { by: APPROVER });
+        pending.delete(root);
+        approved += 1;
+      } catch (error) {
+        const [approval] = await client
+          .thread(root)
+          .approvals({ all: true })
+          .catch(() => []);
+        if (approval?.status === 'approved' && approval.decidedBy === APPROVER) {
+          pending.delete(root);
+          approved += 1;
+        } else if (!isTransient(error) && !/does not exist/.test(describe(error))) {
+          throw error;
+        }
+      }
+    }
+    await sleep(250);
+  }
+  return approved;
 }
 
 interface CasResult {
@@ -586,6 +635,28 @@ async function checkQuestion(pool: Pool, root: string, violations: string[]): Pr
     (message) => message.role === 'tool' && (message.content ?? '').includes(answerFor(root)),
   );
   if (results.length !== 1) violations.push(`${root}: the answer reached the transcript ${results.length} times`);
+}
+
+async function checkApproval(pool: Pool, root: string, violations: string[]): Promise<void> {
+  const { rows } = await pool.query<{ tool: string; status: string; decidedBy: string | null }>(
+    'SELECT tool, status, decided_by AS "decidedBy" FROM approvals WHERE root_thread_id = $1',
+    [root],
+  );
+  if (
+    rows.length !== 1 ||
+    rows[0]?.tool !== 'think' ||
+    rows[0].status !== 'approved' ||
+    rows[0].decidedBy !== APPROVER
+  ) {
+    violations.push(`${root}: approvals ${JSON.stringify(rows)}, expected one think call approved by ${APPROVER}`);
+    return;
+  }
+  const transcript = await listMessages(pool, root);
+  const thought = transcript.flatMap((message) => message.toolCalls ?? []).find((call) => call.name === 'think');
+  const results = transcript.filter((message) => message.role === 'tool' && message.toolCallId === thought?.id);
+  if (results.length !== 1 || results[0]?.content !== 'Thought recorded.') {
+    violations.push(`${root}: the approved call's results: ${JSON.stringify(results.map((r) => r.content))}`);
+  }
 }
 
 /** The keys the workload writes, each stored once; the counter at exactly its increments. */

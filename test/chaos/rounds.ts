@@ -28,7 +28,7 @@ export interface ChaosRunResult {
 }
 
 export const TABLE_HEADER =
-  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  merged  given-up  shell';
+  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  merged  given-up  shell';
 
 export function formatRow(report: RoundReport): string {
   const cells = [
@@ -46,6 +46,7 @@ export function formatRow(report: RoundReport): string {
     String(report.casIncrements).padStart(4),
     String(report.casConflicts).padStart(9),
     String(report.questionsAnswered).padStart(7),
+    String(report.approvalsGiven).padStart(8),
     String(report.forkTasksMerged).padStart(6),
     String(report.forkTasksGivenUp).padStart(8),
     String(report.shellRuns).padStart(5),
@@ -132,6 +133,7 @@ function failedRound(round: number, seed: number, violation: string): RoundRepor
     casIncrements: 0,
     casConflicts: 0,
     questionsAnswered: 0,
+    approvalsGiven: 0,
     forkTasksMerged: 0,
     forkTasksGivenUp: 0,
     shellRuns: 0,
