@@ -44,7 +44,7 @@ import { listRefusedWrites, type RefusedWrite } from '../db/refusals';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findThread } from '../db/threads';
 import type { EnvManifestPage } from '../db/env-data';
-import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
+import { listMessages, sumUsage, type ProviderUsage, type TranscriptMessage } from '../db/transcripts';
 import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
 import { BatonClientError } from './errors';
@@ -84,7 +84,16 @@ export interface ConnectOptions {
   scheduleMinimumIntervalSeconds?: number;
 }
 
-export type { EnvEntry, EnvEvent, EnvListFilters, EnvManifestEntry, QuestionRow, TranscriptMessage, TreeRow };
+export type {
+  EnvEntry,
+  EnvEvent,
+  EnvListFilters,
+  EnvManifestEntry,
+  ProviderUsage,
+  QuestionRow,
+  TranscriptMessage,
+  TreeRow,
+};
 
 /** A thread of a delegation tree with the threads it delegated to. */
 export interface TreeNode extends TreeRow {
@@ -97,6 +106,8 @@ export interface ThreadUsage {
   completionTokens: number;
   totalTokens: number;
   modelCalls: number;
+  /** The same by the provider that answered (`default` for the default endpoint), in provider order. */
+  byProvider: ProviderUsage[];
 }
 
 export interface StartThreadOptions {
