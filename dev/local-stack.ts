@@ -1,7 +1,7 @@
 /**
  * The local stack behind `baton dev`, the demo and the tests: Postgres (`DATABASE_URL` or embedded), a Temporal
  * server (`TEMPORAL_ADDRESS` or a dev server the CLI starts), the model (an OpenAI-compatible endpoint, or the
- * scripted model without an API key) and a Baton worker. Everything it starts it stops in `close()`.
+ * scripted model without an API key; `BATON_PROVIDERS` go where they are configured either way) and a Baton worker. Everything it starts it stops in `close()`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,10 +12,11 @@ import { DEFAULT_EXPLORER_PORT, startExplorer } from '../explorer';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
+import type { AgentRegistry } from '../worker/agents';
 import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
-import { createModelClient } from '../worker/model-client';
-import { readToolsConfig, type ModelConfig } from '../worker/config';
+import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
+import { readProviders, readToolsConfig, type ModelConfig } from '../worker/config';
 import { resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { resolveTemporal, type ProgressStream } from '../stack/temporal-cli';
@@ -63,7 +64,12 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const { env, log, stateDir } = options;
   const taskQueue = options.taskQueue ?? 'baton';
   const tools = readToolsConfig(env, process.cwd());
-  const catalog = createAgentCatalog({ agents: options.agentsDir, ...tools });
+  const providerConfigs = readProviders(env);
+  const catalog = createAgentCatalog({
+    agents: options.agentsDir,
+    ...tools,
+    providers: providerConfigs.map((provider) => provider.name),
+  });
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {
@@ -129,6 +135,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       };
       log(`model: ${model.model} at ${env.OPENAI_BASE_URL ?? 'the OpenAI API'}`);
     }
+    const openai = createModelClient(model);
+    const providers = createProviderClients(providerConfigs);
+    const logModelRoutes = (agents: AgentRegistry) => {
+      if (providerConfigs.length > 0) log(describeModelRoutes(agents, { openai, model: model.model }, providers));
+    };
 
     const connection = await NativeConnection.connect({ address: temporal.address });
     opened.push(() => connection.close());
@@ -137,8 +148,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       namespace: temporal.namespace,
       taskQueue,
       pool,
-      openai: createModelClient(model),
+      openai,
       model: model.model,
+      providers,
       catalog,
       maxEnvValueBytes: tools.maxEnvValueBytes,
     });
@@ -148,6 +160,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       await workerRun.catch(() => undefined);
     });
     log(`worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}`);
+    logModelRoutes(catalog.agents());
     if (options.watchAgents) {
       const unwatch = catalog.watch((outcome) => {
         log(
@@ -156,6 +169,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
             : `agents: not reloaded: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`,
         );
         if ('agents' in outcome) {
+          logModelRoutes(outcome.agents);
           publishAgentVersions(pool, outcome.agents).catch((error: unknown) =>
             log(`agents: not stored: ${error instanceof Error ? error.message : String(error)}`),
           );

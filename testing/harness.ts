@@ -8,6 +8,7 @@ import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../client';
 import { createPool } from '../db/pool';
 import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
+import type { ModelProviders } from '../activities/model-providers';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
 import type { AgentRegistry } from '../worker/agents';
@@ -36,6 +37,11 @@ export interface AgentHarnessOptions {
   arcDataDir?: string;
   /** A pre-built workflow bundle, to skip bundling per harness. */
   workflowBundle?: WorkflowBundleOption;
+  /**
+   * More endpoints (say, other scripted models) that agents name as `provider/model`; the harness's own scripted
+   * model is the default endpoint. @default none
+   */
+  providers?: ModelProviders;
 }
 
 export interface AgentHarness {
@@ -67,6 +73,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
     agents: options.agents,
     filesRoot: options.filesRoot ?? process.cwd(),
     arcDataDir: options.arcDataDir ?? DEFAULT_ARC_DATA_DIR,
+    providers: Object.keys(options.providers ?? {}),
   });
   const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
   const namespace = options.namespace ?? 'default';
@@ -91,6 +98,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       pool,
       openai: createModelClient({ baseURL: model.baseURL, apiKey: 'scripted', model: 'baton-scripted' }),
       model: 'baton-scripted',
+      providers: options.providers,
       catalog,
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
     });

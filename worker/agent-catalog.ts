@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { createToolRegistry, type ToolRegistry } from '../activities/tools';
-import { checkCapabilities, loadAgents, type AgentRegistry } from './agents';
+import { checkCapabilities, checkModels, loadAgents, type AgentRegistry } from './agents';
 
 export interface AgentCatalogOptions {
   /** The agents directory, loaded now and on `reload()`; or agents defined in code (tests), which never reload. */
@@ -11,6 +11,8 @@ export interface AgentCatalogOptions {
   arcDataDir: string;
   /** The base environment of shell commands (never the worker's whole environment). @default DEFAULT_SHELL_ENV */
   shellEnv?: Readonly<Record<string, string>>;
+  /** The providers an agent's `model` may name as `provider/model`: the worker's. @default none */
+  providers?: readonly string[];
 }
 
 /** The agents a worker runs and the tools they call, with reloading for `baton dev`. */
@@ -32,7 +34,8 @@ export interface AgentCatalog {
 
 /**
  * Loads the agents and builds the tool registry.
- * @throws AgentConfigError for a bad agent file, so start-up stops naming it.
+ * @throws AgentConfigError for a bad agent file (or a `model` naming no configured provider), so start-up stops
+ * naming it.
  */
 export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
   let current: AgentRegistry;
@@ -43,9 +46,11 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
     describeAgent: (name) => current.get(name)?.description,
   });
   const { agents } = options;
+  const providers = options.providers ?? [];
   const load = (): AgentRegistry => {
-    if (typeof agents === 'string') return loadAgents(agents, { toolNames: tools.names });
+    if (typeof agents === 'string') return loadAgents(agents, { toolNames: tools.names, providers });
     checkCapabilities(agents, tools.names);
+    checkModels(agents, providers);
     return agents;
   };
   current = load();

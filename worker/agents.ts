@@ -3,6 +3,7 @@ import path from 'node:path';
 import matter from 'gray-matter';
 import YAML from 'yaml';
 import { agentFrontmatterSchema, type AgentDefinition, type AgentRegistry } from '../common/agent-definition';
+import { routeModel } from '../activities/model-providers';
 
 /** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
 export class AgentConfigError extends Error {
@@ -139,12 +140,14 @@ function frontmatterLine(text: string, key: string | readonly string[]): number 
 export interface LoadAgentsOptions {
   /** Tool names agents may declare as capabilities (besides each other's names). */
   toolNames: readonly string[];
+  /** The providers an agent's `model` may name as `provider/model` (see `routeModel`). @default none */
+  providers?: readonly string[];
 }
 
 /**
  * Loads every `*.md` file of `dir` as an agent.
- * @throws AgentConfigError for a missing directory, a bad file, a duplicate name, or a capability that is neither a
- * tool nor an agent.
+ * @throws AgentConfigError for a missing directory, a bad file, a duplicate name, a capability that is neither a
+ * tool nor an agent, or a `model` naming a provider that is not configured.
  */
 export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegistry {
   const root = path.resolve(dir);
@@ -170,6 +173,7 @@ export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegist
   }
   if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
   checkCapabilities(agents, options.toolNames);
+  checkModels(agents, options.providers ?? []);
   return agents;
 }
 
@@ -188,5 +192,19 @@ export function checkCapabilities(agents: AgentRegistry, toolNames: readonly str
         `capability '${capability}' is neither a tool nor an agent (tools: ${toolNames.join(', ')}; agents: ${[...agents.keys()].join(', ')})`,
       );
     }
+  }
+}
+
+/**
+ * Refuses a `model` that routes nowhere: `provider/model` naming a provider that is not configured, so a misspelt
+ * provider stops start-up (or a `baton dev` reload) instead of sending requests to the wrong endpoint.
+ * @throws AgentConfigError naming the file and the line of `model`.
+ */
+export function checkModels(agents: AgentRegistry, providers: readonly string[]): void {
+  for (const agent of agents.values()) {
+    const routed = routeModel(agent.model, providers);
+    if (!('problem' in routed)) continue;
+    const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
+    throw new AgentConfigError(agent.source, frontmatterLine(text, 'model'), routed.problem);
   }
 }

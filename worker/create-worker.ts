@@ -10,7 +10,9 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import { createActivities } from '../activities';
 import { publishAgentVersions } from '../activities/agent-store';
+import { checkProviderNames, type ModelProviders } from '../activities/model-providers';
 import type { AgentCatalog } from './agent-catalog';
+import { checkModels } from './agents';
 import { WORKFLOWS_PATH } from './workflow-bundle';
 
 export interface BatonWorkerOptions {
@@ -19,6 +21,12 @@ export interface BatonWorkerOptions {
   openai: OpenAI;
   /** Model name sent when an agent names none. */
   model: string;
+  /**
+   * More endpoints, by provider name, that an agent's `model` names as `provider/model` (the name after the `/` is
+   * sent); each an `openai` client with `maxRetries: 0` (see `createProviderClients`). Give the catalog the same
+   * names. @default none
+   */
+  providers?: ModelProviders;
   catalog: AgentCatalog;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
@@ -46,9 +54,16 @@ export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
   return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
 }
 
-/** A Temporal worker running Baton's workflows and activities on one task queue. */
+/**
+ * A Temporal worker running Baton's workflows and activities on one task queue.
+ * @throws Error for a bad provider name; AgentConfigError for an agent whose `model` names a provider not given.
+ */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
   const { connection, namespace, taskQueue, workflowBundle, catalog, pool, openai, model, maxEnvValueBytes } = options;
+  const providers = options.providers ?? {};
+  checkProviderNames(providers);
+  // The catalog checked its agents against the providers it was given; these are the ones the calls will use.
+  checkModels(catalog.agents(), Object.keys(providers));
   // Before polling: a client that sees this worker's agents known can schedule them.
   await publishAgentVersions(pool, catalog.agents());
   return Worker.create({
@@ -60,6 +75,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       pool,
       openai,
       model,
+      providers,
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
