@@ -12,6 +12,7 @@ import { createApprovalActivities } from './approvals';
 import { createDelegationActivities } from './delegations';
 import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
+import type { ModelProviders } from './model-providers';
 import { createQuestionActivities } from './questions';
 import { createScheduleActivities } from './schedules';
 import { toApplicationFailure } from './failures';
@@ -27,6 +28,8 @@ export interface ActivityDependencies {
   openai: OpenAI;
   /** Model name sent when an agent names none. */
   model: string;
+  /** The other endpoints an agent's `model` may name as `provider/model`. @default none */
+  providers?: ModelProviders;
   /** The current agent definitions (a function, so a reloaded set is seen by turns that start later). */
   agents: () => AgentRegistry;
   tools: ToolRegistry;
@@ -41,7 +44,12 @@ export function createActivities(deps: ActivityDependencies) {
   const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
   const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs, env };
   const threads = createThreadActivities({ pool: deps.pool });
-  const modelCalls = createModelActivities({ ...shared, openai: deps.openai, model: deps.model });
+  const modelCalls = createModelActivities({
+    ...shared,
+    openai: deps.openai,
+    model: deps.model,
+    providers: deps.providers,
+  });
   const toolCalls = createToolCallActivities(shared);
   const delegations = createDelegationActivities({ pool: deps.pool, agentStore, env });
   /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */

@@ -15,6 +15,7 @@ import { appendMessage, findMessageByOperation, listMessages, type TranscriptMes
 import type { EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
 import { classifyModelError } from './model-errors';
+import { modelEndpointFor, type ModelProviders } from './model-providers';
 import { toApplicationFailure } from './failures';
 import type { ModelTool, ToolRegistry } from './tools';
 import {
@@ -34,6 +35,8 @@ export interface ModelActivityOptions {
   openai: OpenAI;
   /** Model name sent when the agent names none. */
   model: string;
+  /** The other endpoints an agent's `model` may name as `provider/model`. @default none */
+  providers?: ModelProviders;
   agentStore: AgentStore;
   tools: ToolRegistry;
   env: EnvStore;
@@ -46,13 +49,14 @@ export interface ModelActivityOptions {
 
 /** Activities that talk to the model endpoint. */
 export function createModelActivities(options: ModelActivityOptions) {
-  const { pool, openai } = options;
+  const { pool } = options;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
 
   /**
    * Calls the model with the thread's transcript and stores the reply. A retried call whose reply is already
    * stored returns it without calling the model again (docs/architecture.md §4, invariant 2).
-   * @throws ApplicationFailure `Agent.NotFound`, `Model.*` (classified), `Thread.StaleEpoch`
+   * @throws ApplicationFailure `Agent.NotFound`, `Model.*` (classified; `Model.UnknownProvider` for an agent version
+   * naming a provider this worker lacks), `Thread.StaleEpoch`
    */
   async function callModel(input: CallModelInput): Promise<CallModelResult> {
     const { scope } = input;
@@ -61,6 +65,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
     await checkThreadEpoch(pool, scope.threadId, scope.epoch);
     if (stored) return toResult(stored, true, agent, input);
+    const { provider, openai, model } = modelEndpointFor(agent, options);
 
     const transcript = await listMessages(pool, scope.threadId);
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
@@ -88,7 +93,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     try {
       completion = await openai.chat.completions.create(
         {
-          model: agent.model ?? options.model,
+          model,
           messages,
           ...(tools.length > 0 ? { tools } : {}),
           ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
@@ -99,6 +104,7 @@ export function createModelActivities(options: ModelActivityOptions) {
             'x-baton-agent': scope.agent,
             'x-baton-thread': scope.threadId,
             'x-baton-root-thread': scope.rootThreadId,
+            'x-baton-provider': provider,
             ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
           },
         },
@@ -140,6 +146,8 @@ export function createModelActivities(options: ModelActivityOptions) {
         content: typeof choice.message.content === 'string' ? storableText(choice.message.content) : null,
         ...(toolCalls.length > 0 ? { toolCalls } : {}),
         usage,
+        provider,
+        model,
       });
       return await toResult(message, reused, agent, input, variables);
     } catch (error) {

@@ -2,16 +2,19 @@
 import type {
   EnvEvent,
   EnvManifestEntry,
+  ProviderUsage,
   QuestionRow,
   ScheduleDetails,
   ScheduleSummaryRow,
   TranscriptMessage,
   TreeNode,
 } from '.';
+import { DEFAULT_PROVIDER } from '../activities/model-providers';
 import { describeWait, truncateBytes } from '../common/text';
 import type { SendMessageResult, ThreadStatus, WaitInfo, WakeResult } from '../common/types';
 import type { MergeResult } from '../db/env-commits';
 import type { ApprovalRow } from '../db/approvals';
+import { sumByProvider } from '../db/transcripts';
 import type { EnvProposal } from '../db/env-data';
 import type { ForkRow } from '../db/forks';
 import type { RefusedWrite } from '../db/refusals';
@@ -116,7 +119,16 @@ export function formatApprovals(rows: readonly ApprovalRow[], all: boolean): str
   ]);
 }
 
-/** `[seq] role (agent): content`, with tool calls as `→ name(args)` and tool results as `← name: result`. */
+/** The provider that answered, when it was not the default endpoint: ` via local/llama3.1`. */
+function viaProvider(message: TranscriptMessage): string {
+  if (message.provider === null || message.provider === DEFAULT_PROVIDER) return '';
+  return ` via ${message.provider}${message.model === null ? '' : `/${message.model}`}`;
+}
+
+/**
+ * `[seq] role (agent): content`, with tool calls as `→ name(args)` and tool results as `← name: result`; a reply from
+ * a provider other than the default endpoint says which (`assistant (solver via local/llama3.1)`).
+ */
 export function formatTranscript(messages: readonly TranscriptMessage[]): string {
   if (messages.length === 0) return 'No messages yet.';
   const toolNames = new Map<string, string>();
@@ -137,14 +149,30 @@ export function formatTranscript(messages: readonly TranscriptMessage[]): string
       for (const call of message.toolCalls ?? []) {
         lines.push(`→ ${call.name}(${preview(call.arguments, TRANSCRIPT_PREVIEW_CHARS)})`);
       }
-      return `[${message.seq}] ${message.role} (${message.agent}): ${indent(lines.join('\n'))}`;
+      return `[${message.seq}] ${message.role} (${message.agent}${viaProvider(message)}): ${indent(lines.join('\n'))}`;
     })
     .join('\n');
 }
 
 /**
- * The delegation tree, one thread a line: agent, status, model calls, tokens, thread id; errors under failures. The
- * tasks of a fork are drawn as one group under their caller, each with its status and what it merged.
+ * `default, local`: the providers of some usage rows, when one of them is not the default endpoint (the CLI and the
+ * explorer name providers only then: with one endpoint there is nothing to tell apart).
+ */
+export function namedProviders(usage: readonly ProviderUsage[]): string | undefined {
+  if (!usage.some((row) => row.provider !== null && row.provider !== DEFAULT_PROVIDER)) return undefined;
+  return usage.map((row) => row.provider ?? 'unrecorded').join(', ');
+}
+
+/** ` (hosted 3454, local 21425)`: tokens by provider, when one of them is not the default endpoint; else ''. */
+export function tokensByProvider(usage: readonly ProviderUsage[]): string {
+  if (namedProviders(usage) === undefined) return '';
+  return ` (${usage.map((row) => `${row.provider ?? 'unrecorded'} ${row.totalTokens}`).join(', ')})`;
+}
+
+/**
+ * The delegation tree, one thread a line: agent, status, model calls, tokens, the providers that answered (when one
+ * is not the default endpoint), thread id; errors under failures. The tasks of a fork are drawn as one group under
+ * their caller, each with its status and what it merged. The total splits by provider in the same case.
  */
 export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): string {
   const lines: string[] = [];
@@ -153,8 +181,10 @@ export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): stri
   );
   const visit = (node: TreeNode, prefix: string, branch: string, label = '') => {
     const calls = `${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'}`;
+    const providers = namedProviders(node.providers);
     lines.push(
-      `${prefix}${branch}${label}${node.agent}  ${node.status}  ${calls}  ${node.totalTokens} tokens  (${node.threadId})`,
+      `${prefix}${branch}${label}${node.agent}  ${node.status}  ${calls}  ${node.totalTokens} tokens  ` +
+        `${providers === undefined ? '' : `via ${providers}  `}(${node.threadId})`,
     );
     const inner = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
     if (node.lastError) lines.push(`${inner}   ! ${preview(node.lastError, 200)}`);
@@ -187,7 +217,8 @@ export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): stri
   };
   visit(root, '', '');
   const total = (node: TreeNode): number => node.totalTokens + node.children.reduce((sum, c) => sum + total(c), 0);
-  lines.push(`total: ${total(root)} tokens`);
+  const usage = (node: TreeNode): ProviderUsage[] => [...node.providers, ...node.children.flatMap(usage)];
+  lines.push(`total: ${total(root)} tokens${tokensByProvider(sumByProvider(usage(root)))}`);
   return lines.join('\n');
 }
 

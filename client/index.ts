@@ -45,7 +45,7 @@ import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
 import { findThread } from '../db/threads';
 import type { EnvManifestPage } from '../db/env-data';
-import { listMessages, sumUsage, type TranscriptMessage } from '../db/transcripts';
+import { listMessages, sumUsage, type ProviderUsage, type TranscriptMessage } from '../db/transcripts';
 import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
 import { BatonClientError } from './errors';
@@ -92,6 +92,7 @@ export type {
   EnvEvent,
   EnvListFilters,
   EnvManifestEntry,
+  ProviderUsage,
   QuestionRow,
   TranscriptMessage,
   TreeRow,
@@ -108,6 +109,8 @@ export interface ThreadUsage {
   completionTokens: number;
   totalTokens: number;
   modelCalls: number;
+  /** The same by the provider that answered (`default` for the default endpoint), in provider order. */
+  byProvider: ProviderUsage[];
 }
 
 export interface StartThreadOptions {

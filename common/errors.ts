@@ -16,6 +16,7 @@ export const ErrorType = {
   ModelUnprocessable: 'Model.Unprocessable',
   ModelScriptExhausted: 'Model.ScriptExhausted',
   ModelInvalidReply: 'Model.InvalidReply',
+  ModelUnknownProvider: 'Model.UnknownProvider',
   TurnFailed: 'Turn.Failed',
   InvalidInput: 'Input.Invalid',
 } as const;

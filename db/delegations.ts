@@ -4,6 +4,7 @@ import { BatonDbError } from './errors';
 import { lockThreadAtEpoch, type Queryable } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
+import { listProviderUsage, type ProviderUsage } from './transcripts';
 
 export interface DelegationRow {
   operationId: string;
@@ -210,8 +211,10 @@ async function copyTranscript(
 ): Promise<void> {
   await client.query(
     `INSERT INTO transcript_messages
-       (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, operation_id)
-     SELECT root_thread_id, $2, seq, role, $3, content, tool_calls, tool_call_id, NULL, $4 || ':clone:' || seq
+       (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, provider, model,
+        operation_id)
+     SELECT root_thread_id, $2, seq, role, $3, content, tool_calls, tool_call_id, NULL, provider, model,
+            $4 || ':clone:' || seq
        FROM transcript_messages WHERE thread_id = $1 AND seq < $5 ORDER BY seq`,
     [scope.threadId, threadId, callee, operationId, beforeSeq],
   );
@@ -248,11 +251,13 @@ export interface TreeRow {
   finishedAt: Date | null;
   modelCalls: number;
   totalTokens: number;
+  /** The thread's model calls by the provider that answered them (see `listProviderUsage`). */
+  providers: ProviderUsage[];
 }
 
 /** Every thread of a tree with its usage, oldest first. */
 export async function listTree(db: Queryable, rootThreadId: string): Promise<TreeRow[]> {
-  const { rows } = await db.query<TreeRow & { modelCalls: string; totalTokens: string }>(
+  const { rows } = await db.query<Omit<TreeRow, 'providers'> & { modelCalls: string; totalTokens: string }>(
     `SELECT t.thread_id AS "threadId", t.parent_thread_id AS "parentThreadId", t.agent, t.caller, t.status,
             t.last_error AS "lastError", t.created_at AS "createdAt", t.finished_at AS "finishedAt",
             COUNT(m.seq) FILTER (WHERE m.role = 'assistant' AND m.operation_id NOT LIKE '%:clone:%') AS "modelCalls",
@@ -262,5 +267,11 @@ export async function listTree(db: Queryable, rootThreadId: string): Promise<Tre
       GROUP BY t.thread_id ORDER BY t.created_at, t.thread_id`,
     [rootThreadId],
   );
-  return rows.map((row) => ({ ...row, modelCalls: Number(row.modelCalls), totalTokens: Number(row.totalTokens) }));
+  const usage = await listProviderUsage(db, rootThreadId);
+  return rows.map((row) => ({
+    ...row,
+    modelCalls: Number(row.modelCalls),
+    totalTokens: Number(row.totalTokens),
+    providers: usage.filter((entry) => entry.threadId === row.threadId).map(({ threadId: _, ...entry }) => entry),
+  }));
 }

@@ -18,6 +18,13 @@ export interface TranscriptMessage {
   toolCalls: ToolCallRequest[] | null;
   toolCallId: string | null;
   usage: TokenUsage | null;
+  /**
+   * The endpoint that answered, on assistant messages: a configured provider's name or `default` (null on other
+   * messages, and on replies stored before providers were recorded).
+   */
+  provider: string | null;
+  /** The model name sent to that endpoint, without the provider prefix (null where `provider` is). */
+  model: string | null;
   operationId: string;
   createdAt: Date;
 }
@@ -28,10 +35,13 @@ export interface NewTranscriptMessage {
   toolCalls?: ToolCallRequest[];
   toolCallId?: string;
   usage?: TokenUsage | null;
+  /** The endpoint that answered and the model name sent there (assistant messages). */
+  provider?: string;
+  model?: string;
 }
 
 const MESSAGE_COLUMNS = `thread_id AS "threadId", seq, role, agent, content, tool_calls AS "toolCalls",
-  tool_call_id AS "toolCallId", usage, operation_id AS "operationId", created_at AS "createdAt"`;
+  tool_call_id AS "toolCallId", usage, provider, model, operation_id AS "operationId", created_at AS "createdAt"`;
 
 /**
  * The message a write with `operationId` stored in the scope's root, if it already ran. Operation ids are unique
@@ -81,8 +91,9 @@ export async function appendMessage(
       if (existing) return { message: existing, reused: true };
       const { rows } = await client.query<TranscriptMessage>(
         `INSERT INTO transcript_messages
-         (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, operation_id)
-       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8, $9
+         (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, provider, model,
+          operation_id)
+       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11
          FROM transcript_messages WHERE thread_id = $2
        RETURNING ${MESSAGE_COLUMNS}`,
         [
@@ -94,6 +105,8 @@ export async function appendMessage(
           message.toolCalls ? JSON.stringify(message.toolCalls) : null,
           message.toolCallId ?? null,
           message.usage ? JSON.stringify(message.usage) : null,
+          message.provider ?? null,
+          message.model ?? null,
           operationId,
         ],
       );
@@ -126,24 +139,91 @@ export async function findMessageBySeq(
   return rows[0];
 }
 
-/** Token usage summed over every model call in a delegation tree. */
+/** Model calls and their tokens at one provider (in a thread, or in a whole tree). */
+export interface ProviderUsage {
+  /** A configured provider's name, `default`, or null for replies stored before providers were recorded. */
+  provider: string | null;
+  modelCalls: number;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+/**
+ * The model calls of a delegation tree by thread and provider, in thread and provider order. The messages a clone is
+ * seeded with are copies of its caller's, not model calls, and are left out.
+ */
+export async function listProviderUsage(
+  db: Queryable,
+  rootThreadId: string,
+): Promise<(ProviderUsage & { threadId: string })[]> {
+  const { rows } = await db.query<{
+    threadId: string;
+    provider: string | null;
+    calls: string;
+    prompt: string;
+    completion: string;
+    total: string;
+  }>(
+    `SELECT thread_id AS "threadId", provider, COUNT(*) AS calls,
+            COALESCE(SUM((usage->>'promptTokens')::bigint), 0) AS prompt,
+            COALESCE(SUM((usage->>'completionTokens')::bigint), 0) AS completion,
+            COALESCE(SUM((usage->>'totalTokens')::bigint), 0) AS total
+       FROM transcript_messages
+      WHERE root_thread_id = $1 AND role = 'assistant' AND operation_id NOT LIKE '%:clone:%'
+      GROUP BY thread_id, provider ORDER BY thread_id, provider NULLS FIRST`,
+    [rootThreadId],
+  );
+  return rows.map((row) => ({
+    threadId: row.threadId,
+    provider: row.provider,
+    modelCalls: Number(row.calls),
+    promptTokens: Number(row.prompt),
+    completionTokens: Number(row.completion),
+    totalTokens: Number(row.total),
+  }));
+}
+
+/** Usage rows added up by provider, in provider order (null first). */
+export function sumByProvider(rows: readonly ProviderUsage[]): ProviderUsage[] {
+  const sums = new Map<string | null, ProviderUsage>();
+  for (const row of rows) {
+    const sum = sums.get(row.provider) ?? {
+      provider: row.provider,
+      modelCalls: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      totalTokens: 0,
+    };
+    sum.modelCalls += row.modelCalls;
+    sum.promptTokens += row.promptTokens;
+    sum.completionTokens += row.completionTokens;
+    sum.totalTokens += row.totalTokens;
+    sums.set(row.provider, sum);
+  }
+  // Provider names are never empty, so '' puts the unrecorded ones first.
+  return [...sums.values()].sort((a, b) => (a.provider ?? '').localeCompare(b.provider ?? ''));
+}
+
+/** Token usage summed over every model call in a delegation tree, in all and by provider. */
 export async function sumUsage(
   db: Queryable,
   rootThreadId: string,
-): Promise<{ promptTokens: number; completionTokens: number; totalTokens: number; modelCalls: number }> {
-  const { rows } = await db.query<{ prompt: string; completion: string; total: string; calls: string }>(
-    `SELECT COALESCE(SUM((usage->>'promptTokens')::bigint), 0) AS prompt,
-            COALESCE(SUM((usage->>'completionTokens')::bigint), 0) AS completion,
-            COALESCE(SUM((usage->>'totalTokens')::bigint), 0) AS total,
-            COUNT(*) FILTER (WHERE role = 'assistant') AS calls
-       FROM transcript_messages WHERE root_thread_id = $1`,
-    [rootThreadId],
-  );
-  const row = rows[0];
+): Promise<{
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  modelCalls: number;
+  byProvider: ProviderUsage[];
+}> {
+  const byProvider = sumByProvider(await listProviderUsage(db, rootThreadId));
+  const total = (field: 'modelCalls' | 'promptTokens' | 'completionTokens' | 'totalTokens') =>
+    byProvider.reduce((sum, row) => sum + row[field], 0);
   return {
-    promptTokens: Number(row?.prompt ?? 0),
-    completionTokens: Number(row?.completion ?? 0),
-    totalTokens: Number(row?.total ?? 0),
-    modelCalls: Number(row?.calls ?? 0),
+    promptTokens: total('promptTokens'),
+    completionTokens: total('completionTokens'),
+    totalTokens: total('totalTokens'),
+    modelCalls: total('modelCalls'),
+    byProvider,
   };
 }

@@ -1,7 +1,7 @@
 /**
  * The local stack behind `baton dev`, the demo and the tests: Postgres (`DATABASE_URL` or embedded), a Temporal
  * server (`TEMPORAL_ADDRESS` or a dev server the CLI starts), the model (an OpenAI-compatible endpoint, or the
- * scripted model without an API key) and a Baton worker. Everything it starts it stops in `close()`.
+ * scripted model without an API key; `BATON_PROVIDERS` go where they are configured either way) and a Baton worker. Everything it starts it stops in `close()`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,10 +12,11 @@ import { DEFAULT_EXPLORER_PORT, startExplorer } from '../explorer';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
+import type { AgentRegistry } from '../worker/agents';
 import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
-import { createModelClient } from '../worker/model-client';
-import { readToolsConfig, type ModelConfig } from '../worker/config';
+import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
+import { readProviders, readToolsConfig, type ModelConfig } from '../worker/config';
 import { describeUserTools, loadToolModules } from '../worker/tool-modules';
 import { resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
@@ -66,9 +67,15 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const { env, log, stateDir } = options;
   const taskQueue = options.taskQueue ?? 'baton';
   const tools = readToolsConfig(env, process.cwd());
+  const providerConfigs = readProviders(env);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
   const userTools = await loadToolModules(toolModules);
-  const catalog = createAgentCatalog({ agents: options.agentsDir, ...tools, userTools });
+  const catalog = createAgentCatalog({
+    agents: options.agentsDir,
+    ...tools,
+    userTools,
+    providers: providerConfigs.map((provider) => provider.name),
+  });
   if (userTools.length > 0) log(`tools:${describeUserTools(userTools).replace(/^; tools/, '')}`);
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
@@ -135,6 +142,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       };
       log(`model: ${model.model} at ${env.OPENAI_BASE_URL ?? 'the OpenAI API'}`);
     }
+    const openai = createModelClient(model);
+    const providers = createProviderClients(providerConfigs);
+    const logModelRoutes = (agents: AgentRegistry) => {
+      if (providerConfigs.length > 0) log(describeModelRoutes(agents, { openai, model: model.model }, providers));
+    };
 
     const connection = await NativeConnection.connect({ address: temporal.address });
     opened.push(() => connection.close());
@@ -143,8 +155,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       namespace: temporal.namespace,
       taskQueue,
       pool,
-      openai: createModelClient(model),
+      openai,
       model: model.model,
+      providers,
       catalog,
       maxEnvValueBytes: tools.maxEnvValueBytes,
     });
@@ -154,6 +167,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       await workerRun.catch(() => undefined);
     });
     log(`worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}`);
+    logModelRoutes(catalog.agents());
     if (options.watchAgents) {
       const unwatch = catalog.watch((outcome) => {
         log(
@@ -162,6 +176,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
             : `agents: not reloaded: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`,
         );
         if ('agents' in outcome) {
+          logModelRoutes(outcome.agents);
           publishAgentVersions(pool, outcome.agents).catch((error: unknown) =>
             log(`agents: not stored: ${error instanceof Error ? error.message : String(error)}`),
           );

@@ -2,7 +2,7 @@
  * What the explorer's pages and `/api/` show, read through the client SDK and the read-only queries of
  * `db/explorer.ts`. Every view is plain JSON-able data; the pages render it and the API returns it as it is.
  */
-import type { BatonClient, QuestionRow, TranscriptMessage, TreeNode } from '../client';
+import type { BatonClient, QuestionRow, ThreadUsage, TranscriptMessage, TreeNode } from '../client';
 import { threadWorkflowId } from '../common/ids';
 import {
   getRootScopeEntry,
@@ -48,7 +48,7 @@ export interface ThreadOverview {
   thread: ThreadRow;
   tree: ExplorerNode;
   questions: QuestionRow[];
-  usage: { totalTokens: number; modelCalls: number };
+  usage: Pick<ThreadUsage, 'totalTokens' | 'modelCalls' | 'byProvider'>;
 }
 
 /** The explorer's reads, over one connected client (which must have a database URL). */
@@ -115,7 +115,7 @@ export class ExplorerData {
       thread: root,
       tree,
       questions,
-      usage: { totalTokens: usage.totalTokens, modelCalls: usage.modelCalls },
+      usage: { totalTokens: usage.totalTokens, modelCalls: usage.modelCalls, byProvider: usage.byProvider },
     };
   }
 

@@ -2,7 +2,8 @@
  * The explorer's pages, server-rendered from the views of `data.ts`. Pure functions from data to `Html`; every value
  * goes through the `html` template, which escapes it. Links to threads encode the id (delegation ids hold `/`).
  */
-import type { QuestionRow, TranscriptMessage } from '../client';
+import type { ProviderUsage, QuestionRow, TranscriptMessage } from '../client';
+import { namedProviders, tokensByProvider } from '../client/format';
 import type { ThreadRow } from '../db/threads';
 import type {
   EnvLogEvent,
@@ -210,6 +211,12 @@ export function overviewSignature(overview: ThreadOverview): string {
   return parts.join('|');
 }
 
+/** ` · via default, local` when a provider other than the default endpoint answered some of a thread's calls. */
+function viaProviders(usage: readonly ProviderUsage[]): string {
+  const providers = namedProviders(usage);
+  return providers === undefined ? '' : ` · via ${providers}`;
+}
+
 function nodeCard(node: ExplorerNode, context: PageContext): Html {
   const link = workflowUrl(context, node.workflowId);
   const started = node.startedAt ?? node.createdAt;
@@ -221,7 +228,8 @@ function nodeCard(node: ExplorerNode, context: PageContext): Html {
       ${node.forkTask ? html`<span class="badge">${node.forkTask}</span>` : ''}
     </div>
     <div class="node-meta">
-      ${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'} · ${node.totalTokens} tokens · started
+      ${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'} · ${node.totalTokens}
+      tokens${viaProviders(node.providers)} · started
       ${time(started)}${node.finishedAt ? html` · finished ${time(node.finishedAt)}` : ''} ·
       ${duration(started, node.finishedAt, context.now)}${
         node.caller ? html` · called by ${node.caller}` : ''
@@ -382,8 +390,8 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
       · <a href="/api/threads/${seg(root)}">JSON</a>
     </p>
     <p class="muted">
-      ${overview.usage.modelCalls} model calls · ${overview.usage.totalTokens} tokens in the whole tree · world
-      ${overview.tree.world}
+      ${overview.usage.modelCalls} model calls · ${overview.usage.totalTokens} tokens
+      ${tokensByProvider(overview.usage.byProvider)} in the whole tree · world ${overview.tree.world}
     </p>
     <section>
       <h2>Waiting for a human</h2>
@@ -454,6 +462,13 @@ function messageBody(message: TranscriptMessage, toolNames: ReadonlyMap<string, 
   })}`;
 }
 
+/** ` · via local/llama3.1` on a reply whose provider was recorded (the default endpoint's too). */
+function answeredBy(message: TranscriptMessage): Html | '' {
+  if (!message.provider) return '';
+  const model = message.model ? `/${message.model}` : '';
+  return html` <span class="muted provider">· via ${message.provider}${model}</span>`;
+}
+
 export function transcriptPage(thread: ThreadRow, messages: readonly TranscriptMessage[], context: PageContext): Html {
   const toolNames = new Map<string, string>();
   for (const message of messages) for (const call of message.toolCalls ?? []) toolNames.set(call.id, call.name);
@@ -476,7 +491,7 @@ export function transcriptPage(thread: ThreadRow, messages: readonly TranscriptM
                     <a href="#m${message.seq}">[${message.seq}]</a> <strong>${message.role}</strong> (${message.agent})
                     ${time(message.createdAt)}${
                       message.usage ? html` <span class="muted">· ${message.usage.totalTokens} tokens</span>` : ''
-                    }
+                    }${answeredBy(message)}
                   </div>
                   ${messageBody(message, toolNames)}
                 </li>`,

@@ -10,6 +10,7 @@ import type { ToolDefinition } from '../activities/tools/types';
 import { prepareUserTools } from '../activities/tools/user-tools';
 import { createPool } from '../db/pool';
 import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
+import type { ModelProviders } from '../activities/model-providers';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
 import type { AgentRegistry } from '../worker/agents';
@@ -40,6 +41,11 @@ export interface AgentHarnessOptions {
   workflowBundle?: WorkflowBundleOption;
   /** Your own tools (made with `defineTool`), beside Baton's. */
   tools?: readonly ToolDefinition[];
+  /**
+   * More endpoints (say, other scripted models) that agents name as `provider/model`; the harness's own scripted
+   * model is the default endpoint. @default none
+   */
+  providers?: ModelProviders;
 }
 
 export interface AgentHarness {
@@ -72,6 +78,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
     filesRoot: options.filesRoot ?? process.cwd(),
     arcDataDir: options.arcDataDir ?? DEFAULT_ARC_DATA_DIR,
     userTools: prepareUserTools(options.tools ?? [], 'startAgentHarness({ tools })'),
+    providers: Object.keys(options.providers ?? {}),
   });
   const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
   const namespace = options.namespace ?? 'default';
@@ -96,6 +103,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       pool,
       openai: createModelClient({ baseURL: model.baseURL, apiKey: 'scripted', model: 'baton-scripted' }),
       model: 'baton-scripted',
+      providers: options.providers,
       catalog,
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
     });

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createToolRegistry, type ToolRegistry } from '../activities/tools';
 import { ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
-import { AgentConfigError, checkCapabilities, loadAgents, type AgentRegistry } from './agents';
+import { AgentConfigError, checkCapabilities, checkModels, loadAgents, type AgentRegistry } from './agents';
 
 export interface AgentCatalogOptions {
   /** The agents directory, loaded now and on `reload()`; or agents defined in code (tests), which never reload. */
@@ -14,6 +14,8 @@ export interface AgentCatalogOptions {
   shellEnv?: Readonly<Record<string, string>>;
   /** Users' own tools (`prepareUserTools`, `loadToolModules`), beside Baton's. */
   userTools?: readonly UserTool[];
+  /** The providers an agent's `model` may name as `provider/model`: the worker's. @default none */
+  providers?: readonly string[];
 }
 
 /** The agents a worker runs and the tools they call, with reloading for `baton dev`. */
@@ -51,8 +53,8 @@ function checkNamesApart(agents: AgentRegistry, tools: ToolRegistry): void {
 
 /**
  * Loads the agents and builds the tool registry.
- * @throws AgentConfigError for a bad agent file, so start-up stops naming it; ToolDefinitionError for a user tool
- * whose name Baton's tools or an agent already use.
+ * @throws AgentConfigError for a bad agent file (or a `model` naming no configured provider), so start-up stops
+ * naming it; ToolDefinitionError for a user tool whose name Baton's tools or an agent already use.
  */
 export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
   let current: AgentRegistry;
@@ -65,9 +67,14 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
   });
   const workflowTools = tools.names.filter((name) => tools.get(name)?.handledBy === 'workflow');
   const { agents } = options;
+  const providers = options.providers ?? [];
   const load = (): AgentRegistry => {
-    const loaded = typeof agents === 'string' ? loadAgents(agents, { toolNames: tools.names, workflowTools }) : agents;
-    if (typeof agents !== 'string') checkCapabilities(agents, tools.names, workflowTools);
+    const loaded =
+      typeof agents === 'string' ? loadAgents(agents, { toolNames: tools.names, workflowTools, providers }) : agents;
+    if (typeof agents !== 'string') {
+      checkCapabilities(agents, tools.names, workflowTools);
+      checkModels(agents, providers);
+    }
     checkNamesApart(loaded, tools);
     return loaded;
   };

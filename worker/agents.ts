@@ -9,6 +9,7 @@ import {
   type AgentRegistry,
 } from '../common/agent-definition';
 import { isUniversalCapability } from '../common/capabilities';
+import { routeModel } from '../activities/model-providers';
 
 /** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
 export class AgentConfigError extends Error {
@@ -147,12 +148,14 @@ export interface LoadAgentsOptions {
   toolNames: readonly string[];
   /** Tools the workflow carries out (`ask_human`, `wait`, `fork_join`): no approval can gate them. */
   workflowTools?: readonly string[];
+  /** The providers an agent's `model` may name as `provider/model` (see `routeModel`). @default none */
+  providers?: readonly string[];
 }
 
 /**
  * Loads every `*.md` file of `dir` as an agent.
- * @throws AgentConfigError for a missing directory, a bad file, a duplicate name, or a capability that is neither a
- * tool nor an agent.
+ * @throws AgentConfigError for a missing directory, a bad file, a duplicate name, a capability that is neither a
+ * tool nor an agent, or a `model` naming a provider that is not configured.
  */
 export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegistry {
   const root = path.resolve(dir);
@@ -178,6 +181,7 @@ export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegist
   }
   if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
   checkCapabilities(agents, options.toolNames, options.workflowTools);
+  checkModels(agents, options.providers ?? []);
   return agents;
 }
 
@@ -218,5 +222,19 @@ export function checkCapabilities(
         throw new AgentConfigError(agent.source, frontmatterLine(fileText(agent), 'approval'), reason);
       }
     }
+  }
+}
+
+/**
+ * Refuses a `model` that routes nowhere: `provider/model` naming a provider that is not configured, so a misspelt
+ * provider stops start-up (or a `baton dev` reload) instead of sending requests to the wrong endpoint.
+ * @throws AgentConfigError naming the file and the line of `model`.
+ */
+export function checkModels(agents: AgentRegistry, providers: readonly string[]): void {
+  for (const agent of agents.values()) {
+    const routed = routeModel(agent.model, providers);
+    if (!('problem' in routed)) continue;
+    const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
+    throw new AgentConfigError(agent.source, frontmatterLine(text, 'model'), routed.problem);
   }
 }

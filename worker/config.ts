@@ -1,8 +1,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import YAML from 'yaml';
 import { z } from 'zod';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
+import { DEFAULT_PROVIDER, PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE } from '../activities/model-providers';
 import { workflowBundleProblem } from './workflow-bundle';
 
 /**
@@ -103,6 +105,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   /** A scripted-model script to answer from when OPENAI_API_KEY is unset (docker-compose.yml sets it). */
   BATON_MODEL_SCRIPT: optionalText,
   BATON_MODEL: z.string().trim().min(1).default('gpt-4o-mini'),
+  /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
+  BATON_PROVIDERS: optionalText,
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
   BATON_ARC_DIR: optionalText,
@@ -167,6 +171,8 @@ export interface WorkerConfig {
   /** @default 10 */
   readonly dbPoolSize: number;
   readonly model: ModelConfig;
+  /** The endpoints besides the default one that agents name as `provider/model` (BATON_PROVIDERS). */
+  readonly providers: readonly ProviderConfig[];
   /** Answer from this scripted-model script (no API key set). */
   readonly modelScript?: string;
   readonly agentsDir: string;
@@ -246,6 +252,116 @@ export interface ModelConfig {
   readonly model: string;
 }
 
+/** An OpenAI-compatible endpoint that agents name as `<name>/<model>` (one entry of BATON_PROVIDERS). */
+export interface ProviderConfig {
+  readonly name: string;
+  readonly baseURL: string;
+  /** The variable the key was read from. */
+  readonly apiKeyEnv: string;
+  readonly apiKey: string;
+}
+
+/** One provider in BATON_PROVIDERS. Unknown fields are refused, so a misspelt `base_url` is not ignored. */
+const providerSchema = z.strictObject({
+  base_url: z.url({
+    protocol: /^https?$/,
+    error: (issue) =>
+      issue.input === undefined
+        ? 'is required (an http(s) URL)'
+        : `must be an http(s) URL (got ${JSON.stringify(issue.input)})`,
+  }),
+  api_key_env: z
+    .string({
+      error: (issue) =>
+        issue.input === undefined
+          ? 'is required (the name of the variable holding the API key; any value for an endpoint that takes none)'
+          : 'must be the name of an environment variable',
+    })
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'must be the name of an environment variable (letters, digits, _)' }),
+});
+
+/** The shape of BATON_PROVIDERS, for error messages. */
+const PROVIDERS_EXAMPLE = '{"local": {"base_url": "http://127.0.0.1:11434/v1", "api_key_env": "LOCAL_API_KEY"}}';
+
+/**
+ * Reads BATON_PROVIDERS: a JSON object of providers by name, each `{"base_url": "<http(s) URL>", "api_key_env":
+ * "<variable>"}`, the key read from that variable of the same environment. Unset (or empty) means no providers.
+ * @throws ConfigError naming every problem: bad JSON, a provider defined twice, a bad name, URL or field, a key
+ * variable that is not set.
+ */
+export function readProviders(env: Readonly<Record<string, string | undefined>>): readonly ProviderConfig[] {
+  const text = env.BATON_PROVIDERS?.trim() ?? '';
+  if (text === '') return Object.freeze([]);
+  const fail = (problems: readonly string[]) => new ConfigError(problems.map((p) => `BATON_PROVIDERS ${p}`));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw fail([`is not valid JSON (${(error as Error).message}); write it as ${PROVIDERS_EXAMPLE}`]);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw fail([`must be a JSON object of providers by name, e.g. ${PROVIDERS_EXAMPLE}`]);
+  }
+  const problems = duplicateKeys(text);
+  const providers: ProviderConfig[] = [];
+  for (const [name, value] of Object.entries(parsed)) {
+    if (name === DEFAULT_PROVIDER) {
+      problems.push(`names a provider '${name}': that name is the default endpoint (OPENAI_BASE_URL)`);
+      continue;
+    }
+    if (!PROVIDER_NAME_PATTERN.test(name)) {
+      problems.push(`provider name '${name}' ${PROVIDER_NAME_RULE}`);
+      continue;
+    }
+    const provider = providerSchema.safeParse(value);
+    if (!provider.success) {
+      problems.push(
+        ...provider.error.issues.map((issue) =>
+          issue.code === 'unrecognized_keys'
+            ? `provider '${name}': unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')} (fields: base_url, api_key_env)`
+            : issue.path.length === 0
+              ? `provider '${name}' must be an object {"base_url": …, "api_key_env": …}`
+              : `provider '${name}': ${issue.path.join('.')} ${issue.message}`,
+        ),
+      );
+      continue;
+    }
+    const apiKeyEnv = provider.data.api_key_env;
+    const apiKey = env[apiKeyEnv]?.trim() ?? '';
+    if (apiKey === '') {
+      problems.push(`provider '${name}': its API key variable ${apiKeyEnv} is not set`);
+      continue;
+    }
+    providers.push(Object.freeze({ name, baseURL: provider.data.base_url, apiKeyEnv, apiKey }));
+  }
+  if (problems.length > 0) throw fail(problems);
+  return Object.freeze(providers);
+}
+
+/**
+ * Keys given twice in a JSON object (JSON.parse keeps the last one without a word): a provider, or a field of one.
+ * JSON is YAML 1.2, whose parser reports every key as written.
+ */
+function duplicateKeys(jsonText: string): string[] {
+  const document = YAML.parseDocument(jsonText, { uniqueKeys: false });
+  const problems: string[] = [];
+  const keysOf = (node: unknown): [string, unknown][] =>
+    YAML.isMap(node)
+      ? node.items.map((pair) => [String(YAML.isScalar(pair.key) ? pair.key.value : pair.key), pair.value])
+      : [];
+  const seen = new Set<string>();
+  for (const [name, value] of keysOf(document.contents)) {
+    if (seen.has(name)) problems.push(`defines provider '${name}' twice`);
+    seen.add(name);
+    const fields = new Set<string>();
+    for (const [field] of keysOf(value)) {
+      if (fields.has(field)) problems.push(`provider '${name}': sets ${field} twice`);
+      fields.add(field);
+    }
+  }
+  return problems;
+}
+
 /**
  * Reads the worker configuration from environment variables, once, at the edge; reads the TLS files named there.
  * @throws ConfigError naming every invalid or missing variable.
@@ -282,6 +398,7 @@ export function readWorkerConfig(
       apiKey: value.OPENAI_API_KEY ?? 'scripted',
       model: value.BATON_MODEL,
     }),
+    providers: readProviders(env),
     ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
     ...(workflowBundle === undefined ? {} : { workflowBundle }),

@@ -14,7 +14,9 @@ import type { ToolDefinition } from '../activities/tools/types';
 import { prepareUserTools } from '../activities/tools/user-tools';
 import type { AgentRegistry } from '../common/agent-definition';
 import { createAgentCatalog, type AgentCatalog } from './agent-catalog';
+import { checkModels } from './agents';
 import { DEFAULT_ARC_DATA_DIR } from './config';
+import { checkProviderNames, type ModelProviders } from '../activities/model-providers';
 import { WORKFLOWS_PATH } from './workflow-bundle';
 
 export interface BatonWorkerOptions {
@@ -37,6 +39,12 @@ export interface BatonWorkerOptions {
   tools?: readonly ToolDefinition[];
   /** The directory `read_file` and `list_files` are confined to, when no `catalog` is given. @default the working directory */
   filesRoot?: string;
+  /**
+   * More endpoints, by provider name, that an agent's `model` names as `provider/model` (the name after the `/` is
+   * sent); each an `openai` client with `maxRetries: 0` (see `createProviderClients`). Give the catalog the same
+   * names. @default none
+   */
+  providers?: ModelProviders;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
   connection: NativeConnection;
@@ -77,10 +85,15 @@ function catalogFrom(options: BatonWorkerOptions): AgentCatalog {
     filesRoot: options.filesRoot ?? process.cwd(),
     arcDataDir: DEFAULT_ARC_DATA_DIR,
     userTools: prepareUserTools(options.tools ?? [], 'createBatonWorker({ tools })'),
+    providers: Object.keys(options.providers ?? {}),
   });
 }
 
-/** A Temporal worker running Baton's workflows and activities on one task queue. */
+/**
+ * A Temporal worker running Baton's workflows and activities on one task queue.
+ * @throws Error for a bad provider name, or an invalid mix of options; AgentConfigError for an agent whose `model`
+ * names a provider not given; ToolDefinitionError for a bad tool.
+ */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
   if (options.catalog !== undefined && (options.tools !== undefined || options.agents !== undefined)) {
     throw new Error(
@@ -89,6 +102,10 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
   }
   const { connection, namespace, taskQueue, workflowBundle, pool, openai, model, maxEnvValueBytes } = options;
   const catalog = options.catalog ?? catalogFrom(options);
+  const providers = options.providers ?? {};
+  checkProviderNames(providers);
+  // The catalog checked its agents against the providers it was given; these are the ones the calls will use.
+  checkModels(catalog.agents(), Object.keys(providers));
   // Before polling: a client that sees this worker's agents known can schedule them.
   await publishAgentVersions(pool, catalog.agents());
   return Worker.create({
@@ -100,6 +117,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       pool,
       openai,
       model,
+      providers,
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),

@@ -11,7 +11,7 @@ import { readSetupConfig, readWorkerConfig } from './config';
 import { connectTemporal } from './connection';
 import { bundleBatonWorkflows, createBatonWorker } from './create-worker';
 import { startHealthServer } from './health';
-import { createModelClient } from './model-client';
+import { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
 import { installRuntime } from './runtime';
 import { describeUserTools, loadToolModules } from './tool-modules';
 
@@ -28,7 +28,12 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
   const config = readWorkerConfig(env);
   installRuntime(config.logLevel, config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {});
   const userTools = await loadToolModules(config.tools.toolModules);
-  const catalog = createAgentCatalog({ agents: config.agentsDir, ...config.tools, userTools });
+  const catalog = createAgentCatalog({
+    agents: config.agentsDir,
+    ...config.tools,
+    userTools,
+    providers: config.providers.map((provider) => provider.name),
+  });
   const closers: (() => Promise<void>)[] = [];
   try {
     const pool = createPool({
@@ -49,13 +54,21 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
       model = { ...model, baseURL: server.baseURL, model: 'baton-scripted' };
       process.stderr.write(`baton worker: scripted model (no OPENAI_API_KEY), script ${config.modelScript}\n`);
     }
+    const openai = createModelClient(model);
+    const providers = createProviderClients(config.providers);
+    if (config.providers.length > 0) {
+      process.stderr.write(
+        `baton worker: ${describeModelRoutes(catalog.agents(), { openai, model: model.model }, providers)}\n`,
+      );
+    }
     const worker = await createBatonWorker({
       connection,
       namespace: config.namespace,
       taskQueue: config.taskQueue,
       pool,
-      openai: createModelClient(model),
+      openai,
       model: model.model,
+      providers,
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       tuning: config.worker,

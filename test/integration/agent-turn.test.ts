@@ -92,6 +92,7 @@ test('agent turn: a human message gets the scripted reply, and both messages are
     'x-baton-agent': 'greeter',
     'x-baton-thread': threadId,
     'x-baton-root-thread': threadId,
+    'x-baton-provider': 'default',
   });
   assert.deepEqual(request?.messages, [
     { role: 'system', content: greeterSystemPrompt },

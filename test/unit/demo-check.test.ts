@@ -17,6 +17,7 @@ function node(threadId: string, agent: string, status: string, children: TreeNod
     finishedAt: null,
     modelCalls: 1,
     totalTokens: 1,
+    providers: [{ provider: 'default', modelCalls: 1, promptTokens: 1, completionTokens: 0, totalTokens: 1 }],
     children,
   };
 }
@@ -31,6 +32,8 @@ function message(threadId: string, seq: number, fields: Partial<TranscriptMessag
     toolCalls: null,
     toolCallId: null,
     usage: null,
+    provider: 'default',
+    model: 'baton-scripted',
     operationId: `op-${seq}`,
     createdAt: new Date(0),
     ...fields,

@@ -18,6 +18,7 @@ test('worker config: defaults fill what is not set', () => {
     databaseUrl: 'postgres://baton@127.0.0.1:5432/baton',
     dbPoolSize: 10,
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
+    providers: [],
     agentsDir: 'agents',
     worker: {
       maxConcurrentActivityTaskExecutions: 100,

@@ -1,0 +1,223 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { checkProviderNames, routeModel } from '../../activities/model-providers';
+import { ConfigError, readProviders, readWorkerConfig } from '../../worker/config';
+import { AgentConfigError, loadAgents, parseAgentFile } from '../../worker/agents';
+import { createModelClient, createProviderClients, describeModelRoutes } from '../../worker/model-client';
+
+const minimal = {
+  TEMPORAL_ADDRESS: '127.0.0.1:7233',
+  DATABASE_URL: 'postgres://baton@127.0.0.1:5432/baton',
+  OPENAI_API_KEY: 'sk-test',
+};
+
+const LOCAL = { base_url: 'http://127.0.0.1:11434/v1', api_key_env: 'LOCAL_API_KEY' };
+
+/** The problems readProviders reports for BATON_PROVIDERS `json` (and any other variables). */
+function problemsOf(json: string, env: Record<string, string> = {}): string[] {
+  try {
+    readProviders({ BATON_PROVIDERS: json, ...env });
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, String(error));
+    return error.problems;
+  }
+  assert.fail(`BATON_PROVIDERS ${json} was accepted`);
+}
+
+test('providers config: BATON_PROVIDERS names endpoints and the variables holding their keys', () => {
+  const config = readWorkerConfig({
+    ...minimal,
+    BATON_PROVIDERS: JSON.stringify({
+      local: LOCAL,
+      hosted: { base_url: 'https://api.example.com/v1', api_key_env: 'HOSTED_KEY' },
+    }),
+    LOCAL_API_KEY: 'unused',
+    HOSTED_KEY: 'sk-hosted',
+  });
+  assert.deepEqual(config.providers, [
+    { name: 'local', baseURL: 'http://127.0.0.1:11434/v1', apiKeyEnv: 'LOCAL_API_KEY', apiKey: 'unused' },
+    { name: 'hosted', baseURL: 'https://api.example.com/v1', apiKeyEnv: 'HOSTED_KEY', apiKey: 'sk-hosted' },
+  ]);
+  assert.ok(Object.isFrozen(config.providers) && Object.isFrozen(config.providers[0]));
+  // The plain model keeps OPENAI_BASE_URL, OPENAI_API_KEY and BATON_MODEL.
+  assert.deepEqual(config.model, { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' });
+});
+
+test('providers config: unset, empty or {} means no providers', () => {
+  assert.deepEqual(readWorkerConfig(minimal).providers, []);
+  assert.deepEqual(readProviders({ BATON_PROVIDERS: '  ' }), []);
+  assert.deepEqual(readProviders({ BATON_PROVIDERS: '{}' }), []);
+});
+
+test('providers config: bad JSON, or JSON that is not an object of providers, is named with an example', () => {
+  assert.deepEqual(problemsOf('{"local": {"base_url": "http://x"'), [
+    `BATON_PROVIDERS is not valid JSON (${jsonError('{"local": {"base_url": "http://x"')}); write it as ` +
+      '{"local": {"base_url": "http://127.0.0.1:11434/v1", "api_key_env": "LOCAL_API_KEY"}}',
+  ]);
+  for (const json of ['[]', '"local"', 'null', '3']) {
+    assert.match(problemsOf(json)[0] ?? '', /^BATON_PROVIDERS must be a JSON object of providers by name, e\.g\. \{/);
+  }
+});
+
+function jsonError(text: string): string {
+  try {
+    JSON.parse(text);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  return '';
+}
+
+test('providers config: a provider defined twice, or a field set twice, is refused (JSON.parse would keep the last)', () => {
+  const env = { LOCAL_API_KEY: 'k' };
+  assert.deepEqual(problemsOf(`{"local": ${JSON.stringify(LOCAL)}, "local": ${JSON.stringify(LOCAL)}}`, env), [
+    "BATON_PROVIDERS defines provider 'local' twice",
+  ]);
+  assert.deepEqual(
+    problemsOf(
+      '{"local": {"base_url": "http://a/v1", "base_url": "http://b/v1", "api_key_env": "LOCAL_API_KEY"}}',
+      env,
+    ),
+    ["BATON_PROVIDERS provider 'local': sets base_url twice"],
+  );
+});
+
+test('providers config: bad names, and the reserved name default, are refused', () => {
+  const env = { LOCAL_API_KEY: 'k' };
+  for (const name of ['Local', 'my/local', '1local', '', 'x'.repeat(33)]) {
+    assert.deepEqual(problemsOf(JSON.stringify({ [name]: LOCAL }), env), [
+      `BATON_PROVIDERS provider name '${name}' must be a lowercase letter followed by lowercase letters, digits, '_' or '-' (at most 32 characters)`,
+    ]);
+  }
+  assert.deepEqual(problemsOf(JSON.stringify({ default: LOCAL }), env), [
+    "BATON_PROVIDERS names a provider 'default': that name is the default endpoint (OPENAI_BASE_URL)",
+  ]);
+  assert.deepEqual(
+    readProviders({ BATON_PROVIDERS: JSON.stringify({ 'my-local_2': LOCAL }), ...env })[0]?.name,
+    'my-local_2',
+  );
+});
+
+test('providers config: a bad URL, a missing or unknown field, or a provider that is not an object is named', () => {
+  const env = { LOCAL_API_KEY: 'k' };
+  const one = (provider: unknown) => problemsOf(JSON.stringify({ local: provider }), env);
+  assert.deepEqual(one({ ...LOCAL, base_url: 'ftp://127.0.0.1/v1' }), [
+    `BATON_PROVIDERS provider 'local': base_url must be an http(s) URL (got "ftp://127.0.0.1/v1")`,
+  ]);
+  assert.deepEqual(one({ ...LOCAL, base_url: '127.0.0.1:11434' }), [
+    `BATON_PROVIDERS provider 'local': base_url must be an http(s) URL (got "127.0.0.1:11434")`,
+  ]);
+  assert.deepEqual(one({ api_key_env: 'LOCAL_API_KEY' }), [
+    "BATON_PROVIDERS provider 'local': base_url is required (an http(s) URL)",
+  ]);
+  assert.deepEqual(one({ base_url: LOCAL.base_url }), [
+    "BATON_PROVIDERS provider 'local': api_key_env is required (the name of the variable holding the API key; any value for an endpoint that takes none)",
+  ]);
+  assert.deepEqual(one({ ...LOCAL, api_key_env: 'sk-12345' }), [
+    "BATON_PROVIDERS provider 'local': api_key_env must be the name of an environment variable (letters, digits, _)",
+  ]);
+  assert.deepEqual(one({ ...LOCAL, baseurl: 'http://x' }), [
+    "BATON_PROVIDERS provider 'local': unknown field 'baseurl' (fields: base_url, api_key_env)",
+  ]);
+  assert.deepEqual(one('http://127.0.0.1:11434/v1'), [
+    `BATON_PROVIDERS provider 'local' must be an object {"base_url": …, "api_key_env": …}`,
+  ]);
+});
+
+test('providers config: a key variable that is not set (or empty) stops start-up, naming the variable', () => {
+  assert.deepEqual(problemsOf(JSON.stringify({ local: LOCAL })), [
+    "BATON_PROVIDERS provider 'local': its API key variable LOCAL_API_KEY is not set",
+  ]);
+  assert.deepEqual(problemsOf(JSON.stringify({ local: LOCAL }), { LOCAL_API_KEY: ' ' }), [
+    "BATON_PROVIDERS provider 'local': its API key variable LOCAL_API_KEY is not set",
+  ]);
+  assert.throws(
+    () => readWorkerConfig({ ...minimal, BATON_PROVIDERS: JSON.stringify({ local: LOCAL }) }),
+    /invalid configuration:\n {2}- BATON_PROVIDERS provider 'local': its API key variable LOCAL_API_KEY is not set/,
+  );
+});
+
+test('providers config: every problem of every provider is named at once', () => {
+  assert.deepEqual(
+    problemsOf(JSON.stringify({ Bad: LOCAL, local: { base_url: 'nope' }, other: LOCAL }), { LOCAL_API_KEY: 'k' }),
+    [
+      "BATON_PROVIDERS provider name 'Bad' must be a lowercase letter followed by lowercase letters, digits, '_' or '-' (at most 32 characters)",
+      `BATON_PROVIDERS provider 'local': base_url must be an http(s) URL (got "nope")`,
+      "BATON_PROVIDERS provider 'local': api_key_env is required (the name of the variable holding the API key; any value for an endpoint that takes none)",
+    ],
+  );
+});
+
+test('model routing: provider/model names a provider; a plain name, none, default/…, or any name without providers is the default endpoint', () => {
+  const providers = ['local', 'hosted'];
+  assert.deepEqual(routeModel(undefined, providers), { route: { provider: 'default', model: undefined } });
+  assert.deepEqual(routeModel('gpt-4o', providers), { route: { provider: 'default', model: 'gpt-4o' } });
+  assert.deepEqual(routeModel('local/llama3.1:8b', providers), { route: { provider: 'local', model: 'llama3.1:8b' } });
+  assert.deepEqual(routeModel('hosted/meta-llama/Llama-3-70b', providers), {
+    route: { provider: 'hosted', model: 'meta-llama/Llama-3-70b' },
+  });
+  assert.deepEqual(routeModel('default/openai/gpt-4o', []), { route: { provider: 'default', model: 'openai/gpt-4o' } });
+  assert.deepEqual(routeModel('lcoal/llama3', providers), {
+    problem:
+      "model 'lcoal/llama3' names provider 'lcoal', which is not configured (providers: local, hosted); to send a name with '/' to the default endpoint as it is, write 'default/lcoal/llama3'",
+  });
+  // Without providers there is nothing to misspell: a gateway's name goes to the default endpoint as it is.
+  assert.deepEqual(routeModel('openai/gpt-4o', []), { route: { provider: 'default', model: 'openai/gpt-4o' } });
+  assert.deepEqual(routeModel('local/ ', providers), { problem: "model 'local/ ' names no model after 'local/'" });
+});
+
+test('model routing: an agent file naming an unknown provider stops loading at the line of its model', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-providers-'));
+  fs.writeFileSync(path.join(dir, 'lead.md'), '---\nname: lead\ndescription: Leads.\n---\nLead.\n');
+  fs.writeFileSync(
+    path.join(dir, 'worker.md'),
+    '---\nname: worker\ndescription: Works.\nmodel: lcoal/llama3\n---\nWork.\n',
+  );
+  assert.throws(
+    () => loadAgents(dir, { toolNames: [], providers: ['local'] }),
+    (error: unknown) =>
+      error instanceof AgentConfigError &&
+      error.message ===
+        `${path.join(dir, 'worker.md')}:4: model 'lcoal/llama3' names provider 'lcoal', which is not configured (providers: local); to send a name with '/' to the default endpoint as it is, write 'default/lcoal/llama3'`,
+  );
+  fs.writeFileSync(
+    path.join(dir, 'worker.md'),
+    '---\nname: worker\ndescription: Works.\nmodel: local/llama3\n---\nWork.\n',
+  );
+  assert.equal(loadAgents(dir, { toolNames: [], providers: ['local'] }).get('worker')?.model, 'local/llama3');
+});
+
+test('model routing: the start-up line says which agent goes to which endpoint', () => {
+  const agent = (name: string, model?: string) =>
+    parseAgentFile(
+      `---\nname: ${name}\ndescription: The ${name}.\n${model ? `model: ${model}\n` : ''}---\n`,
+      `${name}.md`,
+    );
+  const agents = new Map(
+    [agent('lead'), agent('solver', 'local/llama3.1'), agent('observer', 'local/llama3.1')].map((a) => [a.name, a]),
+  );
+  const providers = createProviderClients([
+    { name: 'local', baseURL: 'http://127.0.0.1:11434/v1', apiKeyEnv: 'LOCAL_API_KEY', apiKey: 'unused' },
+  ]);
+  const openai = createModelClient({ baseURL: 'https://api.example.com/v1', apiKey: 'k' });
+  assert.equal(
+    describeModelRoutes(agents, { openai, model: 'gpt-4o' }, providers),
+    'models: lead → default gpt-4o (https://api.example.com/v1); solver, observer → local llama3.1 (http://127.0.0.1:11434/v1)',
+  );
+});
+
+test('model routing: providers given in code follow the same names', () => {
+  const client = createModelClient({ baseURL: 'http://127.0.0.1:1/v1', apiKey: 'k' });
+  assert.doesNotThrow(() => checkProviderNames({ local: client }));
+  assert.throws(
+    () => checkProviderNames({ default: client }),
+    /provider 'default' is reserved for the default endpoint/,
+  );
+  assert.throws(
+    () => checkProviderNames({ 'My Local': client }),
+    /provider name 'My Local' must be a lowercase letter/,
+  );
+});
