@@ -49,8 +49,8 @@ export function routeModel(
   if (model === undefined) return { route: { provider: DEFAULT_PROVIDER, model: undefined } };
   const slash = model.indexOf('/');
   if (slash < 0) return { route: { provider: DEFAULT_PROVIDER, model } };
-  if (providers.length === 0) return { route: { provider: DEFAULT_PROVIDER, model } };
   const provider = model.slice(0, slash);
+  if (provider !== DEFAULT_PROVIDER && providers.length === 0) return { route: { provider: DEFAULT_PROVIDER, model } };
   const name = model.slice(slash + 1).trim();
   if (name === '') return { problem: `model '${model}' names no model after '${provider}/'` };
   if (provider === DEFAULT_PROVIDER || providers.includes(provider)) return { route: { provider, model: name } };

@@ -36,6 +36,9 @@ const deploy = defineTool({
   },
 });
 
+/** How often `deploy` ran for production, in any test. */
+const productionDeploys = () => deployments.filter((d) => (d as { env: string }).env === 'production').length;
+
 function agent(name: string, fields: string): [string, ReturnType<typeof parseAgentFile>] {
   return [
     name,
@@ -124,10 +127,14 @@ test('approvals: a call that needs approval waits, is listed, and runs once appr
   assert.equal(pending?.threadId, threadId);
   assert.equal(pending?.status, 'pending');
 
-  // While it waits, nothing of the production deploy ran, and no activity is running for it.
-  assert.ok(!deployments.some((d) => JSON.stringify(d) === JSON.stringify({ service: 'api', env: 'production' })));
-  const turn = await harness.client.temporal.workflow.getHandle(pending?.workflowId ?? '').describe();
-  assert.equal(turn.raw.pendingActivities?.length ?? 0, 0, 'the turn waits with no activity running');
+  // While it waits, the production deploy has not run, and once the staging deploy beside it is done, the turn
+  // waits with no activity running.
+  const turn = harness.client.temporal.workflow.getHandle(pending?.workflowId ?? '');
+  await waitFor('the staging deploy to finish', 30_000, async () =>
+    ((await turn.describe()).raw.pendingActivities?.length ?? 0) === 0 ? true : undefined,
+  );
+  assert.equal(productionDeploys(), 0);
+  assert.equal((await thread.approvals())[0]?.status, 'pending', 'still waiting, with nothing running');
 
   assert.deepEqual(await thread.approve('a1', { by: 'alice' }), { approvalId: 'a1', status: 'approved' });
   const outcome = await sending;
@@ -150,7 +157,7 @@ test('approvals: a rejection becomes the tool result with its reason, and the ca
   const thread = await harness.client.startThread({ agent: 'releaser', threadId });
   const sending = settle(thread.send('Release the api.'));
   await pendingApprovals(thread, 1);
-  const ranBefore = deployments.length;
+  const ranBefore = productionDeploys();
   await thread.reject('a1', { by: 'bob', reason: 'no production deploys on a Friday' });
   const outcome = await sending;
   if (!outcome.ok) throw outcome.error;
@@ -159,7 +166,7 @@ test('approvals: a rejection becomes the tool result with its reason, and the ca
     production?.result,
     "Error: bob rejected this call of 'deploy', so it did not run. Reason: no production deploys on a Friday",
   );
-  assert.equal(deployments.length, ranBefore, 'the rejected call never ran');
+  assert.equal(productionDeploys(), ranBefore, 'the rejected call never ran');
   const [row] = await thread.approvals({ all: true });
   assert.equal(row?.status, 'rejected');
   assert.equal(row?.reason, 'no production deploys on a Friday');
