@@ -11,7 +11,7 @@ import type { Pool } from 'pg';
 import { createActivities } from '../activities';
 import { publishAgentVersions } from '../activities/agent-store';
 import type { AgentCatalog } from './agent-catalog';
-import { WORKFLOWS_PATH } from './workflow-bundle';
+import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 
 export interface BatonWorkerOptions {
   pool: Pool;
@@ -43,7 +43,11 @@ export interface WorkerTuningOptions {
 
 /** Bundles Baton's workflow code once (webpack takes seconds), for reuse across workers. */
 export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
-  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  return bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    ...WORKFLOW_BUNDLER_OPTIONS,
+    logger: new DefaultLogger('WARN'),
+  });
 }
 
 /** A Temporal worker running Baton's workflows and activities on one task queue. */
@@ -64,6 +68,8 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
     }),
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...(workflowBundle
+      ? { workflowBundle }
+      : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: WORKFLOW_BUNDLER_OPTIONS }),
   });
 }
