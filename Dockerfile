@@ -7,7 +7,9 @@
 FROM node:20.20.2-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# No install scripts: Baton needs none of its dependencies' (README "Install scripts"), and its own `prepare` builds
+# dist/ for a git install, which this image does not use (nor are its sources copied yet).
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 FROM node:20.20.2-bookworm-slim AS runtime
 ENV NODE_ENV=production

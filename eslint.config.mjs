@@ -69,7 +69,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.mjs', 'testing/*.mjs', 'testing/*.cjs'] },
+        projectService: { allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'testing/*.mjs', 'testing/*.cjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -129,7 +129,7 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: roomsAbove(room) }] },
   })),
   {
-    files: ['*.mjs', 'testing/*.mjs', '**/*.cjs'],
+    files: ['*.mjs', 'scripts/*.mjs', 'testing/*.mjs', '**/*.cjs'],
     ...tseslint.configs.disableTypeChecked,
   },
   {

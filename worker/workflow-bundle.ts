@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import type { BundleOptions } from '@temporalio/worker';
 
 /** Path of the workflows entry, resolved so it works from TypeScript sources (tsx) and compiled output alike. */
 export const WORKFLOWS_PATH = require.resolve('../workflows');
@@ -14,6 +15,29 @@ const SOURCE_ROOT = path.dirname(path.dirname(WORKFLOWS_PATH));
 
 /** The workflows entry relative to its checkout, with `/` (`workflows/index.ts`): how it is found among sources. */
 const ENTRY = path.relative(SOURCE_ROOT, WORKFLOWS_PATH).split(path.sep).join('/');
+
+type WebpackConfig = Parameters<NonNullable<BundleOptions['webpackConfigHook']>>[0];
+
+/**
+ * How Baton bundles its workflows (every bundle: `baton bundle`, a worker bundling at start, replay). The SDK's bundler
+ * follows each JavaScript file's source map back to its original; compiled workflows (an installed package's
+ * `dist/`) would then be named in the bundle by TypeScript files the package does not ship, so they are bundled as
+ * the JavaScript that runs, and `workflowBundleProblem` compares a bundle with the files this worker has.
+ */
+export const WORKFLOW_BUNDLER_OPTIONS = {
+  webpackConfigHook: (config: WebpackConfig): WebpackConfig =>
+    WORKFLOWS_PATH.endsWith('.ts') ? config : withoutSourceMapsUnder(SOURCE_ROOT, config),
+} satisfies Pick<BundleOptions, 'webpackConfigHook'>;
+
+/** `config` with the SDK's source-map-loader rule not applied to files under `dir`. */
+function withoutSourceMapsUnder(dir: string, config: WebpackConfig): WebpackConfig {
+  const rules = config.module?.rules?.map((rule) => {
+    if (!rule || typeof rule !== 'object' || !Array.isArray(rule.use)) return rule;
+    const loadsSourceMaps = rule.use.some((use) => typeof use === 'string' && use.includes('source-map-loader'));
+    return loadsSourceMaps ? { ...rule, exclude: dir } : rule;
+  });
+  return rules ? { ...config, module: { ...config.module, rules } } : config;
+}
 
 /** Files named at most in a stale bundle's message; the count says how many more differ. */
 const MAX_NAMED_FILES = 5;

@@ -184,3 +184,13 @@ test('dockerfile: the worker runs with two glibc malloc arenas (measured: less m
   assert.match(dockerfile, /^FROM node:[\w.-]+-bookworm[\w-]* AS runtime$/m, "a glibc image: the variable is glibc's");
   assert.match(dockerfile, /^ENV MALLOC_ARENA_MAX=2$/m);
 });
+
+test('dockerfile: the dependencies install with no scripts, before the sources (and `prepare`) are copied', () => {
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const install = /^RUN npm ci (.*)$/m.exec(dockerfile);
+  assert.ok(install, 'the image installs with `npm ci`');
+  assert.match(install[1] ?? '', /--omit=dev/);
+  // Run, `prepare` would fail on its missing script; Baton needs none of its dependencies' (README).
+  assert.match(install[1] ?? '', /--ignore-scripts/);
+  assert.ok(install.index < dockerfile.search(/^COPY \. \.$/m), 'installed before the sources are copied');
+});

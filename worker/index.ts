@@ -1,0 +1,43 @@
+/**
+ * `baton/worker`: what a program embedding a Baton worker needs. Either `runWorkerFromEnv(process.env)` (what
+ * `baton worker` runs), or the parts: read the configuration, load the agents into a catalog, open a pool and a
+ * Temporal connection, `createBatonWorker`, and `worker.run()`. Bundle the workflows once with
+ * `bundleBatonWorkflows` (or `baton bundle`) to start workers without webpack.
+ */
+export {
+  bundleBatonWorkflows,
+  createBatonWorker,
+  type BatonWorkerOptions,
+  type WorkerTuningOptions,
+} from './create-worker';
+export { createAgentCatalog, type AgentCatalog, type AgentCatalogOptions } from './agent-catalog';
+export { AgentConfigError, checkCapabilities, loadAgents, parseAgentFile, type LoadAgentsOptions } from './agents';
+export type { AgentDefinition, AgentRegistry } from '../common/agent-definition';
+export { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
+export { DEFAULT_PROVIDER, type ModelProviders } from '../activities/model-providers';
+export { describeUserTools, loadToolModules } from './tool-modules';
+export { prepareUserTools, ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
+export { connectTemporal } from './connection';
+export { installRuntime, LOG_LEVELS, parseLogLevel, type RuntimeTelemetryOptions } from './runtime';
+export { startHealthServer, type HealthServer } from './health';
+export {
+  ConfigError,
+  DEFAULT_ARC_DATA_DIR,
+  readProviders,
+  readSetupConfig,
+  readToolsConfig,
+  readWorkerConfig,
+  toolEnvironment,
+  type ModelConfig,
+  type ProviderConfig,
+  type SetupConfig,
+  type TemporalConnectionConfig,
+  type TemporalTlsConfig,
+  type ToolsConfig,
+  type WorkerConfig,
+  type WorkerTuning,
+} from './config';
+export { runSetupFromEnv, runWorkerFromEnv, WORKER_READY_PREFIX, writeWorkflowBundle } from './main';
+export { WORKFLOWS_PATH, workflowBundleProblem } from './workflow-bundle';
+export { createPool, type CreatePoolOptions } from '../db/pool';
+export { migrate, MigrationError, type MigrateOptions, type MigrateResult } from '../db/migrate';
