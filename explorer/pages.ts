@@ -625,10 +625,13 @@ function messageBody(message: TranscriptMessage, transcript: TranscriptContext):
   }${text ? html`<pre class="content">${text}</pre>` : ''}${(message.toolCalls ?? []).map((call) => {
     const pretty = prettyJson(call.arguments) ?? call.arguments;
     const approvals = transcript.approvals.get(`${message.seq}:${call.id}`) ?? [];
+    // A call waiting for a decision shows what it would run.
+    const waiting = approvals.some((approval) => approval.status === 'pending');
     return html`<div class="tool-call" data-call="${call.id}">
       <span class="arrow">→</span> <strong>${call.name}</strong> <code class="muted">${call.id}</code>${jsonBlock(
         html`<code>${oneLine(call.arguments, 120)}</code>`,
         pretty,
+        waiting,
       )}${approvals.map((approval) => callApproval(transcript.root, approval, transcript.now))}
     </div>`;
   })}`;
