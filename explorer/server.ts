@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { BatonClientError, type BatonClient, type EnvWatch } from '../client';
 import { THREAD_ID_PATTERN } from '../common/ids';
 import { envKeyProblem } from '../common/env-data';
-import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS } from '../common/types';
+import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS, type DecideApprovalResult } from '../common/types';
 import type { ApprovalRow } from '../db/approvals';
 import type { ThreadRow } from '../db/threads';
 import { EXPLORER_CSS, EXPLORER_JS } from './assets';
@@ -283,7 +283,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
     approvalId: string,
     decision: 'approve' | 'reject',
     fields: DecisionFields,
-  ): Promise<{ approval: ApprovalRow; result: unknown }> {
+  ): Promise<{ approval: ApprovalRow; result: DecideApprovalResult }> {
     const approval = await data.approval(rootThreadId, approvalId);
     if (!approval) throw new HttpError(404, noApproval(rootThreadId, approvalId));
     if (approval.status !== 'pending') throw new HttpError(409, alreadyClosed(approval));
