@@ -107,7 +107,6 @@ function scheduleMinimum(): Pick<ConnectOptions, 'scheduleMinimumIntervalSeconds
   return { scheduleMinimumIntervalSeconds: Number(value) };
 }
 
-/** Connects, runs `use` and closes the client whatever happens. */
 /** Who decides an approval from this terminal: the login name, as the record of who approved what. */
 function defaultDecider(): string {
   try {
@@ -117,6 +116,7 @@ function defaultDecider(): string {
   }
 }
 
+/** Connects, runs `use` and closes the client whatever happens. */
 async function withClient<T>(needs: { database?: boolean }, use: (client: BatonClient) => Promise<T>): Promise<T> {
   const client = await connect(connectOptions(needs));
   try {

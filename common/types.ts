@@ -301,6 +301,10 @@ export interface CloseApprovalInput {
 /** How an approval ended, whoever got there first. */
 export type CloseApprovalResult = ApprovalDecision | { status: 'expired' } | { status: 'cancelled'; reason: string };
 
+/** The longest reason a person may give with a decision, and the longest name of who decided. */
+export const MAX_APPROVAL_REASON_CHARS = 2000;
+export const MAX_DECIDED_BY_CHARS = 200;
+
 /** Update argument that decides an approval a turn is waiting on. */
 export interface DecideApprovalInput {
   approvalId: string;

@@ -18,6 +18,8 @@ export interface ApprovalRow {
   threadId: string;
   agent: string;
   workflowId: string;
+  /** The stored reply holding the call (its `seq` in the thread's transcript), and the call's id in it. */
+  messageSeq: number;
   toolCallId: string;
   tool: string;
   /** The call's arguments as the model sent them (JSON text): exactly what runs when it is approved. */
@@ -32,7 +34,7 @@ export interface ApprovalRow {
 }
 
 const APPROVAL_COLUMNS = `root_thread_id AS "rootThreadId", approval_id AS "approvalId", thread_id AS "threadId", agent,
-  workflow_id AS "workflowId", tool_call_id AS "toolCallId", tool, arguments, status, reason,
+  workflow_id AS "workflowId", message_seq AS "messageSeq", tool_call_id AS "toolCallId", tool, arguments, status, reason,
   decided_by AS "decidedBy", created_at AS "createdAt", expires_at AS "expiresAt", decided_at AS "decidedAt"`;
 
 export interface NewApproval {

@@ -21,6 +21,8 @@ export interface RootThreadSummary {
   /** Threads in the tree, the root included. */
   threads: number;
   openQuestions: number;
+  /** Tool calls of the tree waiting for a person's approval. */
+  pendingApprovals: number;
   /** The first human message, for recognising the conversation. */
   firstMessage: string | null;
 }
@@ -32,11 +34,12 @@ export async function listRootThreads(
 ): Promise<RootThreadSummary[]> {
   const pattern = options.search ? `%${options.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
   const { rows } = await db.query<
-    Omit<RootThreadSummary, 'turns' | 'totalTokens' | 'threads' | 'openQuestions'> & {
+    Omit<RootThreadSummary, 'turns' | 'totalTokens' | 'threads' | 'openQuestions' | 'pendingApprovals'> & {
       turns: string;
       totalTokens: string;
       threads: string;
       openQuestions: string;
+      pendingApprovals: string;
     }
   >(
     `SELECT t.thread_id AS "threadId", t.agent, t.status, t.world, t.created_at AS "createdAt",
@@ -46,7 +49,9 @@ export async function listRootThreads(
               WHERE m.root_thread_id = t.thread_id) AS "totalTokens",
             (SELECT COUNT(*) FROM threads c WHERE c.root_thread_id = t.thread_id) AS threads,
             (SELECT COUNT(*) FROM questions q WHERE q.root_thread_id = t.thread_id AND q.status = 'open')
-              AS "openQuestions"
+              AS "openQuestions",
+            (SELECT COUNT(*) FROM approvals a WHERE a.root_thread_id = t.thread_id AND a.status = 'pending')
+              AS "pendingApprovals"
        FROM threads t
        LEFT JOIN LATERAL (SELECT content FROM transcript_messages m
                            WHERE m.thread_id = t.thread_id AND m.role = 'user' ORDER BY seq LIMIT 1) first ON true
@@ -62,6 +67,7 @@ export async function listRootThreads(
     totalTokens: Number(row.totalTokens),
     threads: Number(row.threads),
     openQuestions: Number(row.openQuestions),
+    pendingApprovals: Number(row.pendingApprovals),
   }));
 }
 

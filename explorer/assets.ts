@@ -1,7 +1,8 @@
 /**
  * The explorer's stylesheet and its one small script, served as they are (no build step, no CDN: it works offline).
- * The script only enhances server-rendered pages: values on demand, live env updates over Server-Sent Events, and a
- * reload when a watched conversation moves on. It builds every node with `textContent`, never `innerHTML`.
+ * The script only enhances server-rendered pages: values on demand, live env updates over Server-Sent Events, a
+ * reload when a watched conversation moves on, and the name a person decides approvals under, remembered in the
+ * browser. It builds every node with `textContent`, never `innerHTML`.
  */
 
 export const EXPLORER_CSS = `
@@ -25,9 +26,9 @@ th { font-weight: 600; background: #eef1f5; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 pre { white-space: pre-wrap; word-break: break-word; margin: .3em 0; background: #f1f3f6; padding: .5em .7em; border-radius: 4px; max-height: 32em; overflow: auto; }
 .status { display: inline-block; padding: 0 .5em; border-radius: 9px; font-size: 12px; background: #e4e7ec; }
-.status-completed, .status-success, .status-answered { background: #dcf3e2; color: var(--ok); }
+.status-completed, .status-success, .status-answered, .status-approved { background: #dcf3e2; color: var(--ok); }
 .status-running, .status-active, .status-pending, .status-open { background: #fff0d6; color: var(--run); }
-.status-failed, .status-timeout, .status-max_steps, .status-cancelled, .status-partial { background: #fde2e0; color: var(--bad); }
+.status-failed, .status-timeout, .status-max_steps, .status-cancelled, .status-partial, .status-rejected, .status-expired { background: #fde2e0; color: var(--bad); }
 .badge { display: inline-block; padding: 0 .45em; border-radius: 9px; font-size: 11.5px; background: #e5ecfb; color: var(--accent); }
 .search { margin: .6em 0 1em; display: flex; gap: .5em; align-items: center; }
 .search input { width: 28em; max-width: 100%; padding: .35em .5em; }
@@ -49,6 +50,18 @@ ul.tree ul { border-left: 2px solid var(--line); margin-left: .6em; }
 .reclaimed { position: absolute; top: -2px; width: 3px; height: 18px; background: #000; }
 .question { background: #fffaf0; border: 1px solid #f0d9a8; border-radius: 6px; padding: .6em .8em; margin: .5em 0; }
 .question textarea { display: block; width: 100%; margin: .3em 0; font: inherit; }
+.badge-approval { background: #fff0d6; color: var(--run); }
+.approval { background: #f4f7ff; border: 1px solid #b9c8ee; border-radius: 6px; padding: .6em .8em; margin: .5em 0; }
+.approval pre.arguments { background: #fff; }
+.tool-call .approval, .tool-call .approval-note { margin: .3em 0 .3em 1.2em; }
+.approval-note { font-size: 12.5px; }
+form.decide { display: flex; flex-wrap: wrap; gap: .5em; align-items: center; margin-top: .4em; }
+form.decide label { display: flex; gap: .4em; align-items: center; }
+form.decide .reason { flex: 1; min-width: 18em; } form.decide .reason input { flex: 1; }
+form.decide input { padding: .25em .4em; font: inherit; } form.decide .by input { width: 10em; }
+form.decide button { padding: .25em .9em; font: inherit; border-radius: 4px; border: 1px solid; cursor: pointer; }
+button.approve { background: #dcf3e2; color: var(--ok); border-color: #8fcca0; }
+button.reject { background: #fde2e0; color: var(--bad); border-color: #eba59f; }
 blockquote { margin: .4em 0; padding: .3em .7em; border-left: 3px solid #f0c36d; background: #fff; }
 .transcript { list-style: none; padding: 0; }
 .msg { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: .45em .7em; margin: .5em 0; }
@@ -198,14 +211,33 @@ export const EXPLORER_JS = `'use strict';
     source.addEventListener('error', function () { live.textContent = 'Live: reconnecting…'; live.classList.remove('connected'); });
   }
 
+  // The name approvals are decided under: remembered in this browser only, and filled into each decision form.
+  var DECIDER_KEY = 'baton-explorer-decider';
+  function storage() { try { return window.localStorage; } catch (error) { return undefined; } }
+  var decider = storage() && storage().getItem(DECIDER_KEY);
+  Array.prototype.forEach.call(document.querySelectorAll('form.decide input[name="by"]'), function (input) {
+    if (decider && !input.value) input.value = decider;
+  });
+  document.addEventListener('submit', function (event) {
+    var form = event.target;
+    if (!form || !form.matches || !form.matches('form.decide')) return;
+    var by = form.querySelector('input[name="by"]');
+    var store = storage();
+    if (by && store && by.value.trim() !== '') store.setItem(DECIDER_KEY, by.value.trim());
+  }, true);
+
   var poll = document.body.dataset.poll;
   if (poll) {
     setInterval(function () {
       if (document.hidden) return;
       fetch(poll, { headers: { accept: 'application/json' } }).then(function (r) { return r.ok ? r.json() : undefined; }).then(function (view) {
         if (!view || view.signature === document.body.dataset.signature) return;
-        var typing = Array.prototype.some.call(document.querySelectorAll('textarea'), function (t) { return t.value !== ''; });
-        if (!typing) location.reload();
+        // A reload would lose what the person is writing: an answer, a reason, a field in use.
+        var drafts = document.querySelectorAll('textarea, form.decide input[name="reason"]');
+        var writing = Array.prototype.some.call(drafts, function (field) { return field.value !== ''; });
+        var active = document.activeElement;
+        if (active && (active.tagName === 'INPUT' || active.tagName === 'TEXTAREA')) writing = true;
+        if (!writing) location.reload();
       }).catch(function () { /* the next poll tries again */ });
     }, 2000);
   }

@@ -4,6 +4,7 @@
  */
 import type { BatonClient, QuestionRow, ThreadUsage, TranscriptMessage, TreeNode } from '../client';
 import { threadWorkflowId } from '../common/ids';
+import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
 import {
   getRootScopeEntry,
   listDelegations,
@@ -22,7 +23,7 @@ import {
 import { listForks, type ForkRow, type ForkTaskRow } from '../db/forks';
 import { findThread, type ThreadRow } from '../db/threads';
 
-export type { EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry };
+export type { ApprovalRow, EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry };
 
 /** A thread of the tree with what the explorer adds to `TreeNode`. */
 export interface ExplorerNode extends Omit<TreeNode, 'children'> {
@@ -48,6 +49,8 @@ export interface ThreadOverview {
   thread: ThreadRow;
   tree: ExplorerNode;
   questions: QuestionRow[];
+  /** Every approval of the tree, pending and decided, oldest first. */
+  approvals: ApprovalRow[];
   usage: Pick<ThreadUsage, 'totalTokens' | 'modelCalls' | 'byProvider'>;
 }
 
@@ -71,12 +74,13 @@ export class ExplorerData {
   /** A root thread's tree (forks grouped under their caller), open questions and usage. */
   async overview(root: ThreadRow): Promise<ThreadOverview> {
     const handle = this.client.thread(root.threadId);
-    const [plainTree, details, delegations, forks, questions, usage] = await Promise.all([
+    const [plainTree, details, delegations, forks, questions, approvals, usage] = await Promise.all([
       handle.tree(),
       listThreadDetails(this.db, root.threadId),
       listDelegations(this.db, root.threadId),
       listForks(this.db, root.threadId),
       handle.questions(),
+      handle.approvals({ all: true }),
       handle.usage(),
     ]);
     const detailsOf = new Map(details.map((d) => [d.threadId, d]));
@@ -115,6 +119,7 @@ export class ExplorerData {
       thread: root,
       tree,
       questions,
+      approvals,
       usage: { totalTokens: usage.totalTokens, modelCalls: usage.modelCalls, byProvider: usage.byProvider },
     };
   }
@@ -125,6 +130,21 @@ export class ExplorerData {
 
   questions(rootThreadId: string): Promise<QuestionRow[]> {
     return this.client.thread(rootThreadId).questions();
+  }
+
+  /** The approvals of a root's whole tree, oldest first: pending ones, or all with `all`. */
+  approvals(rootThreadId: string, all: boolean): Promise<ApprovalRow[]> {
+    return this.client.thread(rootThreadId).approvals({ all });
+  }
+
+  approval(rootThreadId: string, approvalId: string): Promise<ApprovalRow | undefined> {
+    return findApproval(this.db, rootThreadId, approvalId);
+  }
+
+  /** The approvals of the calls one thread made, decided ones too, oldest first. */
+  async threadApprovals(thread: ThreadRow): Promise<ApprovalRow[]> {
+    const approvals = await listApprovals(this.db, thread.rootThreadId, true);
+    return approvals.filter((approval) => approval.threadId === thread.threadId);
   }
 
   /** The root scope now, or as it was right after event `asOf`. */

@@ -4,8 +4,10 @@
  */
 import type { ProviderUsage, QuestionRow, TranscriptMessage } from '../client';
 import { namedProviders, tokensByProvider } from '../client/format';
+import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS } from '../common/types';
 import type { ThreadRow } from '../db/threads';
 import type {
+  ApprovalRow,
   EnvLogEvent,
   EnvProposal,
   ExplorerFork,
@@ -72,6 +74,19 @@ function duration(from: Date | null | undefined, to: Date | null | undefined, no
   const ms = Math.max(0, new Date(to ?? now).getTime() - new Date(from).getTime());
   const text = ms < 1000 ? `${ms} ms` : ms < 120_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 60_000)} min`;
   return to ? text : `${text} so far`;
+}
+
+function span(ms: number): string {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return s < 172_800 ? `${Math.round(s / 3600)} h` : `${Math.round(s / 86_400)} days`;
+}
+
+/** `12 s ago` for a past time, `in 3 min` for a future one. */
+function relative(date: Date, now: Date): string {
+  const ms = new Date(date).getTime() - now.getTime();
+  return ms > 0 ? `in ${span(ms)}` : `${span(ms)} ago`;
 }
 
 function status(value: string): Html {
@@ -161,7 +176,13 @@ export function rootListPage(rows: readonly RootThreadSummary[], search: string)
                   html`<tr data-thread="${row.threadId}">
                     <td>
                       <a href="${threadPath(row.threadId)}">${row.threadId}</a
-                      >${row.openQuestions > 0 ? html` <span class="badge" title="open questions">${row.openQuestions} ?</span>` : ''}
+                      >${row.openQuestions > 0 ? html` <span class="badge" title="open questions">${row.openQuestions} ?</span>` : ''}${
+                        row.pendingApprovals > 0
+                          ? html` <span class="badge badge-approval" title="tool calls waiting for approval"
+                              >${row.pendingApprovals} to approve</span
+                            >`
+                          : ''
+                      }
                     </td>
                     <td>${row.agent}</td>
                     <td>${status(row.status)}</td>
@@ -208,6 +229,7 @@ export function overviewSignature(overview: ThreadOverview): string {
   };
   visit(overview.tree);
   parts.push(`q:${overview.questions.map((q) => q.questionId).join(',')}`);
+  parts.push(`a:${overview.approvals.map((a) => `${a.approvalId}=${a.status}`).join(',')}`);
   return parts.join('|');
 }
 
@@ -373,6 +395,127 @@ function questionForms(root: string, questions: readonly QuestionRow[]): Html {
   )}`;
 }
 
+/** Where a decision form sends the person back to: the tree, or the transcript holding the call. */
+export type DecisionOrigin = 'tree' | 'transcript';
+
+/**
+ * Approve and Reject for one pending approval. Pressing Enter in a field submits nothing (the form's default button
+ * is a disabled one): a decision takes a click on the button that names it.
+ */
+function decisionForm(root: string, approval: ApprovalRow, from: DecisionOrigin): Html {
+  const action = (decision: string) => threadPath(root, `/approvals/${seg(approval.approvalId)}/${decision}`);
+  return html`<form class="decide" method="post" action="${action('approve')}" data-approval="${approval.approvalId}">
+    <button type="submit" class="implicit" disabled hidden aria-hidden="true"></button>
+    <input type="hidden" name="from" value="${from}" />
+    <label class="reason"
+      >Reason
+      <input
+        type="text"
+        name="reason"
+        maxlength="${MAX_APPROVAL_REASON_CHARS}"
+        placeholder="why, told to the agent when you reject"
+    /></label>
+    <label class="by"
+      >as <input type="text" name="by" maxlength="${MAX_DECIDED_BY_CHARS}" placeholder="your name" autocomplete="name"
+    /></label>
+    <button type="submit" class="approve">Approve</button>
+    <button type="submit" class="reject" formaction="${action('reject')}">Reject</button>
+  </form>`;
+}
+
+function approvalTiming(approval: ApprovalRow, now: Date): Html {
+  return html`requested ${dateTime(approval.createdAt)}
+  (${relative(approval.createdAt, now)})${
+    approval.expiresAt
+      ? html`, rejected unless decided by ${dateTime(approval.expiresAt)} (${relative(approval.expiresAt, now)})`
+      : ''
+  }`;
+}
+
+/** How a closed approval ended, in a few words: `approved by alice`, `rejected by bob: too risky`, `expired`. */
+export function outcomeText(approval: ApprovalRow): string {
+  const by = approval.decidedBy ?? 'a person';
+  switch (approval.status) {
+    case 'pending':
+      return 'waiting for a decision';
+    case 'approved':
+      return `approved by ${by}`;
+    case 'rejected':
+      return `rejected by ${by}${approval.reason ? `: ${approval.reason}` : ''}`;
+    case 'expired':
+      return 'expired: nobody decided in time, so it did not run';
+    case 'cancelled':
+      return `cancelled${approval.reason ? ` (${approval.reason})` : ''}`;
+  }
+}
+
+function callPath(approval: ApprovalRow): string {
+  return threadPath(approval.threadId, `/transcript#m${approval.messageSeq}`);
+}
+
+function pendingApproval(root: string, approval: ApprovalRow, now: Date): Html {
+  return html`<div class="approval" data-approval="${approval.approvalId}" data-thread="${approval.threadId}">
+    <div>
+      <strong>${approval.approvalId}</strong>: <strong>${approval.agent}</strong> (<a href="${callPath(approval)}"
+        >${approval.threadId}</a
+      >) wants to call <code class="tool">${approval.tool}</code>, ${approvalTiming(approval, now)}:
+    </div>
+    <pre class="arguments">${prettyJson(approval.arguments) ?? approval.arguments}</pre>
+    ${decisionForm(root, approval, 'tree')}
+  </div>`;
+}
+
+function approvalSection(root: string, approvals: readonly ApprovalRow[], now: Date): Html {
+  const pending = approvals.filter((approval) => approval.status === 'pending');
+  const closed = approvals.filter((approval) => approval.status !== 'pending');
+  return html`<section id="approvals">
+    <h2>Approvals waiting</h2>
+    ${
+      pending.length === 0
+        ? html`<p class="muted" id="no-approvals">No tool call is waiting for approval.</p>`
+        : pending.map((approval) => pendingApproval(root, approval, now))
+    }
+    ${
+      closed.length === 0
+        ? ''
+        : html`<details class="approval-history">
+            <summary>${closed.length} decided, expired or cancelled</summary>
+            <table class="approvals">
+              <thead>
+                <tr>
+                  <th>approval</th>
+                  <th>agent</th>
+                  <th>tool</th>
+                  <th>arguments</th>
+                  <th>outcome</th>
+                  <th>by</th>
+                  <th>reason</th>
+                  <th>requested</th>
+                  <th>closed</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${closed.map(
+                  (approval) =>
+                    html`<tr data-approval="${approval.approvalId}">
+                      <td><a href="${callPath(approval)}">${approval.approvalId}</a></td>
+                      <td>${approval.agent}</td>
+                      <td><code>${approval.tool}</code></td>
+                      <td><code>${oneLine(approval.arguments, 80)}</code></td>
+                      <td>${status(approval.status)}</td>
+                      <td>${approval.decidedBy ?? ''}</td>
+                      <td>${approval.reason ?? ''}</td>
+                      <td>${dateTime(approval.createdAt)}</td>
+                      <td>${dateTime(approval.decidedAt)}</td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>
+          </details>`
+    }
+  </section>`;
+}
+
 export function overviewPage(overview: ThreadOverview, context: PageContext): Html {
   const root = overview.thread.threadId;
   const link = workflowUrl(context, overview.tree.workflowId);
@@ -397,6 +540,7 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
       <h2>Waiting for a human</h2>
       ${questionForms(root, overview.questions)}
     </section>
+    ${approvalSection(root, overview.approvals, context.now)}
     <section>
       <h2>Delegation tree</h2>
       <ul class="tree">
@@ -429,7 +573,42 @@ function jsonBlock(summary: Html | string, pretty: string, open = false): Html {
   </details>`;
 }
 
-function messageBody(message: TranscriptMessage, toolNames: ReadonlyMap<string, string>): Html {
+/** The approval of a call, for the transcript: Approve and Reject while it waits, else how it ended. */
+function callApproval(root: string, approval: ApprovalRow, now: Date): Html {
+  if (approval.status === 'pending') {
+    return html`<div class="approval approval-pending" data-approval="${approval.approvalId}">
+      <div class="approval-head">
+        ${status('pending')} <strong>${approval.approvalId}</strong>: this call waits for a person's approval,
+        ${approvalTiming(approval, now)}
+      </div>
+      ${decisionForm(root, approval, 'transcript')}
+    </div>`;
+  }
+  return html`<div class="approval-note" data-approval="${approval.approvalId}">
+    ${status(approval.status)} <strong>${approval.approvalId}</strong>:
+    ${outcomeText(approval)}${approval.decidedAt ? html` · ${dateTime(approval.decidedAt)}` : ''}
+  </div>`;
+}
+
+/** Approvals of a thread's calls, by `<message seq>:<tool call id>`. */
+function approvalsByCall(approvals: readonly ApprovalRow[]): Map<string, ApprovalRow[]> {
+  const byCall = new Map<string, ApprovalRow[]>();
+  for (const approval of approvals) {
+    const key = `${approval.messageSeq}:${approval.toolCallId}`;
+    byCall.set(key, [...(byCall.get(key) ?? []), approval]);
+  }
+  return byCall;
+}
+
+interface TranscriptContext {
+  root: string;
+  toolNames: ReadonlyMap<string, string>;
+  approvals: ReadonlyMap<string, ApprovalRow[]>;
+  now: Date;
+}
+
+function messageBody(message: TranscriptMessage, transcript: TranscriptContext): Html {
+  const { toolNames } = transcript;
   const content = message.content ?? '';
   if (message.role === 'tool') {
     const name = message.toolCallId ? (toolNames.get(message.toolCallId) ?? 'tool') : 'tool';
@@ -453,11 +632,15 @@ function messageBody(message: TranscriptMessage, toolNames: ReadonlyMap<string, 
       : ''
   }${text ? html`<pre class="content">${text}</pre>` : ''}${(message.toolCalls ?? []).map((call) => {
     const pretty = prettyJson(call.arguments) ?? call.arguments;
-    return html`<div class="tool-call">
+    const approvals = transcript.approvals.get(`${message.seq}:${call.id}`) ?? [];
+    // A call waiting for a decision shows what it would run.
+    const waiting = approvals.some((approval) => approval.status === 'pending');
+    return html`<div class="tool-call" data-call="${call.id}">
       <span class="arrow">→</span> <strong>${call.name}</strong> <code class="muted">${call.id}</code>${jsonBlock(
         html`<code>${oneLine(call.arguments, 120)}</code>`,
         pretty,
-      )}
+        waiting,
+      )}${approvals.map((approval) => callApproval(transcript.root, approval, transcript.now))}
     </div>`;
   })}`;
 }
@@ -469,9 +652,20 @@ function answeredBy(message: TranscriptMessage): Html | '' {
   return html` <span class="muted provider">· via ${message.provider}${model}</span>`;
 }
 
-export function transcriptPage(thread: ThreadRow, messages: readonly TranscriptMessage[], context: PageContext): Html {
+export function transcriptPage(
+  thread: ThreadRow,
+  messages: readonly TranscriptMessage[],
+  approvals: readonly ApprovalRow[],
+  context: PageContext,
+): Html {
   const toolNames = new Map<string, string>();
   for (const message of messages) for (const call of message.toolCalls ?? []) toolNames.set(call.id, call.name);
+  const transcript: TranscriptContext = {
+    root: thread.rootThreadId,
+    toolNames,
+    approvals: approvalsByCall(approvals),
+    now: context.now,
+  };
   const body = html`<h1>Transcript of ${thread.threadId} <small>${thread.agent} · ${status(thread.status)}</small></h1>
     <p class="links">
       ${thread.parentThreadId ? html`called by ${thread.caller ?? '?'} from <a href="${threadPath(thread.parentThreadId, '/transcript')}">${thread.parentThreadId}</a> · ` : ''}<a
@@ -493,12 +687,11 @@ export function transcriptPage(thread: ThreadRow, messages: readonly TranscriptM
                       message.usage ? html` <span class="muted">· ${message.usage.totalTokens} tokens</span>` : ''
                     }${answeredBy(message)}
                   </div>
-                  ${messageBody(message, toolNames)}
+                  ${messageBody(message, transcript)}
                 </li>`,
             )}
           </ol>`
     }`;
-  void context;
   return layout(`Transcript of ${thread.threadId}`, body, { crumbs: crumbs(thread, 'transcript') });
 }
 

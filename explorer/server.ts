@@ -1,14 +1,16 @@
 /**
  * The explorer's HTTP server (Node's `http`, no framework): server-rendered pages, the same data as JSON under
  * `/api/`, and live env-data changes as Server-Sent Events fed by the client SDK's `watchEnv` (Postgres LISTEN).
- * It reads through the SDK and `db/explorer.ts`; the only thing it changes is answering a question, with the same
- * Update `baton answer` sends.
+ * It reads through the SDK and `db/explorer.ts`; the only things it changes are answering a question and deciding
+ * an approval, through the same SDK calls `baton answer`, `baton approve` and `baton reject` make.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { BatonClientError, type BatonClient, type EnvWatch } from '../client';
 import { THREAD_ID_PATTERN } from '../common/ids';
 import { envKeyProblem } from '../common/env-data';
+import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS, type DecideApprovalResult } from '../common/types';
+import type { ApprovalRow } from '../db/approvals';
 import type { ThreadRow } from '../db/threads';
 import { EXPLORER_CSS, EXPLORER_JS } from './assets';
 import { ExplorerData } from './data';
@@ -16,11 +18,13 @@ import type { Html } from './html';
 import {
   envPage,
   errorPage,
+  outcomeText,
   overviewPage,
   overviewSignature,
   rootListPage,
   threadPath,
   transcriptPage,
+  type DecisionOrigin,
   type PageContext,
 } from './pages';
 
@@ -67,6 +71,9 @@ class HttpError extends Error {
 /** Most thread-id segments: `root/agent-n` today, a little room for deeper ids. */
 const MAX_THREAD_ID_PARTS = 4;
 const QUESTION_ID_PATTERN = /^q[0-9]{1,9}$/;
+const APPROVAL_ID_PATTERN = /^a[0-9]{1,9}$/;
+/** Who decided, for the record, when the person left the name field empty. */
+const EXPLORER_DECIDER = 'a person in the explorer';
 const SEQ_PATTERN = /^[0-9]{1,15}$/;
 const MAX_BODY_BYTES = 64 * 1024;
 const MAX_SEARCH_CHARS = 200;
@@ -181,7 +188,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
     if (view === 'transcript' && rest.length === 1) {
       const messages = await data.transcript(threadId);
       if (api) return sendJson(res, 200, messages);
-      return sendHtml(res, 200, transcriptPage(thread, messages, context()));
+      return sendHtml(res, 200, transcriptPage(thread, messages, await data.threadApprovals(thread), context()));
     }
     if (view === 'questions') {
       requireRoot(thread);
@@ -198,6 +205,35 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         const result = await answerQuestion(threadId, questionId, answer);
         if (api) return sendJson(res, 200, result);
         return redirect(res, threadPath(threadId), 303);
+      }
+      throw new HttpError(404, `nothing at ${url.pathname}`);
+    }
+    if (view === 'approvals') {
+      requireRoot(thread);
+      if (rest.length === 1) {
+        if (!api) return redirect(res, threadPath(threadId, '#approvals'));
+        return sendJson(res, 200, await data.approvals(threadId, allParam(url)));
+      }
+      const approvalId = rest[1] ?? '';
+      if (!APPROVAL_ID_PATTERN.test(approvalId)) {
+        throw new HttpError(400, `'${approvalId}' is not an approval id (a1, a2, …)`);
+      }
+      if (rest.length === 2 && api) {
+        const approval = await data.approval(threadId, approvalId);
+        if (!approval) throw new HttpError(404, noApproval(threadId, approvalId));
+        return sendJson(res, 200, approval);
+      }
+      const decision = rest[2];
+      if (rest.length === 3 && (decision === 'approve' || decision === 'reject')) {
+        if (method !== 'POST') throw new HttpError(405, `send the decision with POST`);
+        const fields = decisionFields(await readFields(req, 'the decision', '{"by": "…", "reason": "…"}'));
+        const { approval, result } = await decide(threadId, approvalId, decision, fields);
+        if (api) return sendJson(res, 200, result);
+        const back =
+          fields.from === 'transcript'
+            ? threadPath(approval.threadId, `/transcript#m${approval.messageSeq}`)
+            : threadPath(threadId, '#approvals');
+        return redirect(res, back, 303);
       }
       throw new HttpError(404, `nothing at ${url.pathname}`);
     }
@@ -236,6 +272,37 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       if (sub === 'stream') return stream(req, res, threadId, url);
     }
     throw new HttpError(404, `nothing at ${url.pathname}`);
+  }
+
+  /**
+   * Approves or rejects through the SDK. An unknown approval is a 404; one already decided, expired or cancelled (by
+   * now, or while this request ran: the CLI or another page got there first) is a 409 saying how it ended.
+   */
+  async function decide(
+    rootThreadId: string,
+    approvalId: string,
+    decision: 'approve' | 'reject',
+    fields: DecisionFields,
+  ): Promise<{ approval: ApprovalRow; result: DecideApprovalResult }> {
+    const approval = await data.approval(rootThreadId, approvalId);
+    if (!approval) throw new HttpError(404, noApproval(rootThreadId, approvalId));
+    if (approval.status !== 'pending') throw new HttpError(409, alreadyClosed(approval));
+    const handle = options.client.thread(rootThreadId);
+    try {
+      const result =
+        decision === 'approve'
+          ? await handle.approve(approvalId, { by: fields.by })
+          : await handle.reject(approvalId, {
+              by: fields.by,
+              ...(fields.reason === undefined ? {} : { reason: fields.reason }),
+            });
+      return { approval, result };
+    } catch (error) {
+      const now = await data.approval(rootThreadId, approvalId);
+      if (now && now.status !== 'pending') throw new HttpError(409, alreadyClosed(now));
+      if (error instanceof BatonClientError) throw new HttpError(409, error.message);
+      throw error;
+    }
   }
 
   async function answerQuestion(rootThreadId: string, questionId: string, answer: string) {
@@ -343,7 +410,7 @@ function requireRoot(thread: ThreadRow): void {
   if (thread.rootThreadId !== thread.threadId) {
     throw new HttpError(
       400,
-      `'${thread.threadId}' is a delegation thread; its questions and environment data are those of root thread '${thread.rootThreadId}'`,
+      `'${thread.threadId}' is a delegation thread; its questions, approvals and environment data are those of root thread '${thread.rootThreadId}'`,
     );
   }
 }
@@ -363,30 +430,85 @@ function checkSameOrigin(req: http.IncomingMessage): void {
   if (req.headers['sec-fetch-site'] === 'cross-site') throw new HttpError(403, 'a cross-site request cannot post here');
 }
 
-async function readAnswer(req: http.IncomingMessage): Promise<string> {
+/**
+ * The fields of a posted form or JSON object (`what` names it in errors, `example` shows the JSON form). An empty
+ * body has no fields.
+ */
+async function readFields(req: http.IncomingMessage, what: string, example: string): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, `the answer is larger than ${MAX_BODY_BYTES} bytes`);
+    if (size > MAX_BODY_BYTES) throw new HttpError(413, `${what} is larger than ${MAX_BODY_BYTES} bytes`);
     chunks.push(chunk as Buffer);
   }
   const body = Buffer.concat(chunks).toString('utf8');
+  if (body.trim() === '') return {};
   const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim();
-  let answer: unknown;
-  if (type === 'application/json') {
-    try {
-      answer = (JSON.parse(body) as { answer?: unknown }).answer;
-    } catch {
-      throw new HttpError(400, 'the body is not JSON');
-    }
-  } else if (type === 'application/x-www-form-urlencoded') {
-    answer = new URLSearchParams(body).get('answer');
-  } else {
-    throw new HttpError(415, 'send the answer as a form or as JSON {"answer": "…"}');
+  if (type === 'application/x-www-form-urlencoded') return Object.fromEntries(new URLSearchParams(body));
+  if (type !== 'application/json') throw new HttpError(415, `send ${what} as a form or as JSON ${example}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new HttpError(400, 'the body is not JSON');
   }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new HttpError(400, `the body must be a JSON object: ${example}`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+async function readAnswer(req: http.IncomingMessage): Promise<string> {
+  const { answer } = await readFields(req, 'the answer', '{"answer": "…"}');
   if (typeof answer !== 'string' || answer.trim() === '') throw new HttpError(400, 'the answer must not be empty');
   return answer;
+}
+
+interface DecisionFields {
+  by: string;
+  reason?: string;
+  from?: DecisionOrigin;
+}
+
+/** Optional text no longer than `max` characters; blank is none. */
+function optionalText(fields: Record<string, unknown>, name: string, max: number): string | undefined {
+  const value = fields[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new HttpError(400, `'${name}' must be text`);
+  const text = value.trim();
+  if (text.length > max) throw new HttpError(400, `'${name}' is longer than ${max} characters`);
+  return text === '' ? undefined : text;
+}
+
+/** Who decides (blank: the explorer's default), the reason of a rejection, and the page the form came from. */
+function decisionFields(fields: Record<string, unknown>): DecisionFields {
+  const from = fields.from;
+  if (from !== undefined && from !== 'tree' && from !== 'transcript') {
+    throw new HttpError(400, `'from' must be 'tree' or 'transcript'`);
+  }
+  const reason = optionalText(fields, 'reason', MAX_APPROVAL_REASON_CHARS);
+  return {
+    by: optionalText(fields, 'by', MAX_DECIDED_BY_CHARS) ?? EXPLORER_DECIDER,
+    ...(reason === undefined ? {} : { reason }),
+    ...(from === undefined ? {} : { from }),
+  };
+}
+
+function noApproval(rootThreadId: string, approvalId: string): string {
+  return `thread '${rootThreadId}' has no approval '${approvalId}'`;
+}
+
+function alreadyClosed(approval: ApprovalRow): string {
+  return `approval '${approval.approvalId}' is already ${outcomeText(approval)}`;
+}
+
+/** `?all=1` (or `true`): decided, expired and cancelled approvals too. */
+function allParam(url: URL): boolean {
+  const value = url.searchParams.get('all');
+  if (value === null || value === '' || value === '0' || value === 'false') return false;
+  if (value === '1' || value === 'true') return true;
+  throw new HttpError(400, `all must be 1 or 0, not '${value}'`);
 }
 
 function sendHtml(res: http.ServerResponse, status: number, page: Html): void {

@@ -19,6 +19,8 @@ import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import {
   DEFAULT_DELEGATION_LIMITS,
+  MAX_APPROVAL_REASON_CHARS,
+  MAX_DECIDED_BY_CHARS,
   TurnStatus,
   type AgentTurnInput,
   type AgentTurnResult,
@@ -48,9 +50,6 @@ export const answerQuestionUpdate = defineUpdate<AnswerQuestionResult, [AnswerQu
 export const openQuestionsQuery = defineQuery<string[]>('openQuestions');
 /** Approves or rejects a tool call this turn is waiting to run (`baton approve`, `baton reject`). */
 export const decideApprovalUpdate = defineUpdate<DecideApprovalResult, [DecideApprovalInput]>('decideApproval');
-/** The longest reason a person may give with a decision, and the longest name of who decided. */
-export const MAX_APPROVAL_REASON_CHARS = 2000;
-export const MAX_DECIDED_BY_CHARS = 200;
 
 /**
  * Turns started from this patch on take fewer dispatches: the turn's start (resolve the agent, mark the thread

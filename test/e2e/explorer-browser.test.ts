@@ -2,8 +2,10 @@
  * The thread explorer in a real browser: `playwright-core` drives Debian's Chromium against `baton dev`, which starts
  * a Temporal dev server of its own (so its Web UI runs) on the test database. The ARC team answers the demo message,
  * then the tests look at the tree and the env panel, watch a value stored from the SDK appear without a reload, step
- * the env state back, answer a question from the page, open a fork (its rows are a fixture: fork_join's tables filled
- * directly) and find the run's workflows in the Temporal Web UI. Screenshots go to test-artifacts/ (gitignored).
+ * the env state back, answer a question from the page, approve a tool call next to it in the transcript and reject one
+ * with a reason from the tree (a user tool with `needsApproval`, loaded with `--tools`), open a fork (its rows are a
+ * fixture: fork_join's tables filled directly) and find the run's workflows in the Temporal Web UI. Screenshots go to
+ * test-artifacts/ (gitignored).
  *
  * Without Chromium the tests are skipped with a notice saying so; under CI=true they fail instead.
  */
@@ -16,7 +18,7 @@ import YAML from 'yaml';
 import { EnvStore } from '../../db/env-data';
 import { createPool } from '../../db/pool';
 import { readStackFile } from '../../stack/stack-file';
-import { uniqueTaskQueue } from '../../testing/test-env';
+import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import {
   ROOT,
   baton,
@@ -43,6 +45,9 @@ const QUESTION = 'Which colour should the <b>border</b> be?';
 const ANSWER = 'Blue, please.';
 const ASKER_REPLY = 'Thanks: the border will be blue.';
 const UI_TIMEOUT_MS = 60_000;
+const SERVICE = 'api <b>v2</b>';
+const DEPLOYER_REPLY = 'The deploy is settled.';
+const REJECTION = 'not before the <i>release notes</i> are out';
 const FORK_DEADLINE_SECONDS = 4;
 
 const missingChromium = chromiumPath
@@ -57,6 +62,30 @@ if (missingChromium && process.env.CI !== 'true') {
 /** The attribute `name` of every element `locator` matches, in order. */
 async function attributes(locator: Locator, name: string): Promise<(string | null)[]> {
   return Promise.all((await locator.all()).map((element) => element.getAttribute(name)));
+}
+
+/**
+ * A user's tool module, as `baton dev --tools` loads it: `deploy` needs a person's approval before it runs. It finds
+ * zod by its absolute path, as a user project finds its own.
+ */
+function writeTools(dir: string): string {
+  const file = path.join(dir, 'deploy-tools.mjs');
+  fs.writeFileSync(
+    file,
+    `import { z } from ${JSON.stringify(require.resolve('zod'))};
+export default [
+  {
+    name: 'deploy',
+    description: 'Deploys a service.',
+    parameters: z.object({ service: z.string() }),
+    sideEffects: true,
+    needsApproval: true,
+    run: ({ service }) => 'deployed ' + service,
+  },
+];
+`,
+  );
+  return file;
 }
 
 /** The example agents plus an agent that asks a human, with the example script extended for it. */
@@ -75,10 +104,12 @@ function writeAgents(dir: string): void {
   agent('scout', 'Looks at one part of the task.');
   agent('proposer', 'Suggests a better plan.');
   agent('laggard', 'Takes too long.');
+  agent('deployer', 'Deploys services when a person agrees.', ['deploy']);
   const script = YAML.parse(fs.readFileSync(path.join(examples, 'model-script.yaml'), 'utf8')) as {
     agents: Record<string, unknown[]>;
   };
   script.agents.asker = [{ call: 'ask_human', args: { question: QUESTION } }, { say: ASKER_REPLY }];
+  script.agents.deployer = [{ call: 'deploy', args: { service: SERVICE } }, { say: DEPLOYER_REPLY }];
   // A real fork: one task stores a finding, one proposes a change to its caller's entry, one outlives the deadline.
   script.agents.fork_lead = [
     { call: 'store_env_data', args: { key: 'plan', short_description: 'The plan.', value: { step: 1 } } },
@@ -113,6 +144,7 @@ function writeAgents(dir: string): void {
 describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? false : missingChromium }, () => {
   const stateDir = freshDir('explorer-state');
   const agentsDir = freshDir('explorer-agents');
+  const toolsFile = writeTools(freshDir('explorer-tools'));
   const pool = createPool({ connectionString: env.databaseUrl, max: 2 });
   let dev: DevProcess | undefined;
   let browser: Browser | undefined;
@@ -127,6 +159,26 @@ describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? 
     await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
   };
 
+  /** Starts `baton run deployer` in the background and waits until its deploy call waits for approval. */
+  const startDeploy = async () => {
+    const root = uniqueThreadId('deploy');
+    const run = startBaton(
+      ['--state-dir', stateDir, 'run', 'deployer', 'Deploy the api', '--thread', root, '--json'],
+      childEnv(),
+    );
+    await waitFor(
+      'the deploy call to wait for approval',
+      async () => {
+        const { rows } = await pool.query(`SELECT 1 FROM approvals WHERE root_thread_id = $1 AND status = 'pending'`, [
+          root,
+        ]);
+        return rows.length === 1;
+      },
+      { timeoutMs: 60_000, child: run.child, describe: run.output.stderr },
+    );
+    return { root, run };
+  };
+
   before(async () => {
     assert.ok(chromiumPath, `CI=true: the browser tests must run. ${missingChromium ?? ''}`);
     writeAgents(agentsDir);
@@ -136,7 +188,7 @@ describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? 
       : childEnv({ DATABASE_URL: env.databaseUrl, TEMPORAL_ADDRESS: env.temporalAddress });
     dev = await startDev({
       stateDir,
-      args: ['--agents', agentsDir, '--task-queue', uniqueTaskQueue('explorer')],
+      args: ['--agents', agentsDir, '--tools', toolsFile, '--task-queue', uniqueTaskQueue('explorer')],
       env: devEnv,
     });
     const stack = readStackFile(stateDir);
@@ -265,6 +317,69 @@ describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? 
       await page.locator('.tool-result').first().innerText(),
       /ask_human[\s\S]*The human answered: Blue, please\./,
     );
+  });
+
+  test('browser: a call waiting for approval is approved next to it in the transcript, and the turn completes', async () => {
+    const { root, run } = await startDeploy();
+    await page.goto(`${explorerUrl}/threads/${root}`);
+    const waiting = page.locator('#approvals .approval[data-approval="a1"]');
+    assert.match(await waiting.innerText(), /a1: deployer \(.*\) wants to call deploy, requested .* ago\)/);
+    assert.match(await waiting.locator('pre.arguments').innerText(), /"service": "api <b>v2<\/b>"/);
+
+    await page.goto(`${explorerUrl}/threads/${root}/transcript`);
+    const call = page.locator('.tool-call', { has: page.locator('strong', { hasText: 'deploy' }) });
+    assert.match(await call.locator('details.json pre').innerText(), /"service": "api <b>v2<\/b>"/, 'shown open');
+    await call.locator('input[name="by"]').fill('alice');
+    await shot('explorer-approval-in-transcript');
+    await call.getByRole('button', { name: 'Approve' }).click();
+    await page.waitForURL(new RegExp(`/threads/${root}/transcript#m\\d+$`));
+    const result = await run.finished();
+    assert.equal(result.code, 0, describeRun(result));
+    assert.equal(parseJson(result).reply, DEPLOYER_REPLY);
+    await page.reload();
+    assert.match(await page.locator('.tool-result').first().innerText(), /deploy[\s\S]*deployed api <b>v2<\/b>/);
+    assert.match(await call.locator('.approval-note').innerText(), /approved\s+a1: approved by alice/);
+    assert.equal(await page.locator('form.decide').count(), 0);
+    assert.equal(await page.evaluate("localStorage.getItem('baton-explorer-decider')"), 'alice', 'the name is kept');
+    await shot('explorer-approved');
+  });
+
+  test('browser: a call rejected with a reason from the tree tells the agent why; Enter alone decides nothing', async () => {
+    const { root, run } = await startDeploy();
+    await page.goto(explorerUrl);
+    await page.evaluate("localStorage.setItem('baton-explorer-decider', 'bob')");
+    await page.goto(`${explorerUrl}/threads/${root}`);
+    const waiting = page.locator('#approvals .approval[data-approval="a1"]');
+    const reason = waiting.locator('input[name="reason"]');
+    await reason.fill(REJECTION);
+    // The name this browser decided under last is filled in.
+    assert.equal(await waiting.locator('input[name="by"]').inputValue(), 'bob');
+    await page.evaluate('window.explorerTestMarker = 2');
+    await reason.press('Enter');
+    await page.waitForTimeout(1_000);
+    assert.equal(await page.evaluate('window.explorerTestMarker'), 2, 'no form was sent');
+    const { rows } = await pool.query<{ status: string }>(
+      `SELECT status FROM approvals WHERE root_thread_id = $1 AND approval_id = 'a1'`,
+      [root],
+    );
+    assert.equal(rows[0]?.status, 'pending', 'Enter in a field is neither an approval nor a rejection');
+    await shot('explorer-approval-waiting');
+    await waiting.getByRole('button', { name: 'Reject' }).click();
+    await page.waitForURL(`${explorerUrl}/threads/${root}#approvals`);
+    const result = await run.finished();
+    assert.equal(result.code, 0, describeRun(result));
+    await page.goto(`${explorerUrl}/threads/${root}/transcript`);
+    assert.equal(
+      await page.locator('.tool-result pre').first().innerText(),
+      `Error: bob rejected this call of 'deploy', so it did not run. Reason: ${REJECTION}`,
+    );
+    await page.goto(`${explorerUrl}/threads/${root}`);
+    await page.locator('#approvals details.approval-history summary').click();
+    assert.match(
+      await page.locator('#approvals tr[data-approval="a1"]').innerText(),
+      new RegExp(`deploy[\\s\\S]*rejected\\s+bob\\s+not before the <i>release notes</i> are out`),
+    );
+    assert.equal(await page.locator('#no-approvals').count(), 1);
   });
 
   test('browser: a real fork_join run shows its tasks, the deadline reclaiming the slow one, and the proposal', async () => {

@@ -17,6 +17,7 @@ import { appendMessage } from '../../db/transcripts';
 import { startExplorer, type ExplorerServer } from '../../explorer';
 import { compactJson } from '../../explorer/pages';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { explorerHttp, flat } from './explorer-http';
 
 const env = readTestEnv();
 const pool = createPool({ connectionString: env.databaseUrl, max: 4 });
@@ -40,51 +41,9 @@ const PREAMBLE = [
 /** Sequence numbers of the env events, by step. */
 const seqs: Record<string, number> = {};
 
-interface Fetched {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-function request(
-  path: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
-): Promise<Fetched> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${explorer.url}${path}`,
-      { method: options.method ?? 'GET', headers: options.headers ?? {} },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      },
-    );
-    req.on('error', reject);
-    req.end(options.body);
-  });
-}
-
-async function json(path: string): Promise<unknown> {
-  const response = await request(path);
-  assert.equal(response.status, 200, `${path}: ${response.body}`);
-  assert.match(response.headers['content-type'] ?? '', /^application\/json/);
-  return JSON.parse(response.body) as unknown;
-}
-
-async function page(path: string): Promise<string> {
-  const response = await request(path);
-  assert.equal(response.status, 200, `${path}: ${response.body}`);
-  assert.match(response.headers['content-type'] ?? '', /^text\/html/);
-  return flat(response.body);
-}
+const { request, json, page } = explorerHttp(() => explorer.url);
 
 const p = (id: string) => encodeURIComponent(id);
-
-/** Markup without the whitespace around tags (the templates are formatted by Prettier), `<pre>` text kept. */
-function flat(markup: string): string {
-  return markup.replace(/\s*(<[^>]+>)\s*/g, '$1');
-}
 
 before(async () => {
   await ensureThread(pool, { threadId: root, rootThreadId: root, agent: 'coordinator' });

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { escapeHtml, exposedHostWarning, validThreadId } from '../../explorer';
 import { html } from '../../explorer/html';
-import { compactJson, prettyJson, splitPreamble, workflowUrl } from '../../explorer/pages';
+import type { ApprovalRow } from '../../db/approvals';
+import { compactJson, outcomeText, prettyJson, splitPreamble, workflowUrl } from '../../explorer/pages';
 
 test('explorer html: every interpolated value is escaped; markup built by html`` is kept', () => {
   const value = `<script>alert("x" + 'y') && 1</script>`;
@@ -49,6 +50,22 @@ test('explorer JSON: objects and arrays are pretty-printed with rows of plain va
   assert.equal(prettyJson('Error: no such file'), undefined);
   assert.equal(prettyJson('{not json'), undefined);
   assert.equal(prettyJson('42'), undefined);
+});
+
+test('explorer approvals: how an approval ended, in the words shown by its call and in a refusal', () => {
+  const row = (fields: Partial<ApprovalRow>) => ({ decidedBy: null, reason: null, ...fields }) as ApprovalRow;
+  assert.equal(outcomeText(row({ status: 'approved', decidedBy: 'alice' })), 'approved by alice');
+  assert.equal(outcomeText(row({ status: 'rejected', decidedBy: 'bob' })), 'rejected by bob');
+  assert.equal(
+    outcomeText(row({ status: 'rejected', decidedBy: 'bob', reason: 'not on a Friday' })),
+    'rejected by bob: not on a Friday',
+  );
+  assert.equal(outcomeText(row({ status: 'expired' })), 'expired: nobody decided in time, so it did not run');
+  assert.equal(
+    outcomeText(row({ status: 'cancelled', reason: 'its turn was stopped' })),
+    'cancelled (its turn was stopped)',
+  );
+  assert.equal(outcomeText(row({ status: 'pending' })), 'waiting for a decision');
 });
 
 test('explorer links: a workflow opens at <uiUrl>/namespaces/<ns>/workflows/<id>, encoded; no UI, no link', () => {
