@@ -3,8 +3,13 @@
  * cannot die without taking the test with it, and only a killed process drops its sockets the way a crash does.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
-import { readTestEnv } from './test-env';
+import type { Pool } from 'pg';
+import { connect, type BatonClient } from '../client';
+import { createPool } from '../db/pool';
+import { startScriptedModelServer, type Script, type ScriptedModelServer } from '../scripted-model';
+import { readTestEnv, uniqueTaskQueue } from './test-env';
 
 const ROOT = path.resolve(__dirname, '..');
 const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
@@ -138,4 +143,68 @@ export function startScriptedWorker(
       ...options.env,
     },
   });
+}
+
+/**
+ * What a test that kills `baton worker` processes sets up: its agents in a folder, a scripted model, a pool and a
+ * client on the test stack, and worker processes on one task queue, started as the test needs them.
+ */
+export interface KillableWorkers {
+  readonly model: ScriptedModelServer;
+  readonly pool: Pool;
+  readonly client: BatonClient;
+  readonly taskQueue: string;
+  /** Starts one more worker process on the task queue (`worker A`, `worker B`, …). */
+  start(name: string): Promise<WorkerProcess>;
+  /** Kills every worker it started, then closes the client, the pool and the model. */
+  close(): Promise<void>;
+}
+
+export async function startKillableWorkers(options: {
+  /** Names the task queue and the connections. */
+  name: string;
+  /** Where the agents folder is written. */
+  dir: string;
+  /** Agent files by file name. */
+  agents: Readonly<Record<string, string>>;
+  script: Script;
+  /** Where the scripted model appends its requests. */
+  modelLog?: string;
+  /** More of every worker's configuration, e.g. `BATON_TOOLS`. */
+  workerEnv?: Record<string, string>;
+}): Promise<KillableWorkers> {
+  const stack = readTestEnv();
+  const agentsDir = path.join(options.dir, 'agents');
+  fs.mkdirSync(agentsDir, { recursive: true });
+  for (const [file, text] of Object.entries(options.agents)) fs.writeFileSync(path.join(agentsDir, file), text);
+  const taskQueue = uniqueTaskQueue(options.name);
+  const model = await startScriptedModelServer({
+    script: options.script,
+    ...(options.modelLog === undefined ? {} : { logFile: options.modelLog }),
+  });
+  const pool = createPool({ connectionString: stack.databaseUrl, applicationName: `baton-${options.name}` });
+  const client = await connect({ address: stack.temporalAddress, taskQueue, databaseUrl: stack.databaseUrl });
+  const workers: WorkerProcess[] = [];
+  return {
+    model,
+    pool,
+    client,
+    taskQueue,
+    async start(name) {
+      const worker = await startScriptedWorker(name, {
+        taskQueue,
+        modelBaseUrl: model.baseURL,
+        agentsDir,
+        ...(options.workerEnv === undefined ? {} : { env: options.workerEnv }),
+      });
+      workers.push(worker);
+      return worker;
+    },
+    async close() {
+      await Promise.all(workers.map((worker) => worker.kill()));
+      await client.close();
+      await pool.end();
+      await model.close();
+    },
+  };
 }

@@ -2,21 +2,17 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import type { Pool } from 'pg';
-import { connect, type BatonClient, type ThreadHandle } from '../../client';
-import { createPool } from '../../db/pool';
+import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { readModelLog } from '../../testing/harness';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { parseScript } from '../../scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-fork-kill-'));
-const agentsDir = path.join(workDir, 'agents');
 const modelLog = path.join(workDir, 'model.jsonl');
-const taskQueue = uniqueTaskQueue('chaos-fork-kill');
 const TASKS = 3;
 
 /** Long enough that every task's first model call is in flight when the worker dies. */
@@ -46,41 +42,39 @@ ${Array.from({ length: TASKS }, (_, i) => `          - { agent: prober, message:
  */
 const TEST_TIMEOUT_MS = 150_000;
 
-let model: ScriptedModelServer | undefined;
-let pool: Pool | undefined;
-let client: BatonClient | undefined;
-const workers: WorkerProcess[] = [];
+let fixture: KillableWorkers | undefined;
 
 before(async () => {
-  fs.mkdirSync(agentsDir, { recursive: true });
-  fs.writeFileSync(
-    path.join(agentsDir, 'fanner.md'),
-    '---\nname: fanner\ndescription: Fans probes out.\ncapabilities: [fork_join, prober]\n---\nYou fan out.\n',
-  );
-  fs.writeFileSync(path.join(agentsDir, 'prober.md'), '---\nname: prober\ndescription: Probes.\n---\nYou probe.\n');
-  model = await startScriptedModelServer({ script, logFile: modelLog });
-  pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-chaos-fork' });
-  client = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+  fixture = await startKillableWorkers({
+    name: 'chaos-fork-kill',
+    dir: workDir,
+    agents: {
+      'fanner.md':
+        '---\nname: fanner\ndescription: Fans probes out.\ncapabilities: [fork_join, prober]\n---\nYou fan out.\n',
+      'prober.md': '---\nname: prober\ndescription: Probes.\n---\nYou probe.\n',
+    },
+    script,
+    modelLog,
+  });
 });
 
 after(async () => {
-  await Promise.all(workers.map((worker) => worker.kill()));
-  await client?.close();
-  await pool?.end();
-  await model?.close();
+  await fixture?.close();
 });
 
-async function startWorker(name: string): Promise<WorkerProcess> {
-  const worker = await startScriptedWorker(name, { taskQueue, modelBaseUrl: model?.baseURL ?? '', agentsDir });
-  workers.push(worker);
-  return worker;
+/** The fixture, once `before` has set it up. */
+function workers(): KillableWorkers {
+  assert.ok(fixture, 'the workers were set up');
+  return fixture;
 }
+
+const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 
 test(
   'chaos: a worker SIGKILLed mid-fork is replaced; the fork completes and every write is stored once',
   { timeout: TEST_TIMEOUT_MS },
   async (t) => {
-    assert.ok(client && pool);
+    const { client, pool } = workers();
     const db = pool;
     const workerA = await startWorker('worker A');
     const root = uniqueThreadId('fork-kill');

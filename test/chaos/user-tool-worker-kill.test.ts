@@ -7,22 +7,18 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import type { Pool } from 'pg';
-import { connect, type BatonClient, type ThreadHandle } from '../../client';
-import { createPool } from '../../db/pool';
+import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
-import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { parseScript } from '../../scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 import { settle, waitFor } from './waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-user-tools-'));
-const agentsDir = path.join(workDir, 'agents');
 const toolsFile = path.join(workDir, 'tools.mjs');
 const chargesLog = path.join(workDir, 'charges.log');
 const ratesLog = path.join(workDir, 'rates.log');
-const taskQueue = uniqueTaskQueue('chaos-user-tools');
 
 /**
  * `charge` has side effects: it logs its run, then takes long enough to be killed mid-run. `fetch_rates` is
@@ -75,40 +71,33 @@ agents:
 /** Two worker start-ups, the 30 s heartbeat timeout that notices the dead worker, the retry: a backstop only. */
 const TEST_TIMEOUT_MS = 300_000;
 
-let model: ScriptedModelServer | undefined;
-let pool: Pool | undefined;
-let client: BatonClient | undefined;
-const workers: WorkerProcess[] = [];
+let fixture: KillableWorkers | undefined;
 
 before(async () => {
-  fs.mkdirSync(agentsDir, { recursive: true });
-  fs.writeFileSync(
-    path.join(agentsDir, 'buyer.md'),
-    '---\nname: buyer\ndescription: Charges and checks rates.\ncapabilities: [charge, fetch_rates]\n---\nYou buy.\n',
-  );
   fs.writeFileSync(toolsFile, TOOLS_MODULE);
-  model = await startScriptedModelServer({ script });
-  pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-chaos-test' });
-  client = await connect({ address: env.temporalAddress, taskQueue });
+  fixture = await startKillableWorkers({
+    name: 'chaos-user-tools',
+    dir: workDir,
+    agents: {
+      'buyer.md':
+        '---\nname: buyer\ndescription: Charges and checks rates.\ncapabilities: [charge, fetch_rates]\n---\nYou buy.\n',
+    },
+    script,
+    workerEnv: { BATON_TOOLS: toolsFile },
+  });
 });
 
 after(async () => {
-  await Promise.all(workers.map((worker) => worker.kill()));
-  await client?.close();
-  await pool?.end();
-  await model?.close();
+  await fixture?.close();
 });
 
-async function startWorker(name: string): Promise<WorkerProcess> {
-  const worker = await startScriptedWorker(name, {
-    taskQueue,
-    modelBaseUrl: model?.baseURL ?? '',
-    agentsDir,
-    env: { BATON_TOOLS: toolsFile },
-  });
-  workers.push(worker);
-  return worker;
+/** The fixture, once `before` has set it up. */
+function workers(): KillableWorkers {
+  assert.ok(fixture, 'the workers were set up');
+  return fixture;
 }
+
+const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 
 const lines = (file: string) =>
   fs.existsSync(file)
@@ -122,7 +111,7 @@ test(
   'chaos: a worker SIGKILLed mid-tool runs a read-only user tool again, never a side-effect one, and says so',
   { timeout: TEST_TIMEOUT_MS },
   async (t) => {
-    assert.ok(client && pool);
+    const { client, pool } = workers();
     const workerA = await startWorker('worker A');
     assert.match(workerA.output(), /tools charge, fetch_rates from .*tools\.mjs/, 'the ready line names the tools');
     const threadId = uniqueThreadId('user-tool-kill');

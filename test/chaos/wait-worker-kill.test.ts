@@ -6,19 +6,15 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import type { Pool } from 'pg';
-import { connect, type BatonClient, type ThreadHandle } from '../../client';
-import { createPool } from '../../db/pool';
+import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { parseScript } from '../../scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-wait-'));
-const agentsDir = path.join(workDir, 'agents');
-const taskQueue = uniqueTaskQueue('chaos-wait');
 
 /** Long enough that the kill certainly lands inside the wait; the timer fires whether or not a worker is up. */
 const WAIT_SECONDS = 10;
@@ -37,40 +33,36 @@ agents:
 /** Two worker start-ups (bundling) and the wait: a backstop against a hang, generous for a loaded machine. */
 const TEST_TIMEOUT_MS = 300_000;
 
-let model: ScriptedModelServer | undefined;
-let pool: Pool | undefined;
-let client: BatonClient | undefined;
-const workers: WorkerProcess[] = [];
+let fixture: KillableWorkers | undefined;
 
 before(async () => {
-  fs.mkdirSync(agentsDir, { recursive: true });
-  fs.writeFileSync(
-    path.join(agentsDir, 'patient.md'),
-    '---\nname: patient\ndescription: Waits, so its worker can be killed meanwhile.\n---\nYou wait.\n',
-  );
-  model = await startScriptedModelServer({ script });
-  pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-chaos-wait-test' });
-  client = await connect({ address: env.temporalAddress, taskQueue });
+  fixture = await startKillableWorkers({
+    name: 'chaos-wait',
+    dir: workDir,
+    agents: {
+      'patient.md': '---\nname: patient\ndescription: Waits, so its worker can be killed meanwhile.\n---\nYou wait.\n',
+    },
+    script,
+  });
 });
 
 after(async () => {
-  await Promise.all(workers.map((worker) => worker.kill()));
-  await client?.close();
-  await pool?.end();
-  await model?.close();
+  await fixture?.close();
 });
 
-async function startWorker(name: string): Promise<WorkerProcess> {
-  const worker = await startScriptedWorker(name, { taskQueue, modelBaseUrl: model?.baseURL ?? '', agentsDir });
-  workers.push(worker);
-  return worker;
+/** The fixture, once `before` has set it up. */
+function workers(): KillableWorkers {
+  assert.ok(fixture, 'the workers were set up');
+  return fixture;
 }
+
+const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 
 test(
   'chaos: a worker SIGKILLed while a turn waits is replaced and the wait ends on its timer',
   { timeout: TEST_TIMEOUT_MS },
   async () => {
-    assert.ok(client && pool);
+    const { client, pool } = workers();
     const workerA = await startWorker('worker A');
     const threadId = uniqueThreadId('wait-kill');
     let thread: ThreadHandle | undefined;

@@ -3,22 +3,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { decodeTimeoutType } from '@temporalio/common';
-import type { Pool } from 'pg';
-import { connect, type BatonClient, type ThreadHandle } from '../../client';
+import type { ThreadHandle } from '../../client';
 import type { SendMessageResult } from '../../common/types';
-import { createPool } from '../../db/pool';
 import { listMessages } from '../../db/transcripts';
 import { readModelLog, type ModelLogEntry } from '../../testing/harness';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
-import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { parseScript } from '../../scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-worker-kill-'));
-const agentsDir = path.join(workDir, 'agents');
 const modelLog = path.join(workDir, 'model.jsonl');
-const taskQueue = uniqueTaskQueue('chaos-worker-kill');
 
 /**
  * Far longer than the few milliseconds between the request reaching the model and the SIGKILL, so the first call
@@ -45,34 +41,32 @@ agents:
  */
 const TEST_TIMEOUT_MS = 300_000;
 
-let model: ScriptedModelServer | undefined;
-let pool: Pool | undefined;
-let client: BatonClient | undefined;
-const workers: WorkerProcess[] = [];
+let fixture: KillableWorkers | undefined;
 
 before(async () => {
-  fs.mkdirSync(agentsDir, { recursive: true });
-  fs.writeFileSync(
-    path.join(agentsDir, 'survivor.md'),
-    '---\nname: survivor\ndescription: Answers slowly, so its worker can be killed mid-call.\n---\nYou survive.\n',
-  );
-  model = await startScriptedModelServer({ script, logFile: modelLog });
-  pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-chaos-test' });
-  client = await connect({ address: env.temporalAddress, taskQueue });
+  fixture = await startKillableWorkers({
+    name: 'chaos-worker-kill',
+    dir: workDir,
+    agents: {
+      'survivor.md':
+        '---\nname: survivor\ndescription: Answers slowly, so its worker can be killed mid-call.\n---\nYou survive.\n',
+    },
+    script,
+    modelLog,
+  });
 });
 
 after(async () => {
-  await Promise.all(workers.map((worker) => worker.kill()));
-  await client?.close();
-  await pool?.end();
-  await model?.close();
+  await fixture?.close();
 });
 
-async function startWorker(name: string): Promise<WorkerProcess> {
-  const worker = await startScriptedWorker(name, { taskQueue, modelBaseUrl: model?.baseURL ?? '', agentsDir });
-  workers.push(worker);
-  return worker;
+/** The fixture, once `before` has set it up. */
+function workers(): KillableWorkers {
+  assert.ok(fixture, 'the workers were set up');
+  return fixture;
 }
+
+const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 
 function requestsFor(threadId: string): ModelLogEntry[] {
   return readModelLog(modelLog).filter((request) => request.thread === threadId);
@@ -82,7 +76,7 @@ test(
   'chaos: a worker SIGKILLed during a model call is replaced and the turn completes with one stored reply',
   { timeout: TEST_TIMEOUT_MS },
   async (t) => {
-    assert.ok(client && pool);
+    const { client, pool } = workers();
     const started = Date.now();
     const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
     const workerA = await startWorker('worker A');

@@ -7,21 +7,17 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { connect, type BatonClient, type ThreadHandle } from '../../client';
+import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
-import { createPool } from '../../db/pool';
-import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
-import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
-import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { parseScript } from '../../scripted-model';
+import { uniqueThreadId } from '../../testing/test-env';
+import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 import { settle } from '../chaos/waiting';
-import { baton, describeRun, env, freshDir, parseJson, parseJsonArray, stackEnv, waitFor } from './cli-process';
+import { baton, describeRun, freshDir, parseJson, parseJsonArray, stackEnv, waitFor } from './cli-process';
 
 const dir = freshDir('approvals');
-const agentsDir = path.join(dir, 'agents');
 const toolsFile = path.join(dir, 'tools.mjs');
 const deployLog = path.join(dir, 'deploys.log');
-const taskQueue = uniqueTaskQueue('approvals-cli');
-const pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-e2e-test' });
 
 const TOOLS_MODULE = `
 import fs from 'node:fs';
@@ -51,46 +47,42 @@ agents:
   'approvals-cli',
 );
 
-let model: ScriptedModelServer | undefined;
-let client: BatonClient | undefined;
-const workers: WorkerProcess[] = [];
-const cli = (...args: string[]) => baton(args, stackEnv({ BATON_TASK_QUEUE: taskQueue }));
+let fixture: KillableWorkers | undefined;
 
 before(async () => {
-  fs.mkdirSync(agentsDir, { recursive: true });
-  fs.writeFileSync(
-    path.join(agentsDir, 'releaser.md'),
-    '---\nname: releaser\ndescription: Releases services.\ncapabilities: [deploy]\n---\nYou release.\n',
-  );
   fs.writeFileSync(toolsFile, TOOLS_MODULE);
-  model = await startScriptedModelServer({ script });
-  client = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+  fixture = await startKillableWorkers({
+    name: 'approvals-cli',
+    dir,
+    agents: {
+      'releaser.md':
+        '---\nname: releaser\ndescription: Releases services.\ncapabilities: [deploy]\n---\nYou release.\n',
+    },
+    script,
+    workerEnv: { BATON_TOOLS: toolsFile },
+  });
 });
 
 after(async () => {
-  await Promise.all(workers.map((worker) => worker.kill()));
-  await client?.close();
-  await model?.close();
-  await pool.end();
+  await fixture?.close();
 });
 
-async function startWorker(name: string): Promise<WorkerProcess> {
-  const worker = await startScriptedWorker(name, {
-    taskQueue,
-    modelBaseUrl: model?.baseURL ?? '',
-    agentsDir,
-    env: { BATON_TOOLS: toolsFile },
-  });
-  workers.push(worker);
-  return worker;
+/** The fixture, once `before` has set it up. */
+function workers(): KillableWorkers {
+  assert.ok(fixture, 'the workers were set up');
+  return fixture;
 }
+
+const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
+/** The worker that serves the tests now. */
+let live: WorkerProcess | undefined;
+const cli = (...args: string[]) => baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue }));
 
 const deploys = () => (fs.existsSync(deployLog) ? fs.readFileSync(deployLog, 'utf8').split('\n').filter(Boolean) : []);
 
 /** Sends the release message in the background and waits until its deploy waits for approval. */
 async function releaseWaitingForApproval(threadId: string) {
-  assert.ok(client);
-  const thread: ThreadHandle = await client.startThread({ agent: 'releaser', threadId });
+  const thread: ThreadHandle = await workers().client.startThread({ agent: 'releaser', threadId });
   const sending = settle(thread.send('Release billing.'));
   await waitFor('the approval', async () => (await thread.approvals()).length === 1, { timeoutMs: 60_000 });
   return { thread, sending };
@@ -117,7 +109,7 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
 
   // The worker dies while the turn waits: nothing is lost, the wait lives in the workflow and the row in Postgres.
   assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' });
-  await startWorker('worker B');
+  live = await startWorker('worker B');
   assert.deepEqual(deploys(), [], 'nothing ran before the approval');
 
   const approved = await cli('approve', threadId, 'a1', '--by', 'carol');
@@ -127,7 +119,7 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
   if (!outcome.ok) throw outcome.error;
   assert.equal(outcome.value.reply, 'Done with the release.');
   assert.deepEqual(deploys(), ['billing'], 'the approved call ran once');
-  const results = (await listMessages(pool, threadId)).filter((m) => m.role === 'tool').map((m) => m.content);
+  const results = (await listMessages(workers().pool, threadId)).filter((m) => m.role === 'tool').map((m) => m.content);
   assert.deepEqual(results, ['deployed billing']);
 
   const all = await cli('approvals', threadId, '--all');
@@ -139,9 +131,8 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
 });
 
 test('baton reject gives the agent the reason, and bad ids are one clear error line', async () => {
-  if (workers.every((worker) => worker.child.exitCode !== null || worker.child.signalCode !== null)) {
-    await startWorker('worker C');
-  }
+  // Worker B of the test before serves this one too; a new worker only when that test failed before it.
+  if (!live || live.child.exitCode !== null || live.child.signalCode !== null) live = await startWorker('worker C');
   const threadId = uniqueThreadId('reject');
   const { thread, sending } = await releaseWaitingForApproval(threadId);
   const before = deploys().length;
@@ -155,7 +146,7 @@ test('baton reject gives the agent the reason, and bad ids are one clear error l
   assert.deepEqual(parseJson(rejected), { approvalId: 'a1', status: 'rejected' });
   const outcome = await sending;
   if (!outcome.ok) throw outcome.error;
-  const [result] = (await listMessages(pool, threadId)).filter((m) => m.role === 'tool');
+  const [result] = (await listMessages(workers().pool, threadId)).filter((m) => m.role === 'tool');
   assert.match(
     result?.content ?? '',
     /^Error: \S+ rejected this call of 'deploy', so it did not run\. Reason: billing is frozen this week$/,
