@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { after, before } from 'node:test';
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../client';
 import { createPool } from '../db/pool';
@@ -206,5 +207,23 @@ export async function startKillableWorkers(options: {
       await pool.end();
       await model.close();
     },
+  };
+}
+
+/**
+ * `startKillableWorkers` for one test file: set up in its `before` hook, closed in its `after` hook. Returns the
+ * fixture's accessor, for the tests (and `before` hooks registered after this call) to use.
+ */
+export function useKillableWorkers(options: Parameters<typeof startKillableWorkers>[0]): () => KillableWorkers {
+  let fixture: KillableWorkers | undefined;
+  before(async () => {
+    fixture = await startKillableWorkers(options);
+  });
+  after(async () => {
+    await fixture?.close();
+  });
+  return () => {
+    if (fixture === undefined) throw new Error(`the workers of ${options.name} were not set up`);
+    return fixture;
   };
 }

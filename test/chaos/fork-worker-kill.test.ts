@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { readModelLog } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
+import { useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-fork-kill-'));
@@ -42,31 +42,17 @@ ${Array.from({ length: TASKS }, (_, i) => `          - { agent: prober, message:
  */
 const TEST_TIMEOUT_MS = 150_000;
 
-let fixture: KillableWorkers | undefined;
-
-before(async () => {
-  fixture = await startKillableWorkers({
-    name: 'chaos-fork-kill',
-    dir: workDir,
-    agents: {
-      'fanner.md':
-        '---\nname: fanner\ndescription: Fans probes out.\ncapabilities: [fork_join, prober]\n---\nYou fan out.\n',
-      'prober.md': '---\nname: prober\ndescription: Probes.\n---\nYou probe.\n',
-    },
-    script,
-    modelLog,
-  });
+const workers = useKillableWorkers({
+  name: 'chaos-fork-kill',
+  dir: workDir,
+  agents: {
+    'fanner.md':
+      '---\nname: fanner\ndescription: Fans probes out.\ncapabilities: [fork_join, prober]\n---\nYou fan out.\n',
+    'prober.md': '---\nname: prober\ndescription: Probes.\n---\nYou probe.\n',
+  },
+  script,
+  modelLog,
 });
-
-after(async () => {
-  await fixture?.close();
-});
-
-/** The fixture, once `before` has set it up. */
-function workers(): KillableWorkers {
-  assert.ok(fixture, 'the workers were set up');
-  return fixture;
-}
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 

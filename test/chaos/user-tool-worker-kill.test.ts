@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
-import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
+import { useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 import { settle, waitFor } from './waiting';
 
 const env = readTestEnv();
@@ -71,31 +71,18 @@ agents:
 /** Two worker start-ups, the 30 s heartbeat timeout that notices the dead worker, the retry: a backstop only. */
 const TEST_TIMEOUT_MS = 300_000;
 
-let fixture: KillableWorkers | undefined;
-
-before(async () => {
-  fs.writeFileSync(toolsFile, TOOLS_MODULE);
-  fixture = await startKillableWorkers({
-    name: 'chaos-user-tools',
-    dir: workDir,
-    agents: {
-      'buyer.md':
-        '---\nname: buyer\ndescription: Charges and checks rates.\ncapabilities: [charge, fetch_rates]\n---\nYou buy.\n',
-    },
-    script,
-    workerEnv: { BATON_TOOLS: toolsFile },
-  });
+// Written before the workers start: they load it.
+fs.writeFileSync(toolsFile, TOOLS_MODULE);
+const workers = useKillableWorkers({
+  name: 'chaos-user-tools',
+  dir: workDir,
+  agents: {
+    'buyer.md':
+      '---\nname: buyer\ndescription: Charges and checks rates.\ncapabilities: [charge, fetch_rates]\n---\nYou buy.\n',
+  },
+  script,
+  workerEnv: { BATON_TOOLS: toolsFile },
 });
-
-after(async () => {
-  await fixture?.close();
-});
-
-/** The fixture, once `before` has set it up. */
-function workers(): KillableWorkers {
-  assert.ok(fixture, 'the workers were set up');
-  return fixture;
-}
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 

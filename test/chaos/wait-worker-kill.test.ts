@@ -5,13 +5,13 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
+import { useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-wait-'));
@@ -33,28 +33,14 @@ agents:
 /** Two worker start-ups (bundling) and the wait: a backstop against a hang, generous for a loaded machine. */
 const TEST_TIMEOUT_MS = 300_000;
 
-let fixture: KillableWorkers | undefined;
-
-before(async () => {
-  fixture = await startKillableWorkers({
-    name: 'chaos-wait',
-    dir: workDir,
-    agents: {
-      'patient.md': '---\nname: patient\ndescription: Waits, so its worker can be killed meanwhile.\n---\nYou wait.\n',
-    },
-    script,
-  });
+const workers = useKillableWorkers({
+  name: 'chaos-wait',
+  dir: workDir,
+  agents: {
+    'patient.md': '---\nname: patient\ndescription: Waits, so its worker can be killed meanwhile.\n---\nYou wait.\n',
+  },
+  script,
 });
-
-after(async () => {
-  await fixture?.close();
-});
-
-/** The fixture, once `before` has set it up. */
-function workers(): KillableWorkers {
-  assert.ok(fixture, 'the workers were set up');
-  return fixture;
-}
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { decodeTimeoutType } from '@temporalio/common';
 import type { ThreadHandle } from '../../client';
 import type { SendMessageResult } from '../../common/types';
@@ -10,7 +10,7 @@ import { readModelLog, type ModelLogEntry } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { settle, waitFor } from './waiting';
-import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
+import { useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-worker-kill-'));
@@ -41,30 +41,16 @@ agents:
  */
 const TEST_TIMEOUT_MS = 300_000;
 
-let fixture: KillableWorkers | undefined;
-
-before(async () => {
-  fixture = await startKillableWorkers({
-    name: 'chaos-worker-kill',
-    dir: workDir,
-    agents: {
-      'survivor.md':
-        '---\nname: survivor\ndescription: Answers slowly, so its worker can be killed mid-call.\n---\nYou survive.\n',
-    },
-    script,
-    modelLog,
-  });
+const workers = useKillableWorkers({
+  name: 'chaos-worker-kill',
+  dir: workDir,
+  agents: {
+    'survivor.md':
+      '---\nname: survivor\ndescription: Answers slowly, so its worker can be killed mid-call.\n---\nYou survive.\n',
+  },
+  script,
+  modelLog,
 });
-
-after(async () => {
-  await fixture?.close();
-});
-
-/** The fixture, once `before` has set it up. */
-function workers(): KillableWorkers {
-  assert.ok(fixture, 'the workers were set up');
-  return fixture;
-}
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 

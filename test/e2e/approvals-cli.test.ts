@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
 import { uniqueThreadId } from '../../testing/test-env';
-import { startKillableWorkers, type KillableWorkers, type WorkerProcess } from '../../testing/worker-process';
+import { useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 import { settle } from '../chaos/waiting';
 import { baton, describeRun, freshDir, parseJson, parseJsonArray, stackEnv, waitFor } from './cli-process';
 
@@ -47,31 +47,17 @@ agents:
   'approvals-cli',
 );
 
-let fixture: KillableWorkers | undefined;
-
-before(async () => {
-  fs.writeFileSync(toolsFile, TOOLS_MODULE);
-  fixture = await startKillableWorkers({
-    name: 'approvals-cli',
-    dir,
-    agents: {
-      'releaser.md':
-        '---\nname: releaser\ndescription: Releases services.\ncapabilities: [deploy]\n---\nYou release.\n',
-    },
-    script,
-    workerEnv: { BATON_TOOLS: toolsFile },
-  });
+// Written before the workers start: they load it.
+fs.writeFileSync(toolsFile, TOOLS_MODULE);
+const workers = useKillableWorkers({
+  name: 'approvals-cli',
+  dir,
+  agents: {
+    'releaser.md': '---\nname: releaser\ndescription: Releases services.\ncapabilities: [deploy]\n---\nYou release.\n',
+  },
+  script,
+  workerEnv: { BATON_TOOLS: toolsFile },
 });
-
-after(async () => {
-  await fixture?.close();
-});
-
-/** The fixture, once `before` has set it up. */
-function workers(): KillableWorkers {
-  assert.ok(fixture, 'the workers were set up');
-  return fixture;
-}
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 /** The worker that serves the tests now. */
