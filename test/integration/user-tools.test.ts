@@ -14,6 +14,7 @@ import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { waitFor } from '../chaos/waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'user-tools-'));
@@ -25,6 +26,9 @@ const seen = {
   flakyAttempts: 0,
   brokenAttempts: 0,
   slowAborted: undefined as string | undefined,
+  /** Set when the watch tool of a reclaimed fork task saw its signal abort. */
+  watchAborted: undefined as string | undefined,
+  watchStarted: false,
 };
 
 const forecast = defineTool({
@@ -88,6 +92,20 @@ const tools = [
       }),
   }),
   defineTool({
+    name: 'watch_forever',
+    description: 'Watches until stopped.',
+    parameters: z.object({}),
+    timeout_s: 600,
+    run: (_args, context) =>
+      new Promise<string>((_resolve, reject) => {
+        seen.watchStarted = true;
+        context.signal.addEventListener('abort', () => {
+          seen.watchAborted = String(context.signal.reason);
+          reject(new Error('stopped'));
+        });
+      }),
+  }),
+  defineTool({
     name: 'chatty',
     description: 'Answers at length.',
     parameters: z.object({}),
@@ -104,6 +122,14 @@ const agents: AgentRegistry = new Map(
       'forecaster.md',
     ),
     parseAgentFile('---\nname: bystander\ndescription: Did not declare forecast.\n---\nYou watch.\n', 'bystander.md'),
+    parseAgentFile(
+      '---\nname: overseer\ndescription: Forks a watcher.\ncapabilities: [fork_join, watcher]\n---\nYou oversee.\n',
+      'overseer.md',
+    ),
+    parseAgentFile(
+      '---\nname: watcher\ndescription: Watches.\ncapabilities: [watch_forever]\n---\nYou watch.\n',
+      'watcher.md',
+    ),
   ].map((agent) => [agent.name, agent]),
 );
 
@@ -123,6 +149,13 @@ agents:
         - { call: chatty, args: {} }
     - { call: list_capabilities, args: {} }
     - say: "Sunny in Oslo."
+  overseer:
+    - call: fork_join
+      args: { deadline_seconds: 3, tasks: [ { agent: watcher, message: "Watch." } ] }
+    - say: "The watcher was stopped."
+  watcher:
+    - { call: watch_forever, args: {} }
+    - say: "never"
   bystander:
     - { call: forecast, args: { city: "Oslo", days: 1 } }
     - say: "I could not."
@@ -213,4 +246,18 @@ test('user tools: an agent that did not declare a user tool cannot call it', asy
   const [refusal] = (await listMessages(harness.pool, threadId)).filter((message) => message.role === 'tool');
   assert.match(refusal?.content ?? '', /^Error: 'forecast' is not one of your capabilities\./);
   assert.equal(seen.forecast.length, before, 'the tool did not run');
+});
+
+test("user tools: a reclaimed fork task's running tool sees its signal abort", async () => {
+  const threadId = uniqueThreadId('reclaim');
+  const thread = await harness.client.startThread({ agent: 'overseer', threadId });
+  const result = await thread.send('Watch, but not for long.');
+  assert.equal(result.reply, 'The watcher was stopped.');
+  assert.ok(seen.watchStarted, 'the tool ran');
+  // The task was reclaimed at the fork's deadline and its activity cancelled; the cancellation reaches the tool
+  // through its heartbeat, within a few seconds.
+  await waitFor('the watch tool to see its signal abort', 30_000, () => seen.watchAborted);
+  assert.match(seen.watchAborted ?? '', /CancelledFailure|cancel/i);
+  const [fork] = await thread.forks();
+  assert.equal(fork?.tasks[0]?.status, 'timeout');
 });
