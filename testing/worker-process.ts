@@ -157,6 +157,8 @@ export interface KillableWorkers {
   readonly taskQueue: string;
   /** Starts one more worker process on the task queue (`worker A`, `worker B`, …). */
   start(name: string): Promise<WorkerProcess>;
+  /** The workers it started that have not exited. */
+  alive(): WorkerProcess[];
   /** Kills every worker it started, then closes the client, the pool and the model. */
   close(): Promise<void>;
 }
@@ -201,6 +203,7 @@ export async function startKillableWorkers(options: {
       workers.push(worker);
       return worker;
     },
+    alive: () => workers.filter((worker) => worker.child.exitCode === null && worker.child.signalCode === null),
     async close() {
       await Promise.all(workers.map((worker) => worker.kill()));
       await client.close();

@@ -60,8 +60,6 @@ const workers = useKillableWorkers({
 });
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
-/** The worker that serves the tests now. */
-let live: WorkerProcess | undefined;
 const cli = (...args: string[]) => baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue }));
 
 const deploys = () => (fs.existsSync(deployLog) ? fs.readFileSync(deployLog, 'utf8').split('\n').filter(Boolean) : []);
@@ -95,7 +93,7 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
 
   // The worker dies while the turn waits: nothing is lost, the wait lives in the workflow and the row in Postgres.
   assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' });
-  live = await startWorker('worker B');
+  await startWorker('worker B');
   assert.deepEqual(deploys(), [], 'nothing ran before the approval');
 
   const approved = await cli('approve', threadId, 'a1', '--by', 'carol');
@@ -118,7 +116,7 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
 
 test('baton reject gives the agent the reason, and bad ids are one clear error line', async () => {
   // Worker B of the test before serves this one too; a new worker only when that test failed before it.
-  if (!live || live.child.exitCode !== null || live.child.signalCode !== null) live = await startWorker('worker C');
+  if (workers().alive().length === 0) await startWorker('worker C');
   const threadId = uniqueThreadId('reject');
   const { thread, sending } = await releaseWaitingForApproval(threadId);
   const before = deploys().length;
