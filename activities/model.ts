@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { agentApprovalRule, type AgentDefinition } from '../common/agent-definition';
+import type { AgentDefinition } from '../common/agent-definition';
 import { OMITTED_ASSISTANT_HEADER, trimContext } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
@@ -24,7 +24,8 @@ import {
   forkJoinTool,
   type ForkJoinArguments,
 } from './tools/fork-join';
-import type { ApprovalContext, ToolDefinition } from './tools/types';
+import { approvalFor } from './tools/approval-rule';
+import type { ApprovalContext } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { waitTool, type WaitArguments } from './tools/universal';
 import { contextLimitsFor, loadWorldVariables } from './worlds';
@@ -251,31 +252,6 @@ export function createModelActivities(options: ModelActivityOptions) {
   }
 
   return { callModel };
-}
-
-/**
- * Whether a call must wait for a person's approval, and for how long: the agent's `approval` rule for the tool, else
- * the tool's `needsApproval`. A `needsApproval` function that throws asks for approval: when in doubt, ask.
- */
-async function approvalFor(
-  tool: ToolDefinition,
-  args: unknown,
-  agent: AgentDefinition,
-  context: () => Promise<ApprovalContext>,
-): Promise<{ timeoutSeconds?: number } | undefined> {
-  const rule = agentApprovalRule(agent, tool.name);
-  if (rule !== undefined) return rule.timeoutS === undefined ? {} : { timeoutSeconds: rule.timeoutS };
-  const { needsApproval } = tool;
-  let needed = needsApproval === true;
-  if (typeof needsApproval === 'function') {
-    try {
-      needed = (await needsApproval(args, await context())) === true;
-    } catch {
-      needed = true;
-    }
-  }
-  if (!needed) return undefined;
-  return tool.approvalTimeout_s === undefined ? {} : { timeoutSeconds: tool.approvalTimeout_s };
 }
 
 /** A stored transcript message in the shape the Chat Completions API takes. */

@@ -7,10 +7,13 @@ import { EnvDataError, type EnvStore } from '../db/env-data';
 import { BatonDbError } from '../db/errors';
 import { checkThreadEpoch } from '../db/threads';
 import { claimToolRun, finishToolRun } from '../db/tool-runs';
+import { findApprovalByOperation } from '../db/approvals';
+import { approvalOperationId } from '../common/ids';
 import type { AgentDefinition } from '../common/agent-definition';
 import type { AgentStore } from './agent-store';
 import { describeDataError, isDataError, toApplicationFailure } from './failures';
 import type { ToolRegistry } from './tools';
+import { approvalFor } from './tools/approval-rule';
 import { createToolContext } from './tools/context';
 import { isToolError, type ToolDefinition, type ToolOutput } from './tools/types';
 import { checkToolCall } from './tools/validate';
@@ -73,10 +76,16 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
 
     let outcome: { content: string; ok: boolean };
     const checked = checkToolCall(call, agent, options.tools);
+    const unapproved =
+      checked.ok && checked.kind === 'tool' && checked.tool.run
+        ? await approvalRefusal(input, checked.tool, checked.args, agent)
+        : undefined;
     if (!checked.ok) {
       outcome = { content: `Error: ${checked.error}`, ok: false };
     } else if (checked.kind === 'agent' || !checked.tool.run) {
       outcome = { content: `Error: '${call.name}' cannot be run as a tool here.`, ok: false };
+    } else if (unapproved !== undefined) {
+      outcome = { content: unapproved, ok: false };
     } else if (checked.tool.sideEffects) {
       outcome = await runOnce(input, checked.tool, checked.args, agent);
     } else {
@@ -91,6 +100,31 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     });
     unrecorded.delete(unrecordedKey(scope, input.operationId));
     return { seq: message.seq, ok: outcome.ok };
+  }
+
+  /**
+   * A call that needs a person's approval runs only once it was approved. The workflow waits for the decision; the
+   * activity checks it again, so that a worker whose workflow code predates approvals (during a rolling deploy)
+   * cannot run such a call unapproved. Returns the refusal the model reads, or `undefined` when the call may run.
+   */
+  async function approvalRefusal(
+    input: ExecuteToolCallInput,
+    tool: ToolDefinition,
+    args: unknown,
+    agent: AgentDefinition,
+  ): Promise<string | undefined> {
+    const { scope } = input;
+    const needed = await approvalFor(tool, args, agent, async () => ({
+      threadId: scope.threadId,
+      rootThreadId: scope.rootThreadId,
+      agent,
+      world: { name: input.world, variables: await loadWorldVariables(pool, input.world) },
+    }));
+    if (needed === undefined) return undefined;
+    const approval = await findApprovalByOperation(pool, scope.rootThreadId, approvalOperationId(input.operationId));
+    if (approval?.status === 'approved') return undefined;
+    const state = approval === undefined ? 'none was asked for' : `its approval is ${approval.status}`;
+    return `Error: this call of '${tool.name}' needs a person's approval and ${state}, so it did not run.`;
   }
 
   /** Runs a tool with side effects at most once per operation id (see {@link executeToolCall}). */

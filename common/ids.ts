@@ -32,3 +32,11 @@ export function rootTurnWorkflowId(rootThreadId: string, turn: number): string {
 export function operationId(runId: string, ...parts: (string | number)[]): string {
   return [runId, ...parts].join(':');
 }
+
+/**
+ * Operation id of the approval a tool call waits for: the workflow opens it under this id, and the tool activity
+ * looks it up by the same id before it runs a call that needs approval.
+ */
+export function approvalOperationId(toolCallOperationId: string): string {
+  return `${toolCallOperationId}:approval`;
+}

@@ -162,6 +162,19 @@ export async function findApproval(
   return rows[0];
 }
 
+/** The approval opened under `operationId` (see `approvalOperationId`), if any. */
+export async function findApprovalByOperation(
+  db: Queryable,
+  rootThreadId: string,
+  operationId: string,
+): Promise<ApprovalRow | undefined> {
+  const { rows } = await db.query<ApprovalRow>(
+    `SELECT ${APPROVAL_COLUMNS} FROM approvals WHERE root_thread_id = $1 AND operation_id = $2`,
+    [rootThreadId, operationId],
+  );
+  return rows[0];
+}
+
 /** The approvals of a whole delegation tree, oldest first; pending ones only unless `all`. */
 export async function listApprovals(db: Queryable, rootThreadId: string, all = false): Promise<ApprovalRow[]> {
   const { rows } = await db.query<ApprovalRow>(

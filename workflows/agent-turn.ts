@@ -14,7 +14,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
-import { operationId } from '../common/ids';
+import { approvalOperationId, operationId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import {
@@ -385,7 +385,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       [
         {
           scope,
-          operationId: `${opId}:approval`,
+          operationId: approvalOperationId(opId),
           workflowId,
           messageSeq,
           toolCallId: call.id,

@@ -9,8 +9,14 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { z } from 'zod';
 import type { ThreadHandle } from '../../client';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities } from '../../activities';
 import { defineTool } from '../../activities/tools/types';
-import { listMessages, type TranscriptMessage } from '../../db/transcripts';
+import { prepareUserTools } from '../../activities/tools/user-tools';
+import { approvalOperationId } from '../../common/ids';
+import { createAgentCatalog } from '../../worker/agent-catalog';
+import { createModelClient } from '../../worker/model-client';
+import { appendMessage, listMessages, type TranscriptMessage } from '../../db/transcripts';
 import type { ApprovalRow } from '../../db/approvals';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
@@ -229,4 +235,67 @@ test("approvals: a reclaimed fork task's pending approval is closed, and can no 
   assert.equal(row?.status, 'cancelled');
   assert.match(row?.reason ?? '', /^its turn was reclaimed: /);
   await assert.rejects(thread.approve(row?.approvalId ?? ''), /is already cancelled/);
+});
+
+test('approvals: the tool activity itself refuses a call that needs approval and has none approved', async () => {
+  // What a worker whose workflow code predates approvals would do during a rolling deploy: run the call at once.
+  const catalog = createAgentCatalog({
+    agents,
+    filesRoot: workDir,
+    arcDataDir: workDir,
+    userTools: prepareUserTools([deploy], 'approvals.test.ts'),
+  });
+  const activities = createActivities({
+    pool: harness.pool,
+    openai: createModelClient({ baseURL: harness.model.baseURL, apiKey: 'scripted' }),
+    model: 'baton-scripted',
+    agents: () => catalog.agents(),
+    tools: catalog.tools,
+  });
+  const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> =>
+    new MockActivityEnvironment().run(fn, ...args);
+  const threadId = uniqueThreadId('unapproved');
+  const { epoch } = await run(activities.ensureThread, { threadId, rootThreadId: threadId, agent: 'releaser' });
+  const { version } = await run(activities.resolveAgent, { name: 'releaser' });
+  const scope = { rootThreadId: threadId, threadId, agent: 'releaser', epoch };
+  // The model's reply, stored as the model activity stores one.
+  const {
+    message: { seq },
+  } = await appendMessage(harness.pool, scope, `${threadId}:reply`, {
+    role: 'assistant',
+    content: null,
+    toolCalls: [{ id: 'call-1', name: 'deploy', arguments: '{"service":"api","env":"production"}' }],
+    usage: null,
+  });
+  const call = (operationId: string) =>
+    run(activities.executeToolCall, {
+      scope,
+      world: 'default',
+      agentVersion: version,
+      operationId,
+      messageSeq: seq,
+      toolCallId: 'call-1',
+    });
+  const ranBefore = productionDeploys();
+  await call(`${threadId}:tool:0:0`);
+  // An approval opened and rejected for another operation of the same call does not count either.
+  const { approvalId } = await run(activities.openApproval, {
+    scope,
+    operationId: approvalOperationId(`${threadId}:tool:1:0`),
+    workflowId: 'none',
+    messageSeq: seq,
+    toolCallId: 'call-1',
+  });
+  await run(activities.closeApproval, {
+    rootThreadId: threadId,
+    approvalId,
+    outcome: { status: 'rejected', decidedBy: 'carol' },
+  });
+  await call(`${threadId}:tool:1:0`);
+  const results = (await listMessages(harness.pool, threadId)).filter((m) => m.role === 'tool').map((m) => m.content);
+  assert.deepEqual(results, [
+    "Error: this call of 'deploy' needs a person's approval and none was asked for, so it did not run.",
+    "Error: this call of 'deploy' needs a person's approval and its approval is rejected, so it did not run.",
+  ]);
+  assert.equal(productionDeploys(), ranBefore, 'the call never ran');
 });
