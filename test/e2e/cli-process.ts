@@ -8,6 +8,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { TreeNode } from '../../client';
+import { createPool } from '../../db/pool';
+import { findDemoProblems, formatDemoProblem } from '../../dev/demo-check';
 import { readTestEnv } from '../../testing/test-env';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
@@ -224,4 +227,17 @@ export async function startDev(options: {
     throw error;
   }
   return dev;
+}
+
+/**
+ * Every failed turn and every tool result starting with `Error:` in the tree `baton tree --json` printed, one line
+ * each (the demo's own check): a team run is right only when none of its calls went wrong, whatever it replied.
+ */
+export async function problemsInTree(tree: TreeNode): Promise<string[]> {
+  const pool = createPool({ connectionString: env.databaseUrl, applicationName: 'baton-e2e-tree-check' });
+  try {
+    return (await findDemoProblems(pool, tree)).map(formatDemoProblem);
+  } finally {
+    await pool.end();
+  }
 }

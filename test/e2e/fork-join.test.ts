@@ -19,7 +19,9 @@ import {
   startDev,
   type CommandResult,
   type DevProcess,
+  problemsInTree,
 } from './cli-process';
+import type { TreeNode } from '../../client';
 
 const AGENTS_DIR = path.join(ROOT, 'agents');
 const TESTERS = ['tiling_tester', 'scaling_tester', 'fractal_tester'];
@@ -73,6 +75,11 @@ describe('the fork/join example through the CLI', () => {
       fork?.tasks.map((task) => [task.agent, task.status]),
       TESTERS.map((agent) => [agent, 'success']),
     );
+  });
+
+  test('fork e2e: no turn of the lead, the testers or their forks failed, and no tool call returned an Error:', async () => {
+    const result = await cli('tree', threadId, '--json');
+    assert.deepEqual(await problemsInTree(parseJson(result) as unknown as TreeNode), []);
   });
 
   test('fork e2e: baton tree draws the fork as a group with each task’s status and what it merged', async () => {

@@ -26,7 +26,9 @@ import {
   startDev,
   type CommandResult,
   type DevProcess,
+  problemsInTree,
 } from './cli-process';
+import type { TreeNode as ClientTreeNode } from '../../client';
 
 const AGENTS_DIR = path.join(ROOT, 'agents');
 const MESSAGE = 'Solve ARC task 007bbfb7';
@@ -160,6 +162,11 @@ describe('the ARC team through the CLI, with `baton dev --agents agents` on the 
       caller: 'solver',
     });
     assert.deepEqual(observer?.children, []);
+  });
+
+  test('team: no turn of the tree failed and no tool call returned an Error: result', async () => {
+    const result = await cli('tree', threadId, '--json');
+    assert.deepEqual(await problemsInTree(parseJson(result) as unknown as ClientTreeNode), []);
   });
 
   test('team: tree prints one line a thread with its branch, and the total', async () => {

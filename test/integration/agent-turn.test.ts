@@ -187,6 +187,21 @@ test('model activity: a transient 503 is retried by Temporal and the reply is st
   assert.equal(harness.modelRequests().filter((r) => r.thread === threadId).length, 2, 'one failed, one answered');
   const assistantRows = (await listMessages(harness.pool, threadId)).filter((m) => m.role === 'assistant');
   assert.equal(assistantRows.length, 1);
+
+  // The retry was Temporal's: one model call scheduled, completed on its attempt 2 after a failure that carried the
+  // 503. Two requests from the openai client's own retries would show one scheduled call started at attempt 1.
+  const history = await harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory();
+  const events = history.events ?? [];
+  const scheduled = events.filter(
+    (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'callModel',
+  );
+  assert.equal(scheduled.length, 1, 'the workflow scheduled one model call');
+  const started = events.find(
+    (event) =>
+      Number(event.activityTaskStartedEventAttributes?.scheduledEventId ?? -1) === Number(scheduled[0]?.eventId),
+  )?.activityTaskStartedEventAttributes;
+  assert.equal(started?.attempt, 2, 'the call completed on its second attempt');
+  assert.match(started?.lastFailure?.message ?? '', /503/, 'the first attempt failed with the 503');
   await thread.end();
 });
 

@@ -221,3 +221,13 @@ test('model routing: providers given in code follow the same names', () => {
     /provider name 'My Local' must be a lowercase letter/,
   );
 });
+
+test("model clients: the openai client's own retries are off, for the default endpoint and every provider", () => {
+  // Temporal's retry policy owns retries (invariant 7): a client retrying by itself would hide failures from it.
+  const openai = createModelClient({ baseURL: 'http://127.0.0.1:1/v1', apiKey: 'k' });
+  const providers = createProviderClients([
+    { name: 'local', baseURL: 'http://127.0.0.1:2/v1', apiKeyEnv: 'LOCAL_API_KEY', apiKey: 'unused' },
+  ]);
+  assert.equal(openai.maxRetries, 0);
+  assert.equal(providers.local?.maxRetries, 0);
+});
