@@ -205,6 +205,27 @@ const scenarios: Scenario[] = [
   // The same delegation and fork/join as above, recorded with their Postgres steps as local activities.
   { name: 'three-level-delegation-fewer-dispatches', agent: 'lead', messages: ['Solve ARC task 007bbfb7'] },
   { name: 'fork-join-fewer-dispatches', agent: 'forker', messages: ['Fan out.'] },
+  // Waits, a scheduled run and continue-as-new as the code records them since fewer dispatches per step (ask_human
+  // mixed with tools is in stepper-fewer-dispatches).
+  {
+    name: 'wait-timer-and-wake-fewer-dispatches',
+    agent: 'waiter',
+    messages: ['Pause.', 'Wait an hour.'],
+    interruptWait: 'wake',
+  },
+  {
+    name: 'wait-ended-by-message-fewer-dispatches',
+    agent: 'sleeper',
+    messages: ['Wait an hour.'],
+    interruptWait: { message: 'Do not wait.' },
+  },
+  { name: 'scheduled-run-fewer-dispatches', agent: 'greeter', scheduled: true, messages: ['Say hello to the team.'] },
+  {
+    name: 'greeter-continue-as-new-fewer-dispatches',
+    agent: 'greeter',
+    messages: ['1', '2', '3'],
+    continueAsNewAfterTurns: 2,
+  },
   // Two calls of a user tool waiting for approval at once (one approved, one rejected), then a call of Baton's own
   // tool whose approval expires after a second.
   {

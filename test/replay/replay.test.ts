@@ -6,6 +6,7 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
+import * as workflows from '../../workflows';
 import { FEWER_DISPATCHES_PATCH, USER_TOOLS_PATCH } from '../../workflows/agent-turn';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
@@ -23,7 +24,13 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   const types = new Set(
     histories.map((h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name),
   );
-  assert.deepEqual([...types].sort(), ['agentTurnWorkflow', 'scheduledRunWorkflow', 'threadWorkflow']);
+  // Every workflow type the worker registers (the functions workflows/index.ts exports) has recorded histories.
+  const registered = Object.entries(workflows)
+    .filter(([, exported]) => typeof exported === 'function')
+    .map(([name]) => name)
+    .sort();
+  assert.ok(registered.length >= 3, `workflows/index.ts exports the workflow functions (${registered.join(', ')})`);
+  assert.deepEqual([...types].sort(), registered);
   assert.ok(histories.length >= 14, `expected the recorded scenarios, found ${histories.length} files`);
   const activities = new Set(
     histories.flatMap((h) =>
@@ -70,6 +77,48 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(
     events.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'wake'),
     'a recorded thread was woken',
+  );
+  // Since fewer dispatches per step: a wait ended by its timer, by a wake and by a message, ask_human mixed with
+  // tools, a scheduled run and a thread that continued as new, each recorded with the patch's marker.
+  const patchedHistories = histories.filter((h) =>
+    (h.history.events ?? []).some((e) =>
+      (e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []).some((payload) =>
+        Buffer.from(payload.data ?? [])
+          .toString('utf8')
+          .includes(FEWER_DISPATCHES_PATCH),
+      ),
+    ),
+  );
+  const patchedEvents = patchedHistories.flatMap((h) => h.history.events ?? []);
+  assert.ok(
+    patchedEvents.some((e) => e.timerFiredEventAttributes),
+    'a patched wait ended on its timer',
+  );
+  assert.ok(
+    patchedEvents.some(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'wake',
+    ),
+    'a patched wait was woken',
+  );
+  assert.ok(patchedEvents.filter((e) => e.timerCanceledEventAttributes).length >= 2, 'patched waits ended early');
+  // A scheduled run's own workflow takes no patch; the thread and turn it started do.
+  assert.ok(
+    patchedHistories.some((h) => h.file.startsWith('scheduled-run')),
+    'a scheduled run recorded since the patch',
+  );
+  assert.ok(
+    patchedEvents.some(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'answerQuestion',
+    ),
+    'a patched turn had a question answered (ask_human mixed with tools: stepper-fewer-dispatches)',
+  );
+  assert.ok(
+    histories.some(
+      (h) =>
+        h.file.includes('fewer-dispatches') &&
+        h.history.events?.some((e) => e.workflowExecutionContinuedAsNewEventAttributes),
+    ),
+    'a thread recorded since the patch continued as new',
   );
   // Approvals: the patch behind them, a decision Update, and a user tool run as an activity of its own.
   const patches = events.flatMap((e) =>
