@@ -8,9 +8,9 @@ const STEP_KINDS = ['say', 'call', 'calls', 'fail'] as const;
 type StepKind = (typeof STEP_KINDS)[number];
 
 const FIELDS_BY_KIND: Record<StepKind, readonly string[]> = {
-  say: ['say', 'delay_ms'],
-  call: ['call', 'args', 'delay_ms'],
-  calls: ['calls', 'delay_ms'],
+  say: ['say', 'delay_ms', 'hold'],
+  call: ['call', 'args', 'delay_ms', 'hold'],
+  calls: ['calls', 'delay_ms', 'hold'],
   fail: ['fail', 'times', 'retry_after_s', 'message'],
 };
 
@@ -26,6 +26,12 @@ const delayMs = z
   .int({ error: 'delay_ms must be a whole number of milliseconds' })
   .nonnegative({ error: 'delay_ms must not be negative' })
   .optional();
+
+/**
+ * A name the reply waits on: the server answers this step only once its test calls `release(name)`. A test then
+ * orders a reply after an event it causes, instead of hoping a `delay_ms` is long enough.
+ */
+const hold = z.string({ error: 'hold must be a name' }).min(1, { error: 'hold must be a name' }).optional();
 
 /**
  * Tool arguments: an object is sent as its JSON text; a string is sent verbatim, so a script can hand the
@@ -48,12 +54,12 @@ const toolCall = z.strictObject(
 );
 
 const sayStepSchema = z.strictObject(
-  { kind: z.literal('say'), say: z.string({ error: 'say must be a string' }), delay_ms: delayMs },
+  { kind: z.literal('say'), say: z.string({ error: 'say must be a string' }), delay_ms: delayMs, hold },
   { error: unknownFieldsError('say') },
 );
 
 const callStepSchema = z.strictObject(
-  { kind: z.literal('call'), ...toolCall.shape, delay_ms: delayMs },
+  { kind: z.literal('call'), ...toolCall.shape, delay_ms: delayMs, hold },
   { error: unknownFieldsError('call') },
 );
 
@@ -64,6 +70,7 @@ const callsStepSchema = z.strictObject(
       error: 'calls must list at least one tool call',
     }),
     delay_ms: delayMs,
+    hold,
   },
   { error: unknownFieldsError('calls') },
 );

@@ -43,7 +43,12 @@ export interface ScriptedModelServer {
   readonly port: number;
   /** Chat-completions requests received (with a JSON object body), for one agent or for all. */
   requestCount(agent?: string): number;
-  /** Stops listening and drops open connections, including requests still waiting out a `delay_ms`. */
+  /**
+   * Lets the replies of steps with `hold: <name>` go out: those waiting now, and every later one. Returns how many
+   * were waiting.
+   */
+  release(name: string): number;
+  /** Stops listening and drops open connections, including requests still waiting out a `delay_ms` or a `hold`. */
   close(): Promise<void>;
 }
 
@@ -223,6 +228,9 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
   // each see the scripted failures.
   const failures = new Map<string, number>();
   const delayed = new Set<{ timer: NodeJS.Timeout; res: ServerResponse }>();
+  /** Replies waiting for `release(name)`, and the names released so far. */
+  const held = new Set<{ name: string; res: ServerResponse; answer: () => void }>();
+  const released = new Set<string>();
 
   function logRequest(entry: ScriptedModelLogEntry): void {
     if (logFile === undefined) return;
@@ -301,23 +309,30 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
         };
         const reply = completionBody(request, selection.stepNumber, selection.step);
         const delayMs = selection.step.delay_ms ?? 0;
-        if (delayMs === 0 || res.destroyed) {
-          sendJson(res, 200, reply);
-          return;
-        }
-        const pending = {
-          timer: setTimeout(() => {
-            delayed.delete(pending);
+        const answer = () => {
+          if (delayMs === 0 || res.destroyed) {
             sendJson(res, 200, reply);
-          }, delayMs),
-          res,
+            return;
+          }
+          const pending = {
+            timer: setTimeout(() => {
+              delayed.delete(pending);
+              sendJson(res, 200, reply);
+            }, delayMs),
+            res,
+          };
+          delayed.add(pending);
+          // A client that gave up (or a close()) gets nothing; the timer must not outlive it.
+          res.once('close', () => {
+            clearTimeout(pending.timer);
+            delayed.delete(pending);
+          });
         };
-        delayed.add(pending);
-        // A client that gave up (or a close()) gets nothing; the timer must not outlive it.
-        res.once('close', () => {
-          clearTimeout(pending.timer);
-          delayed.delete(pending);
-        });
+        const holdName = selection.step.hold;
+        if (holdName === undefined || released.has(holdName)) return answer();
+        const waiting = { name: holdName, res, answer };
+        held.add(waiting);
+        res.once('close', () => held.delete(waiting));
         return;
       }
     }
@@ -377,8 +392,19 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
     baseURL: `${url}/v1`,
     port: address.port,
     requestCount: (agent) => (agent === undefined ? total : (counts.get(agent) ?? 0)),
+    release(name) {
+      released.add(name);
+      const waiting = [...held].filter((entry) => entry.name === name);
+      for (const entry of waiting) {
+        held.delete(entry);
+        entry.answer();
+      }
+      return waiting.length;
+    },
     close() {
       closing ??= new Promise<void>((resolve) => {
+        for (const entry of held) entry.res.destroy();
+        held.clear();
         for (const pending of delayed) {
           clearTimeout(pending.timer);
           pending.res.destroy();

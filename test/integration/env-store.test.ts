@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
@@ -788,17 +789,17 @@ test('env store: a write under a stale epoch is refused, changes nothing and is 
   assert.ok(refused.every((row) => row.write_epoch === solver.epoch && row.current_epoch === solver.epoch + 1));
 });
 
-/** Resolves once a session waits for the epoch lock of `threadId` (migration 009); fails after 5 s. */
-async function waitingForEpochLock(threadId: string): Promise<void> {
+/** Resolves once `sessions` sessions wait for the epoch lock of `threadId` (migration 009); fails after 5 s. */
+async function waitingForEpochLock(threadId: string, sessions = 1): Promise<void> {
   for (const deadline = Date.now() + 5000; ;) {
-    assert.ok(Date.now() < deadline, `nothing waited for the epoch lock of ${threadId}`);
-    const { rows } = await pool.query<{ waiting: boolean }>(
-      `SELECT EXISTS (SELECT 1 FROM pg_locks l
-                       WHERE l.locktype = 'advisory' AND NOT l.granted
-                         AND ((l.classid::bigint << 32) | l.objid::bigint) = thread_epoch_lock_key($1)) AS waiting`,
+    assert.ok(Date.now() < deadline, `fewer than ${sessions} session(s) waited for the epoch lock of ${threadId}`);
+    const { rows } = await pool.query<{ waiting: number }>(
+      `SELECT COUNT(*)::int AS waiting FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND NOT l.granted
+          AND ((l.classid::bigint << 32) | l.objid::bigint) = thread_epoch_lock_key($1)`,
       [threadId],
     );
-    if (rows[0]?.waiting) return;
+    if ((rows[0]?.waiting ?? 0) >= sessions) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -816,8 +817,7 @@ test('env store: a replace or CAS update racing an epoch bump in flight waits fo
     const storing = store.store(solver, opId(solver, 'late-store'), { key: 'a', shortDescription: 'A.', value: 1 });
     const updating = store.update(solver, opId(solver, 'late-update'), { key: 'b', value: 1, expectedVersion: 1 });
     // Both read the epoch only once the bump is decided: they wait for its transaction.
-    await waitingForEpochLock(solver.threadId);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitingForEpochLock(solver.threadId, 2);
     await reclaimer.query('COMMIT');
     for (const outcome of await Promise.allSettled([storing, updating])) {
       assert.equal(outcome.status, 'rejected');
@@ -1052,9 +1052,11 @@ async function listen(rootThreadId: string) {
   await client.connect();
   const received: EnvNotification[] = [];
   const waiters: (() => void)[] = [];
+  const fences = new Map<string, () => void>();
   client.on('notification', (message) => {
     if (message.channel !== ENV_EVENTS_CHANNEL || message.payload === undefined) return;
-    const payload = JSON.parse(message.payload) as EnvNotification;
+    const payload = JSON.parse(message.payload) as EnvNotification & { fence?: string };
+    if (payload.fence !== undefined) return void fences.get(payload.fence)?.();
     if (payload.rootThreadId !== rootThreadId) return;
     received.push(payload);
     for (const wake of waiters.splice(0)) wake();
@@ -1077,6 +1079,23 @@ async function listen(rootThreadId: string) {
         });
       }
       return received.slice(0, count);
+    },
+    /**
+     * Resolves once every announcement committed before the call has arrived: a notification of its own, committed
+     * now, comes after them (Postgres delivers one listener's notifications in commit order). Fails after 5 s.
+     */
+    async fence(): Promise<void> {
+      const token = randomUUID();
+      const arrived = new Promise<void>((resolve) => fences.set(token, resolve));
+      await pool.query('SELECT pg_notify($1, $2)', [ENV_EVENTS_CHANNEL, JSON.stringify({ fence: token })]);
+      const timedOut = AbortSignal.timeout(5000);
+      await Promise.race([
+        arrived,
+        new Promise((_resolve, reject) =>
+          timedOut.addEventListener('abort', () => reject(new Error('the fence notification did not arrive'))),
+        ),
+      ]);
+      fences.delete(token);
     },
     close: () => client.end(),
   };
@@ -1113,8 +1132,8 @@ test('env store: every change is announced once on baton_env_events with rootThr
       ],
     );
     assert.deepEqual(await feed.until(expected.length), expected);
-    // The duplicate operation and the invalid key announced nothing.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The duplicate operation and the invalid key announced nothing: had they, it would have arrived before the fence.
+    await feed.fence();
     assert.equal(feed.received.length, expected.length);
   } finally {
     await feed.close();
@@ -1183,8 +1202,9 @@ test('env store: a change is announced and visible only once its transaction com
   try {
     const writing = held.store(solver, opId(solver, 's1'), { key: 'arc_task', shortDescription: 'Held.', value: 1 });
     await atCommit;
-    // The event is written but not committed: nothing may be seen or announced yet.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The event is written but not committed: nothing may be seen or announced yet (an announcement sent before the
+    // commit would arrive before the fence).
+    await feed.fence();
     assert.deepEqual(feed.received, []);
     assert.equal(await store.get(solver.rootThreadId, 'arc_task'), undefined);
     assert.equal(await committedEventCount(solver.rootThreadId), 0);

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { once } from 'node:events';
 import { createPool } from '../../db/pool';
 import { inTransaction } from '../../db/transaction';
 import { readTestEnv } from '../../testing/test-env';
@@ -26,10 +26,11 @@ test('a connection ended between two queries of a transaction fails it without c
     await assert.rejects(
       inTransaction(pool, async (client) => {
         const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        // Listened for before the terminate, so the connection's end cannot slip past unseen.
+        const ended = once(client, 'end', { signal: AbortSignal.timeout(10_000) });
         await admin.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]);
-        // The server's goodbye reaches the idle, checked-out client now, between queries.
-        for (let i = 0; i < 50 && !client.listenerCount('error'); i += 1) await sleep(10);
-        await sleep(300);
+        // The server's goodbye reaches the idle, checked-out client now, between queries; wait until it has.
+        await ended;
         await client.query('SELECT 1');
       }),
       /terminat|Connection|not queryable/i,

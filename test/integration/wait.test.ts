@@ -30,6 +30,7 @@ function agent(name: string, capabilities: string[] = []): [string, ReturnType<t
 const agents: AgentRegistry = new Map([
   agent('napper'),
   agent('sleeper'),
+  agent('queued'),
   agent('dozer'),
   agent('boss', ['deputy']),
   agent('deputy'),
@@ -49,10 +50,15 @@ agents:
       args: { seconds: 2, reason: "let the build finish" }
     - say: "Done waiting."
   sleeper:
-    # The delay keeps the first turn from planning its wait before a message sent right after it is queued.
     - call: wait
       args: { seconds: 3600, reason: "check the deploy in an hour" }
-      delay_ms: 1500
+    - say: "Stopped waiting for you."
+    - say: "Handled your message."
+  queued:
+    # Held until the test has queued a second message, so the first turn plans its wait only then.
+    - call: wait
+      args: { seconds: 3600, reason: "check the deploy in an hour" }
+      hold: queued-wait
     - say: "Stopped waiting for you."
     - say: "Handled your message."
   dozer:
@@ -206,16 +212,21 @@ test('wait: a human message ends the wait early, and is then handled as the next
 });
 
 test('wait: a wait that starts while a message is already queued behind its turn ends at once', async () => {
-  const threadId = uniqueThreadId('sleeper-queued');
-  const thread = await harness.client.startThread({ agent: 'sleeper', threadId });
+  const threadId = uniqueThreadId('queued');
+  const thread = await harness.client.startThread({ agent: 'queued', threadId });
   // Both messages arrive before the first turn calls `wait`: the second is queued when the wait starts. The first is
-  // accepted before the second is sent, so the two cannot race each other into the queue in the other order.
-  const firstUpdate = await thread.workflow.startUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
-    args: [{ message: 'Check the deploy later.' }],
-    waitForStage: WorkflowUpdateStage.ACCEPTED,
-  });
-  const second = await thread.send('And then this.');
-  const first = await firstUpdate.result();
+  // accepted before the second is sent, so the two cannot race each other into the queue in the other order, and the
+  // first turn's reply (its `wait` call) is held by the scripted model until the second is accepted too.
+  const send = (message: string) =>
+    thread.workflow.startUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
+      args: [{ message }],
+      waitForStage: WorkflowUpdateStage.ACCEPTED,
+    });
+  const firstUpdate = await send('Check the deploy later.');
+  const secondUpdate = await send('And then this.');
+  // Its model request may or may not have arrived yet: either way it is answered only from here on.
+  harness.model.release('queued-wait');
+  const [first, second] = await Promise.all([firstUpdate.result(), secondUpdate.result()]);
   assert.deepEqual([first.reply, second.reply], ['Stopped waiting for you.', 'Handled your message.']);
   const [result] = toolResults(await listMessages(harness.pool, threadId));
   assert.match(result ?? '', /^The wait ended early, .*: a new message from the human arrived/);

@@ -9,7 +9,7 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import type { ScriptedModelLogEntry, ScriptedModelServer, ScriptedModelServerOptions } from '../../scripted-model';
 import { OMITTED_ASSISTANT_HEADER } from '../../common/context-policy';
-import { NonLoopbackHostError, startScriptedModelServer, validateScript } from '../../scripted-model';
+import { NonLoopbackHostError, parseScript, startScriptedModelServer, validateScript } from '../../scripted-model';
 
 const script = validateScript(
   {
@@ -365,4 +365,34 @@ test('scripted-model server: refuses to listen on a non-loopback address', async
     assert.match(error.message, /refusing to listen on '0\.0\.0\.0'/);
     return true;
   });
+});
+
+test('scripted model server: a step with hold answers only once its name is released, and later ones at once', async () => {
+  const server = await startScriptedModelServer({
+    script: parseScript('agents:\n  a:\n    - say: "held"\n      hold: gate\n    - say: "free"\n', 'hold.yaml'),
+  });
+  try {
+    const client = new OpenAI({ baseURL: server.baseURL, apiKey: 'scripted', maxRetries: 0 });
+    const ask = (messages: { role: 'user' | 'assistant'; content: string }[]) =>
+      client.chat.completions.create({ model: 'm', messages }, { headers: { 'x-baton-agent': 'a' } });
+    let answered = false;
+    const first = ask([{ role: 'user', content: 'hi' }]).then((reply) => {
+      answered = true;
+      return reply;
+    });
+    // The request arrives, and stays unanswered while the name is held.
+    for (let tries = 0; server.requestCount('a') === 0; tries += 1) {
+      assert.ok(tries < 200, 'the request reached the server');
+      await sleep(10);
+    }
+    assert.equal(answered, false);
+    assert.equal(server.release('gate'), 1, 'one reply was waiting');
+    assert.equal((await first).choices[0]?.message.content, 'held');
+    // Released once, released for good: the same step asked again is answered at once.
+    const again = await ask([{ role: 'user', content: 'hi' }]);
+    assert.equal(again.choices[0]?.message.content, 'held');
+    assert.equal(server.release('gate'), 0);
+  } finally {
+    await server.close();
+  }
 });
