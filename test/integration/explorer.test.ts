@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { connect, type BatonClient } from '../../client';
 import type { ThreadScope } from '../../common/types';
@@ -15,6 +16,7 @@ import { openQuestion } from '../../db/questions';
 import { ensureThread } from '../../db/threads';
 import { appendMessage } from '../../db/transcripts';
 import { startExplorer, type ExplorerServer } from '../../explorer';
+import { waitFor } from '../chaos/waiting';
 import { compactJson } from '../../explorer/pages';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { explorerHttp, flat } from './explorer-http';
@@ -377,6 +379,68 @@ describe('explorer pages and API', () => {
     };
     assert.deepEqual([change.event.key, change.event.action, change.event.scope], ['live', 'stored', '']);
     assert.deepEqual([change.entry.key, change.entry.version, 'value' in change.entry], ['live', 1, false]);
+  });
+
+  test('explorer: posts from other sites and requests for other hosts are refused; a refused answer changes nothing', async () => {
+    const answerPath = `/threads/${p(root)}/questions/q1/answer`;
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const refusals: [string, Record<string, string>, string, string][] = [
+      ['cross-site without Origin', { ...form, 'sec-fetch-site': 'cross-site' }, answerPath, 'answer=yes'],
+      ['Origin: null', { ...form, origin: 'null' }, answerPath, 'answer=yes'],
+      [
+        'JSON from a foreign Origin',
+        { 'content-type': 'application/json', origin: 'http://evil.example' },
+        `/api${answerPath}`,
+        '{"answer":"yes"}',
+      ],
+    ];
+    for (const [what, headers, path, body] of refusals) {
+      const response = await request(path, { method: 'POST', headers, body });
+      assert.equal(response.status, 403, `${what}: ${response.body}`);
+    }
+    // A foreign name on the explorer's own port (DNS rebinding) and no Host at all (HTTP/1.0) are both refused.
+    const port = new URL(explorer.url).port;
+    assert.equal((await request('/', { headers: { host: `evil.example:${port}` } })).status, 421);
+    const hostless = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => socket.end('GET / HTTP/1.0\r\n\r\n'));
+      let reply = '';
+      socket.setEncoding('utf8').on('data', (chunk: string) => (reply += chunk));
+      socket.on('end', () => resolve(reply));
+      socket.on('error', reject);
+    });
+    assert.match(hostless, /^HTTP\/1\.[01] 421 /);
+    // None of the refused answers reached the question: it is still open.
+    const [question] = await client.thread(root).questions({ all: true });
+    assert.deepEqual([question?.questionId, question?.status, question?.answer], ['q1', 'open', null]);
+  });
+
+  test('explorer: live streams beyond its cap are refused with 503 until one ends', async () => {
+    const capped = await startExplorer({ client, port: 0, maxStreams: 1 });
+    try {
+      const streamPath = `${capped.url}/api/threads/${p(root)}/env/stream`;
+      const open = () =>
+        new Promise<{ status: number; close: () => void }>((resolve, reject) => {
+          const req = http.get(streamPath, (res) => {
+            res.resume();
+            resolve({ status: res.statusCode ?? 0, close: () => req.destroy() });
+          });
+          req.on('error', reject);
+        });
+      const first = await open();
+      assert.equal(first.status, 200);
+      const second = await open();
+      assert.equal(second.status, 503);
+      second.close();
+      first.close();
+      // The first stream's end frees its place (the server notices the closed connection).
+      await waitFor('the capped stream to be free again', 10_000, async () => {
+        const third = await open();
+        third.close();
+        return third.status === 200 ? true : undefined;
+      });
+    } finally {
+      await capped.close();
+    }
   });
 
   test('explorer: a missing thread is a 404 page; bad ids, parameters and hosts are refused', async () => {
