@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { resolveTemporalServerBinaries } from '../stack/temporal-server-binaries';
+import { isCi } from './ci';
 import { startTestStack, type TestStack } from './test-stack';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -121,11 +122,14 @@ interface TestCounts {
   skipped: number;
   todo: number;
   failed: number;
+  /** Test files whose every test skipped. */
+  onlySkipped: string[];
 }
 
 /**
  * A run in which nothing was tested fails, whatever the runner's exit code: zero tests executed, or every one
- * skipped (a suite whose dependency is missing must not pass as a row of skips).
+ * skipped (a suite whose dependency is missing must not pass as a row of skips). Under CI, so does a run in which one
+ * test file skipped every test: a browser suite without its browser, say.
  */
 function checkCounts(code: number, countsFile: string): number {
   let counts: TestCounts;
@@ -142,6 +146,12 @@ function checkCounts(code: number, countsFile: string): number {
     log(counts.skipped > 0 ? 'every test was skipped: nothing was tested' : 'no test was executed');
     return code === 0 ? 1 : code;
   }
+  const skippedFiles = counts.onlySkipped.map((file) => path.relative(ROOT, file));
+  if (isCi() && skippedFiles.length > 0) {
+    log(`under CI every test of a file was skipped, which fails the run: ${skippedFiles.join(', ')}`);
+    return code === 0 ? 1 : code;
+  }
+  if (skippedFiles.length > 0) log(`every test was skipped in: ${skippedFiles.join(', ')}`);
   return code;
 }
 

@@ -7,7 +7,8 @@
  * fixture: fork_join's tables filled directly) and find the run's workflows in the Temporal Web UI. Screenshots go to
  * test-artifacts/ (gitignored).
  *
- * Without Chromium the tests are skipped with a notice saying so; under CI=true they fail instead.
+ * Without Chromium the tests are skipped with a notice saying so; under CI (`isCi`: CI=1, true or yes) they fail
+ * instead.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -18,6 +19,7 @@ import YAML from 'yaml';
 import { EnvStore } from '../../db/env-data';
 import { createPool } from '../../db/pool';
 import { readStackFile } from '../../stack/stack-file';
+import { isCi } from '../../testing/ci';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import {
   ROOT,
@@ -54,8 +56,8 @@ const missingChromium = chromiumPath
   ? undefined
   : `Chromium not found (looked at ${CHROMIUM_CANDIDATES.join(', ')}): install it (apt-get install chromium) or set BATON_CHROMIUM`;
 if (missingChromium) process.stderr.write(`\n*** explorer browser tests: ${missingChromium} ***\n\n`);
-// Counted as skipped in the run's summary (a skipped suite alone counts no test); under CI=true the suite fails instead.
-if (missingChromium && process.env.CI !== 'true') {
+// Counted as skipped in the run's summary (a skipped suite alone counts no test); under CI the suite fails instead.
+if (missingChromium && !isCi()) {
   test('browser: the explorer browser tests need Chromium', { skip: missingChromium }, () => undefined);
 }
 
@@ -141,7 +143,7 @@ function writeAgents(dir: string): void {
   fs.writeFileSync(path.join(dir, 'model-script.yaml'), YAML.stringify(script));
 }
 
-describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? false : missingChromium }, () => {
+describe('the thread explorer in Chromium', { skip: isCi() ? false : missingChromium }, () => {
   const stateDir = freshDir('explorer-state');
   const agentsDir = freshDir('explorer-agents');
   const toolsFile = writeTools(freshDir('explorer-tools'));
@@ -180,7 +182,7 @@ describe('the thread explorer in Chromium', { skip: process.env.CI === 'true' ? 
   };
 
   before(async () => {
-    assert.ok(chromiumPath, `CI=true: the browser tests must run. ${missingChromium ?? ''}`);
+    assert.ok(chromiumPath, `under CI the browser tests must run. ${missingChromium ?? ''}`);
     writeAgents(agentsDir);
     // The dev server of our own (not the test stack's headless one), so its Web UI runs; the test database.
     const devEnv = env.temporalCli
