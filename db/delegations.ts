@@ -96,12 +96,17 @@ export async function insertDelegation(
 
   let threadId = `${scope.rootThreadId}/${delegation.callee}-${number}`;
   if (delegation.mode === 'reuse') {
-    const { rows } = await client.query<{ threadId: string }>(
-      `SELECT thread_id AS "threadId" FROM delegations
-        WHERE parent_thread_id = $1 AND agent = $2 ORDER BY created_at DESC, number DESC LIMIT 1`,
-      [scope.threadId, delegation.callee],
+    // The caller's last plain delegation thread to this agent: a fork task's thread is not one (it writes to its own
+    // store, under its task's label). A thread whose last turn was reclaimed or failed is not continued either: its
+    // epoch was moved on and its transcript may stop in the middle of a step, so the call starts a new thread.
+    const { rows } = await client.query<{ threadId: string; status: string }>(
+      `SELECT d.thread_id AS "threadId", t.status FROM delegations d JOIN threads t ON t.thread_id = d.thread_id
+        WHERE d.root_thread_id = $1 AND d.parent_thread_id = $2 AND d.agent = $3 AND t.fork_task IS NULL
+        ORDER BY d.created_at DESC, d.number DESC LIMIT 1`,
+      [scope.rootThreadId, scope.threadId, delegation.callee],
     );
-    threadId = rows[0]?.threadId ?? threadId;
+    const last = rows[0];
+    if (last && last.status !== 'reclaimed' && last.status !== 'failed') threadId = last.threadId;
   }
   // The callee's thread runs in its caller's world and reads the caller's env-data scopes; an isolated fork task
   // writes to a scope of its own in front of them.
