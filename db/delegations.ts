@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DelegationThreadMode, ThreadScope } from '../common/types';
 import { BatonDbError } from './errors';
+import { cancelWaitingRequests } from './fences';
 import { lockThreadAtEpoch, type Queryable } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -227,21 +228,36 @@ async function copyTranscript(
 
 /**
  * Records how a thread's latest turn is going. A reclaimed thread keeps saying so when its cancelled turn reports
- * its own end afterwards; only a new turn in it (`running`) moves it on.
+ * its own end afterwards; only a new turn in it (`running`) moves it on. A turn that failed waits for nobody any more:
+ * its open questions and pending approvals are cancelled with the reason, in the same transaction.
  */
 export async function markThread(
-  db: Queryable,
+  pool: Pool,
   threadId: string,
   status: 'running' | 'completed' | 'max_steps' | 'failed',
   error?: string,
 ): Promise<void> {
-  await db.query(
-    `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
-            started_at = CASE WHEN $2 = 'running' THEN now() ELSE started_at END,
-            finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
-      WHERE thread_id = $1 AND (status <> 'reclaimed' OR $2 = 'running')`,
-    [threadId, status, error ?? null],
-  );
+  const mark = (db: Queryable) =>
+    db.query<{ rootThreadId: string }>(
+      `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
+              started_at = CASE WHEN $2 = 'running' THEN now() ELSE started_at END,
+              finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
+        WHERE thread_id = $1 AND (status <> 'reclaimed' OR $2 = 'running')
+        RETURNING root_thread_id AS "rootThreadId"`,
+      [threadId, status, error ?? null],
+    );
+  if (status !== 'failed') return void (await mark(pool));
+  await inTransaction(pool, async (client) => {
+    const { rows } = await mark(client);
+    const rootThreadId = rows[0]?.rootThreadId;
+    if (rootThreadId === undefined) return; // reclaimed: its reclaim cancelled them
+    await cancelWaitingRequests(
+      client,
+      rootThreadId,
+      [threadId],
+      error === undefined ? 'its turn failed' : `its turn failed: ${error}`,
+    );
+  });
 }
 
 /** One node of a delegation tree, with its token usage. */
