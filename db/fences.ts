@@ -23,9 +23,10 @@ export interface FencedEnd {
  * locked (the opening would find the parent's epoch moved on). One statement reading the whole tree from its snapshot
  * would miss a child whose opening commits while the statement waits for its parent's lock.
  *
- * `FOR NO KEY UPDATE` is what the epoch bump takes anyway: it blocks every fenced write (`FOR UPDATE` or `FOR SHARE`
- * of the writer's thread) and leaves foreign-key checks of inserts elsewhere alone. Every fence locks top down, so two
- * fences of nested trees never wait for each other in a circle.
+ * `FOR NO KEY UPDATE` is what the epoch bump takes anyway: it blocks every write fenced by its thread's row (`FOR
+ * UPDATE` or `FOR SHARE`; the common env write waits for the bump through migration 009's trigger instead) and leaves
+ * foreign-key checks of inserts elsewhere alone. Every fence locks top down, so two fences of nested trees never wait
+ * for each other in a circle.
  */
 export async function lockSubtree(client: PoolClient, rootThreadId: string, threadId: string): Promise<string[]> {
   const locked: string[] = [];
@@ -58,14 +59,16 @@ export async function fenceThread(
   threadId: string,
   end: FencedEnd,
 ): Promise<string[]> {
-  const threadIds = await lockSubtree(client, rootThreadId, threadId);
-  if (threadIds.length === 0) return [];
   if (end.epoch !== undefined) {
-    const { rows } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
-      threadId,
-    ]);
+    // The thread's lock first (the subtree's locking takes it again), so its epoch cannot move before the bump.
+    const { rows } = await client.query<{ epoch: number }>(
+      'SELECT epoch FROM threads WHERE root_thread_id = $1 AND thread_id = $2 FOR NO KEY UPDATE',
+      [rootThreadId, threadId],
+    );
     if (rows[0]?.epoch !== end.epoch) return [];
   }
+  const threadIds = await lockSubtree(client, rootThreadId, threadId);
+  if (threadIds.length === 0) return [];
   const reclaimed = { lastError: `reclaimed: ${end.error}`, reason: `its turn was reclaimed: ${end.error}` };
   const own =
     end.status === 'reclaimed' ? reclaimed : { lastError: end.error, reason: `its turn failed: ${end.error}` };

@@ -12,6 +12,7 @@ import { formatQuestions } from '../../client/format';
 import type { ThreadScope } from '../../common/types';
 import { insertDelegation, lockDelegationNumbers, markThread, openDelegation } from '../../db/delegations';
 import { StaleEpochError } from '../../db/errors';
+import { fenceFailedThread } from '../../db/fences';
 import { openFork, reclaimForkTasks } from '../../db/forks';
 import { findQuestion, openQuestion } from '../../db/questions';
 import { lockThreadAtEpoch } from '../../db/threads';
@@ -310,4 +311,36 @@ test('reclaim: a turn that fails closes its open questions as cancelled, with th
   const question = await findQuestion(harness.pool, root.rootThreadId, questionId);
   assert.deepEqual([question?.status, question?.reason], ['cancelled', 'its turn failed: the model refused']);
   assert.ok(question?.closedAt instanceof Date);
+});
+
+test('reclaim: a failed turn is fenced once, with the whole tree below it, finished threads keeping their status', async () => {
+  const root = await openRootThread(harness.pool, 'boss');
+  const open = (caller: ThreadScope, callee: string) =>
+    openDelegation(harness.pool, caller, `${caller.threadId}:${callee}`, {
+      callee,
+      mode: 'new',
+      chain: [caller.agent, callee],
+      callerMessageSeq: 0,
+      buildMessage: () => 'Go.',
+    });
+  const dawdler = await open(root, 'dawdler');
+  const dawdlerScope = { ...root, threadId: dawdler.threadId, agent: 'dawdler', epoch: dawdler.epoch };
+  const [running, done] = [await open(dawdlerScope, 'helper'), await open(dawdlerScope, 'asker')];
+  await markThread(harness.pool, running.threadId, 'running');
+  await markThread(harness.pool, done.threadId, 'completed');
+  const fence = () => fenceFailedThread(harness.pool, root.rootThreadId, dawdler.threadId, dawdler.epoch, 'stopped');
+  assert.equal(await fence(), 3);
+  assert.equal(await fence(), 0, 'a retry bumps nothing twice');
+  assert.deepEqual(await threadRow(dawdler.threadId), { epoch: 1, status: 'failed', lastError: 'stopped' });
+  assert.deepEqual(await threadRow(running.threadId), {
+    epoch: 1,
+    status: 'reclaimed',
+    lastError: 'reclaimed: stopped',
+  });
+  assert.deepEqual(await threadRow(done.threadId), { epoch: 1, status: 'completed', lastError: null });
+  assert.deepEqual(
+    await threadRow(root.threadId),
+    { epoch: 0, status: 'active', lastError: null },
+    'the caller is not',
+  );
 });
