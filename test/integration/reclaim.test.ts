@@ -328,6 +328,12 @@ test('reclaim: a failed turn is fenced once, with the whole tree below it, finis
   const [running, done] = [await open(dawdlerScope, 'helper'), await open(dawdlerScope, 'asker')];
   await markThread(harness.pool, running.threadId, 'running');
   await markThread(harness.pool, done.threadId, 'completed');
+  const below = { ...root, threadId: running.threadId, agent: 'helper', epoch: running.epoch };
+  const asked = await openQuestion(harness.pool, below, `${running.threadId}:q`, {
+    workflowId: 'w',
+    toolCallId: 'c',
+    question: 'Which one?',
+  });
   const fence = () => fenceFailedThread(harness.pool, root.rootThreadId, dawdler.threadId, dawdler.epoch, 'stopped');
   assert.equal(await fence(), 3);
   assert.equal(await fence(), 0, 'a retry bumps nothing twice');
@@ -343,4 +349,6 @@ test('reclaim: a failed turn is fenced once, with the whole tree below it, finis
     { epoch: 0, status: 'active', lastError: null },
     'the caller is not',
   );
+  const question = await findQuestion(harness.pool, root.rootThreadId, asked.questionId);
+  assert.deepEqual([question?.status, question?.reason], ['cancelled', 'its turn was reclaimed: stopped']);
 });
