@@ -1,8 +1,15 @@
 import type { Pool } from 'pg';
 import type { AgentDefinition } from '../common/agent-definition';
 import { withDelegationPreamble, type ForkPosition } from '../common/delegation-preamble';
-import type { FinishTurnInput, OpenDelegationInput, OpenDelegationResult } from '../common/types';
+import type {
+  FenceFailedTurnInput,
+  FenceFailedTurnResult,
+  FinishTurnInput,
+  OpenDelegationInput,
+  OpenDelegationResult,
+} from '../common/types';
 import { markThread, openDelegation as openDelegationRow, type DelegationReads } from '../db/delegations';
+import { fenceFailedThread } from '../db/fences';
 import type { EnvManifestEntry, EnvStore } from '../db/env-data';
 import type { AgentStore } from './agent-store';
 import { storableText } from '../common/text';
@@ -60,7 +67,18 @@ export function createDelegationActivities({ pool, agentStore, env }: Delegation
     await markThread(pool, input.threadId, input.status, input.error);
   }
 
-  return { openDelegation, finishTurn };
+  /**
+   * Records that a delegated turn or fork task failed, as its caller saw it, and fences it: the epochs of its thread
+   * and of every thread below it move on, so whatever their activities still try to write is refused (a turn stopped
+   * by its `timeout_s` could not stop them itself), and their pending approvals and open questions are cancelled with
+   * the reason. Once: a thread that has moved past the turn's epoch is left alone.
+   */
+  async function fenceFailedTurn(input: FenceFailedTurnInput): Promise<FenceFailedTurnResult> {
+    const fencedThreads = await fenceFailedThread(pool, input.rootThreadId, input.threadId, input.epoch, input.error);
+    return { fencedThreads };
+  }
+
+  return { openDelegation, finishTurn, fenceFailedTurn };
 }
 
 /** What a delegated message's preamble is built from. */

@@ -24,7 +24,8 @@ export function createQuestionActivities({ pool }: { pool: Pool }) {
 
   /**
    * Marks a question answered or expired and returns how it ended: when an answer and a timeout race, the first to
-   * reach Postgres wins and both sides see the same outcome. Idempotent.
+   * reach Postgres wins and both sides see the same outcome; a question its turn's end cancelled stays cancelled.
+   * Idempotent.
    */
   async function closeQuestion(input: CloseQuestionInput): Promise<CloseQuestionResult> {
     // An answer is a human's text: clean what Postgres cannot store rather than fail the waiting turn.
@@ -36,7 +37,9 @@ export function createQuestionActivities({ pool }: { pool: Pool }) {
     if (!row || row.status === 'open') {
       throw new Error(`question '${input.questionId}' of thread '${input.rootThreadId}' could not be closed`);
     }
-    return row.status === 'answered' ? { status: 'answered', answer: row.answer ?? '' } : { status: 'expired' };
+    if (row.status === 'answered') return { status: 'answered', answer: row.answer ?? '' };
+    if (row.status === 'cancelled') return { status: 'cancelled', reason: row.reason ?? 'its turn ended' };
+    return { status: 'expired' };
   }
 
   return { openQuestion, closeQuestion };

@@ -77,6 +77,7 @@ function columns(rows: readonly (readonly string[])[]): string {
     .join('\n');
 }
 
+/** Questions as a table: id, agent, age and the question, with `all` their status (a cancelled one's with why). */
 export function formatQuestions(rows: readonly QuestionRow[], all: boolean): string {
   if (rows.length === 0) return all ? 'No questions.' : 'No open questions.';
   const now = Date.now();
@@ -87,7 +88,7 @@ export function formatQuestions(rows: readonly QuestionRow[], all: boolean): str
       row.questionId,
       row.agent,
       age(row.createdAt, now),
-      ...(all ? [row.status] : []),
+      ...(all ? [row.reason === null ? row.status : `${row.status} (${oneLine(row.reason)})`] : []),
       oneLine(row.question),
     ]),
   ]);

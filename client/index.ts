@@ -252,6 +252,11 @@ export class BatonClient {
   }
 }
 
+/** A closed question's status, with the reason it was cancelled: `answered`, `cancelled: its turn failed: …`. */
+function closedQuestion(question: QuestionRow): string {
+  return question.reason === null ? question.status : `${question.status}: ${question.reason}`;
+}
+
 /** How long `answer`, `approve` and `reject` wait for a stored request's turn to start waiting for it. */
 const ANSWER_WAIT_MS = 60_000;
 
@@ -367,7 +372,7 @@ export class ThreadHandle {
     const question = await findQuestion(db, this.threadId, questionId);
     if (!question) throw new BatonClientError(`thread '${this.threadId}' has no question '${questionId}'`);
     if (question.status !== 'open') {
-      throw new BatonClientError(`question '${questionId}' is already ${question.status}`);
+      throw new BatonClientError(`question '${questionId}' is already ${closedQuestion(question)}`);
     }
     return this.updateWaitingTurn<AnswerQuestionResult, AnswerQuestionInput>({
       what: `question '${questionId}'`,
@@ -377,7 +382,7 @@ export class ThreadHandle {
       notWaitingYet: /is not waiting for an answer in this turn/,
       stillWaiting: async () => {
         const now = await findQuestion(db, this.threadId, questionId);
-        return now?.status === 'open' ? undefined : (now?.status ?? 'gone');
+        return now?.status === 'open' ? undefined : now ? closedQuestion(now) : 'gone';
       },
       waitMs: options.waitMs,
     });
@@ -467,6 +472,17 @@ export class ThreadHandle {
       try {
         return await turn.executeUpdate<Result, [Input]>(request.update, { args: [request.input] });
       } catch (error) {
+        if (error instanceof WorkflowNotFoundError) {
+          // Its turn has ended without closing it (one stopped by a worker whose code predates closing them).
+          const closed = await request.stillWaiting();
+          throw new BatonClientError(
+            closed === undefined
+              ? `${request.what} is still open, but the turn waiting for it (${request.workflowId}) has ended: ` +
+                  'nothing can reach it any more'
+              : `${request.what} is already ${closed}`,
+            { cause: error },
+          );
+        }
         if (!(error instanceof WorkflowUpdateFailedError && request.notWaitingYet.test(String(error.cause?.message)))) {
           throw error;
         }

@@ -196,6 +196,21 @@ export interface FinishTurnInput {
   error?: string;
 }
 
+/** A delegated turn or fork task its caller saw fail (its own error, or stopped by its `timeout_s`). */
+export interface FenceFailedTurnInput {
+  rootThreadId: string;
+  threadId: string;
+  /** The epoch the turn ran at: a thread that has moved past it is left alone. */
+  epoch: number;
+  /** Why it failed, as the caller words it. */
+  error: string;
+}
+
+export interface FenceFailedTurnResult {
+  /** Threads whose epoch moved: the turn's and every thread below it (none when it had moved on already). */
+  fencedThreads: number;
+}
+
 export interface CallModelResult {
   /** Transcript sequence number of the stored assistant message. */
   seq: number;
@@ -260,7 +275,11 @@ export interface CloseQuestionInput {
   outcome: { status: 'answered'; answer: string } | { status: 'expired' };
 }
 
-export type CloseQuestionResult = { status: 'answered'; answer: string } | { status: 'expired' };
+export type CloseQuestionResult =
+  | { status: 'answered'; answer: string }
+  | { status: 'expired' }
+  /** Its turn was reclaimed, timed out or failed before the answer arrived. */
+  | { status: 'cancelled'; reason: string };
 
 /** Update argument that answers a question a turn is waiting on. */
 export interface AnswerQuestionInput {

@@ -133,23 +133,6 @@ export async function closeApproval(
   return rows[0] ?? findApproval(db, rootThreadId, approvalId);
 }
 
-/**
- * Cancels the pending approvals of the given threads of a root, in the caller's transaction: a reclaimed turn's
- * approval must not stay listed as waiting for a person.
- */
-export async function cancelPendingApprovals(
-  db: Queryable,
-  rootThreadId: string,
-  threadIds: readonly string[],
-  reason: string,
-): Promise<void> {
-  await db.query(
-    `UPDATE approvals SET status = 'cancelled', reason = $3, decided_at = now()
-      WHERE root_thread_id = $1 AND thread_id = ANY ($2::text[]) AND status = 'pending'`,
-    [rootThreadId, threadIds, reason],
-  );
-}
-
 export async function findApproval(
   db: Queryable,
   rootThreadId: string,

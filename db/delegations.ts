@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DelegationThreadMode, ThreadScope } from '../common/types';
 import { BatonDbError } from './errors';
+import { cancelWaitingRequests } from './fences';
 import { lockThreadAtEpoch, type Queryable } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
@@ -96,12 +97,17 @@ export async function insertDelegation(
 
   let threadId = `${scope.rootThreadId}/${delegation.callee}-${number}`;
   if (delegation.mode === 'reuse') {
-    const { rows } = await client.query<{ threadId: string }>(
-      `SELECT thread_id AS "threadId" FROM delegations
-        WHERE parent_thread_id = $1 AND agent = $2 ORDER BY created_at DESC, number DESC LIMIT 1`,
-      [scope.threadId, delegation.callee],
+    // The caller's last plain delegation thread to this agent: a fork task's thread is not one (it writes to its own
+    // store, under its task's label). A thread whose last turn was reclaimed or failed is not continued either: its
+    // epoch was moved on and its transcript may stop in the middle of a step, so the call starts a new thread.
+    const { rows } = await client.query<{ threadId: string; status: string }>(
+      `SELECT d.thread_id AS "threadId", t.status FROM delegations d JOIN threads t ON t.thread_id = d.thread_id
+        WHERE d.root_thread_id = $1 AND d.parent_thread_id = $2 AND d.agent = $3 AND t.fork_task IS NULL
+        ORDER BY d.created_at DESC, d.number DESC LIMIT 1`,
+      [scope.rootThreadId, scope.threadId, delegation.callee],
     );
-    threadId = rows[0]?.threadId ?? threadId;
+    const last = rows[0];
+    if (last && last.status !== 'reclaimed' && last.status !== 'failed') threadId = last.threadId;
   }
   // The callee's thread runs in its caller's world and reads the caller's env-data scopes; an isolated fork task
   // writes to a scope of its own in front of them.
@@ -222,21 +228,36 @@ async function copyTranscript(
 
 /**
  * Records how a thread's latest turn is going. A reclaimed thread keeps saying so when its cancelled turn reports
- * its own end afterwards; only a new turn in it (`running`) moves it on.
+ * its own end afterwards; only a new turn in it (`running`) moves it on. A turn that failed waits for nobody any more:
+ * its open questions and pending approvals are cancelled with the reason, in the same transaction.
  */
 export async function markThread(
-  db: Queryable,
+  pool: Pool,
   threadId: string,
   status: 'running' | 'completed' | 'max_steps' | 'failed',
   error?: string,
 ): Promise<void> {
-  await db.query(
-    `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
-            started_at = CASE WHEN $2 = 'running' THEN now() ELSE started_at END,
-            finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
-      WHERE thread_id = $1 AND (status <> 'reclaimed' OR $2 = 'running')`,
-    [threadId, status, error ?? null],
-  );
+  const mark = (db: Queryable) =>
+    db.query<{ rootThreadId: string }>(
+      `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
+              started_at = CASE WHEN $2 = 'running' THEN now() ELSE started_at END,
+              finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
+        WHERE thread_id = $1 AND (status <> 'reclaimed' OR $2 = 'running')
+        RETURNING root_thread_id AS "rootThreadId"`,
+      [threadId, status, error ?? null],
+    );
+  if (status !== 'failed') return void (await mark(pool));
+  await inTransaction(pool, async (client) => {
+    const { rows } = await mark(client);
+    const rootThreadId = rows[0]?.rootThreadId;
+    if (rootThreadId === undefined) return; // reclaimed: its reclaim cancelled them
+    await cancelWaitingRequests(
+      client,
+      rootThreadId,
+      [threadId],
+      error === undefined ? 'its turn failed' : `its turn failed: ${error}`,
+    );
+  });
 }
 
 /** One node of a delegation tree, with its token usage. */

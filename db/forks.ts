@@ -11,7 +11,7 @@ import { BatonDbError } from './errors';
 import { logStaleRefusal } from './refusals';
 import { lockThreadAtEpoch, type Queryable } from './threads';
 import { inTransaction } from './transaction';
-import { cancelPendingApprovals } from './approvals';
+import { fenceThread } from './fences';
 
 /** A fork to open: how it runs and what each task receives. */
 export interface NewFork {
@@ -189,9 +189,10 @@ export async function listForks(db: Queryable, rootThreadId: string): Promise<Fo
 }
 
 /**
- * Gives up on unfinished fork tasks: bumps the epoch of each task's thread and of every thread below it (what it
- * delegated to), so any write they still attempt is refused, and records the task's end. Once per task: a retried
- * call bumps nothing twice.
+ * Gives up on unfinished fork tasks: fences each task's thread and every thread below it (what it delegated to, even
+ * a delegation opening at this very moment: see `fenceThread`), so any write they still attempt is refused, cancels
+ * their pending approvals and open questions, and records the task's end. Once per task: a retried call bumps nothing
+ * twice.
  * @returns the number of threads whose epoch moved
  */
 export async function reclaimForkTasks(
@@ -212,25 +213,8 @@ export async function reclaimForkTasks(
       );
       const threadId = rows[0]?.threadId;
       if (threadId === undefined) continue;
-      const bumped = await client.query<{ threadId: string }>(
-        `WITH RECURSIVE below AS (
-           SELECT thread_id FROM threads WHERE thread_id = $2 AND root_thread_id = $1
-           UNION
-           SELECT t.thread_id FROM threads t JOIN below b ON t.parent_thread_id = b.thread_id WHERE t.root_thread_id = $1)
-         UPDATE threads SET epoch = epoch + 1, status = 'reclaimed', last_error = $3, updated_at = now(),
-                finished_at = COALESCE(finished_at, now())
-          WHERE thread_id IN (SELECT thread_id FROM below)
-          RETURNING thread_id AS "threadId"`,
-        [rootThreadId, threadId, `reclaimed: ${task.error}`],
-      );
-      reclaimed += bumped.rowCount ?? 0;
-      // Nobody can approve a call of a reclaimed turn any more: it would never run.
-      await cancelPendingApprovals(
-        client,
-        rootThreadId,
-        bumped.rows.map((row) => row.threadId),
-        `its turn was reclaimed: ${task.error}`,
-      );
+      const fenced = await fenceThread(client, rootThreadId, threadId, { status: 'reclaimed', error: task.error });
+      reclaimed += fenced.length;
     }
     return reclaimed;
   });

@@ -6,7 +6,8 @@ import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
 import type { ThreadScope } from '../common/types';
 
-export type QuestionStatus = 'open' | 'answered' | 'expired';
+/** `cancelled`: its turn was reclaimed, timed out or failed before anyone answered (`reason` says which). */
+export type QuestionStatus = 'open' | 'answered' | 'expired' | 'cancelled';
 
 /** A question an agent asked a human. */
 export interface QuestionRow {
@@ -19,13 +20,15 @@ export interface QuestionRow {
   question: string;
   status: QuestionStatus;
   answer: string | null;
+  /** Why it was cancelled; `null` otherwise. */
+  reason: string | null;
   createdAt: Date;
   expiresAt: Date | null;
   closedAt: Date | null;
 }
 
 const QUESTION_COLUMNS = `root_thread_id AS "rootThreadId", question_id AS "questionId", thread_id AS "threadId", agent,
-  workflow_id AS "workflowId", tool_call_id AS "toolCallId", question, status, answer, created_at AS "createdAt",
+  workflow_id AS "workflowId", tool_call_id AS "toolCallId", question, status, answer, reason, created_at AS "createdAt",
   expires_at AS "expiresAt", closed_at AS "closedAt"`;
 
 export interface NewQuestion {

@@ -48,6 +48,7 @@ export interface ExplorerFork extends Omit<ForkRow, 'tasks'> {
 export interface ThreadOverview {
   thread: ThreadRow;
   tree: ExplorerNode;
+  /** Every question of the tree, open and closed, oldest first. */
   questions: QuestionRow[];
   /** Every approval of the tree, pending and decided, oldest first. */
   approvals: ApprovalRow[];
@@ -71,7 +72,7 @@ export class ExplorerData {
     return findThread(this.db, threadId);
   }
 
-  /** A root thread's tree (forks grouped under their caller), open questions and usage. */
+  /** A root thread's tree (forks grouped under their caller), its questions and approvals (all) and usage. */
   async overview(root: ThreadRow): Promise<ThreadOverview> {
     const handle = this.client.thread(root.threadId);
     const [plainTree, details, delegations, forks, questions, approvals, usage] = await Promise.all([
@@ -79,7 +80,7 @@ export class ExplorerData {
       listThreadDetails(this.db, root.threadId),
       listDelegations(this.db, root.threadId),
       listForks(this.db, root.threadId),
-      handle.questions(),
+      handle.questions({ all: true }),
       handle.approvals({ all: true }),
       handle.usage(),
     ]);

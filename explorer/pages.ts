@@ -228,7 +228,7 @@ export function overviewSignature(overview: ThreadOverview): string {
     }
   };
   visit(overview.tree);
-  parts.push(`q:${overview.questions.map((q) => q.questionId).join(',')}`);
+  parts.push(`q:${overview.questions.map((q) => `${q.questionId}=${q.status}`).join(',')}`);
   parts.push(`a:${overview.approvals.map((a) => `${a.approvalId}=${a.status}`).join(',')}`);
   return parts.join('|');
 }
@@ -370,6 +370,48 @@ function forkGroup(fork: ExplorerFork, context: PageContext): Html {
       }
     </div>
   </li>`;
+}
+
+/** The open questions, each with its answer box, then the answered, expired and cancelled ones with how they ended. */
+function questionSection(root: string, questions: readonly QuestionRow[]): Html {
+  const closed = questions.filter((q) => q.status !== 'open');
+  return html`${questionForms(
+    root,
+    questions.filter((q) => q.status === 'open'),
+  )}${
+    closed.length === 0
+      ? ''
+      : html`<details class="question-history">
+          <summary>${closed.length} answered, expired or cancelled</summary>
+          <table class="questions">
+            <thead>
+              <tr>
+                <th>question</th>
+                <th>agent</th>
+                <th>asked</th>
+                <th>outcome</th>
+                <th>answer or reason</th>
+                <th>closed</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${closed.map(
+                (q) =>
+                  html`<tr data-question="${q.questionId}">
+                    <td>
+                      <a href="${threadPath(q.threadId, '/transcript')}">${q.questionId}</a>: ${oneLine(q.question, 80)}
+                    </td>
+                    <td>${q.agent}</td>
+                    <td>${dateTime(q.createdAt)}</td>
+                    <td>${status(q.status)}</td>
+                    <td>${q.answer ?? q.reason ?? ''}</td>
+                    <td>${dateTime(q.closedAt)}</td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>
+        </details>`
+  }`;
 }
 
 function questionForms(root: string, questions: readonly QuestionRow[]): Html {
@@ -538,7 +580,7 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
     </p>
     <section>
       <h2>Waiting for a human</h2>
-      ${questionForms(root, overview.questions)}
+      ${questionSection(root, overview.questions)}
     </section>
     ${approvalSection(root, overview.approvals, context.now)}
     <section>

@@ -27,7 +27,8 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
  * retried model call, a question answered by a human, a thread that continues as new, a three-level delegation
  * (with two concurrent calls to one agent, the second reusing the first one's thread), fork/join, and `wait` calls
  * ended by their timer, by a wake and by a human message, a turn taking fewer dispatches per step, and tool calls
- * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires).
+ * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires), and a delegated
+ * turn and a fork task stopped by their own `timeout_s` and fenced by their caller.
  */
 const agents = new Map(
   [
@@ -47,6 +48,8 @@ const agents = new Map(
     '---\nname: stepper\ndescription: Works in steps.\nmax_steps: 4\ncapabilities: [load_arc_task]\n---\nYou step.\n',
     '---\nname: gatekeeper\ndescription: Deploys with approval.\ncapabilities: [deploy, load_arc_task]\n' +
       'approval: [{ tool: load_arc_task, timeout_s: 1 }]\n---\nYou deploy.\n',
+    '---\nname: fencer\ndescription: Calls slow agents.\ncapabilities: [fork_join, slowpoke, dawdler]\n---\nYou wait.\n',
+    '---\nname: slowpoke\ndescription: Slower than its timeout.\ntimeout_s: 1\n---\nYou are slow.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -143,6 +146,18 @@ agents:
         - { call: deploy, args: { service: "web" } }
     - { call: load_arc_task, args: { task_id: "007bbfb7" } }
     - say: "Deployed what was approved."
+  fencer:
+    - call: slowpoke
+      args: { message: "Take your time." }
+    - call: fork_join
+      args:
+        fail_fast: true
+        tasks:
+          - { agent: slowpoke, message: "Again." }
+          - { agent: dawdler, message: "Take your time." }
+    - say: "Both were stopped."
+  slowpoke:
+    - { say: "Too late.", delay_ms: 5000 }
 `,
   'record-histories',
 );
@@ -234,6 +249,9 @@ const scenarios: Scenario[] = [
     messages: ['Deploy api and web.'],
     decisions: [{ approve: true }, { approve: false, reason: 'web is frozen' }],
   },
+  // A delegated turn stopped by its own timeout_s, then a fork task stopped by its own: each fenced by its caller
+  // (the other task of the fail_fast fork is reclaimed).
+  { name: 'fenced-failures', agent: 'fencer', messages: ['Call the slow ones.'] },
 ];
 
 /**

@@ -38,7 +38,7 @@ import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
 import { db, localDb, MAX_CARRIED_TOOL_SECONDS, model, steps, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
-import { runForkJoin } from './fork-join';
+import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
 import { createTurnWaits } from './wait';
 
 /** The longest answer a human may give (it travels through workflow history). */
@@ -102,7 +102,10 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       if (closed.status !== 'answered') {
         throw ApplicationFailure.create({
           type: ErrorType.InvalidInput,
-          message: `question '${questionId}' expired before the answer arrived`,
+          message:
+            closed.status === 'cancelled'
+              ? `question '${questionId}' is already cancelled: ${closed.reason}`
+              : `question '${questionId}' expired before the answer arrived`,
         });
       }
       if (waiting.has(questionId)) waiting.set(questionId, closed.answer);
@@ -336,10 +339,20 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       const reason = isTimeout(error)
         ? `it did not finish within ${opened.timeoutSeconds} seconds and was stopped`
         : rootMessage(error);
-      // A child stopped from outside (timed out, terminated) could not record its own end.
-      await pg.finishTurn.executeWithOptions({ summary: `thread: ${call.name} failed` }, [
-        { threadId: opened.threadId, status: 'failed', error: reason },
-      ]);
+      if (patched(FENCE_FAILED_TURNS_PATCH)) {
+        // This turn is being stopped itself: whoever stops it fences the whole tree below it, the child included.
+        if (CancellationScope.current().consideredCancelled) throw error;
+        // The child may have left activities running (a timeout stops its workflow, not them): fence it and what it
+        // delegated to, and cancel what they wait for a person to do.
+        await pg.fenceFailedTurn.executeWithOptions({ summary: `delegate: fence ${call.name} (failed)` }, [
+          { rootThreadId: scope.rootThreadId, threadId: opened.threadId, epoch: opened.epoch, error: reason },
+        ]);
+      } else {
+        // A child stopped from outside (timed out, terminated) could not record its own end.
+        await pg.finishTurn.executeWithOptions({ summary: `thread: ${call.name} failed` }, [
+          { threadId: opened.threadId, status: 'failed', error: reason },
+        ]);
+      }
       content = `Error: ${call.name} failed: ${reason}`;
     }
     setCurrentDetails(`${input.agent} is working.`);

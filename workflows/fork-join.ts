@@ -11,6 +11,7 @@ import {
   executeChild,
   isCancellation,
   ParentClosePolicy,
+  patched,
   setCurrentDetails,
 } from '@temporalio/workflow';
 import { BatonSearchAttributes } from '../common/search-attributes';
@@ -29,6 +30,14 @@ import {
 } from '../common/types';
 import type { db, localDb } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
+
+/**
+ * A delegated turn or fork task that fails (its own error, or stopped by its `timeout_s`) is fenced by its caller:
+ * `fenceFailedTurn` moves the epochs of its thread and of every thread below it on, so activities it left running
+ * can write nothing more, and cancels their pending approvals and open questions. Before this patch a failed
+ * delegation was only marked failed (`finishTurn`), and a failed fork task not even that.
+ */
+export const FENCE_FAILED_TURNS_PATCH = 'baton-fence-failed-turns';
 
 /** `agentTurnWorkflow`'s signature: tasks are child turns, started by type name (the turn module runs forks). */
 type AgentTurnWorkflow = (input: AgentTurnInput) => Promise<AgentTurnResult>;
@@ -106,14 +115,18 @@ export async function runForkJoin(
       `fork ${fork.forkNumber}: waiting: ${outcomes.size} of ${total} tasks done, ${running} running ` +
         `(at most ${call.maxParallel} at once; deadline ${call.deadlineSeconds} s)`,
     );
-  const settle = (task: OpenedForkTask, outcome: TaskOutcome) => {
-    if (outcomes.has(task.taskIndex)) return; // given up on already: the stopper decided its status
+  /** Records a task's outcome; `false` when it was given up on already (the stopper decided its status). */
+  const settle = (task: OpenedForkTask, outcome: TaskOutcome): boolean => {
+    if (outcomes.has(task.taskIndex)) return false;
     outcomes.set(task.taskIndex, outcome);
     if (outcome.status === 'failed' && call.failFast) stoppedBy ??= 'fail_fast';
+    return true;
   };
 
   // Children run in a scope of their own, so the fork can cancel them without cancelling the turn.
   const children = new CancellationScope();
+  /** A fence that failed for good (Postgres gone for minutes): the turn fails with it once the join is over. */
+  let fenceFailure: Error | undefined;
   const runTask = async (task: OpenedForkTask): Promise<void> => {
     // A sliding window: a task starts when a slot frees up. Re-checked after every wake-up, because one freed slot
     // wakes every waiting task at once.
@@ -136,7 +149,16 @@ export async function runForkJoin(
         const reason = isTimeout(error)
           ? `it did not finish within its own timeout_s of ${task.timeoutSeconds} seconds`
           : rootMessage(error);
-        settle(task, { status: 'failed', error: reason });
+        if (settle(task, { status: 'failed', error: reason }) && patched(FENCE_FAILED_TURNS_PATCH)) {
+          // At once, not at the join: the other tasks may run for a long time yet.
+          await CancellationScope.nonCancellable(() =>
+            context.pg.fenceFailedTurn.executeWithOptions({ summary: `fork: fence task ${task.taskIndex} (failed)` }, [
+              { rootThreadId: scope.rootThreadId, threadId: task.threadId, epoch: task.epoch, error: reason },
+            ]),
+          ).catch((error: unknown) => {
+            fenceFailure ??= error instanceof Error ? error : new Error(String(error));
+          });
+        }
       }
     } finally {
       running--;
@@ -170,6 +192,7 @@ export async function runForkJoin(
     children.cancel();
   }
   await Promise.all(runs);
+  if (fenceFailure !== undefined) throw fenceFailure;
 
   await context.pg.finishFork.executeWithOptions({ summary: `fork: join fork ${fork.forkNumber} (${total} tasks)` }, [
     {

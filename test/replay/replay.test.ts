@@ -8,6 +8,7 @@ import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import * as workflows from '../../workflows';
 import { FEWER_DISPATCHES_PATCH, USER_TOOLS_PATCH } from '../../workflows/agent-turn';
+import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -128,6 +129,13 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   );
   assert.ok(patches.includes(FEWER_DISPATCHES_PATCH), 'a recorded history has the fewer-dispatches patch');
   assert.ok(patches.includes(USER_TOOLS_PATCH), 'a recorded history has the user-tools and approvals patch');
+  // Failed children fenced by their caller: a delegation and a fork task stopped by their own timeout_s, after the
+  // patch (a fork task that failed before it is in the fork-join histories).
+  assert.ok(patches.includes(FENCE_FAILED_TURNS_PATCH), 'a recorded turn fenced the children it saw fail');
+  assert.ok(
+    events.filter((e) => e.childWorkflowExecutionTimedOutEventAttributes).length >= 2,
+    'recorded children ran past their own timeout_s',
+  );
   assert.equal(
     events.filter(
       (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'decideApproval',
