@@ -73,7 +73,8 @@ const COMMIT_FIELDS = ['commit_id', 'creates', 'links', 'proposes_updates'];
  * Finds the commit in a worker's final answer: the whole answer as JSON, a fenced code block (```json … ```), or a
  * JSON object embedded in prose, whichever comes first. An object counts as a commit when it has one of the commit
  * fields; an answer that plainly tries to give one (a fenced `json` block, or text starting with `{`) but does not
- * parse is an error commit.
+ * parse is an error commit. An answer longer than `MAX_COMMIT_SCAN_CHARS` counts only as a whole; one that might hold
+ * a commit inside is an error commit saying so.
  */
 export function parseCommit(answer: string): ParsedCommit {
   const text = answer.trim();
