@@ -155,6 +155,11 @@ export interface DelegationLimits {
 
 export const DEFAULT_MAX_FORK_TASKS = 32;
 export const DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600;
+/**
+ * The most seconds a `wait` call may name (about 31 years; the most `BATON_MAX_WAIT_SECONDS` can say), so its deadline
+ * is always a date the workflow can compute with. The world's limit is the one that matters.
+ */
+export const MAX_WAIT_SECONDS_ARGUMENT = 999_999_999;
 
 export const DEFAULT_DELEGATION_LIMITS: DelegationLimits = Object.freeze({
   maxDepth: 8,
