@@ -16,8 +16,8 @@ export function createDeliveryActivities() {
     const workflowId = rootTurnWorkflowId(input.rootThreadId, input.turn);
     const before = `message '${input.messageId}' was delivered before, as turn ${input.turn}`;
     try {
-      const result = await Context.current().client.workflow.getHandle(workflowId).result();
-      return { ...(result as AgentTurnResult), threadId: input.rootThreadId, turn: input.turn };
+      const result = (await Context.current().client.workflow.getHandle(workflowId).result()) as AgentTurnResult;
+      return { ...result, threadId: input.rootThreadId, turn: input.turn };
     } catch (error) {
       if (error instanceof WorkflowFailedError) {
         throw ApplicationFailure.create({

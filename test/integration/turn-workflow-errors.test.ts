@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
-import { isGrpcServiceError, WorkflowFailedError } from '@temporalio/client';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { ErrorType } from '../../common/errors';
 import type { AgentTurnInput } from '../../common/types';
@@ -61,14 +61,14 @@ after(async () => {
  */
 async function settledHistory(workflowId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
   return waitFor(`${workflowId} to close or fail a workflow task`, 60_000, async () => {
-    let events: temporal.api.history.v1.IHistoryEvent[];
+    const handle = harness.client.temporal.workflow.getHandle(workflowId);
     try {
-      events = (await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+      await handle.describe();
     } catch (error) {
-      // Not started yet (gRPC's NOT_FOUND).
-      if (isGrpcServiceError(error) && error.code === 5) return undefined;
+      if (error instanceof WorkflowNotFoundError) return undefined; // not started yet
       throw error;
     }
+    const events = (await handle.fetchHistory()).events ?? [];
     const settled = events.some(
       (e) =>
         e.workflowTaskFailedEventAttributes ||
