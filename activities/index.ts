@@ -10,6 +10,7 @@ import { EnvStore } from '../db/env-data';
 import { createAgentStore } from './agent-store';
 import { createApprovalActivities } from './approvals';
 import { createDelegationActivities } from './delegations';
+import { createDeliveryActivities } from './deliveries';
 import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
 import type { ModelProviders } from './model-providers';
@@ -64,6 +65,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...createForkActivities({ pool: deps.pool, agentStore, env }),
     ...createWorldActivities({ pool: deps.pool }),
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
+    ...createDeliveryActivities(),
     ...createTurnActivities({ ...threads, ...modelCalls, ...toolCalls, ...delegations, resolveAgent }),
     resolveAgent,
   });

@@ -10,6 +10,7 @@ import {
   WorkflowUpdateFailedError,
   type WorkflowHandle,
 } from '@temporalio/client';
+import { messageIdProblem } from '../common/deliveries';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { threadStartOptions } from '../common/thread-start';
@@ -279,10 +280,13 @@ export class ThreadHandle {
    * Sends a human message and waits for the agent's reply (its turn may take minutes).
    *
    * With `messageId`, the message is delivered once however often it is sent: a program that lost its connection
-   * (a Temporal restart, a network cut) sends it again with the same id and gets the one turn's reply. Ids are
-   * remembered by the thread's current workflow run. Without one, each call is a new message.
+   * (a Temporal restart, a network cut) sends it again with the same id and gets the one turn's reply, also after the
+   * thread continued as new (it carries the ids of its last 100 messages into its next run). At most 200 characters.
+   * Without one, each call is a new message.
    */
   async send(message: string, options: { messageId?: string } = {}): Promise<SendMessageResult> {
+    const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);
+    if (problem !== undefined) throw new BatonClientError(problem);
     try {
       return await this.workflow.executeUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
         args: [{ message }],

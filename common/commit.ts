@@ -60,6 +60,12 @@ export type Commit = z.output<typeof commitSchema>;
  */
 export type ParsedCommit = { kind: 'none' } | { kind: 'commit'; commit: Commit } | { kind: 'error'; error: string };
 
+/**
+ * The longest answer searched for a commit inside it (a fenced block, an object in prose). The search is linear, and
+ * this bounds its time and memory: it runs inside a local activity. A longer answer counts only when it is the commit.
+ */
+export const MAX_COMMIT_SCAN_CHARS = 1_000_000;
+
 /** Keys that mark a JSON object as a commit rather than any JSON the worker happened to write. */
 const COMMIT_FIELDS = ['commit_id', 'creates', 'links', 'proposes_updates'];
 
@@ -67,17 +73,21 @@ const COMMIT_FIELDS = ['commit_id', 'creates', 'links', 'proposes_updates'];
  * Finds the commit in a worker's final answer: the whole answer as JSON, a fenced code block (```json … ```), or a
  * JSON object embedded in prose, whichever comes first. An object counts as a commit when it has one of the commit
  * fields; an answer that plainly tries to give one (a fenced `json` block, or text starting with `{`) but does not
- * parse is an error commit.
+ * parse is an error commit. An answer longer than `MAX_COMMIT_SCAN_CHARS` counts only as a whole; one that might hold
+ * a commit inside is an error commit saying so.
  */
 export function parseCommit(answer: string): ParsedCommit {
   const text = answer.trim();
   if (text === '') return { kind: 'none' };
   const candidates: { json: string; intended: boolean }[] = [];
   if (text.startsWith('{')) candidates.push({ json: text, intended: true });
-  for (const match of text.matchAll(/```(json)?[ \t]*\r?\n([\s\S]*?)```/g)) {
-    candidates.push({ json: match[2] ?? '', intended: match[1] === 'json' });
+  const searched = text.length <= MAX_COMMIT_SCAN_CHARS;
+  if (searched) {
+    for (const match of text.matchAll(/```(json)?[ \t]*\r?\n([\s\S]*?)```/g)) {
+      candidates.push({ json: match[2] ?? '', intended: match[1] === 'json' });
+    }
+    for (const json of embeddedObjects(text).spans) candidates.push({ json, intended: false });
   }
-  for (const json of embeddedObjects(text)) candidates.push({ json, intended: false });
 
   let firstError: string | undefined;
   for (const candidate of candidates) {
@@ -97,6 +107,14 @@ export function parseCommit(answer: string): ParsedCommit {
     }
     return { kind: 'commit', commit: parsed.data };
   }
+  if (!searched && (text.includes('{') || text.includes('```'))) {
+    return {
+      kind: 'error',
+      error:
+        `the answer is ${text.length} characters long: a commit is looked for inside answers of at most ` +
+        `${MAX_COMMIT_SCAN_CHARS} characters, or given as the whole answer`,
+    };
+  }
   return firstError === undefined ? { kind: 'none' } : { kind: 'error', error: firstError };
 }
 
@@ -109,32 +127,57 @@ function isCommitLike(value: unknown): value is Record<string, unknown> {
   );
 }
 
-/** Balanced `{…}` spans of `text` (outermost first), skipping braces inside JSON strings. At most 20. */
-function embeddedObjects(text: string): string[] {
-  const spans: string[] = [];
-  for (let start = text.indexOf('{'); start !== -1 && spans.length < 20; start = text.indexOf('{', start + 1)) {
-    const end = matchingBrace(text, start);
+/** The balanced `{…}` spans found in a text, and the work it took: characters and braces looked at. */
+export interface EmbeddedObjects {
+  spans: string[];
+  steps: number;
+}
+
+/**
+ * Balanced `{…}` spans of `text` (outermost first, at most 20), skipping braces inside JSON strings: from each `{`
+ * outside the spans found so far, reading on (outside strings at first) to the `}` that closes it, if one does.
+ *
+ * Linear in the text's length. Reading on from every `{` that never closes read the rest of the text once per such
+ * brace, so a brace-heavy answer took quadratic time (seconds for 100 KB, inside a local activity). Instead, where
+ * each brace level and each string closes, read from any position, is worked out once for every position, from the
+ * end of the text backwards; each `{` then looks its span up.
+ */
+export function embeddedObjects(text: string): EmbeddedObjects {
+  const found: EmbeddedObjects = { spans: [], steps: 0 };
+  const closes = closingPositions(text, found);
+  for (let start = text.indexOf('{'); start !== -1 && found.spans.length < 20; start = text.indexOf('{', start + 1)) {
+    found.steps++;
+    const end = closes.level[start + 1] ?? -1;
     if (end !== -1) {
-      spans.push(text.slice(start, end + 1));
+      found.spans.push(text.slice(start, end + 1));
       start = end;
     }
   }
-  return spans;
+  return found;
 }
 
-function matchingBrace(text: string, start: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i++) {
-    const char = text[i];
-    if (inString) {
-      if (char === '\\') i++;
-      else if (char === '"') inString = false;
-    } else if (char === '"') inString = true;
-    else if (char === '{') depth++;
-    else if (char === '}' && --depth === 0) return i;
+/**
+ * For every position `p` of `text` (and one past its end, -1 meaning "never"):
+ * - `string[p]`: the `"` that ends a JSON string whose contents start at `p` (a `\` skips the character after it);
+ * - `level[p]`: the `}` that closes a brace level read from `p` outside any string, past nested levels and strings.
+ * Both depend only on positions after `p`, so one backward pass computes them.
+ */
+function closingPositions(text: string, work: { steps: number }): { string: Int32Array; level: Int32Array } {
+  const n = text.length;
+  const string = new Int32Array(n + 2).fill(-1);
+  const level = new Int32Array(n + 2).fill(-1);
+  const at = (array: Int32Array, position: number) => (position <= n ? (array[position] ?? -1) : -1);
+  for (let p = n - 1; p >= 0; p--) {
+    work.steps++;
+    const char = text[p];
+    string[p] = char === '"' ? p : char === '\\' ? at(string, p + 2) : at(string, p + 1);
+    if (char === '}') level[p] = p;
+    else if (char === '{' || char === '"') {
+      const inner = char === '{' ? at(level, p + 1) : at(string, p + 1);
+      level[p] = inner === -1 ? -1 : at(level, inner + 1);
+    } else level[p] = at(level, p + 1);
   }
-  return -1;
+  return { string, level };
 }
 
 function describe(issues: readonly z.core.$ZodIssue[]): string {

@@ -18,6 +18,8 @@ export const ErrorType = {
   ModelInvalidReply: 'Model.InvalidReply',
   ModelUnknownProvider: 'Model.UnknownProvider',
   TurnFailed: 'Turn.Failed',
+  /** The turn's own workflow code threw (a bug, or input it cannot handle): the turn fails instead of retrying. */
+  TurnCodeFailed: 'Turn.CodeFailed',
   InvalidInput: 'Input.Invalid',
 } as const;
 

@@ -2,6 +2,7 @@
  * The JSON-only objects that cross Temporal: workflow and activity inputs and results. No `Map`, `Date` or class
  * instances (the default converter is `JSON.stringify`), and nothing large: transcripts stay in Postgres.
  */
+import type { Delivery } from './deliveries';
 
 /**
  * Where a write lands and under which fence. The workflow builds it; no model argument can name another scope
@@ -155,6 +156,11 @@ export interface DelegationLimits {
 
 export const DEFAULT_MAX_FORK_TASKS = 32;
 export const DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600;
+/**
+ * The most seconds a `wait` call may name (about 31 years; the most `BATON_MAX_WAIT_SECONDS` can say), so its deadline
+ * is always a date the workflow can compute with. The world's limit is the one that matters.
+ */
+export const MAX_WAIT_SECONDS_ARGUMENT = 999_999_999;
 
 export const DEFAULT_DELEGATION_LIMITS: DelegationLimits = Object.freeze({
   maxDepth: 8,
@@ -394,6 +400,19 @@ export interface ThreadWorkflowInput {
   continueAsNewAfterTurns?: number;
   /** Delegation limits for the whole tree, over the world's (which default to DEFAULT_DELEGATION_LIMITS). */
   limits?: Partial<DelegationLimits>;
+  /**
+   * The messages earlier runs handled, by Update id, the most recent last (`carriedDeliveries`): a message sent
+   * again under one of these ids gets that turn's outcome instead of a second turn. @default []
+   */
+  deliveries?: Delivery[];
+}
+
+/** Input of `deliveredTurnResult`: the turn a message delivered in an earlier run of its thread ran as. */
+export interface DeliveredTurnInput {
+  rootThreadId: string;
+  turn: number;
+  /** The message's Update id, for the error when that turn failed. */
+  messageId: string;
 }
 
 export interface ResolveLimitsInput {

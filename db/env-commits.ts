@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { mergedKey, type Commit, type ParsedCommit } from '../common/commit';
 import { envKeyProblem } from '../common/env-data';
+import { storableText } from '../common/text';
 import type { ThreadScope } from '../common/types';
 import {
   announce,
@@ -8,6 +9,7 @@ import {
   findInScopes,
   insertProposal,
   logEvent,
+  unstorableText,
   upsertEntry,
   type Change,
   type EnvAnnouncement,
@@ -49,7 +51,8 @@ const LISTED_KEYS = 50;
  * Applies a successful isolated fork task's changes to its caller's store as one commit, in one transaction, once per
  * operation id, fenced by the caller's epoch: every entry of the task's store (and every `creates` of an explicit
  * commit) lands under `<prefix>/<task index>/`, attributed to the task; links are stored; updates it staged, and those
- * its commit proposes, become pending proposals and change nothing. A part that cannot be applied is reported in
+ * its commit proposes, become pending proposals and change nothing. A part that cannot be applied (text Postgres
+ * cannot store among them: U+0000 or a lone surrogate in a description, type, tag or the commit's id) is reported in
  * `errors`; the rest still merges.
  * @throws StaleEpochError, ThreadNotFoundError
  */
@@ -126,7 +129,10 @@ class CommitMerge {
     this.targetScope = callerScopes[0] ?? '';
     this.actor = { agent: task.agent, thread: task.threadId };
     const explicitId = task.explicit.kind === 'commit' ? task.explicit.commit.commit_id : undefined;
-    this.commitId = explicitId ?? `fork-${task.forkNumber}-task-${task.taskIndex}`;
+    const fallbackId = `fork-${task.forkNumber}-task-${task.taskIndex}`;
+    const idProblem = unstorable('commit_id', explicitId);
+    if (idProblem) this.errors.push(`${idProblem}: the commit is named ${fallbackId}`);
+    this.commitId = idProblem || explicitId === undefined ? fallbackId : explicitId;
     this.reason = `merged from ${task.forkTask} (commit ${this.commitId})`;
   }
 
@@ -137,6 +143,14 @@ class CommitMerge {
     if (commit) {
       for (const create of commit.creates) {
         localKeys.add(create.id);
+        const problem =
+          unstorable('description', create.description) ??
+          unstorable('type', create.type) ??
+          (create.tags ?? []).map((tag) => unstorable('a tag', tag)).find(Boolean);
+        if (problem) {
+          this.errors.push(`create '${create.id}': ${problem}`);
+          continue;
+        }
         await this.createEntry(create.id, {
           shortDescription: create.description,
           value: create.content,
@@ -158,7 +172,8 @@ class CommitMerge {
       ...(this.created.length > LISTED_KEYS ? { createdMore: this.created.length - LISTED_KEYS } : {}),
       links: this.links,
       proposals: this.proposals,
-      errors: this.errors,
+      // They are stored (jsonb) with the result; a parser's message may quote a piece of the answer.
+      errors: this.errors.map(storableText),
     };
   }
 
@@ -262,6 +277,8 @@ class CommitMerge {
     if (proposal.patch === undefined && proposal.value === undefined && proposal.description_update === undefined) {
       return void this.errors.push(`${where}: give a patch, a value or a description_update`);
     }
+    const problem = unstorable('description_update', proposal.description_update);
+    if (problem) return void this.errors.push(`${where}: ${problem}`);
     const target = await findInScopes(this.client, this.caller.rootThreadId, this.callerScopes, proposal.target_id);
     if (!target) return void this.errors.push(`${where}: there is no entry '${proposal.target_id}' to change`);
     let valueJson: string | null = null;
@@ -354,4 +371,11 @@ class CommitMerge {
   private target() {
     return { scope: this.targetScope, forkTask: this.task.forkTask };
   }
+}
+
+/** Why a commit's `text` cannot be stored as it is (U+0000, a lone surrogate), naming it `where`; else undefined. */
+function unstorable(where: string, text: string | undefined): string | undefined {
+  return text !== undefined && unstorableText(text)
+    ? `${where} holds a NUL character or a lone surrogate, which Postgres cannot store`
+    : undefined;
 }

@@ -27,8 +27,9 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
  * retried model call, a question answered by a human, a thread that continues as new, a three-level delegation
  * (with two concurrent calls to one agent, the second reusing the first one's thread), fork/join, and `wait` calls
  * ended by their timer, by a wake and by a human message, a turn taking fewer dispatches per step, and tool calls
- * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires), and a delegated
- * turn and a fork task stopped by their own `timeout_s` and fenced by their caller.
+ * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires), a delegated
+ * turn and a fork task stopped by their own `timeout_s` and fenced by their caller, a message sent again under its
+ * id after the thread continued as new, and a turn whose own workflow code throws.
  */
 const agents = new Map(
   [
@@ -186,6 +187,12 @@ interface Scenario {
   interruptWait?: 'wake' | { message: string };
   /** Decisions on the approvals the agent's calls wait for, in the order of their ids (a1, a2, …). */
   decisions?: ({ approve: true } | { approve: false; reason: string })[];
+  /** Each message's id (`send --message-id`), by position. */
+  messageIds?: string[];
+  /** Once every message's turn ended and the thread continued as new: send message `index` again under its id. */
+  resend?: { index: number; afterRuns: number };
+  /** Instead of a thread's turns: the agent's turn started by hand with input its workflow code cannot handle. */
+  throwingTurn?: boolean;
 }
 
 const scenarios: Scenario[] = [
@@ -252,6 +259,17 @@ const scenarios: Scenario[] = [
   // A delegated turn stopped by its own timeout_s, then a fork task stopped by its own: each fenced by its caller
   // (the other task of the fail_fast fork is reclaimed).
   { name: 'fenced-failures', agent: 'fencer', messages: ['Call the slow ones.'] },
+  // Two messages with ids, a run each; the third run gets the first message again and answers from turn 1.
+  {
+    name: 'message-id-across-continue-as-new',
+    agent: 'greeter',
+    messages: ['Hi', 'Hi again'],
+    messageIds: ['hi-1', 'hi-2'],
+    continueAsNewAfterTurns: 1,
+    resend: { index: 0, afterRuns: 3 },
+  },
+  // A turn whose delegation check throws a TypeError (its chain is no list): the turn fails as Turn.CodeFailed.
+  { name: 'turn-code-error', agent: 'lead', messages: ['Solve ARC task 007bbfb7'], throwingTurn: true },
 ];
 
 /**
@@ -292,13 +310,18 @@ async function main(): Promise<void> {
           await recordScheduledRun(harness, scenario);
           continue;
         }
+        if (scenario.throwingTurn) {
+          await recordThrowingTurn(harness, scenario);
+          continue;
+        }
         const thread = await harness.client.startThread({
           agent: scenario.agent,
           threadId: `replay-${scenario.name}`,
           ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
         });
         for (const [index, message] of scenario.messages.entries()) {
-          const reply = thread.send(message);
+          const messageId = scenario.messageIds?.[index];
+          const reply = thread.send(message, messageId === undefined ? {} : { messageId });
           for (const answer of scenario.answers ?? []) {
             const questionId = await firstOpenQuestion(() => thread.questions());
             await thread.answer(questionId, answer);
@@ -318,6 +341,12 @@ async function main(): Promise<void> {
             else await thread.send(interrupt.message);
           }
           await reply;
+        }
+        if (scenario.resend !== undefined) {
+          const { index, afterRuns } = scenario.resend;
+          await until(`run ${afterRuns}`, async () => ((await thread.status()).runs >= afterRuns ? true : undefined));
+          const again = await thread.send(scenario.messages[index] ?? '', { messageId: scenario.messageIds?.[index] });
+          if (again.turn !== index + 1) throw new Error(`the message sent again ran as turn ${again.turn}`);
         }
         await thread.end();
         await thread.result();
@@ -378,6 +407,46 @@ async function recordScheduledRun(harness: AgentHarness, scenario: Scenario): Pr
     fs.writeFileSync(file, `${scrubMachinePaths(historyToJSON(history), ROOT)}\n`);
     log(`wrote ${path.relative(ROOT, file)}`);
   }
+}
+
+/**
+ * Starts the scenario's agent's turn by hand, as a parent would, in a thread of its own but with a chain that is no
+ * list, so the turn's delegation check throws inside its workflow code; writes the failed turn's history.
+ */
+async function recordThrowingTurn(harness: AgentHarness, scenario: Scenario): Promise<void> {
+  const thread = await harness.client.startThread({ agent: scenario.agent, threadId: `replay-${scenario.name}` });
+  const epoch = await until('the thread row', async () => {
+    const { rows } = await harness.pool.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+      thread.threadId,
+    ]);
+    return rows[0]?.epoch;
+  });
+  const temporal = harness.client.temporal;
+  const turn = await temporal.workflow.start('agentTurnWorkflow', {
+    workflowId: `${thread.workflowId}/turn-by-hand`,
+    taskQueue: harness.taskQueue,
+    args: [
+      {
+        rootThreadId: thread.threadId,
+        threadId: thread.threadId,
+        agent: scenario.agent,
+        message: scenario.messages[0] ?? '',
+        sender: 'human',
+        epoch,
+        chain: 42,
+      },
+    ],
+  });
+  const failed = await turn.result().then(
+    () => false,
+    () => true,
+  );
+  if (!failed) throw new Error('the turn given a chain that is no list did not fail');
+  await thread.end();
+  await thread.result();
+  const file = path.join(HISTORIES_DIR, `${scenario.name}.turn-by-hand.0.json`);
+  fs.writeFileSync(file, `${scrubMachinePaths(historyToJSON(await turn.fetchHistory()), ROOT)}\n`);
+  log(`wrote ${path.relative(ROOT, file)}`);
 }
 
 async function firstOpenQuestion(list: () => Promise<{ questionId: string }[]>): Promise<string> {

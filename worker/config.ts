@@ -54,20 +54,42 @@ const listenAddress = z.preprocess(
     .optional(),
 );
 
-/** Baton's Postgres; says "required" when missing rather than "invalid". */
+/**
+ * Baton's Postgres: a `postgres://` or `postgresql://` URL (what `pg` connects with); says "required" when missing
+ * rather than "invalid". A wrong scheme is named, never the URL itself, which may hold a password.
+ */
 const databaseUrl = z.url({
-  error: (issue) => (issue.input === undefined ? 'is required (a postgres:// URL)' : 'must be a postgres:// URL'),
+  protocol: /^postgres(ql)?$/,
+  error: (issue) => {
+    if (issue.input === undefined) return 'is required (a postgres:// URL)';
+    const scheme = typeof issue.input === 'string' ? /^([a-z][a-z0-9+.-]*:)\/\//i.exec(issue.input)?.[1] : undefined;
+    return `must be a postgres:// or postgresql:// URL${scheme === undefined ? '' : `, not ${scheme}`}`;
+  },
 });
+
+/** `host:port` of the Temporal frontend (`[::1]:7233` for IPv6), the port from 1 to 65535; no scheme, no path. */
+const temporalAddress = z
+  .string({ error: 'is required (host:port of the Temporal frontend)' })
+  .trim()
+  .min(1, 'is required (host:port of the Temporal frontend)')
+  .refine(
+    (address) => /^(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):([1-9][0-9]{0,4})$/.test(address) && portOf(address) <= 65535,
+    {
+      error: (issue) =>
+        `must be host:port of the Temporal frontend (e.g. temporal.example:7233 or [::1]:7233), not '${String(issue.input)}'`,
+    },
+  );
+
+function portOf(address: string): number {
+  return Number(address.slice(address.lastIndexOf(':') + 1));
+}
 
 /**
  * How to reach Temporal, shared by `baton worker` and `baton setup`. TLS is on when a client certificate, a CA or an
  * API key is given (Temporal Cloud takes either mTLS or an API key, both over TLS).
  */
 export const temporalEnvSchema = z.object({
-  TEMPORAL_ADDRESS: z
-    .string({ error: 'is required (host:port of the Temporal frontend)' })
-    .trim()
-    .min(1, 'is required (host:port of the Temporal frontend)'),
+  TEMPORAL_ADDRESS: temporalAddress,
   TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
   /** Path of the PEM client certificate for mTLS; needs TEMPORAL_TLS_KEY. */
   TEMPORAL_TLS_CERT: optionalText,

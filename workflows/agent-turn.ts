@@ -11,6 +11,8 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  setWorkflowOptions,
+  TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
@@ -66,6 +68,13 @@ export const FEWER_DISPATCHES_PATCH = 'baton-fewer-dispatches-per-step';
  * this code carry neither, so histories recorded before it never reach the patch.
  */
 export const USER_TOOLS_PATCH = 'baton-user-tools-and-approvals';
+
+/**
+ * An error the turn's own workflow code throws (a bug, or input it cannot handle) fails the turn with a reason saying
+ * so (`Turn.CodeFailed`), where it used to fail the workflow task, which Temporal retries for ever while the thread's
+ * queue waits behind the turn. Histories recorded before this patch never threw there.
+ */
+export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
 
 /**
  * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
@@ -553,8 +562,28 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     await finishTurn(result.status);
     return result;
   } catch (error) {
+    const failure = turnFailure(error);
     // Recorded even when the turn is being cancelled, so the tree shows why it stopped.
-    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(error)));
-    throw error;
+    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(failure)));
+    throw failure;
   }
+}
+
+// Anything else the turn's workflow code throws (its handlers, its start) fails the turn too, never its workflow task
+// for ever. Not a command: histories replay as they were recorded.
+setWorkflowOptions({ failureExceptionTypes: [Error] }, agentTurnWorkflow);
+
+/**
+ * What ends a failed turn: a Temporal failure (an activity's, a child's, a cancellation) as it is; a throw of the
+ * turn's own code as a non-retryable `Turn.CodeFailed` saying what was thrown.
+ */
+function turnFailure(error: unknown): unknown {
+  if (error instanceof TemporalFailure || !patched(CODE_ERRORS_FAIL_TURN_PATCH)) return error;
+  log.error("the turn's workflow code failed", { error });
+  const thrown = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return ApplicationFailure.create({
+    type: ErrorType.TurnCodeFailed,
+    message: `the turn's workflow code failed (${truncateBytes(thrown, 500)}), so the turn cannot go on`,
+    nonRetryable: true,
+  });
 }

@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   condition,
   continueAsNew,
+  currentUpdateInfo,
   defineQuery,
   defineSignal,
   defineUpdate,
@@ -14,6 +15,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
+import { carriedDeliveries, type Delivery } from '../common/deliveries';
 import { ErrorType } from '../common/errors';
 import { rootTurnWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
@@ -31,6 +33,12 @@ import type {
 import { db, localDb } from './activity-profiles';
 import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH } from './agent-turn';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
+
+/**
+ * A message sent again under an id an earlier run of the thread handled gets that turn's outcome (read back by a
+ * local activity) instead of running a second turn. Earlier runs carried no ids, so their histories never get here.
+ */
+export const DELIVERIES_ACROSS_RUNS_PATCH = 'baton-deliveries-across-runs';
 
 /** Turns one run of a thread takes before it continues as new. */
 export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
@@ -69,6 +77,9 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   let pending = 0;
   // `wait` calls in progress in the running turn's tree, as the waiting turns reported them.
   const waits = new Map<string, WaitInfo>();
+  // Messages by Update id: those earlier runs handled (id → turn), and those this run handled, carried on.
+  const earlierDeliveries = new Map((input.deliveries ?? []).map((delivery) => [delivery.id, delivery.turn]));
+  const deliveries: Delivery[] = [];
 
   const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy, runs, waits: [...waits.values()] });
   const shouldContinueAsNew = () => turns - turnsAtStart >= limit || workflowInfo().continueAsNewSuggested;
@@ -93,11 +104,12 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
           (more.length > 0 ? ` (and ${more.length} more wait${more.length === 1 ? '' : 's'})` : '');
   };
 
-  async function runTurn(message: string): Promise<SendMessageResult> {
+  async function runTurn(message: string, messageId: string | undefined): Promise<SendMessageResult> {
     pending -= 1;
     await condition(() => epoch !== undefined);
     turns += 1;
     const turn = turns;
+    if (messageId !== undefined) deliveries.push({ id: messageId, turn });
     busy = true;
     setCurrentDetails(turnDetails(turn));
     // Read at every turn, so a change to the world's limits applies from the next message on.
@@ -140,9 +152,17 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   setHandler(
     sendMessageUpdate,
     (update) => {
+      const messageId = currentUpdateInfo()?.id;
+      const earlierTurn = messageId === undefined ? undefined : earlierDeliveries.get(messageId);
+      if (messageId !== undefined && earlierTurn !== undefined && patched(DELIVERIES_ACROSS_RUNS_PATCH)) {
+        return localDb.deliveredTurnResult.executeWithOptions(
+          { summary: `thread: message ${messageId} was turn ${earlierTurn}` },
+          [{ rootThreadId, turn: earlierTurn, messageId }],
+        );
+      }
       pending += 1;
       wakeWaits('message');
-      const next = queue.then(() => runTurn(update.message));
+      const next = queue.then(() => runTurn(update.message, messageId));
       queue = next.catch(() => undefined);
       return next;
     },
@@ -193,5 +213,10 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   if (ending) return status();
   // Messages that arrive from here on are delivered to the next run: Temporal retries an Update that reaches a
   // run which has closed by continuing as new.
-  return continueAsNew<typeof threadWorkflow>({ ...input, turnsSoFar: turns, runsSoFar: runs });
+  return continueAsNew<typeof threadWorkflow>({
+    ...input,
+    turnsSoFar: turns,
+    runsSoFar: runs,
+    deliveries: carriedDeliveries(input.deliveries ?? [], deliveries),
+  });
 }

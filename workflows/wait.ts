@@ -73,8 +73,13 @@ async function runWait(
   const start = Date.now();
   const limitSeconds = context.limits.maxWaitSeconds ?? DEFAULT_MAX_WAIT_SECONDS;
   const deadline = call.until === undefined ? start + (call.seconds ?? 0) * 1000 : Date.parse(call.until);
-  if (!Number.isFinite(deadline)) {
-    return context.record(`Error: 'until' (${call.until}) is not a time I can read. Nothing was waited.`);
+  // Also a deadline past the last date there is (a call planned before `seconds` was bounded): `iso` would throw.
+  if (!isDate(deadline)) {
+    return context.record(
+      call.until === undefined
+        ? `Error: a wait of ${call.seconds} seconds would end past any date there is. Nothing was waited.`
+        : `Error: 'until' (${call.until}) is not a time I can read. Nothing was waited.`,
+    );
   }
   if (deadline <= start) {
     return context.record(
@@ -141,4 +146,9 @@ async function tellThread(scope: ThreadScope, input: WaitChangedInput): Promise<
 
 function iso(epochMs: number): string {
   return new Date(epochMs).toISOString();
+}
+
+/** Whether a number of milliseconds since 1970 is a date (±100,000,000 days): what `iso` can write. */
+function isDate(epochMs: number): boolean {
+  return !Number.isNaN(new Date(epochMs).getTime());
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
+import { MAX_WAIT_SECONDS_ARGUMENT } from '../../common/types';
 import { defineTool, type ToolDefinition } from './types';
 
 /** The longest question an agent may put to a human. */
@@ -40,6 +41,9 @@ export const waitParameters = z
     seconds: z
       .int({ error: (issue) => (issue.input === undefined ? undefined : 'must be a whole number of seconds') })
       .min(1, { error: 'must be at least 1' })
+      .max(MAX_WAIT_SECONDS_ARGUMENT, {
+        error: `must be at most ${MAX_WAIT_SECONDS_ARGUMENT} (about 31 years; the world's BATON_MAX_WAIT_SECONDS sets the real limit)`,
+      })
       .optional()
       .describe('How long to wait, in seconds. Give this or `until`.'),
     until: z.iso

@@ -312,6 +312,12 @@ const rows: Row[] = [
     error: /^Error: Invalid arguments for 'wait': 'seconds' must be at least 1\.$/,
   },
   {
+    name: 'a wait that would end past any date (9,000,000,000,000 seconds)',
+    tool: 'wait',
+    args: { seconds: 9_000_000_000_000, reason: 'r' },
+    error: /^Error: Invalid arguments for 'wait': 'seconds' must be at most 999999999 \(about 31 years;/,
+  },
+  {
     name: 'a wait without a reason',
     tool: 'wait',
     args: { seconds: 5 },

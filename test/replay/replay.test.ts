@@ -7,8 +7,9 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import * as workflows from '../../workflows';
-import { FEWER_DISPATCHES_PATCH, USER_TOOLS_PATCH } from '../../workflows/agent-turn';
+import { CODE_ERRORS_FAIL_TURN_PATCH, FEWER_DISPATCHES_PATCH, USER_TOOLS_PATCH } from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
+import { DELIVERIES_ACROSS_RUNS_PATCH } from '../../workflows/thread';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -135,6 +136,19 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(
     events.filter((e) => e.childWorkflowExecutionTimedOutEventAttributes).length >= 2,
     'recorded children ran past their own timeout_s',
+  );
+  // A message sent again under its id after continue-as-new, and a turn whose own code threw.
+  assert.ok(patches.includes(DELIVERIES_ACROSS_RUNS_PATCH), 'a recorded thread answered a repeated message id');
+  assert.ok(patches.includes(CODE_ERRORS_FAIL_TURN_PATCH), 'a recorded turn failed on a throw of its own code');
+  assert.ok(
+    events.some((e) =>
+      e.workflowExecutionContinuedAsNewEventAttributes?.input?.payloads?.some((payload) =>
+        Buffer.from(payload.data ?? [])
+          .toString('utf8')
+          .includes('"deliveries":[{"id":"hi-1","turn":1}'),
+      ),
+    ),
+    'a recorded thread carried its message ids into its next run',
   );
   assert.equal(
     events.filter(

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { defaultForkPrefix, forkAggregate, mergedKey, parseCommit } from '../../common/commit';
+import {
+  defaultForkPrefix,
+  embeddedObjects,
+  forkAggregate,
+  MAX_COMMIT_SCAN_CHARS,
+  mergedKey,
+  parseCommit,
+} from '../../common/commit';
 import { buildDelegationPreamble } from '../../common/delegation-preamble';
 
 const commit = {
@@ -62,6 +69,85 @@ test('commit parser: never throws, whatever the answer (property)', () => {
     ),
     { numRuns: 500 },
   );
+});
+
+/**
+ * Answers that made the search for embedded objects read the rest of the text again from every `{` that never
+ * closes: unclosed braces, braces opening strings that never end, escapes, nesting.
+ */
+function braceHeavy(size: number): Record<string, string> {
+  const fill = (unit: string) => unit.repeat(Math.ceil(size / unit.length)).slice(0, size);
+  return {
+    'unclosed braces': fill('{'),
+    'braces and quotes': fill('{"'),
+    'braces in prose': fill('{ a '),
+    'nested, never closed': fill('{{}'),
+    'escaped quotes': fill('{"\\"'),
+    'a commit after unclosed braces': `${fill('{ ')}${JSON.stringify(commit)}`,
+  };
+}
+
+test('commit parser: finding embedded objects reads each character a bounded number of times (linear work)', () => {
+  for (const size of [1_000, 10_000, 100_000]) {
+    for (const [shape, text] of Object.entries(braceHeavy(size))) {
+      const { steps } = embeddedObjects(text);
+      // Each character is looked at a fixed number of times, whatever the answer holds: no rescans.
+      assert.ok(steps <= 3 * (text.length + 2), `${shape}, ${text.length} characters: ${steps} steps`);
+    }
+  }
+  // The search still finds what it found before: a commit after 100,000 unclosed braces.
+  const found = parseCommit(braceHeavy(100_000)['a commit after unclosed braces'] ?? '');
+  assert.equal(found.kind === 'commit' ? found.commit.commit_id : found.kind, 'c1');
+});
+
+/** The search as it was (quadratic): from each `{` not inside an earlier span, read on until the brace closes. */
+function embeddedObjectsByRescanning(text: string): string[] {
+  const spans: string[] = [];
+  for (let start = text.indexOf('{'); start !== -1 && spans.length < 20; start = text.indexOf('{', start + 1)) {
+    let depth = 0;
+    let inString = false;
+    let end = -1;
+    for (let i = start; i < text.length && end === -1; i++) {
+      const char = text[i];
+      if (inString) {
+        if (char === '\\') i++;
+        else if (char === '"') inString = false;
+      } else if (char === '"') inString = true;
+      else if (char === '{') depth++;
+      else if (char === '}' && --depth === 0) end = i;
+    }
+    if (end !== -1) {
+      spans.push(text.slice(start, end + 1));
+      start = end;
+    }
+  }
+  return spans;
+}
+
+test('commit parser: the linear search finds the same spans as reading on from every brace (property)', () => {
+  fc.assert(
+    fc.property(fc.string({ unit: fc.constantFrom('{', '}', '"', '\\', 'a', ' '), maxLength: 80 }), (text) => {
+      assert.deepEqual(embeddedObjects(text).spans, embeddedObjectsByRescanning(text));
+    }),
+    { numRuns: 2000 },
+  );
+});
+
+test('commit parser: an answer longer than the scan bound is not searched; a whole-JSON commit still counts', () => {
+  const prose = 'x'.repeat(MAX_COMMIT_SCAN_CHARS);
+  const tooLong = parseCommit(`${prose} ${JSON.stringify(commit)}`);
+  assert.equal(tooLong.kind, 'error');
+  assert.match(
+    tooLong.kind === 'error' ? tooLong.error : '',
+    new RegExp(
+      `^the answer is ${MAX_COMMIT_SCAN_CHARS + 1 + JSON.stringify(commit).length} characters long: a commit is looked for inside answers of at most ${MAX_COMMIT_SCAN_CHARS}`,
+    ),
+  );
+  const whole = parseCommit(
+    JSON.stringify({ ...commit, creates: [{ id: 'big', description: 'Big.', content: prose }] }),
+  );
+  assert.equal(whole.kind === 'commit' ? whole.commit.creates[0]?.id : whole.kind, 'big');
+  assert.deepEqual(parseCommit(prose), { kind: 'none' }, 'prose that cannot hold a commit is no error');
 });
 
 test('fork aggregate: success, partial, failed and timeout follow the documented rules', () => {

@@ -83,7 +83,7 @@ test('worker config: every problem is named at once', () => {
       error instanceof ConfigError &&
       error.problems.length === 3 &&
       error.problems.some((p) => p.startsWith('TEMPORAL_ADDRESS')) &&
-      error.problems.some((p) => p.startsWith('DATABASE_URL must be a postgres:// URL')) &&
+      error.problems.some((p) => p.startsWith('DATABASE_URL must be a postgres:// or postgresql:// URL')) &&
       error.problems.some((p) => p.startsWith('OPENAI_BASE_URL must be an http(s) URL')),
   );
 });

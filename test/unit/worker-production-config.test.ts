@@ -6,6 +6,8 @@ import { test } from 'node:test';
 import { batonEnvVariables, ConfigError, readSetupConfig, readWorkerConfig } from '../../worker/config';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 
+const ROOT = path.join(__dirname, '..', '..');
+
 const minimal = {
   TEMPORAL_ADDRESS: 'temporal.example:7233',
   DATABASE_URL: 'postgres://baton@db.example:5432/baton',
@@ -164,10 +166,125 @@ test('setup config: Temporal and Baton database, retention in days (default 7, c
   assert.throws(() => readSetupConfig({ ...minimal, BATON_NAMESPACE_RETENTION_DAYS: '0' }), /must be at least 1/);
 });
 
-test('config: the documented variables are exactly those the schemas read', () => {
-  const readme = fs.readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8');
-  for (const variable of batonEnvVariables()) {
-    assert.ok(readme.includes(`| \`${variable}\``), `README's configuration table lacks ${variable}`);
+test('config: DATABASE_URL must be a Postgres URL and TEMPORAL_ADDRESS host:port, for the worker and setup', () => {
+  for (const read of [readWorkerConfig, readSetupConfig]) {
+    for (const url of [
+      'postgres://baton@db.example:5432/baton',
+      'postgresql://baton:secret@db/baton?sslmode=require',
+    ]) {
+      assert.equal(read({ ...minimal, DATABASE_URL: url }).databaseUrl, url);
+    }
+    for (const [url, scheme] of [
+      ['http://db.example:5432/baton', 'http:'],
+      ['mysql://baton:secret@db.example/baton', 'mysql:'],
+    ] as const) {
+      assert.throws(
+        () => read({ ...minimal, DATABASE_URL: url }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.problems.length === 1 &&
+          error.problems[0] === `DATABASE_URL must be a postgres:// or postgresql:// URL, not ${scheme}` &&
+          !error.message.includes('secret'),
+      );
+    }
+    assert.throws(
+      () => read({ ...minimal, DATABASE_URL: 'db.example:5432' }),
+      /DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL$/m,
+    );
+    for (const address of ['temporal.example:7233', '10.0.0.7:7233', '[::1]:7233', 'temporal:1']) {
+      assert.equal(read({ ...minimal, TEMPORAL_ADDRESS: address }).temporal.address, address);
+    }
+    for (const address of [
+      'temporal.example',
+      'http://temporal.example:7233',
+      'temporal.example:',
+      ':7233',
+      'temporal:0',
+      'temporal:65536',
+      '::1:7233',
+    ]) {
+      assert.throws(
+        () => read({ ...minimal, TEMPORAL_ADDRESS: address }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.problems.length === 1 &&
+          error.problems[0] ===
+            `TEMPORAL_ADDRESS must be host:port of the Temporal frontend (e.g. temporal.example:7233 or [::1]:7233), not '${address}'`,
+        address,
+      );
+    }
+  }
+});
+
+/** The README's configuration table: each variable with the programs its "used by" column names. */
+function documentedVariables(): Map<string, string> {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('\n## Configuration\n'));
+  const table = section.slice(0, section.indexOf('\n\n', section.indexOf('\n|')));
+  const rows = new Map<string, string>();
+  for (const match of table.matchAll(/^\| `([A-Z][A-Z0-9_]*)` +\| ([^|]+)\|/gm)) {
+    rows.set(match[1] ?? '', (match[2] ?? '').trim());
+  }
+  return rows;
+}
+
+/**
+ * Every variable Baton's own code reads from an environment (`env.NAME`, `env?.NAME`, `env['NAME']`), outside the
+ * tests, comments left out, with the file that reads it.
+ */
+function variablesReadBySources(): Map<string, string> {
+  const read = new Map<string, string>();
+  const skip = new Set(['node_modules', 'dist', 'test', '.git', '.baton']);
+  const visit = (dir: string) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) {
+        if (!skip.has(entry.name) && !entry.name.startsWith('.')) visit(path.join(dir, entry.name));
+      } else if (/\.(ts|mjs|js)$/.test(entry.name)) {
+        const file = path.join(dir, entry.name);
+        for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+          if (/^\s*(\/\/|\/\*|\*)/.test(line)) continue;
+          for (const match of line.matchAll(/\benv(?:\?\.|\.|\[['"])([A-Z][A-Z0-9_]*)\b/g)) {
+            if (!read.has(match[1] ?? '')) read.set(match[1] ?? '', path.relative(ROOT, file));
+          }
+        }
+      }
+    }
+  };
+  visit(ROOT);
+  return read;
+}
+
+/** Variables of the system, CI, Node and npm (`INIT_CWD`), not Baton's settings: read, documented elsewhere. */
+const PLATFORM_VARIABLES = new Set(['PATH', 'HOME', 'LANG', 'CI', 'NODE_TEST_CONTEXT', 'INIT_CWD']);
+
+test('config: the documented variables are exactly those the code reads, both ways', () => {
+  const documented = documentedVariables();
+  assert.ok(documented.size > 20, `the README's configuration table was found (${documented.size} rows)`);
+  const schemas = new Set(batonEnvVariables());
+  // What `baton worker` and `baton setup` read is what the table says they read, no more and no less.
+  for (const variable of schemas) {
+    assert.match(
+      documented.get(variable) ?? '',
+      /\b(worker|setup|all)\b/,
+      `README's configuration table lacks ${variable}, or does not say the worker or setup reads it`,
+    );
+  }
+  for (const [variable, usedBy] of documented) {
+    if (/\b(worker|setup)\b/.test(usedBy)) {
+      assert.ok(schemas.has(variable), `README says the worker or setup reads ${variable}, but their schemas do not`);
+    }
+  }
+  // Every other variable the code reads is documented, and every documented one is read somewhere.
+  const fromSources = variablesReadBySources();
+  for (const [variable, file] of fromSources) {
+    if (PLATFORM_VARIABLES.has(variable)) continue;
+    assert.ok(documented.has(variable), `${file} reads ${variable}, which README's configuration table lacks`);
+  }
+  for (const variable of documented.keys()) {
+    assert.ok(
+      schemas.has(variable) || fromSources.has(variable),
+      `README's configuration table documents ${variable}, which nothing reads`,
+    );
   }
 });
 

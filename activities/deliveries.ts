@@ -1,0 +1,40 @@
+import { Context } from '@temporalio/activity';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure, rootCause } from '@temporalio/common';
+import { ErrorType } from '../common/errors';
+import { rootTurnWorkflowId } from '../common/ids';
+import type { AgentTurnResult, DeliveredTurnInput, SendMessageResult } from '../common/types';
+
+/** Activities behind message ids that outlive a run of their thread (`common/deliveries.ts`). */
+export function createDeliveryActivities() {
+  /**
+   * The outcome of the turn a message delivered in an earlier run of its thread ran as: its result, read back from
+   * the turn's workflow, so a repeat of the message gets what the first delivery got and runs nothing.
+   * @throws ApplicationFailure `Turn.Failed` when that turn failed, `Input.Invalid` when Temporal no longer keeps it
+   */
+  async function deliveredTurnResult(input: DeliveredTurnInput): Promise<SendMessageResult> {
+    const workflowId = rootTurnWorkflowId(input.rootThreadId, input.turn);
+    const before = `message '${input.messageId}' was delivered before, as turn ${input.turn}`;
+    try {
+      const result = (await Context.current().client.workflow.getHandle(workflowId).result()) as AgentTurnResult;
+      return { ...result, threadId: input.rootThreadId, turn: input.turn };
+    } catch (error) {
+      if (error instanceof WorkflowFailedError) {
+        throw ApplicationFailure.create({
+          type: ErrorType.TurnFailed,
+          message: `${before}, which failed: ${rootCause(error.cause) ?? error.message}`,
+          nonRetryable: true,
+        });
+      }
+      if (error instanceof WorkflowNotFoundError) {
+        throw ApplicationFailure.create({
+          type: ErrorType.InvalidInput,
+          message: `${before}; Temporal no longer keeps that turn's outcome (${workflowId}), and it is not run again`,
+          nonRetryable: true,
+        });
+      }
+      throw error;
+    }
+  }
+  return { deliveredTurnResult };
+}

@@ -1,0 +1,32 @@
+/**
+ * Message ids a root thread remembers across continue-as-new. Temporal deduplicates an Update id within one workflow
+ * run only; a client that lost the result of a delivery (`send --message-id`, a scheduled run's retried delivery)
+ * sends it again under the same id, maybe after the thread continued as new. So the thread carries the ids it handled
+ * into its next run, each with the turn it ran as, and answers a repeat with that turn's outcome.
+ */
+
+/** A message delivered under an Update id, and the turn of the thread it ran as. */
+export interface Delivery {
+  id: string;
+  turn: number;
+}
+
+/** The longest message id a client may give (`messageId`, `--message-id`): a carried id costs history. */
+export const MAX_MESSAGE_ID_CHARS = 200;
+
+/** How many of the most recent deliveries a thread carries into its next run. */
+export const MAX_CARRIED_DELIVERIES = 100;
+
+/** What a run hands its successor: the deliveries it was handed and those it handled, the most recent ones. */
+export function carriedDeliveries(earlier: readonly Delivery[], handled: readonly Delivery[]): Delivery[] {
+  return [...earlier, ...handled]
+    .filter((delivery) => delivery.id.length <= MAX_MESSAGE_ID_CHARS)
+    .slice(-MAX_CARRIED_DELIVERIES);
+}
+
+/** Why a message id cannot be used, or undefined when it can. */
+export function messageIdProblem(id: string): string | undefined {
+  return id.length >= 1 && id.length <= MAX_MESSAGE_ID_CHARS
+    ? undefined
+    : `messageId must be 1 to ${MAX_MESSAGE_ID_CHARS} characters (got ${id.length})`;
+}
