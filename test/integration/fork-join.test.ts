@@ -2,10 +2,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { z } from 'zod';
+import { defineTool } from '../../activities/tools/types';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { waitFor } from '../chaos/waiting';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const env = readTestEnv();
@@ -27,6 +30,10 @@ const agents: AgentRegistry = new Map(
     agent('limit_lead', ['fork_join', 'scout_ok']),
     agent('guard_lead', ['fork_join', 'scout_ok']),
     agent('shared_lead', ['fork_join', 'sharer_a', 'sharer_b']),
+    agent('late_shared_lead', ['fork_join', 'late_sharer']),
+    agent('late_ff_lead', ['fork_join', 'late_writer', 'broken']),
+    agent('late_sharer', ['slow_store']),
+    agent('late_writer', ['slow_store']),
     agent('scout_a'),
     agent('scout_b'),
     agent('scout_c'),
@@ -145,14 +152,51 @@ agents:
       args: { exclude_self: true }
       delay_ms: 1500
     - say: "b done"
+  late_shared_lead:
+    - call: fork_join
+      args: { store: shared, deadline_seconds: 3, tasks: [ { agent: late_sharer, message: "Store it, slowly." } ] }
+    - say: "late shared done"
+  late_sharer:
+    - { call: slow_store, args: { key: late/shared } }
+    - say: "never"
+  late_ff_lead:
+    - call: fork_join
+      args:
+        store: shared
+        fail_fast: true
+        tasks: [ { agent: late_writer, message: "Store it, slowly." }, { agent: broken, message: "Fail." } ]
+    - say: "late ff done"
+  late_writer:
+    - { call: slow_store, args: { key: late/ff } }
+    - say: "never"
 `,
   'fork-join',
 );
 
+/** How long `slow_store` takes before it writes: well past the forks' deadline, and past a fail_fast cut. */
+const SLOW_STORE_DELAY_MS = 6_000;
+
+/**
+ * A tool that ignores its signal and writes env data late, as a task's call may still be running when its task is
+ * given up on: the write it makes after the reclaim must be refused.
+ */
+const slowStore = defineTool({
+  name: 'slow_store',
+  description: 'Stores a value in the shared data, slowly.',
+  parameters: z.object({ key: z.string() }),
+  timeout_s: 60,
+  retries: 0,
+  run: async ({ key }, context) => {
+    await new Promise((resolve) => setTimeout(resolve, SLOW_STORE_DELAY_MS));
+    await context.env.store({ key, shortDescription: 'Stored late.', value: 'late' });
+    return 'stored';
+  },
+});
+
 let harness: AgentHarness;
 
 before(async () => {
-  harness = await startTestHarness('fork-join', { agents, script, modelLogFile: modelLog });
+  harness = await startTestHarness('fork-join', { agents, script, modelLogFile: modelLog, tools: [slowStore] });
 });
 
 after(async () => {
@@ -461,4 +505,47 @@ test('fork/join: shared-store workers write straight into the shared data, attri
     others.map((e) => e.key),
     ['finding/a'],
   );
+});
+
+/** Waits until the late `slow_store` of `thread` was refused, and checks it left the shared data as it was. */
+async function lateEnvWriteRefused(root: string, thread: string, key: string): Promise<void> {
+  const refused = await waitFor(`the late env write of ${thread}`, SLOW_STORE_DELAY_MS + 20_000, async () => {
+    const found = await rows<{ kind: string; write_epoch: number; current_epoch: number }>(
+      `SELECT kind, write_epoch, current_epoch FROM refused_writes WHERE thread_id = $1 AND kind = 'env'`,
+      [thread],
+    );
+    return found.length > 0 ? found : undefined;
+  });
+  assert.deepEqual(refused, [{ kind: 'env', write_epoch: 0, current_epoch: 1 }]);
+  const stored = await rows('SELECT key FROM env_data WHERE root_thread_id = $1 AND key = $2', [root, key]);
+  assert.deepEqual(stored, [], 'the shared data did not change');
+}
+
+test("fork/join: a shared fork's task reclaimed at the deadline has its late env write refused, the data unchanged", async () => {
+  const root = uniqueThreadId('late-shared');
+  const thread = await harness.client.startThread({ agent: 'late_shared_lead', threadId: root });
+  assert.equal((await thread.send('Go.')).reply, 'late shared done');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.store, 'shared');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [['late_sharer', 'timeout']],
+  );
+  await lateEnvWriteRefused(root, result.tasks[0]?.thread_id ?? '', 'late/shared');
+});
+
+test('fork/join: a task cut by fail_fast has its late env write refused too', async () => {
+  const root = uniqueThreadId('late-ff');
+  const thread = await harness.client.startThread({ agent: 'late_ff_lead', threadId: root });
+  assert.equal((await thread.send('Go.')).reply, 'late ff done');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.stopped_by, 'fail_fast');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [
+      ['late_writer', 'cancelled'],
+      ['broken', 'failed'],
+    ],
+  );
+  await lateEnvWriteRefused(root, result.tasks[0]?.thread_id ?? '', 'late/ff');
 });
