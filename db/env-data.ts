@@ -331,7 +331,9 @@ export class EnvStore {
 
   /**
    * Applies a pending proposal to its entry, in the accepting thread's scope, and marks it accepted by that thread;
-   * the event log says who accepted what. A proposal with a patch merges it into the entry's current object value.
+   * the event log says who accepted what. A proposal with a patch merges it into the entry's current object value,
+   * whatever version it was based on; one with a whole value is refused once the entry moved past the version it was
+   * based on (it would undo those changes), and stays pending.
    * @throws EnvDataError `EnvData.NotFound` (no such pending proposal, or its entry is gone), invalid input;
    * StaleEpochError
    */
@@ -368,6 +370,17 @@ export class EnvStore {
       const entry = current[0];
       if (!entry) {
         return refuse(EnvDataErrorType.NotFound, `no entry '${input.key}' to apply proposal '${input.proposalId}' to`);
+      }
+      // A whole value proposed on an older version would undo what changed since without a word: refused, and left
+      // pending. A patch is applied onto the current value, so it keeps the fields others changed meanwhile.
+      if (proposal.patch === null && proposal.baseVersion !== null && proposal.baseVersion < entry.version) {
+        return refuse(
+          EnvDataErrorType.VersionConflict,
+          `proposal '${input.proposalId}' replaces the whole value of '${input.key}' as of version ` +
+            `${proposal.baseVersion}, but it is at version ${entry.version} now: accepting it would undo the changes ` +
+            'since. Read the entry and update it yourself instead.',
+          entry.version,
+        );
       }
       let value = proposal.value;
       if (proposal.patch) {
