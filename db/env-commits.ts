@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { mergedKey, type Commit, type ParsedCommit } from '../common/commit';
 import { envKeyProblem } from '../common/env-data';
-import { storableText } from '../common/text';
+import { hasUnstorableText, storableText } from '../common/text';
 import type { ThreadScope } from '../common/types';
 import {
   announce,
@@ -9,7 +9,6 @@ import {
   findInScopes,
   insertProposal,
   logEvent,
-  unstorableText,
   upsertEntry,
   type Change,
   type EnvAnnouncement,
@@ -375,7 +374,7 @@ class CommitMerge {
 
 /** Why a commit's `text` cannot be stored as it is (U+0000, a lone surrogate), naming it `where`; else undefined. */
 function unstorable(where: string, text: string | undefined): string | undefined {
-  return text !== undefined && unstorableText(text)
+  return text !== undefined && hasUnstorableText(text)
     ? `${where} holds a NUL character or a lone surrogate, which Postgres cannot store`
     : undefined;
 }

@@ -6,6 +6,7 @@ import {
   envKeyProblem,
 } from '../common/env-data';
 import type { ThreadScope } from '../common/types';
+import { hasUnstorableText } from '../common/text';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
 import { recordRefusedWrite } from './refusals';
@@ -424,7 +425,7 @@ export class EnvStore {
    */
   async delete(scope: ThreadScope, operationId: string, key: string, reason?: string): Promise<EnvWriteResult> {
     checkKey(key);
-    if (reason !== undefined && unstorableText(reason)) {
+    if (reason !== undefined && hasUnstorableText(reason)) {
       throw new EnvDataError(
         EnvDataErrorType.InvalidDescription,
         'the reason holds a NUL character or a lone surrogate',
@@ -1126,13 +1127,6 @@ export async function logEvent(
   return seq === undefined ? undefined : { rootThreadId: scope.rootThreadId, seq: Number(seq), key, action };
 }
 
-/** Text Postgres refuses in `jsonb` and `text`: NUL, and UTF-16 surrogates without their pair. */
-export function unstorableText(text: string): boolean {
-  // Matching NUL is the point of this pattern.
-  // eslint-disable-next-line no-control-regex
-  return /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text);
-}
-
 function checkKey(key: string): void {
   const problem = envKeyProblem(key);
   if (problem) throw new EnvDataError(EnvDataErrorType.InvalidKey, problem);
@@ -1141,7 +1135,7 @@ function checkKey(key: string): void {
 /** `type` and `tags` are plain text columns: refuse what Postgres cannot store there before it throws. */
 function checkLabels(type: string | undefined, tags: readonly string[] | undefined): void {
   for (const [where, text] of [['type', type], ...(tags ?? []).map((tag) => ['a tag', tag])] as const) {
-    if (text !== undefined && unstorableText(text)) {
+    if (text !== undefined && hasUnstorableText(text)) {
       throw new EnvDataError(
         EnvDataErrorType.NotSerializable,
         `${where} holds a NUL character or a lone surrogate, which Postgres cannot store`,
@@ -1153,7 +1147,7 @@ function checkLabels(type: string | undefined, tags: readonly string[] | undefin
 function checkDescription(description: string): void {
   const problem =
     envDescriptionProblem(description) ??
-    (unstorableText(description) ? 'short_description holds a NUL character or a lone surrogate' : undefined);
+    (hasUnstorableText(description) ? 'short_description holds a NUL character or a lone surrogate' : undefined);
   if (problem) throw new EnvDataError(EnvDataErrorType.InvalidDescription, problem);
 }
 
@@ -1173,10 +1167,10 @@ export function toJson(value: unknown): string {
         problems.push(`${where} is ${item}`);
       } else if (item instanceof Map || item instanceof Set) {
         problems.push(`${where} is a ${item.constructor.name}, which JSON would turn into {}`);
-      } else if (typeof item === 'string' && unstorableText(item)) {
+      } else if (typeof item === 'string' && hasUnstorableText(item)) {
         problems.push(`${where} holds a NUL character or a lone surrogate, which Postgres cannot store`);
       }
-      if (unstorableText(key)) problems.push(`a property name holds a NUL character or a lone surrogate`);
+      if (hasUnstorableText(key)) problems.push(`a property name holds a NUL character or a lone surrogate`);
       return item;
     });
   } catch (error) {
