@@ -33,6 +33,7 @@ test('worker config: defaults fill what is not set', () => {
       arcDataDir: DEFAULT_ARC_DATA_DIR,
       maxEnvValueBytes: 100 * 1024,
       shellEnv: {},
+      sandbox: { mode: 'bwrap' },
       toolModules: [],
     },
   });
@@ -48,6 +49,7 @@ test('worker config: tool directories and tool modules resolve against the worki
     arcDataDir: '/arc',
     maxEnvValueBytes: 100 * 1024,
     shellEnv: {},
+    sandbox: { mode: 'bwrap' },
     toolModules: ['/srv/app/tools/a.ts', '/opt/b.mjs'],
   });
 });
