@@ -74,7 +74,6 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   // Once, at start. The state directory (stack.json, the embedded Postgres) stays out of every command's view, even
   // in a world whose working directory holds it.
   const shellSandbox = await probeShellSandbox({ ...tools.sandbox, hidden: [path.resolve(stateDir)] }, env);
-  log(describeShellSandbox(shellSandbox).line);
   const catalog = createAgentCatalog({
     agents: options.agentsDir,
     ...tools,
@@ -83,6 +82,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     providers: providerConfigs.map((provider) => provider.name),
   });
   if (userTools.length > 0) log(`tools:${describeUserTools(userTools).replace(/^; tools/, '')}`);
+  log(describeShellSandbox(shellSandbox).line);
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {

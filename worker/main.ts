@@ -31,7 +31,6 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
   const userTools = await loadToolModules(config.tools.toolModules);
   // Once, at start: every command of this worker then runs the way it says (or is refused, saying why).
   const shellSandbox = await probeShellSandbox(config.tools.sandbox, env);
-  process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
   const catalog = createAgentCatalog({
     agents: config.agentsDir,
     ...config.tools,
@@ -39,6 +38,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
     userTools,
     providers: config.providers.map((provider) => provider.name),
   });
+  process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
   const closers: (() => Promise<void>)[] = [];
   try {
     const pool = createPool({
