@@ -284,7 +284,7 @@ test('shell sandbox: the stack file, the repository and the home stay out of vie
   assert.ok(!fs.existsSync(path.join(base, 'ran.txt')) && !fs.existsSync(path.join(stateDir, 'ran.txt')));
 });
 
-test('shell sandbox: BATON_SHELL_NETWORK=off cuts the network; on (the default) keeps it', async (t) => {
+test('shell sandbox: its own user, PID, IPC, UTS and mount namespaces; BATON_SHELL_NETWORK=off cuts the network, on keeps it', async (t) => {
   const work = scratch(t);
   const server = net.createServer((socket) => socket.end('hello from the host\n'));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -302,6 +302,17 @@ test('shell sandbox: BATON_SHELL_NETWORK=off cuts the network; on (the default) 
   assert.match(cut, /^exit code: 1\n/);
   assert.match(cut, /Connection refused/);
   assert.doesNotMatch(cut, /hello/);
+  // Its namespaces, against this process's: all its own but the network, which is its own only when cut.
+  const namespaces = ['user', 'pid', 'ipc', 'uts', 'mnt', 'net'];
+  const host = Object.fromEntries(namespaces.map((ns) => [ns, fs.readlinkSync(`/proc/self/ns/${ns}`)]));
+  const listNamespaces = namespaces.map((ns) => `echo ${ns} $(readlink /proc/self/ns/${ns})`).join('; ');
+  for (const network of ['on', 'off']) {
+    const inside = await run(tool, { working_directory: work, BATON_SHELL_NETWORK: network }, listNamespaces);
+    for (const ns of namespaces) {
+      const own = !new RegExp(`^${ns} ${host[ns]?.replace(/[[\]]/g, '\\$&')}$`, 'm').test(inside);
+      assert.equal(own, ns !== 'net' || network === 'off', `${ns} namespace with the network ${network}:\n${inside}`);
+    }
+  }
   // Any other value is refused, naming the variable.
   assert.match(
     await refusal(run(tool, { working_directory: work, BATON_SHELL_NETWORK: 'sometimes' }, 'true')),
