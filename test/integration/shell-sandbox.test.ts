@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { connect, type BatonClient } from '../../client';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
+import { ANCESTRY_PROBE, probedAncestors } from '../../testing/shell-probe';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
 
@@ -28,13 +29,7 @@ const apiKey = `sk-launch-${randomBytes(8).toString('hex')}`;
 
 /** Everything a command could reach of its worker: ancestors, every visible process, the worker by its pid. */
 const PROBE = [
-  'echo "pids: $(ls /proc | grep -E "^[0-9]+$" | tr "\\n" " ")"',
-  'pid=$$',
-  'while [ "$pid" -gt 0 ]; do',
-  '  echo "ancestor $pid in $(readlink /proc/$pid/cwd)"; tr "\\0" "\\n" < /proc/$pid/environ; echo',
-  '  pid=$(awk "/^PPid:/ { print \\$2 }" /proc/$pid/status)',
-  'done',
-  'for p in /proc/[0-9]*; do tr "\\0" "\\n" < $p/environ; echo; done',
+  ...ANCESTRY_PROBE,
   'worker=$(cat worker.pid); tr "\\0" "\\n" < /proc/$worker/environ; ls -l /proc/$worker/cwd/',
   // The world's directory lies under the repository here (the test run's state directory): of the path to it, bwrap
   // makes empty directories; nothing of the repository itself is there.
@@ -124,8 +119,8 @@ test(
         assert.doesNotMatch(probed, /DATABASE_URL|OPENAI|TEMPORAL_|BATON_TASK_QUEUE/);
         // What it reached were the shell and bwrap's PID 1, in the world's directory; the worker is not there.
         assert.deepEqual(
-          [...probed.matchAll(/^ancestor (\d+) in (.*)$/gm)].map((match) => match[1]),
-          ['2', '1'],
+          probedAncestors(probed).map((ancestor) => ancestor.pid),
+          [2, 1],
         );
         assert.match(probed, new RegExp(`cannot open /proc/${worker.child.pid}/environ: No such file`));
         assert.match(probed, new RegExp(`cat: ${ROOT}/package\\.json: No such file or directory`));

@@ -22,6 +22,7 @@ import {
 } from '../../activities/tools/shell-sandbox';
 import { ToolError, type ToolDefinition } from '../../activities/tools/types';
 import { STACK_FILE_MODE, stackFilePath, writeStackFile } from '../../stack/stack-file';
+import { ANCESTRY_PROBE, probedAncestors, processesWithVariable } from '../../testing/shell-probe';
 import { fakeToolContext } from '../../testing/tool-context';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -60,24 +61,6 @@ async function refusal(promise: Promise<unknown>): Promise<string> {
     return true;
   });
   return message;
-}
-
-/** Host pids of live processes whose environment holds `NAME=value` (zombies have no environment). */
-function processesWith(name: string, value: string): number[] {
-  const needle = Buffer.from(`${name}=${value}\0`);
-  return fs
-    .readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((entry) => {
-      try {
-        const environ = fs.readFileSync(`/proc/${entry}/environ`);
-        const at = environ.indexOf(needle);
-        return at === 0 || (at > 0 && environ[at - 1] === 0);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
@@ -143,13 +126,7 @@ test(
     // Walk up from the shell through every parent this command can see, printing each one's environment and
     // working directory; then try every process it can see, and this test process by its pid.
     const command = [
-      'echo "pids: $(ls /proc | grep -E "^[0-9]+$" | tr "\\n" " ")"',
-      'pid=$$',
-      'while [ "$pid" -gt 0 ]; do',
-      '  echo "ancestor $pid in $(readlink /proc/$pid/cwd)"; tr "\\0" "\\n" < /proc/$pid/environ; echo',
-      '  pid=$(awk "/^PPid:/ { print \\$2 }" /proc/$pid/status)',
-      'done',
-      'for p in /proc/[0-9]*; do tr "\\0" "\\n" < $p/environ; echo; done',
+      ...ANCESTRY_PROBE,
       `cat /proc/${process.pid}/environ; readlink /proc/${process.pid}/cwd`,
       'true',
     ].join('\n');
@@ -168,12 +145,12 @@ test(
     assert.ok(!pids.includes(worker) && !pids.includes(process.pid));
     // The ancestors it reaches are the shell and bwrap (PID 1), in the world's directory, with the command's
     // minimal environment and nothing else.
-    const ancestors = [...output.matchAll(/^ancestor (\d+) in (.*)$/gm)].map((match) => [match[1], match[2]]);
+    const ancestors = probedAncestors(output);
     assert.deepEqual(
-      ancestors.map(([pid]) => pid),
-      ['2', '1'],
+      ancestors.map((ancestor) => ancestor.pid),
+      [2, 1],
     );
-    for (const [, cwd] of ancestors) assert.ok(cwd === work || cwd === '/', `an ancestor in ${cwd}`);
+    for (const { cwd } of ancestors) assert.ok(cwd === work || cwd === '/', `an ancestor in ${cwd}`);
     for (const [, name] of output.matchAll(/^([A-Za-z_][A-Za-z0-9_]*)=/gm)) {
       // The command's environment, and PWD, which the shell sets for what it runs.
       assert.ok(['PATH', 'HOME', 'LANG', 'PWD', SHELL_RUN_MARKER].includes(name ?? ''), `${name} is in view`);
@@ -411,15 +388,19 @@ test('shell sandbox: the orphan sweep finds sandboxed processes whose worker is 
   });
   t.after(() => orphan.kill('SIGKILL'));
   // bwrap, its PID 1, the shell and the two sleeps, seen from here.
-  await until('the sandbox runs', () => processesWith(SHELL_RUN_MARKER, marker).length >= 5);
-  const inside = processesWith(SHELL_RUN_MARKER, marker);
+  await until('the sandbox runs', () => processesWithVariable(SHELL_RUN_MARKER, marker).length >= 5);
+  const inside = processesWithVariable(SHELL_RUN_MARKER, marker);
   const killed = await sweepOrphanedShellProcesses();
   // Whichever it reached first, killing bwrap or its PID 1 ends the sandbox's namespace and everything in it.
   assert.ok(
     inside.some((pid) => killed.includes(pid)),
     `the sweep killed none of ${inside.join(', ')} (killed ${killed.join(', ')})`,
   );
-  await until('every process of the sandbox is gone', () => processesWith(SHELL_RUN_MARKER, marker).length === 0, 3000);
+  await until(
+    'every process of the sandbox is gone',
+    () => processesWithVariable(SHELL_RUN_MARKER, marker).length === 0,
+    3000,
+  );
 });
 
 test(
@@ -433,21 +414,25 @@ test(
         BATON_SHELL_SANDBOX: mode,
       });
       const worker = await started.pid;
-      await until(`${mode}: the command runs`, () => processesWith('BATON_TEST_TAG', tag).length >= 2, 30_000);
+      await until(`${mode}: the command runs`, () => processesWithVariable('BATON_TEST_TAG', tag).length >= 2, 30_000);
       started.child.kill('SIGKILL');
       await new Promise((resolve) => started.child.once('close', resolve));
       if (mode === 'bwrap') {
         // bwrap dies with its parent, and the sandbox's PID namespace with it: no sweep needed.
-        await until('the sandbox died with its worker', () => processesWith('BATON_TEST_TAG', tag).length === 0, 3000);
+        await until(
+          'the sandbox died with its worker',
+          () => processesWithVariable('BATON_TEST_TAG', tag).length === 0,
+          3000,
+        );
         continue;
       }
       // Plain processes outlive their worker, carrying its marker, until a sweep finds the worker gone.
       await sleep(300);
-      const orphans = processesWith('BATON_TEST_TAG', tag);
+      const orphans = processesWithVariable('BATON_TEST_TAG', tag);
       assert.equal(orphans.length, 2, `worker ${worker}'s commands outlived it`);
       const killed = await sweepOrphanedShellProcesses();
       for (const pid of orphans) assert.ok(killed.includes(pid));
-      await until('the sweep killed them', () => processesWith('BATON_TEST_TAG', tag).length === 0, 3000);
+      await until('the sweep killed them', () => processesWithVariable('BATON_TEST_TAG', tag).length === 0, 3000);
     }
   },
 );

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { createShellTool, type ShellSpawn, type ShellToolOptions } from '../../activities/tools/shell';
 import { probeShellSandbox, type ShellSandbox } from '../../activities/tools/shell-sandbox';
+import { processesWithVariable } from '../../testing/shell-probe';
 import { fakeToolContext } from '../../testing/tool-context';
 import type { ToolCallParts } from '../../activities/tools/context';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
@@ -141,24 +142,10 @@ async function assertGone(pid: number): Promise<void> {
  */
 function tagged(): { tag: string; export: string; running: () => number[] } {
   const tag = `t${process.pid}x${Math.random().toString(36).slice(2)}`;
-  const needle = Buffer.from(`BATON_TEST_TAG=${tag}\0`);
   return {
     tag,
     export: `export BATON_TEST_TAG=${tag}; `,
-    running: () =>
-      fs
-        .readdirSync('/proc')
-        .filter((name) => /^\d+$/.test(name))
-        .filter((name) => {
-          try {
-            const environ = fs.readFileSync(`/proc/${name}/environ`);
-            const at = environ.indexOf(needle);
-            return at === 0 || (at > 0 && environ[at - 1] === 0);
-          } catch {
-            return false; // gone, or a zombie's (which has no environment)
-          }
-        })
-        .map(Number),
+    running: () => processesWithVariable('BATON_TEST_TAG', tag),
   };
 }
 
