@@ -1,7 +1,8 @@
 /**
- * The `shell` tool: runs one command with `sh -c` in a directory the tool can resolve, in its own process
- * group, and returns its exit status with the tail of its output. Nothing is started until the directory is
- * settled: a call that names no directory in a world without `working_directory` is refused before any spawn.
+ * The `shell` tool: runs one command with `sh -c` in a directory the tool can resolve, inside a bubblewrap sandbox
+ * (shell-sandbox.ts) and in its own process group, and returns its exit status with the tail of its output. Nothing
+ * is started until the sandbox and the directory are settled: a call that names no directory in a world without
+ * `working_directory`, or on a worker that cannot make a sandbox, is refused before any spawn.
  */
 import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
 import { spawn as spawnProcess, type ChildProcess, type SpawnOptions } from 'node:child_process';
