@@ -17,6 +17,12 @@ ENV NODE_ENV=production
 # arena of its own, up to 8 per core, and keeps what they freed. With two, a worker with 200 threads waiting on
 # humans measured 316-349 MB against 352-407 MB without (README "Worker memory"; `npm run bench -- memory`).
 ENV MALLOC_ARENA_MAX=2
+# The shell tool runs every command in a bubblewrap sandbox, and refuses to run without one (README "Worlds:
+# variables, prompts and the shell"). bwrap also needs the container's security options that docker-compose.yml gives
+# the worker (README "Running in production").
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends bubblewrap \
+  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 # Everything else the worker needs (see .dockerignore for what stays out: tests, benchmarks, local state).

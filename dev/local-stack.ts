@@ -15,6 +15,7 @@ import { createAgentCatalog } from '../worker/agent-catalog';
 import type { AgentRegistry } from '../worker/agents';
 import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
+import { describeShellSandbox, probeShellSandbox } from '../activities/tools/shell-sandbox';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
 import { readProviders, readToolsConfig, type ModelConfig } from '../worker/config';
 import { describeUserTools, loadToolModules } from '../worker/tool-modules';
@@ -70,13 +71,18 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const providerConfigs = readProviders(env);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
   const userTools = await loadToolModules(toolModules);
+  // Once, at start. The state directory (stack.json, the embedded Postgres) stays out of every command's view, even
+  // in a world whose working directory holds it.
+  const shellSandbox = await probeShellSandbox({ ...tools.sandbox, hidden: [path.resolve(stateDir)] }, env);
   const catalog = createAgentCatalog({
     agents: options.agentsDir,
     ...tools,
+    shellSandbox,
     userTools,
     providers: providerConfigs.map((provider) => provider.name),
   });
   if (userTools.length > 0) log(`tools:${describeUserTools(userTools).replace(/^; tools/, '')}`);
+  log(describeShellSandbox(shellSandbox).line);
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {

@@ -267,7 +267,8 @@ export async function startLocalPostgres(options: LocalPostgresOptions): Promise
   if (!initialised) {
     note(`initialising a new cluster in ${clusterDir}`);
     const pwfile = path.join(home, `.initdb-pw-${process.pid}`);
-    await fs.writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+    await fs.rm(pwfile, { force: true }); // one a crash left: its mode would stay as it is
+    await fs.writeFile(pwfile, `${password}\n`, { mode: 0o600, flag: 'wx' });
     try {
       if (ids !== undefined) await fs.chown(pwfile, ids.uid, ids.gid);
       // initdb keeps the last of repeated options, so these override the library's: its password file goes to
@@ -559,7 +560,9 @@ async function writeState(
   }
   // Renamed into place so a crash never leaves half a file with the only copy of the password.
   const temporary = `${stateFile}.${process.pid}.tmp`;
-  await fs.writeFile(temporary, text, { mode: 0o600 });
+  // Created afresh, so the mode applies (writeFile's mode applies only to a file it creates).
+  await fs.rm(temporary, { force: true });
+  await fs.writeFile(temporary, text, { mode: 0o600, flag: 'wx' });
   await fs.rename(temporary, stateFile);
 }
 

@@ -26,12 +26,18 @@ export function stackFilePath(stateDir: string): string {
   return path.join(stateDir, 'stack.json');
 }
 
+/** The stack file's mode: owner only, since it holds the database URL with its password. */
+export const STACK_FILE_MODE = 0o600;
+
 export function writeStackFile(stateDir: string, stack: StackFile): void {
   fs.mkdirSync(stateDir, { recursive: true });
   const file = stackFilePath(stateDir);
-  // Written whole and renamed, so a reader never sees half a file.
-  fs.writeFileSync(`${file}.tmp`, `${JSON.stringify(stack, null, 2)}\n`);
-  fs.renameSync(`${file}.tmp`, file);
+  const temporary = `${file}.${process.pid}.tmp`;
+  // Written whole and renamed, so a reader never sees half a file. The temporary file is created afresh ('wx', after
+  // removing one a crash left), because writeFile's mode applies only to a file it creates.
+  fs.rmSync(temporary, { force: true });
+  fs.writeFileSync(temporary, `${JSON.stringify(stack, null, 2)}\n`, { mode: STACK_FILE_MODE, flag: 'wx' });
+  fs.renameSync(temporary, file);
 }
 
 /** The stack file, or `undefined` when absent or written by a process that is no longer running. */

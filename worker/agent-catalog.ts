@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { createToolRegistry, type ToolRegistry } from '../activities/tools';
+import type { ShellSandbox } from '../activities/tools/shell-sandbox';
 import { ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
 import { AgentConfigError, checkCapabilities, checkModels, loadAgents, type AgentRegistry } from './agents';
 
@@ -12,6 +13,11 @@ export interface AgentCatalogOptions {
   arcDataDir: string;
   /** The base environment of shell commands (never the worker's whole environment). @default DEFAULT_SHELL_ENV */
   shellEnv?: Readonly<Record<string, string>>;
+  /**
+   * How shell commands are isolated: what `probeShellSandbox` found at start (`baton worker` and `baton dev` probe
+   * their settings). @default bubblewrap on the PATH of `shellEnv`, probed at the first command
+   */
+  shellSandbox?: ShellSandbox;
   /** Users' own tools (`prepareUserTools`, `loadToolModules`), beside Baton's. */
   userTools?: readonly UserTool[];
   /** The providers an agent's `model` may name as `provider/model`: the worker's. @default none */
@@ -62,6 +68,7 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
     filesRoot: options.filesRoot,
     arcDataDir: options.arcDataDir,
     ...(options.shellEnv === undefined ? {} : { shellEnv: options.shellEnv }),
+    ...(options.shellSandbox === undefined ? {} : { shellSandbox: options.shellSandbox }),
     ...(options.userTools === undefined ? {} : { userTools: options.userTools }),
     describeAgent: (name) => current.get(name)?.description,
   });

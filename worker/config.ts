@@ -5,6 +5,7 @@ import YAML from 'yaml';
 import { z } from 'zod';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 import { DEFAULT_PROVIDER, PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE } from '../activities/model-providers';
+import type { ShellSandboxSetting } from '../activities/tools/shell-sandbox';
 import { workflowBundleProblem } from './workflow-bundle';
 
 /**
@@ -134,6 +135,17 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_ARC_DIR: optionalText,
   /** Users' tool modules (JavaScript or TypeScript), comma-separated, loaded at start. */
   BATON_TOOLS: optionalText,
+  /** `bwrap` (the default): every shell command in a bubblewrap sandbox; `none`: unsandboxed, warned at start. */
+  BATON_SHELL_SANDBOX: z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
+    z
+      .enum(['bwrap', 'none'], {
+        message: 'must be bwrap (every shell command in a bubblewrap sandbox) or none (no sandbox)',
+      })
+      .default('bwrap'),
+  ),
+  /** The bubblewrap executable, when not the `bwrap` on PATH. */
+  BATON_BWRAP: optionalText,
   // Plain decimal digits: z.coerce.number would also take '0x10', '1e4' or ' 2048 '.
   BATON_ENV_MAX_VALUE_BYTES: z
     .string()
@@ -234,26 +246,33 @@ export interface ToolsConfig {
   readonly maxEnvValueBytes: number;
   /** The base environment of shell commands: the worker's PATH, HOME and LANG (see {@link toolEnvironment}). */
   readonly shellEnv: Readonly<Record<string, string>>;
+  /** How shell commands are isolated (BATON_SHELL_SANDBOX, BATON_BWRAP); `probeShellSandbox` checks it at start. */
+  readonly sandbox: ShellSandboxSetting;
   /** Users' tool modules to load (`BATON_TOOLS`), absolute paths in order. */
   readonly toolModules: readonly string[];
 }
 
 /**
  * Tool settings from the environment; `cwd` is the files root when `BATON_FILES_ROOT` is unset.
- * @throws ConfigError for an invalid `BATON_ENV_MAX_VALUE_BYTES`.
+ * @throws ConfigError for an invalid `BATON_ENV_MAX_VALUE_BYTES` or `BATON_SHELL_SANDBOX`.
  */
 export function readToolsConfig(env: Record<string, string | undefined>, cwd: string): ToolsConfig {
   const limit = workerEnvSchema.shape.BATON_ENV_MAX_VALUE_BYTES.safeParse(
     env.BATON_ENV_MAX_VALUE_BYTES?.trim() || undefined,
   );
-  if (!limit.success) {
-    throw new ConfigError(limit.error.issues.map((issue) => `BATON_ENV_MAX_VALUE_BYTES ${issue.message}`));
-  }
+  const sandboxMode = workerEnvSchema.shape.BATON_SHELL_SANDBOX.safeParse(env.BATON_SHELL_SANDBOX);
+  const problems = [
+    ...(limit.error?.issues.map((issue) => `BATON_ENV_MAX_VALUE_BYTES ${issue.message}`) ?? []),
+    ...(sandboxMode.error?.issues.map((issue) => `BATON_SHELL_SANDBOX ${issue.message}`) ?? []),
+  ];
+  if (!limit.success || !sandboxMode.success) throw new ConfigError(problems);
+  const bwrap = env.BATON_BWRAP?.trim();
   return Object.freeze({
     filesRoot: path.resolve(cwd, env.BATON_FILES_ROOT?.trim() || '.'),
     arcDataDir: path.resolve(cwd, env.BATON_ARC_DIR?.trim() || DEFAULT_ARC_DATA_DIR),
     maxEnvValueBytes: limit.data ?? DEFAULT_MAX_ENV_VALUE_BYTES,
     shellEnv: Object.freeze(toolEnvironment(env)),
+    sandbox: Object.freeze({ mode: sandboxMode.data, ...(bwrap ? { bwrap: path.resolve(cwd, bwrap) } : {}) }),
     toolModules: Object.freeze(toolModulePaths(env.BATON_TOOLS, cwd)),
   });
 }

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { migrate } from '../db/migrate';
 import { sweepOrphanedShellProcesses } from '../activities/tools/shell';
+import { describeShellSandbox, probeShellSandbox } from '../activities/tools/shell-sandbox';
 import { createPool } from '../db/pool';
 import { assertSearchAttributes, describeSetup, setupBaton, type SetupResult } from '../stack/temporal-setup';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
@@ -28,12 +29,16 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
   const config = readWorkerConfig(env);
   installRuntime(config.logLevel, config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {});
   const userTools = await loadToolModules(config.tools.toolModules);
+  // Once, at start: every command of this worker then runs the way it says (or is refused, saying why).
+  const shellSandbox = await probeShellSandbox(config.tools.sandbox, env);
   const catalog = createAgentCatalog({
     agents: config.agentsDir,
     ...config.tools,
+    shellSandbox,
     userTools,
     providers: config.providers.map((provider) => provider.name),
   });
+  process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
   const closers: (() => Promise<void>)[] = [];
   try {
     const pool = createPool({

@@ -10,6 +10,7 @@ import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
 import { forkJoinTool } from './fork-join';
 import { createShellTool } from './shell';
+import type { ShellSandbox } from './shell-sandbox';
 import type { ToolDefinition } from './types';
 import { ToolDefinitionError, type UserTool } from './user-tools';
 import { askHumanTool, listCapabilitiesTool, thinkTool, waitTool } from './universal';
@@ -24,6 +25,11 @@ export interface ToolRegistryOptions {
    * @default DEFAULT_SHELL_ENV
    */
   shellEnv?: Readonly<Record<string, string>>;
+  /**
+   * How shell commands are isolated: what the worker found at start (`probeShellSandbox`).
+   * @default bubblewrap on the PATH of `shellEnv`, probed at the first command
+   */
+  shellSandbox?: ShellSandbox;
   /** An agent's description, for `list_capabilities` (agents are capabilities too). */
   describeAgent: (name: string) => string | undefined;
   /** Users' own tools, checked by `prepareUserTools`; a name Baton's tools already use is refused. */
@@ -61,7 +67,11 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     ...createEnvDataTools(),
     ...createFileTools({ root: options.filesRoot }),
     // Below the tool activity's 15-minute start-to-close timeout, so a command times out before its activity does.
-    createShellTool({ maxTimeoutS: 840, ...(options.shellEnv === undefined ? {} : { env: options.shellEnv }) }),
+    createShellTool({
+      maxTimeoutS: 840,
+      ...(options.shellEnv === undefined ? {} : { env: options.shellEnv }),
+      ...(options.shellSandbox === undefined ? {} : { sandbox: options.shellSandbox }),
+    }),
     createArcTool({ dataDir: options.arcDataDir }),
     forkJoinTool,
   ];

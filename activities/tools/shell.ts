@@ -1,24 +1,32 @@
 /**
- * The `shell` tool: runs one command with `sh -c` in a directory the tool can resolve, in its own process
- * group, and returns its exit status with the tail of its output. Nothing is started until the directory is
- * settled: a call that names no directory in a world without `working_directory` is refused before any spawn.
+ * The `shell` tool: runs one command with `sh -c` in a directory the tool can resolve, inside a bubblewrap sandbox
+ * (shell-sandbox.ts) and in its own process group, and returns its exit status with the tail of its output. Nothing
+ * is started until the sandbox and the directory are settled: a call that names no directory in a world without
+ * `working_directory`, or on a worker that cannot make a sandbox, is refused before any spawn.
  */
 import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
-import { spawn as spawnProcess, type ChildProcessByStdio, type SpawnOptionsWithStdioTuple } from 'node:child_process';
+import { spawn as spawnProcess, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import { confinePath, isCode } from './files';
+import {
+  boundDirectoryProblem,
+  probeShellSandbox,
+  sandboxArguments,
+  SHELL_NETWORK_VARIABLE,
+  unavailableMessage,
+  type BwrapSandbox,
+  type ShellSandbox,
+} from './shell-sandbox';
 import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './types';
 
-/** Starts the command's process: `child_process.spawn`, or a stand-in that tests use to count spawns. */
-export type ShellSpawn = (
-  command: string,
-  args: readonly string[],
-  options: SpawnOptionsWithStdioTuple<'ignore', 'pipe', 'pipe'>,
-) => ChildProcessByStdio<null, Readable, Readable>;
+/**
+ * Starts the command's process (bwrap, or the shell itself without a sandbox) with stdin ignored and its output on
+ * pipes: `child_process.spawn`, or a stand-in that tests use to count spawns.
+ */
+export type ShellSpawn = (command: string, args: readonly string[], options: SpawnOptions) => ChildProcess;
 
 export interface ShellToolOptions {
   /**
@@ -45,6 +53,11 @@ export interface ShellToolOptions {
    * @default {@link DEFAULT_SHELL_ENV}
    */
   env?: Readonly<Record<string, string>>;
+  /**
+   * How commands are isolated: what the worker found at start (`probeShellSandbox`). Unavailable: every call is
+   * refused, saying why. @default bubblewrap on the PATH of `env`, probed once at the first call
+   */
+  sandbox?: ShellSandbox | Promise<ShellSandbox>;
   /** @default `child_process.spawn` */
   spawn?: ShellSpawn;
 }
@@ -73,7 +86,7 @@ export function toolVariables(variables: Readonly<Record<string, string>>): Reco
 
 /**
  * Builds the `shell` tool (`{ command, directory?, timeout_s? }`, run in the tool activity). POSIX only: it relies
- * on process groups.
+ * on process groups; its sandbox on Linux.
  *
  * **Directory.** The command runs in, by precedence: the `directory` argument; else the world's
  * `working_directory` variable; else nowhere — the call is refused with guidance and no process is started. When
@@ -81,30 +94,46 @@ export function toolVariables(variables: Readonly<Record<string, string>>): Reco
  * argument is resolved against it (relative or absolute) and refused unless its real path (symlinks followed)
  * lies inside it. When the world sets no `working_directory`, an absolute `directory` argument naming an existing
  * directory is accepted as is (the variable is what confines the tool; a world without it has chosen no root),
- * and a relative one is refused. Every refusal happens before anything is spawned. The check decides where a
- * command starts, not what it may touch: it is not a sandbox, and a command can `cd` anywhere the worker can.
+ * and a relative one is refused. Every refusal happens before anything is spawned.
  *
- * **Process.** `<shell> -c <command>` runs as the leader of its own process group (and session) with stdin closed
- * and a minimal environment: `options.env` (the worker passes its PATH, HOME and LANG) or {@link DEFAULT_SHELL_ENV},
- * plus the world's variables meant for tools (`env.NAME=value` is exported as `NAME`). Never the worker's own
- * environment, which holds the database URL and API keys: a command that could read them could bypass every scope
- * and fence. Other world variables are not exported: they exist for prompts and for this tool's directory; a
- * prompt can still pass a value on (`{{ name }}`) in the command it asks for.
+ * **Sandbox.** With `options.sandbox` of kind `bwrap` (what a worker uses wherever bubblewrap runs) the command
+ * runs in a bubblewrap sandbox (`sandboxArguments`): its own user, PID, IPC and UTS namespaces and a fresh `/proc`,
+ * so no process of the worker is visible and no `/proc/<pid>/environ` or `cwd` of one can be read; the system
+ * directories read-only; a private `/tmp` and HOME; the world's `working_directory` (or, without one, the
+ * `directory` argument) read-write and no other host path at all, so not the worker's files, its home or
+ * `.baton/` (a hidden directory inside the working directory is masked); and the network of the host unless the
+ * world sets {@link SHELL_NETWORK_VARIABLE}`=off`. A working directory that is `/`, holds the worker's home or
+ * lies in a hidden directory is refused. bwrap itself is started with the command's environment, so the sandbox's
+ * PID 1 shows nothing else either. Kind `unavailable`: every call is refused with the reason and how to enable
+ * the sandbox; kind `none` (`BATON_SHELL_SANDBOX=none`): commands run as plain processes of the worker's user
+ * and a `BATON_SHELL_NETWORK=off` world is refused, since nothing could cut its network.
+ *
+ * **Process.** `<shell> -c <command>` runs with stdin closed and a minimal environment: `options.env` (the worker
+ * passes its PATH, HOME and LANG) or {@link DEFAULT_SHELL_ENV}, plus the world's variables meant for tools
+ * (`env.NAME=value` is exported as `NAME`). Never the worker's own environment, which holds the database URL and
+ * API keys: a command that could read them could bypass every scope and fence. Other world variables are not
+ * exported: they exist for prompts and for this tool's directory; a prompt can still pass a value on
+ * (`{{ name }}`) in the command it asks for. The process started (bwrap, or the shell) leads its own process group
+ * and session.
  *
  * **Ending.** On timeout (`timeout_s`), on cancellation of the activity (`context.signal`), and when the shell
  * exits, every process of the call gets SIGTERM, then SIGKILL once they are gone or `killGraceMs` passes. "Every
- * process" is the shell's process group plus every process whose environment carries this call's
+ * process" is the started process's group plus every process whose environment carries this call's
  * {@link SHELL_RUN_MARKER} value, found through `/proc`: a process that left the group or the session (`setsid`, a
- * double fork, `nohup`) inherits the marker and is killed too. The call returns once they are gone (waiting at most
- * a short moment more for the output pipes), never waiting on a process that holds the pipes open. So nothing the
- * command started outlives the call, short of a process that scrubs its own environment (`env -i`); this is not a
- * sandbox. A server started with `&` is stopped when the command returns, and the description tells the model so.
- * A cancelled call rejects with the signal's reason once its processes are gone.
+ * double fork, `nohup`) inherits the marker and is killed too. In the sandbox, bwrap itself gets only the SIGKILL
+ * (its death ends the sandbox's PID namespace, and every process in it, marker or not, at once), and the sandbox
+ * ends when the shell exits. The call returns once they are gone (waiting at most a short moment more for the
+ * output pipes), never waiting on a process that holds the pipes open. So nothing the command started outlives
+ * the call (without the sandbox, short of a process that scrubs its own environment with `env -i`). A server
+ * started with `&` is stopped when the command returns, and the description tells the model so. A cancelled call
+ * rejects with the signal's reason once its processes are gone.
  *
- * **Result.** `exit code: N` (a non-zero code is a normal result, not an error), `terminated by signal SIG…`, or
+ * **Result.** `exit code: N` (a non-zero code is a normal result, not an error; in the sandbox a shell killed by a
+ * signal reads 128 + its number, as shells report it), `terminated by signal SIG…`, or
  * `timed out after N s (killed)`, then stdout and stderr interleaved in arrival order. Past `maxOutputBytes` the
  * start of the output is dropped (at a UTF-8 character boundary) and a line before the tail says how many bytes
- * were. While the command runs, `context.heartbeat({ tool: 'shell', elapsedMs, bytes })` reports progress.
+ * were. While the command runs, `context.heartbeat({ tool: 'shell', elapsedMs, bytes })` reports progress. A
+ * sandbox that could not start the command is a ToolError with bwrap's message.
  *
  * @throws RangeError when the options are not positive whole numbers or `defaultTimeoutS` exceeds `maxTimeoutS`.
  */
@@ -119,6 +148,9 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
     env: Object.freeze({ ...(options.env ?? DEFAULT_SHELL_ENV) }),
     spawn: options.spawn ?? (spawnProcess satisfies ShellSpawn),
   });
+  let sandbox: Promise<ShellSandbox> | undefined =
+    options.sandbox === undefined ? undefined : Promise.resolve(options.sandbox);
+  const findSandbox = () => (sandbox ??= defaultSandbox(settings.env.PATH));
   for (const key of [
     'maxOutputBytes',
     'defaultTimeoutS',
@@ -166,22 +198,48 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
     async run(args, context) {
       context.signal.throwIfAborted();
       if (args.command.includes('\0')) throw new ToolError('Commands must not contain NUL bytes.');
-      const cwd = await resolveDirectory(args.directory, context.world.variables[WORKING_DIRECTORY_VARIABLE]);
+      const isolation = await findSandbox();
+      if (isolation.kind === 'unavailable') throw new ToolError(`${unavailableMessage(isolation)} ${NO_COMMAND_RUN}`);
+      const network = networkSetting(context.world.variables);
+      if (isolation.kind === 'none' && !network) {
+        throw new ToolError(
+          `This world sets ${SHELL_NETWORK_VARIABLE}=off, but this worker runs commands without a sandbox ` +
+            `(BATON_SHELL_SANDBOX=none), so nothing could cut their network. ${NO_COMMAND_RUN}`,
+        );
+      }
+      const { cwd, bound } = await resolveDirectory(
+        args.directory,
+        context.world.variables[WORKING_DIRECTORY_VARIABLE],
+      );
       context.signal.throwIfAborted();
       const env = { ...settings.env, ...toolVariables(context.world.variables) };
+      const launch =
+        isolation.kind === 'bwrap'
+          ? await sandboxedLaunch(isolation, settings, args.command, { bound, cwd, network })
+          : { command: settings.shell, args: ['-c', args.command], sandboxed: false };
       const owner = await shellRunOwner();
-      const outcome = await execute({ ...settings, env }, args.command, cwd, args.timeout_s * 1000, context, owner);
+      const outcome = await execute({ ...settings, env }, launch, cwd, args.timeout_s * 1000, context, owner);
       if (outcome.stop === 'aborted') context.signal.throwIfAborted();
       return formatOutcome(outcome, args.timeout_s);
     },
   });
 }
 
+/** Where a command runs (`cwd`) and the directory it may write, `cwd` or one holding it (`bound`): real paths. */
+interface CommandDirectory {
+  readonly cwd: string;
+  readonly bound: string;
+}
+
 /**
- * The real path of the directory to run in, by precedence argument → `working_directory` → refusal.
+ * The real path of the directory to run in, by precedence argument → `working_directory` → refusal, and the
+ * directory the sandbox binds: the `working_directory`, or the directory itself when the world sets none.
  * @throws ToolError for every refusal; nothing has been started when it does.
  */
-async function resolveDirectory(argument: string | undefined, workingDirectory: string | undefined): Promise<string> {
+async function resolveDirectory(
+  argument: string | undefined,
+  workingDirectory: string | undefined,
+): Promise<CommandDirectory> {
   if (argument?.includes('\0')) throw new ToolError(`Directory names must not contain NUL bytes. ${NO_COMMAND_RUN}`);
   const root = workingDirectory?.trim() ? workingDirectory : undefined;
 
@@ -198,7 +256,8 @@ async function resolveDirectory(argument: string | undefined, workingDirectory: 
           `absolute directory, or set one with \`baton world dir PATH\`. ${NO_COMMAND_RUN}`,
       );
     }
-    return existingDirectory(argument, argument);
+    const cwd = await existingDirectory(argument, argument);
+    return { cwd, bound: cwd };
   }
 
   if (!path.isAbsolute(root)) {
@@ -214,7 +273,7 @@ async function resolveDirectory(argument: string | undefined, workingDirectory: 
         NO_COMMAND_RUN,
     );
   }
-  if (argument === undefined) return rootFound.real;
+  if (argument === undefined) return { cwd: rootFound.real, bound: rootFound.real };
 
   const found = await confinePath(root, rootFound.real, argument);
   if (found.status === 'outside') {
@@ -226,7 +285,7 @@ async function resolveDirectory(argument: string | undefined, workingDirectory: 
   if (found.status === 'missing') {
     throw new ToolError(`Directory '${argument}' ${problemOf(found.code)}. ${NO_COMMAND_RUN}`);
   }
-  return existingDirectory(found.real, argument);
+  return { cwd: await existingDirectory(found.real, argument), bound: rootFound.real };
 }
 
 /** The real path of `directory`, which must exist and be a directory; refusals name `shown`. */
@@ -255,6 +314,75 @@ function problemOf(code: string): string {
   return 'does not exist';
 }
 
+/**
+ * The world's {@link SHELL_NETWORK_VARIABLE}: on (the default, also when empty) or off.
+ * @throws ToolError for any other value
+ */
+function networkSetting(variables: Readonly<Record<string, string>>): boolean {
+  const value = variables[SHELL_NETWORK_VARIABLE]?.trim() ?? '';
+  if (value === '' || value.toLowerCase() === 'on') return true;
+  if (value.toLowerCase() === 'off') return false;
+  throw new ToolError(
+    `The world variable ${SHELL_NETWORK_VARIABLE} is '${value}': it must be on or off ` +
+      `(\`baton world set ${SHELL_NETWORK_VARIABLE}=off\`). ${NO_COMMAND_RUN}`,
+  );
+}
+
+/** What `execute` starts: bwrap with the sandbox's arguments, or the shell itself. */
+interface Launch {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly sandboxed: boolean;
+}
+
+/**
+ * bwrap's command line for one call: the sandbox, bwrap's status on fd 3 (which says whether the command started
+ * and how it ended), then the shell.
+ * @throws ToolError when the directory cannot be a sandbox's working directory, or the shell cannot be run
+ */
+async function sandboxedLaunch(
+  sandbox: BwrapSandbox,
+  settings: Settings,
+  command: string,
+  directory: CommandDirectory & { network: boolean },
+): Promise<Launch> {
+  const problem = boundDirectoryProblem(sandbox, directory.bound, settings.env.HOME);
+  if (problem !== undefined) {
+    throw new ToolError(
+      `The working directory '${directory.bound}' ${problem}: set the world's working_directory to a project ` +
+        `directory with \`baton world dir PATH\`. ${NO_COMMAND_RUN}`,
+    );
+  }
+  try {
+    // The sandbox sees the system directories at their own paths: a shell the worker cannot run, it cannot either.
+    await fs.access(settings.shell, fs.constants.X_OK);
+  } catch (error) {
+    throw cannotStart(settings.shell, error);
+  }
+  const home = settings.env.HOME;
+  const args = sandboxArguments(sandbox, { ...directory, ...(home === undefined ? {} : { home }) });
+  return {
+    command: sandbox.bwrap,
+    args: [...args, '--json-status-fd', String(STATUS_FD), '--', settings.shell, '-c', command],
+    sandboxed: true,
+  };
+}
+
+/** The file descriptor bwrap writes its status to: `{ "child-pid": … }` once set up, `{ "exit-code": … }` at the end. */
+const STATUS_FD = 3;
+
+/** The sandbox of a tool built without one: bubblewrap on `PATH`, probed once per PATH in this process. */
+const defaultSandboxes = new Map<string, Promise<ShellSandbox>>();
+function defaultSandbox(searchPath: string | undefined): Promise<ShellSandbox> {
+  const key = searchPath ?? '';
+  let found = defaultSandboxes.get(key);
+  if (found === undefined) {
+    found = probeShellSandbox({ mode: 'bwrap' }, { PATH: searchPath });
+    defaultSandboxes.set(key, found);
+  }
+  return found;
+}
+
 interface Outcome {
   /** Why the tool stopped the command, if it did. */
   readonly stop: 'timeout' | 'aborted' | undefined;
@@ -266,7 +394,7 @@ interface Outcome {
   readonly dropped: number;
 }
 
-type Settings = Required<Omit<ShellToolOptions, 'env'>> & { env: Readonly<Record<string, string>> };
+type Settings = Required<Omit<ShellToolOptions, 'env' | 'sandbox'>> & { env: Readonly<Record<string, string>> };
 
 /**
  * The variable every process of one call carries, with a value unique to the call. A process that leaves the
@@ -380,7 +508,7 @@ const KILL_ROUNDS = 50;
 
 function execute(
   settings: Settings,
-  command: string,
+  launch: Launch,
   cwd: string,
   timeoutMs: number,
   context: ToolContext,
@@ -390,18 +518,23 @@ function execute(
     const started = Date.now();
     const output = new OutputTail(settings.maxOutputBytes);
     const marker = `${owner}:${randomUUID()}`;
-    let child: ChildProcessByStdio<null, Readable, Readable>;
+    let child: ChildProcess;
     try {
-      child = settings.spawn(settings.shell, ['-c', command], {
+      child = settings.spawn(launch.command, launch.args, {
         cwd,
         detached: true, // leader of its own process group (and session), so the group can be killed as a whole
-        stdio: ['ignore', 'pipe', 'pipe'],
+        stdio: launch.sandboxed ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+        // bwrap gets the command's environment too: it is PID 1 in the sandbox, where its environ is readable.
         env: { ...settings.env, [SHELL_RUN_MARKER]: marker },
       });
     } catch (error) {
-      reject(cannotStart(settings.shell, error));
+      reject(cannotStart(launch.command, error));
       return;
     }
+    const { stdout, stderr } = child;
+    if (stdout === null || stderr === null) throw new Error('the spawned process has no output pipes');
+    const statusPipe = launch.sandboxed ? child.stdio[STATUS_FD] : undefined;
+    let status = '';
 
     const heartbeat = setInterval(
       () => context.heartbeat({ tool: 'shell', elapsedMs: Date.now() - started, bytes: output.total }),
@@ -415,7 +548,9 @@ function execute(
     const timers: NodeJS.Timeout[] = [];
 
     const signalAll = async (signal: NodeJS.Signals): Promise<number> => {
-      if (child.pid !== undefined) {
+      // bwrap gets no SIGTERM: it would die of it, and the sandbox with it, before its processes had their grace.
+      const spared = launch.sandboxed && signal !== 'SIGKILL' ? child.pid : undefined;
+      if (child.pid !== undefined && spared === undefined) {
         try {
           process.kill(-child.pid, signal);
         } catch {
@@ -424,6 +559,7 @@ function execute(
       }
       const marked = await markedProcesses(marker);
       for (const pid of marked) {
+        if (pid === spared) continue;
         try {
           process.kill(pid, signal);
         } catch {
@@ -460,21 +596,31 @@ function execute(
       for (const timer of timers) clearTimeout(timer);
       clearInterval(heartbeat);
       context.signal.removeEventListener('abort', onAbort);
-      child.stdout.destroy();
-      child.stderr.destroy();
+      stdout.destroy();
+      stderr.destroy();
+      statusPipe?.destroy();
       const { bytes, dropped } = output.tail();
+      // bwrap reports the command's exit code once it ran; without one, it ended before the command could start.
+      if (launch.sandboxed && stop === undefined && !status.includes('"exit-code"')) {
+        const said = bytes.toString('utf8').trim();
+        reject(new ToolError(`The sandbox could not start the command: ${said || `bwrap exited with ${exit?.code}`}`));
+        return;
+      }
       resolve({ stop, code: exit?.code ?? null, signal: exit?.signal ?? null, output: bytes, dropped });
     };
 
-    child.stdout.on('data', (chunk: Buffer) => output.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => output.push(chunk));
+    stdout.on('data', (chunk: Buffer) => output.push(chunk));
+    stderr.on('data', (chunk: Buffer) => output.push(chunk));
+    statusPipe?.on('data', (chunk: Buffer) => {
+      status = (status + chunk.toString('utf8')).slice(-4096);
+    });
     child.on('error', (error) => {
       if (child.pid !== undefined || settled) return; // a started process reports through 'exit' and 'close'
       settled = true;
       for (const timer of timers) clearTimeout(timer);
       clearInterval(heartbeat);
       context.signal.removeEventListener('abort', onAbort);
-      reject(cannotStart(settings.shell, error));
+      reject(cannotStart(launch.command, error));
     });
     child.on('exit', (code, signal) => {
       exit = { code, signal };

@@ -225,10 +225,15 @@ test(
     await previous.stop();
     server = undefined;
     const blocker = await occupy(previous.port);
+    // The credentials file holds the superuser password: rewritten with the new port, it is owner-only again even
+    // when someone had opened it up.
+    const stateFile = path.join(previous.home, 'local-postgres.json');
+    await fs.chmod(stateFile, 0o644);
     try {
       server = await startLocalPostgres({ dataDir });
       assert.notEqual(server.port, previous.port);
       assert.deepEqual(await threadIds(server.databaseUrl, 't-port-taken'), ['t-port-taken'], 'the data was kept');
+      assert.equal((await fs.stat(stateFile)).mode & 0o777, 0o600);
     } finally {
       blocker.close();
     }

@@ -25,6 +25,7 @@ interface ComposeService {
   volumes?: string[];
   healthcheck?: { test?: string[] };
   stop_grace_period?: string;
+  security_opt?: string[];
 }
 
 const compose = parse(fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8')) as {
@@ -193,4 +194,21 @@ test('dockerfile: the dependencies install with no scripts, before the sources (
   // Run, `prepare` would fail on its missing script; Baton needs none of its dependencies' (README).
   assert.match(install[1] ?? '', /--ignore-scripts/);
   assert.ok(install.index < dockerfile.search(/^COPY \. \.$/m), 'installed before the sources are copied');
+});
+
+test("docker compose and dockerfile: the worker's image has bubblewrap, and its container lets bwrap run", () => {
+  // One instruction per line: continuation lines joined.
+  const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8').replace(/\\\n\s*/g, '');
+  const install = /^RUN apt-get update.*$/m.exec(dockerfile);
+  assert.ok(install, 'the image installs packages with apt');
+  assert.match(install[0], /apt-get install -y --no-install-recommends bubblewrap/);
+  assert.ok(install.index > dockerfile.search(/^FROM .+ AS runtime$/m), 'in the runtime stage');
+  assert.ok(install.index < dockerfile.search(/^USER node$/m), 'as root, before the image drops to the node user');
+  // Docker's seccomp profile refuses the user namespaces, its AppArmor profile the mounts, and its masked /proc paths
+  // a fresh /proc: the shell tool would refuse every command without these (README "Running in production").
+  assert.deepEqual([...(service('worker').security_opt ?? [])].sort(), [
+    'apparmor=unconfined',
+    'seccomp=unconfined',
+    'systempaths=unconfined',
+  ]);
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, DEFAULT_ARC_DATA_DIR, readWorkerConfig } from '../../worker/config';
+import { ConfigError, DEFAULT_ARC_DATA_DIR, readToolsConfig, readWorkerConfig } from '../../worker/config';
 import { parseLogLevel } from '../../worker/runtime';
 
 const minimal = {
@@ -33,6 +33,7 @@ test('worker config: defaults fill what is not set', () => {
       arcDataDir: DEFAULT_ARC_DATA_DIR,
       maxEnvValueBytes: 100 * 1024,
       shellEnv: {},
+      sandbox: { mode: 'bwrap' },
       toolModules: [],
     },
   });
@@ -48,6 +49,7 @@ test('worker config: tool directories and tool modules resolve against the worki
     arcDataDir: '/arc',
     maxEnvValueBytes: 100 * 1024,
     shellEnv: {},
+    sandbox: { mode: 'bwrap' },
     toolModules: ['/srv/app/tools/a.ts', '/opt/b.mjs'],
   });
 });
@@ -117,4 +119,22 @@ test('worker config: the env-data value limit takes decimal digits only (not 0x1
 test('worker config: the shutdown grace period is configurable in seconds', () => {
   assert.equal(readWorkerConfig({ ...minimal, BATON_SHUTDOWN_GRACE_S: '5' }).worker.shutdownGraceTime, 5000);
   assert.throws(() => readWorkerConfig({ ...minimal, BATON_SHUTDOWN_GRACE_S: 'soon' }), /BATON_SHUTDOWN_GRACE_S/);
+});
+
+test('worker config: the shell sandbox is bubblewrap unless BATON_SHELL_SANDBOX=none; BATON_BWRAP names bwrap', () => {
+  assert.deepEqual(readWorkerConfig(minimal, '/srv/app').tools.sandbox, { mode: 'bwrap' });
+  assert.deepEqual(readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: '' }).tools.sandbox, { mode: 'bwrap' });
+  assert.deepEqual(readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: ' None ' }).tools.sandbox, { mode: 'none' });
+  assert.deepEqual(
+    readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: 'bwrap', BATON_BWRAP: 'bin/bwrap' }, '/srv/app').tools.sandbox,
+    { mode: 'bwrap', bwrap: '/srv/app/bin/bwrap' },
+  );
+  // `baton worker` and `baton dev` (which reads only the tool settings) both refuse another mode, naming it.
+  assert.throws(
+    () => readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: 'off' }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      error.problems.some((p) => /^BATON_SHELL_SANDBOX must be bwrap .* or none/.test(p)),
+  );
+  assert.throws(() => readToolsConfig({ BATON_SHELL_SANDBOX: 'docker' }, '/srv/app'), /BATON_SHELL_SANDBOX must be/);
 });
