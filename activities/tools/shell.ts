@@ -432,7 +432,12 @@ async function processStartTime(pid: number): Promise<string | undefined> {
  * Linux only, like the marker scan; needs the right to read the processes' environments (same user, or root).
  * @returns the pids killed
  */
-export async function sweepOrphanedShellProcesses(): Promise<number[]> {
+export async function sweepOrphanedShellProcesses(
+  options: {
+    /** Only markers this accepts (a test sweeps its own orphans, never another run's). @default every marker */
+    only?: (marker: string) => boolean;
+  } = {},
+): Promise<number[]> {
   const prefix = Buffer.from(`${SHELL_RUN_MARKER}=`);
   const owners = new Map<string, boolean>();
   const killed: number[] = [];
@@ -440,6 +445,7 @@ export async function sweepOrphanedShellProcesses(): Promise<number[]> {
     const orphans: number[] = [];
     for (const [pid, environ] of await readEnvirons()) {
       const value = markerValue(environ, prefix);
+      if (value !== undefined && options.only !== undefined && !options.only(value)) continue;
       const owner = value?.match(/^(\d+)\.(\d+):/);
       if (!owner?.[1] || !owner[2]) continue; // no marker, or one without an owner
       const key = `${owner[1]}.${owner[2]}`;
@@ -464,10 +470,19 @@ export async function sweepOrphanedShellProcesses(): Promise<number[]> {
   return killed;
 }
 
-/** Every process this one may read that carries a shell run marker, whatever its owner (for leak checks). */
-export async function shellRunProcesses(): Promise<number[]> {
+/**
+ * Every process this one may read that carries a shell run marker (for leak checks): of any owner, or only of the
+ * worker processes `owners` names (a check looks at its own run's commands, never at another run's).
+ */
+export async function shellRunProcesses(owners?: readonly number[]): Promise<number[]> {
   const prefix = Buffer.from(`${SHELL_RUN_MARKER}=`);
-  return (await readEnvirons()).filter(([, environ]) => markerValue(environ, prefix) !== undefined).map(([pid]) => pid);
+  return (await readEnvirons())
+    .filter(([, environ]) => {
+      const value = markerValue(environ, prefix);
+      if (value === undefined) return false;
+      return owners === undefined || owners.includes(Number(value.match(/^(\d+)\./)?.[1]));
+    })
+    .map(([pid]) => pid);
 }
 
 /** The value of the `NAME=` entry `prefix` names in a NUL-separated environment, if it has one. */

@@ -289,7 +289,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     await checkOperationIds(pool, [...chiefs, mole], violations);
     const shellRuns = checkShellRuns(context.dir, forkTasksMerged, violations);
     // 6. Nothing left running: no process a shell tool started outlives its call or its worker.
-    const leftovers = await markedProcesses();
+    const leftovers = await markedProcesses(stack.workerPids());
     if (leftovers.length > 0) violations.push(`processes left behind: ${leftovers.join(', ')}`);
 
     for (const threadId of [...chiefs, mole]) {
@@ -718,9 +718,9 @@ function checkShellRuns(dir: string, mergedTasks: number, violations: string[]):
 }
 
 /** Processes on this machine carrying a shell tool's run marker, with their command lines. */
-export async function markedProcesses(): Promise<string[]> {
+export async function markedProcesses(workerPids: readonly number[]): Promise<string[]> {
   const found: string[] = [];
-  for (const pid of await shellRunProcesses()) {
+  for (const pid of await shellRunProcesses(workerPids)) {
     try {
       found.push(`${pid} (${fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim()})`);
     } catch {

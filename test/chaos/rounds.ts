@@ -103,7 +103,10 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
     await pool.end().catch(() => undefined);
     await stack.stop();
   }
-  const leftovers = [...workerPids.filter(isAlive).map((pid) => `worker ${pid}`), ...(await markedProcesses())];
+  const leftovers = [
+    ...workerPids.filter(isAlive).map((pid) => `worker ${pid}`),
+    ...(await markedProcesses(workerPids)),
+  ];
   return { reports, leftovers };
 }
 

@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { test } from 'node:test';
 import { SHELL_RUN_MARKER, sweepOrphanedShellProcesses } from '../../activities/tools/shell';
@@ -34,9 +35,11 @@ test(
   async () => {
     // No process has a pid above the kernel's pid_max (4194304 at most): that owner is certainly gone. So is an owner
     // whose pid lives on with another start time (the pid was reused).
-    const gone = sleeper('4194305.12345:orphan-1');
-    const reused = sleeper(`${process.pid}.1:orphan-2`);
-    const live = sleeper(`${process.pid}.${startTime(process.pid)}:live`);
+    // Markers of this test alone: it sweeps only them, never another run's orphans.
+    const tag = randomBytes(6).toString('hex');
+    const gone = sleeper(`4194305.12345:${tag}-orphan-1`);
+    const reused = sleeper(`${process.pid}.1:${tag}-orphan-2`);
+    const live = sleeper(`${process.pid}.${startTime(process.pid)}:${tag}-live`);
     const goneExit = exited(gone);
     const reusedExit = exited(reused);
     try {
@@ -48,9 +51,12 @@ test(
           await new Promise((resolve) => setTimeout(resolve, 10));
         }
       }
-      const killed = await sweepOrphanedShellProcesses();
-      // Other orphans on this machine may be swept too; these two must be, and the live one must not.
-      assert.ok(killed.includes(gone.pid ?? -1) && killed.includes(reused.pid ?? -1), `killed ${killed.join(', ')}`);
+      const killed = await sweepOrphanedShellProcesses({ only: (marker) => marker.includes(`:${tag}-`) });
+      assert.deepEqual(
+        [...killed].sort(),
+        [gone.pid ?? -1, reused.pid ?? -1].sort(),
+        'exactly the two orphans of this test were killed',
+      );
       assert.ok(!killed.includes(live.pid ?? -1));
       assert.equal(await goneExit, 'SIGKILL');
       assert.equal(await reusedExit, 'SIGKILL');

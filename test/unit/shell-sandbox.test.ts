@@ -390,7 +390,7 @@ test('shell sandbox: the orphan sweep finds sandboxed processes whose worker is 
   // bwrap, its PID 1, the shell and the two sleeps, seen from here.
   await until('the sandbox runs', () => processesWithVariable(SHELL_RUN_MARKER, marker).length >= 5);
   const inside = processesWithVariable(SHELL_RUN_MARKER, marker);
-  const killed = await sweepOrphanedShellProcesses();
+  const killed = await sweepOrphanedShellProcesses({ only: (value) => value === marker });
   // Whichever it reached first, killing bwrap or its PID 1 ends the sandbox's namespace and everything in it.
   assert.ok(
     inside.some((pid) => killed.includes(pid)),
@@ -430,7 +430,7 @@ test(
       await sleep(300);
       const orphans = processesWithVariable('BATON_TEST_TAG', tag);
       assert.equal(orphans.length, 2, `worker ${worker}'s commands outlived it`);
-      const killed = await sweepOrphanedShellProcesses();
+      const killed = await sweepOrphanedShellProcesses({ only: (value) => value.startsWith(`${worker}.`) });
       for (const pid of orphans) assert.ok(killed.includes(pid));
       await until('the sweep killed them', () => processesWithVariable('BATON_TEST_TAG', tag).length === 0, 3000);
     }
