@@ -46,6 +46,7 @@ import {
 } from '../worker/replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
+import { checkConnectionVariables } from '../worker/config';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
 
 interface GlobalOptions {
@@ -67,6 +68,7 @@ function globals(): GlobalOptions {
  */
 function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
   const env = process.env;
+  checkConnectionVariables(env);
   if (env.TEMPORAL_ADDRESS) {
     if (needs.database && !env.DATABASE_URL) {
       throw new CliError("this command reads Baton's database: set DATABASE_URL as well as TEMPORAL_ADDRESS");

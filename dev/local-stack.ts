@@ -17,7 +17,7 @@ import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
 import { describeShellSandbox, probeShellSandbox } from '../activities/tools/shell-sandbox';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
-import { readProviders, readToolsConfig, type ModelConfig } from '../worker/config';
+import { checkConnectionVariables, readProviders, readToolsConfig, type ModelConfig } from '../worker/config';
 import { describeUserTools, loadToolModules } from '../worker/tool-modules';
 import { resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
@@ -67,6 +67,7 @@ export interface LocalStack {
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   const { env, log, stateDir } = options;
   const taskQueue = options.taskQueue ?? 'baton';
+  checkConnectionVariables(env);
   const tools = readToolsConfig(env, process.cwd());
   const providerConfigs = readProviders(env);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;

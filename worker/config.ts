@@ -86,6 +86,25 @@ function portOf(address: string): number {
 }
 
 /**
+ * Checks `DATABASE_URL` and `TEMPORAL_ADDRESS` where they are set, with the rules `baton worker` applies: for the CLI
+ * and `baton dev`, which use them when present and start or find their own servers otherwise.
+ * @throws ConfigError naming each bad variable
+ */
+export function checkConnectionVariables(env: Readonly<Record<string, string | undefined>>): void {
+  const problems: string[] = [];
+  for (const [name, schema] of [
+    ['DATABASE_URL', databaseUrl],
+    ['TEMPORAL_ADDRESS', temporalAddress],
+  ] as const) {
+    const value = env[name]?.trim();
+    if (!value) continue;
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) problems.push(...parsed.error.issues.map((issue) => `${name} ${issue.message}`));
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/**
  * How to reach Temporal, shared by `baton worker` and `baton setup`. TLS is on when a client certificate, a CA or an
  * API key is given (Temporal Cloud takes either mTLS or an API key, both over TLS).
  */
