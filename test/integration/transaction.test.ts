@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { once } from 'node:events';
 import { createPool } from '../../db/pool';
 import { inTransaction } from '../../db/transaction';
 import { readTestEnv } from '../../testing/test-env';
@@ -26,8 +25,15 @@ test('a connection ended between two queries of a transaction fails it without c
     await assert.rejects(
       inTransaction(pool, async (client) => {
         const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-        // Listened for before the terminate, so the connection's end cannot slip past unseen.
-        const ended = once(client, 'end', { signal: AbortSignal.timeout(10_000) });
+        // Listened for before the terminate, so the connection's end cannot slip past unseen. Not `events.once`: it
+        // would reject on the 'error' the client emits first, which is the transaction's to handle.
+        const ended = new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error('the terminated connection never ended')), 10_000);
+          client.once('end', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
         await admin.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]);
         // The server's goodbye reaches the idle, checked-out client now, between queries; wait until it has.
         await ended;
