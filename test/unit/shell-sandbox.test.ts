@@ -158,8 +158,13 @@ test(
     assert.ok(!output.includes(ROOT), `nothing names the repository the worker runs in:\n${output}`);
     assert.match(output, new RegExp(`/proc/${process.pid}/environ: No such file or directory`));
 
-    // The same worker without the sandbox: the same command walks up to it and prints its secrets.
-    const unsandboxed = startChild(t, work, command, { ...secrets, BATON_SHELL_SANDBOX: 'none' });
+    // The same worker without the sandbox: its command's parent is the worker, and reading its environment prints the
+    // secrets. (Only the parent's: the whole walk prints every environment on the machine, and the tool keeps the
+    // output's tail, which on a busy machine no longer reaches back to the worker's.)
+    const unsandboxed = startChild(t, work, 'tr "\\0" "\\n" < /proc/$PPID/environ', {
+      ...secrets,
+      BATON_SHELL_SANDBOX: 'none',
+    });
     const exposed = (await unsandboxed.result).result ?? '';
     assert.ok(exposed.includes(apiKey) && exposed.includes(password), 'without the sandbox the secrets are readable');
   },
