@@ -5,11 +5,17 @@
 import {
   Client,
   Connection,
+  isGrpcServiceError,
+  ServiceError,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+  WorkflowUpdateStage,
   type WorkflowHandle,
+  type WorkflowUpdateHandle,
 } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
 import { messageIdProblem } from '../common/deliveries';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
@@ -46,9 +52,17 @@ import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
 import { findThread } from '../db/threads';
 import type { EnvManifestPage } from '../db/env-data';
-import { listMessages, sumUsage, type ProviderUsage, type TranscriptMessage } from '../db/transcripts';
+import {
+  findLastReply,
+  listMessages,
+  listMessagesPage,
+  sumUsage,
+  type ProviderUsage,
+  type TranscriptMessage,
+} from '../db/transcripts';
 import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
+import { findStoredAgent, listStoredAgents, type StoredAgent } from './agents';
 import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
 import { Schedules } from './schedules';
@@ -88,6 +102,7 @@ export interface ConnectOptions {
 
 export type {
   ApprovalRow,
+  StoredAgent,
   DecideApprovalResult,
   EnvEntry,
   EnvEvent,
@@ -125,6 +140,20 @@ export interface StartThreadOptions {
   world?: string;
   /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
   limits?: Partial<DelegationLimits>;
+}
+
+/** A message a thread accepted (`thread.post`): its turn runs, or waits behind the one running. */
+export interface PostedMessage {
+  threadId: string;
+  /** The id it was posted under: `thread.reply(messageId)` reads its turn's result. */
+  messageId: string;
+}
+
+/** One page of a thread's transcript (`thread.transcriptPage`). */
+export interface TranscriptPage {
+  messages: TranscriptMessage[];
+  /** Pass as `after` to read the next page; absent on the last one. */
+  nextAfter?: number;
 }
 
 /** Called with each env-data event of a watched root thread, in order; the next waits until it settles. */
@@ -240,6 +269,19 @@ export class BatonClient {
     return new WorldHandle(this, worldName(name));
   }
 
+  /** Every agent a worker on Baton's database has defined, each with its newest stored definition, by name. */
+  async agents(): Promise<StoredAgent[]> {
+    return listStoredAgents(this.database());
+  }
+
+  /**
+   * One agent's newest stored definition.
+   * @throws BatonClientError for an agent no worker on Baton's database has defined (naming the known ones).
+   */
+  async agent(name: string): Promise<StoredAgent> {
+    return findStoredAgent(this.database(), name);
+  }
+
   /** A handle on an existing root thread. */
   thread(threadId: string): ThreadHandle {
     return new ThreadHandle(this, threadId);
@@ -253,6 +295,15 @@ export class BatonClient {
   }
 }
 
+/** gRPC's status code for a call that ran out of time. */
+const GRPC_DEADLINE_EXCEEDED = 4;
+
+/** Whether a call to Temporal failed because its deadline passed. */
+function deadlineExceeded(error: unknown): boolean {
+  const cause = error instanceof ServiceError ? error.cause : error;
+  return isGrpcServiceError(cause) && Number(cause.code) === GRPC_DEADLINE_EXCEEDED;
+}
+
 /** A closed question's status, with the reason it was cancelled: `answered`, `cancelled: its turn failed: …`. */
 function closedQuestion(question: QuestionRow): string {
   return question.reason === null ? question.status : `${question.status}: ${question.reason}`;
@@ -260,6 +311,15 @@ function closedQuestion(question: QuestionRow): string {
 
 /** How long `answer`, `approve` and `reject` wait for a stored request's turn to start waiting for it. */
 const ANSWER_WAIT_MS = 60_000;
+/**
+ * The shortest look `reply` takes at a message's turn: long enough for the server to answer with a result it has,
+ * however busy the machine.
+ */
+const REPLY_LOOK_MS = 1_000;
+/** How long `post` waits for the thread to accept a message: it takes a worker running the thread's workflow. */
+const POST_ACCEPT_WAIT_MS = 20_000;
+/** Messages `transcriptPage` returns unless told otherwise. */
+const TRANSCRIPT_PAGE = 100;
 
 /** One root thread. */
 export class ThreadHandle {
@@ -301,14 +361,102 @@ export class ThreadHandle {
   }
 
   /**
-   * What the thread is doing now: turns so far, whether a turn is running, and the `wait` calls in progress in its
-   * tree (`waits`, each `waiting until <time>: <reason>`).
-   * @throws BatonClientError for a thread that does not exist.
+   * Sends a human message without waiting for the reply: resolves once the thread has accepted it (its turn runs, or
+   * waits behind the one running), and `reply(messageId)` reads the turn's result later, from this client or any
+   * other. Under a `messageId` of your own the message is delivered once however often it is posted or sent, as
+   * with `send`; without one, a new id is made.
+   * @throws BatonClientError for a thread that does not exist or has ended, a bad message id, or a message not
+   * accepted within `acceptWaitMs` (default 20 s: no worker is running); the thread's refusal of the message (an
+   * empty one, say).
    */
-  async status(): Promise<ThreadStatus> {
+  async post(message: string, options: { messageId?: string; acceptWaitMs?: number } = {}): Promise<PostedMessage> {
+    const messageId = options.messageId ?? randomUUID();
+    const problem = messageIdProblem(messageId);
+    if (problem !== undefined) throw new BatonClientError(problem);
+    const connection = this.client.temporal.connection;
+    const acceptWaitMs = options.acceptWaitMs ?? POST_ACCEPT_WAIT_MS;
+    let handle: WorkflowUpdateHandle<SendMessageResult>;
     try {
-      return await this.workflow.query<ThreadStatus>('status');
+      handle = await connection.withDeadline(Date.now() + acceptWaitMs, () =>
+        this.workflow.startUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
+          args: [{ message }],
+          updateId: messageId,
+          waitForStage: WorkflowUpdateStage.ACCEPTED,
+        }),
+      );
     } catch (error) {
+      if (!(error instanceof WorkflowUpdateRPCTimeoutOrCancelledError)) throw this.notFound(error);
+      // Only a running workflow task accepts a message, so without a worker the server holds it.
+      throw new BatonClientError(
+        `thread '${this.threadId}' has not accepted the message within ${acceptWaitMs / 1000} s (is a worker polling ` +
+          `its task queue?); it may still run once one does: post it again under message id '${messageId}' to be ` +
+          'sure it runs, and only once',
+        { cause: error },
+      );
+    }
+    try {
+      // A refused message comes back with its outcome, which `result()` throws without asking the server; one that
+      // was accepted has none yet, and a deadline already passed ends that question at once.
+      await connection.withDeadline(Date.now(), () => handle.result());
+    } catch (error) {
+      if (!(error instanceof WorkflowUpdateRPCTimeoutOrCancelledError)) throw error;
+    }
+    return { threadId: this.threadId, messageId };
+  }
+
+  /**
+   * The result of the turn that answered the message posted (or sent) under `messageId`, waiting for it at most
+   * `waitMs` (at least a brief look); `undefined` when the turn is still running by then, or `signal` ended the wait.
+   * A thread knows the messages of its current run: one from before it continued as new is found by sending it
+   * again under the same id (`send` or `post`), which runs no second turn.
+   * @throws BatonClientError for an unknown thread or message id; the turn's failure when it failed.
+   */
+  async reply(
+    messageId: string,
+    options: { waitMs?: number; signal?: AbortSignal } = {},
+  ): Promise<SendMessageResult | undefined> {
+    const handle = this.workflow.getUpdateHandle<SendMessageResult>(messageId);
+    const connection = this.client.temporal.connection;
+    const deadline = Date.now() + Math.max(options.waitMs ?? 0, REPLY_LOOK_MS);
+    const look = () => connection.withDeadline(deadline, () => handle.result());
+    const { signal } = options;
+    try {
+      return await (signal ? connection.withAbortSignal(signal, look) : look());
+    } catch (error) {
+      if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError) return undefined;
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      // The workflow, or only the Update, is unknown: a thread that exists says which.
+      await this.workflow.describe().catch((described: unknown) => {
+        throw this.notFound(described);
+      });
+      throw new BatonClientError(
+        `thread '${this.threadId}' has no message '${messageId}' in its current run (send it again under the same id ` +
+          'to get the reply of a message from before the thread continued as new)',
+        { cause: error },
+      );
+    }
+  }
+
+  /**
+   * What the thread is doing now: turns so far, whether a turn is running, and the `wait` calls in progress in its
+   * tree (`waits`, each `waiting until <time>: <reason>`). A worker answers it: without one it waits, at most
+   * `timeoutMs` when given.
+   * @throws BatonClientError for a thread that does not exist, or no answer within `timeoutMs`.
+   */
+  async status(options: { timeoutMs?: number } = {}): Promise<ThreadStatus> {
+    const { timeoutMs } = options;
+    const query = () => this.workflow.query<ThreadStatus>('status');
+    try {
+      return await (timeoutMs === undefined
+        ? query()
+        : this.client.temporal.connection.withDeadline(Date.now() + timeoutMs, query));
+    } catch (error) {
+      if (timeoutMs !== undefined && deadlineExceeded(error)) {
+        throw new BatonClientError(
+          `thread '${this.threadId}' did not answer within ${timeoutMs / 1000} s (is a worker polling its task queue?)`,
+          { cause: error },
+        );
+      }
       throw this.notFound(error);
     }
   }
@@ -505,6 +653,33 @@ export class ThreadHandle {
         waitedMs += pause;
       }
     }
+  }
+
+  /**
+   * The thread's latest final answer (its newest assistant message with text and no tool call), or `undefined`
+   * before its first.
+   * @throws BatonClientError for an unknown thread.
+   */
+  async lastReply(): Promise<TranscriptMessage | undefined> {
+    const db = this.client.database();
+    await this.assertExists(db);
+    return findLastReply(db, this.threadId);
+  }
+
+  /**
+   * Up to `limit` messages (default 100) of the thread's transcript after sequence number `after` (default 0: from
+   * the start), in order.
+   * @throws BatonClientError for an unknown thread.
+   */
+  async transcriptPage(page: { after?: number; limit?: number } = {}): Promise<TranscriptPage> {
+    const db = this.client.database();
+    await this.assertExists(db);
+    const limit = page.limit ?? TRANSCRIPT_PAGE;
+    // One more than asked says whether another page follows.
+    const rows = await listMessagesPage(db, this.threadId, { after: page.after ?? 0, limit: limit + 1 });
+    const messages = rows.slice(0, limit);
+    const last = messages.at(-1);
+    return rows.length > limit && last ? { messages, nextAfter: last.seq } : { messages };
   }
 
   /** The root thread's transcript, in order. @throws BatonClientError for an unknown thread. */

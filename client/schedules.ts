@@ -34,7 +34,7 @@ import {
 } from '../common/schedules';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { hasUnstorableText, truncateBytes } from '../common/text';
-import { isKnownAgent, knownAgentNames } from '../db/agent-versions';
+import { checkKnownAgent } from './agents';
 import type { scheduledRunWorkflow } from '../workflows';
 import { BatonClientError } from './errors';
 
@@ -310,16 +310,8 @@ export class Schedules {
   }
 
   /** @throws BatonClientError unless a worker on Baton's database has defined the agent. */
-  private async checkAgent(agent: string): Promise<string> {
-    if (!AGENT_NAME_PATTERN.test(agent)) {
-      throw new BatonClientError(`agent name '${agent}' must be lowercase letters, digits, '_' or '-' (at most 64)`);
-    }
-    const db = this.database();
-    if (await isKnownAgent(db, agent)) return agent;
-    const known = await knownAgentNames(db);
-    throw new BatonClientError(
-      `unknown agent '${agent}': no worker on this database has defined it (known: ${known.length > 0 ? known.join(', ') : 'none yet; start a worker'})`,
-    );
+  private checkAgent(agent: string): Promise<string> {
+    return checkKnownAgent(this.database(), agent);
   }
 }
 

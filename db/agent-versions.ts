@@ -31,3 +31,25 @@ export async function knownAgentNames(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ name: string }>('SELECT DISTINCT name FROM agent_versions ORDER BY name');
   return rows.map((row) => row.name);
 }
+
+/** An agent's definition as a worker last stored it. */
+export interface StoredAgent {
+  version: string;
+  definition: AgentDefinition;
+  /** When this version was first stored. */
+  storedAt: Date;
+}
+
+/**
+ * The newest stored version of every agent (or of `name` alone), by name. Versions are stored once, when a worker
+ * first loads them: an agent edited and then put back as it was keeps the edited version as its newest.
+ */
+export async function latestAgentVersions(db: Queryable, name?: string): Promise<StoredAgent[]> {
+  const { rows } = await db.query<StoredAgent>(
+    `SELECT DISTINCT ON (name) version, definition, created_at AS "storedAt"
+       FROM agent_versions WHERE $1::text IS NULL OR name = $1
+      ORDER BY name, created_at DESC, version`,
+    [name ?? null],
+  );
+  return rows;
+}

@@ -126,6 +126,30 @@ export async function listMessages(db: Queryable, threadId: string): Promise<Tra
   return rows;
 }
 
+/** Up to `limit` messages of a thread after sequence number `after`, in order (the primary key pages them). */
+export async function listMessagesPage(
+  db: Queryable,
+  threadId: string,
+  page: { after: number; limit: number },
+): Promise<TranscriptMessage[]> {
+  const { rows } = await db.query<TranscriptMessage>(
+    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+    [threadId, page.after, page.limit],
+  );
+  return rows;
+}
+
+/** The thread's latest final answer: its newest assistant message with text and no tool call. */
+export async function findLastReply(db: Queryable, threadId: string): Promise<TranscriptMessage | undefined> {
+  const { rows } = await db.query<TranscriptMessage>(
+    `SELECT ${MESSAGE_COLUMNS} FROM transcript_messages
+      WHERE thread_id = $1 AND role = 'assistant' AND content IS NOT NULL AND tool_calls IS NULL
+      ORDER BY seq DESC LIMIT 1`,
+    [threadId],
+  );
+  return rows[0];
+}
+
 /** One message of a thread by its sequence number. */
 export async function findMessageBySeq(
   db: Queryable,
