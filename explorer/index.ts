@@ -15,6 +15,7 @@ export {
   type ExplorerServer,
 } from './server';
 export { escapeHtml } from './html';
+export { crossSiteRequest, isLoopback, loopbackHostHeaders } from './http-guards';
 
 /** The warning `--host` prints when the explorer listens beyond loopback. */
 export function exposedHostWarning(host: string): string | undefined {

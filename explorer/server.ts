@@ -13,6 +13,7 @@ import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS, type DecideApprovalRes
 import type { ApprovalRow } from '../db/approvals';
 import type { ThreadRow } from '../db/threads';
 import { EXPLORER_CSS, EXPLORER_JS } from './assets';
+import { crossSiteRequest, loopbackHostHeaders } from './http-guards';
 import { ExplorerData } from './data';
 import type { Html } from './html';
 import {
@@ -100,10 +101,6 @@ const SECURITY_HEADERS = {
   'referrer-policy': 'same-origin',
 } as const;
 
-function isLoopback(host: string): boolean {
-  return host === '127.0.0.1' || host === '::1' || host === 'localhost' || host.startsWith('127.');
-}
-
 /** Starts the explorer; resolves once it listens. */
 export async function startExplorer(options: ExplorerOptions): Promise<ExplorerServer> {
   const host = options.host ?? DEFAULT_EXPLORER_HOST;
@@ -111,7 +108,8 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   const namespace = options.namespace ?? 'default';
   const maxStreams = options.maxStreams ?? 32;
   const streams = new Set<{ stop: () => Promise<void> }>();
-  let allowedHosts: Set<string> | undefined;
+  // On loopback, its own names, set once it listens (they carry the port); elsewhere any name is served.
+  let allowedHosts: ReadonlySet<string> | undefined = undefined;
 
   const context = (): PageContext => ({ uiUrl: options.uiUrl, namespace, now: new Date() });
 
@@ -375,14 +373,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   const address = server.address() as AddressInfo;
   const hostForUrl = host.includes(':') ? `[${host}]` : host;
   const url = `http://${hostForUrl}:${address.port}`;
-  if (isLoopback(host)) {
-    allowedHosts = new Set([
-      `127.0.0.1:${address.port}`,
-      `localhost:${address.port}`,
-      `[::1]:${address.port}`,
-      `${hostForUrl}:${address.port}`,
-    ]);
-  }
+  allowedHosts = loopbackHostHeaders(host, address.port);
   return {
     url,
     async close() {
@@ -423,11 +414,9 @@ function searchParam(url: URL): string | undefined {
 
 /** Refuses a POST another site's page made (a form aimed at this loopback server from the user's browser). */
 function checkSameOrigin(req: http.IncomingMessage): void {
-  const origin = req.headers.origin;
-  if (origin !== undefined && origin !== `http://${req.headers.host ?? ''}`) {
-    throw new HttpError(403, 'a form from another site cannot post here');
-  }
-  if (req.headers['sec-fetch-site'] === 'cross-site') throw new HttpError(403, 'a cross-site request cannot post here');
+  const crossSite = crossSiteRequest(req);
+  if (crossSite === 'origin') throw new HttpError(403, 'a form from another site cannot post here');
+  if (crossSite === 'fetch-site') throw new HttpError(403, 'a cross-site request cannot post here');
 }
 
 /**
