@@ -49,6 +49,7 @@ const ROOMS = [
   'worker',
   'client',
   'explorer',
+  'mcp-server',
   'dev',
   'cli',
   'testing',

@@ -45,6 +45,7 @@ import {
   type ReplayInput,
 } from '../worker/replay';
 import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
+import { ClientSource, createBatonMcpServer, DEFAULT_MCP_PORT, serveStdio, startMcpHttpServer } from '../mcp-server';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
 import { checkConnectionVariables } from '../worker/config';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
@@ -916,6 +917,70 @@ program
       await client.close();
     }
   });
+
+const mcp = program.command('mcp').description('the Model Context Protocol: Baton as an MCP server');
+
+interface McpServeOptions {
+  http?: boolean;
+  port?: number;
+  json?: boolean;
+}
+
+mcp
+  .command('serve')
+  .description(
+    'serve Baton to MCP clients on stdio (or Streamable HTTP on loopback with --http): agents, threads, replies, ' +
+      'transcripts, questions, approvals and env data',
+  )
+  .option('--http', `serve Streamable HTTP at http://127.0.0.1:<port>/mcp instead of stdio`)
+  .option('--port <port>', `with --http: the port (default ${DEFAULT_MCP_PORT}; 0: any free port)`, parsePort)
+  .option('--json', 'with --http: print {url} as one JSON line once it listens')
+  .action(async (options: McpServeOptions) => {
+    if (!options.http && (options.port !== undefined || options.json)) {
+      throw new CliError(`${options.json ? '--json' : '--port'} goes with --http`);
+    }
+    // Checked now, so a bad variable stops the server at once; where Baton runs is read again at every call.
+    checkConnectionVariables(process.env);
+    const clients = new ClientSource(() => connectOptions({ database: true }));
+    const createServer = () => createBatonMcpServer({ client: () => clients.get() });
+    const stopped = new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+    try {
+      if (!options.http) {
+        // stdout carries the protocol alone: a stray console.log would break the client's connection.
+        console.log = console.info = console.debug = console.error;
+        process.stderr.write(`baton mcp: serving on stdio; ${await whereBatonRuns(clients)}\n`);
+        await serveStdio(createServer(), { stop: stopped });
+        return;
+      }
+      const server = await startMcpHttpServer({ createServer, port: options.port ?? DEFAULT_MCP_PORT });
+      try {
+        process.stderr.write(`baton mcp: ${await whereBatonRuns(clients)}\n`);
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify({ url: server.url })}\n`
+            : `Baton MCP server: ${server.url}  (Ctrl-C to stop)\n`,
+        );
+        await stopped;
+      } finally {
+        await server.close();
+      }
+    } finally {
+      await clients.close();
+    }
+  });
+
+/** One line on where the MCP server finds Baton, or why it cannot yet (its calls say so until it can). */
+async function whereBatonRuns(clients: ClientSource): Promise<string> {
+  try {
+    const client = await clients.get();
+    return `Baton at ${connectOptions().address}, task queue '${client.taskQueue}'`;
+  } catch (error) {
+    return `Baton is not reachable yet (${describeError(error)}); every call says so until it is`;
+  }
+}
 
 program
   .command('replay')

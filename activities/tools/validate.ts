@@ -53,7 +53,7 @@ export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, reg
   return { ok: true, kind: 'tool', tool, args: parsed.data };
 }
 
-function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
   return issues
     .map((issue) => {
       if (issue.code === 'unrecognized_keys') {
