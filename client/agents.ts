@@ -2,7 +2,7 @@
  * The agents Baton's workers have defined, as clients see them: every worker stores each agent it loads in
  * `agent_versions`, so a client can tell a known agent from a typo before a turn runs, and read its definition.
  */
-import type { AgentDefinition } from '../common/agent-definition';
+import { agentFrontmatterSchema, type AgentDefinition } from '../common/agent-definition';
 import { AGENT_NAME_PATTERN } from '../common/ids';
 import { isKnownAgent, knownAgentNames, latestAgentVersions, type StoredAgent } from '../db/agent-versions';
 import type { Queryable } from '../db/threads';
@@ -38,8 +38,15 @@ export async function findStoredAgent(db: Queryable, agent: string): Promise<Sto
   return stored;
 }
 
-/** The definition without where a worker read it from (a path on that worker's machine). */
+/**
+ * The definition without where a worker read it from (a path on that worker's machine), its fields in the order an
+ * agent file lists them (Postgres keeps a stored definition's keys in an order of its own), the body last.
+ */
 export function publicDefinition(definition: AgentDefinition): Omit<AgentDefinition, 'source'> {
-  const { source: _source, ...rest } = definition;
-  return rest;
+  const { source: _source, body, ...frontmatter } = definition;
+  const ordered: Record<string, unknown> = {};
+  for (const field of Object.keys(agentFrontmatterSchema.shape)) {
+    if (field in frontmatter) ordered[field] = frontmatter[field as keyof typeof frontmatter];
+  }
+  return { ...(ordered as Omit<AgentDefinition, 'source' | 'body'>), body };
 }

@@ -4,7 +4,6 @@
  * own words: `McpServer` checks arguments itself and answers with its own multi-line text.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CallToolRequestSchema,
@@ -41,20 +40,16 @@ get_transcript pages through a thread's messages; list_env_data and get_env_data
  */
 const CALL_DEADLINE_MS = (MAX_WAIT_SECONDS + 5) * 1000;
 
-/** Baton's version, from its package.json: beside the sources in a checkout, one level further up from dist/. */
+/** Baton's version, from its own package.json (a package may name itself: its `exports` lists the file). */
 function batonVersion(): string {
-  for (const candidate of [
-    path.join(__dirname, '..', 'package.json'),
-    path.join(__dirname, '..', '..', 'package.json'),
-  ]) {
-    try {
-      const manifest = JSON.parse(fs.readFileSync(candidate, 'utf8')) as { name?: unknown; version?: unknown };
-      if (manifest.name === 'baton' && typeof manifest.version === 'string') return manifest.version;
-    } catch {
-      // Not this one: try the next.
-    }
+  try {
+    const manifest = JSON.parse(fs.readFileSync(require.resolve('baton/package.json'), 'utf8')) as {
+      version?: unknown;
+    };
+    return typeof manifest.version === 'string' ? manifest.version : '0.0.0';
+  } catch {
+    return '0.0.0';
   }
-  return '0.0.0';
 }
 
 function listing(tool: McpTool): Tool {

@@ -4,7 +4,10 @@
  * HTTP (`--http`, found through TEMPORAL_ADDRESS and DATABASE_URL), against a worker on the test stack.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -14,7 +17,17 @@ import { writeStackFile } from '../../stack/stack-file';
 import type { AgentHarness } from '../../testing/harness';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
-import { childEnv, env, freshDir, stackEnv, startBaton, waitFor, workDir, type BackgroundCommand } from './cli-process';
+import {
+  childEnv,
+  env,
+  freshDir,
+  ROOT,
+  stackEnv,
+  startBaton,
+  waitFor,
+  workDir,
+  type BackgroundCommand,
+} from './cli-process';
 import {
   ASKER,
   ASKER_REPLY,
@@ -48,6 +61,13 @@ before(async () => {
 after(async () => {
   await harness?.close();
 });
+
+/** The pid of a process that has exited. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', '']);
+  assert.equal(child.status, 0);
+  return child.pid ?? 0;
+}
 
 function mcpClient(): Client {
   return new Client({ name: 'mcp-test-client', version: '1.0.0' });
@@ -84,7 +104,7 @@ describe('over stdio, found through stack.json', () => {
   test('it starts before Baton runs, says so on every call, and connects once stack.json is there', async () => {
     assert.match(stderr, /^baton mcp: serving on stdio; Baton is not reachable yet \(no Baton stack is running/);
     assert.match(await refusal('list_agents'), /^no Baton stack is running \(no live .*stack\.json\): start one/);
-    writeStackFile(stateDir, {
+    const stack = {
       temporalAddress: env.temporalAddress,
       namespace: 'default',
       taskQueue: harness.taskQueue,
@@ -93,7 +113,13 @@ describe('over stdio, found through stack.json', () => {
       // This test process: stack.json is live while the process that wrote it runs.
       pid: process.pid,
       startedAt: new Date().toISOString(),
-    });
+    };
+    writeStackFile(stateDir, stack);
+    assert.ok(((await call('list_agents')).agents as unknown[]).length > 0);
+    // It looks at every call: a stack that stopped is gone for the next call, one that started again is found.
+    writeStackFile(stateDir, { ...stack, pid: deadPid() });
+    assert.match(await refusal('list_agents'), /^no Baton stack is running/);
+    writeStackFile(stateDir, stack);
     const { agents } = (await call('list_agents')) as { agents: Record<string, unknown>[] };
     const greeter = agents.find((agent) => agent.name === GREETER);
     assert.deepEqual(greeter, {
@@ -111,7 +137,8 @@ describe('over stdio, found through stack.json', () => {
   });
 
   test('the tools, with their schemas and instructions, and the agents as resources', async () => {
-    assert.equal(client.getServerVersion()?.name, 'baton');
+    const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    assert.deepEqual([client.getServerVersion()?.name, client.getServerVersion()?.version], ['baton', version]);
     assert.match(client.getInstructions() ?? '', /get_thread with the message_id/);
     const { tools } = await client.listTools();
     assert.deepEqual(
