@@ -433,6 +433,10 @@ describe('over stdio, found through stack.json', () => {
       await refusal('start_thread', { agent: BROKEN, message: '   ', thread_id: threadId }),
       'message must be a non-empty string [Input.Invalid]',
     );
+    assert.equal(
+      await refusal('start_thread', { agent: BROKEN, message: 'Again', thread_id: threadId }),
+      `thread '${threadId}' already exists; send it a message to continue it`,
+    );
     assert.match(
       await refusal('get_thread', { thread_id: threadId, message_id: 'never-sent' }),
       new RegExp(`^thread '${threadId}' has no message 'never-sent' in its current run`),
