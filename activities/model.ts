@@ -29,6 +29,7 @@ import type { ApprovalContext } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { waitTool, type WaitArguments } from './tools/universal';
 import { contextLimitsFor, loadWorldVariables } from './worlds';
+import { offeredCapabilities } from './tools/mcp-world';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -71,9 +72,11 @@ export function createModelActivities(options: ModelActivityOptions) {
     const transcript = await listMessages(pool, scope.threadId);
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
     const variables = await loadWorldVariables(pool, input.world);
+    // `mcp:<server>` spelled out as the server's tools, less those of servers the world leaves out.
+    const declared = offeredCapabilities(options.tools, agent, variables);
     const systemPrompt = buildSystemPrompt(interpolate(agent.body || agent.description, variables), {
       name: agent.name,
-      declared: agent.capabilities,
+      declared,
       universal: options.tools.universal,
       hasEnvData: await options.env.hasEntries(pool, scope.rootThreadId),
     });
@@ -84,7 +87,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       (note) => ({ role: 'system', content: note }),
     );
     const { messages } = context;
-    const tools = [...options.tools.universal, ...agent.capabilities]
+    const tools = [...options.tools.universal, ...declared]
       .map((name) => options.tools.toModelTool(name))
       .filter((tool): tool is ModelTool => tool !== undefined);
 

@@ -16,6 +16,7 @@ import type { ToolRegistry } from './tools';
 import { approvalFor } from './tools/approval-rule';
 import { createToolContext } from './tools/context';
 import { isToolError, type ToolDefinition, type ToolOutput } from './tools/types';
+import { mcpWorldRefusal } from './tools/mcp-world';
 import { checkToolCall } from './tools/validate';
 import { loadWorldVariables } from './worlds';
 
@@ -76,6 +77,10 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
 
     let outcome: { content: string; ok: boolean };
     const checked = checkToolCall(call, agent, options.tools);
+    const outsideWorld =
+      checked.ok && options.tools.mcpServerOf(call.name) !== undefined
+        ? mcpWorldRefusal(options.tools, call.name, await loadWorldVariables(pool, input.world))
+        : undefined;
     const unapproved =
       checked.ok && checked.kind === 'tool' && checked.tool.run
         ? await approvalRefusal(input, checked.tool, checked.args, agent)
@@ -84,6 +89,8 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       outcome = { content: `Error: ${checked.error}`, ok: false };
     } else if (checked.kind === 'agent' || !checked.tool.run) {
       outcome = { content: `Error: '${call.name}' cannot be run as a tool here.`, ok: false };
+    } else if (outsideWorld !== undefined) {
+      outcome = { content: `Error: ${outsideWorld}`, ok: false };
     } else if (unapproved !== undefined) {
       outcome = { content: unapproved, ok: false };
     } else if (checked.tool.sideEffects) {

@@ -49,6 +49,7 @@ import { ClientSource, createBatonMcpServer, DEFAULT_MCP_PORT, serveStdio, start
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
 import { checkConnectionVariables } from '../worker/config';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
+import { formatMcpServers, mcpServerJson, startMcpServers } from '../worker/mcp';
 
 interface GlobalOptions {
   stateDir: string;
@@ -822,6 +823,7 @@ program
     'a module of your own tools (JavaScript or TypeScript; repeat for several; default: BATON_TOOLS)',
     (file: string, files: string[] = []) => [...files, file],
   )
+  .option('--mcp <file>', 'a JSON file of MCP servers whose tools agents call (default: BATON_MCP_CONFIG)')
   .option('--model-script <file>', 'scripted model script (default: <agents>/model-script.yaml without OPENAI_API_KEY)')
   .option('--task-queue <name>', 'task queue of the worker', 'baton')
   .addOption(
@@ -837,6 +839,7 @@ program
     async (options: {
       agents: string;
       tools?: string[];
+      mcp?: string;
       modelScript?: string;
       taskQueue: string;
       topology: 'dev' | 'production';
@@ -918,7 +921,33 @@ program
     }
   });
 
-const mcp = program.command('mcp').description('the Model Context Protocol: Baton as an MCP server');
+const mcp = program
+  .command('mcp')
+  .description("the Model Context Protocol: MCP servers' tools for agents, and Baton as an MCP server");
+
+mcp
+  .command('list')
+  .description('start each MCP server of a configuration file, list its tools the way agents get them, and stop it')
+  .option('--config <file>', 'the MCP configuration file (default: BATON_MCP_CONFIG)')
+  .option('--json', 'print the servers as JSON')
+  .action(async (options: { config?: string; json?: boolean }) => {
+    const file = options.config ?? process.env.BATON_MCP_CONFIG?.trim();
+    if (!file) throw new CliError('give the MCP configuration file with --config <file>, or set BATON_MCP_CONFIG');
+    const servers = await startMcpServers(file, process.env, { strict: false, log: () => undefined });
+    try {
+      const status = servers.status();
+      if (options.json) {
+        process.stdout.write(
+          `${JSON.stringify({ source: servers.source, servers: status.map(mcpServerJson) }, null, 2)}\n`,
+        );
+      } else {
+        process.stdout.write(formatMcpServers(servers.source, status));
+      }
+      if (status.some((server) => server.state === 'failed')) process.exitCode = 1;
+    } finally {
+      await servers.close();
+    }
+  });
 
 interface McpServeOptions {
   http?: boolean;

@@ -16,6 +16,8 @@ export interface DevCommandOptions {
   agents: string;
   /** Users' tool modules (`--tools`); `BATON_TOOLS` when none is given. */
   tools?: readonly string[];
+  /** The MCP servers' configuration file (`--mcp`); `BATON_MCP_CONFIG` when none is given. */
+  mcp?: string;
   modelScript?: string;
   taskQueue: string;
   env: Readonly<Record<string, string | undefined>>;
@@ -36,6 +38,7 @@ export async function runDev(options: DevCommandOptions): Promise<void> {
       stateDir: options.stateDir,
       agentsDir: options.agents,
       ...(options.tools && options.tools.length > 0 ? { toolModules: options.tools } : {}),
+      ...(options.mcp ? { mcpConfig: options.mcp } : {}),
       ...(options.modelScript ? { modelScript: options.modelScript } : {}),
       taskQueue: options.taskQueue,
       env: production ? { ...options.env, ...production.env } : options.env,

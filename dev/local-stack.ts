@@ -23,6 +23,7 @@ import { resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { resolveTemporal, type ProgressStream } from '../stack/temporal-cli';
 import { startTemporal, webUiWorkflowsUrl } from '../stack/temporal-server';
+import { describeMcpServers, startMcpServers } from '../worker/mcp';
 
 export interface LocalStackOptions {
   /** State directory: embedded Postgres data, the Temporal database, `stack.json`. */
@@ -30,6 +31,8 @@ export interface LocalStackOptions {
   agentsDir: string;
   /** Users' tool modules (`--tools`); `BATON_TOOLS` from `env` when omitted. */
   toolModules?: readonly string[];
+  /** The MCP servers' configuration file (`--mcp`); `BATON_MCP_CONFIG` from `env` when omitted. */
+  mcpConfig?: string;
   /** Scripted model script, used when no API key is configured. @default `<agentsDir>/model-script.yaml` */
   modelScript?: string;
   /** @default 'baton' */
@@ -75,16 +78,26 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   // Once, at start. The state directory (stack.json, the embedded Postgres) stays out of every command's view, even
   // in a world whose working directory holds it.
   const shellSandbox = await probeShellSandbox({ ...tools.sandbox, hidden: [path.resolve(stateDir)] }, env);
-  const catalog = createAgentCatalog({
-    agents: options.agentsDir,
-    ...tools,
-    shellSandbox,
-    userTools,
-    providers: providerConfigs.map((provider) => provider.name),
-  });
+  const mcpConfig = options.mcpConfig === undefined ? tools.mcpConfig : path.resolve(options.mcpConfig);
+  const mcp = mcpConfig === undefined ? undefined : await startMcpServers(mcpConfig, env, { log });
+  let catalog: ReturnType<typeof createAgentCatalog>;
+  try {
+    catalog = createAgentCatalog({
+      agents: options.agentsDir,
+      ...tools,
+      shellSandbox,
+      userTools,
+      providers: providerConfigs.map((provider) => provider.name),
+      ...(mcp === undefined ? {} : { mcp }),
+    });
+  } catch (error) {
+    await mcp?.close();
+    throw error;
+  }
   if (userTools.length > 0) log(`tools:${describeUserTools(userTools).replace(/^; tools/, '')}`);
+  if (mcp !== undefined) log(`MCP:${describeMcpServers(mcp).replace(/^; MCP/, '')} from ${mcp.source}`);
   log(describeShellSandbox(shellSandbox).line);
-  const opened: (() => Promise<void>)[] = [];
+  const opened: (() => Promise<void>)[] = mcp === undefined ? [] : [() => mcp.close()];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {
       await close().catch((error: unknown) => log(`while stopping: ${String(error)}`));

@@ -3,7 +3,6 @@
  * definitions as resources. The low-level server (not `McpServer`) lets every refusal be a tool error in Baton's
  * own words: `McpServer` checks arguments itself and answers with its own multi-line text.
  */
-import fs from 'node:fs';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CallToolRequestSchema,
@@ -22,6 +21,7 @@ import { describeError } from '../client/errors';
 import { describeIssues } from '../activities/tools/validate';
 import { AGENT_URI_TEMPLATE, agentMarkdown, agentNameOfUri, agentResourceUri } from './resources';
 import { MAX_WAIT_SECONDS, TOOLS, type McpTool } from './tools';
+import { BATON_VERSION } from '../worker/version';
 
 export interface BatonMcpServerOptions {
   /** The client every call uses: connected when first asked for, so the server starts before Baton does. */
@@ -39,18 +39,6 @@ get_transcript pages through a thread's messages; list_env_data and get_env_data
  * otherwise hang); the waits for a reply and for a message's acceptance have their own, shorter bounds.
  */
 const CALL_DEADLINE_MS = (MAX_WAIT_SECONDS + 5) * 1000;
-
-/** Baton's version, from its own package.json (a package may name itself: its `exports` lists the file). */
-function batonVersion(): string {
-  try {
-    const manifest = JSON.parse(fs.readFileSync(require.resolve('baton/package.json'), 'utf8')) as {
-      version?: unknown;
-    };
-    return typeof manifest.version === 'string' ? manifest.version : '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
-}
 
 function listing(tool: McpTool): Tool {
   const { $schema: _schema, ...inputSchema } = z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<
@@ -73,7 +61,7 @@ function toolError(message: string): CallToolResult {
 /** A new MCP server over Baton; connect it to one transport (each HTTP request gets its own). */
 export function createBatonMcpServer(options: BatonMcpServerOptions): Server {
   const server = new Server(
-    { name: 'baton', title: 'Baton', version: batonVersion() },
+    { name: 'baton', title: 'Baton', version: BATON_VERSION },
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
   );
   const tools = new Map(TOOLS.map((tool) => [tool.name, tool]));

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import { NativeConnection, type Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../client';
+import type { McpServers } from '../activities/tools/mcp-servers';
 import type { ToolDefinition } from '../activities/tools/types';
 import { prepareUserTools } from '../activities/tools/user-tools';
 import { createPool } from '../db/pool';
@@ -46,6 +47,8 @@ export interface AgentHarnessOptions {
    * model is the default endpoint. @default none
    */
   providers?: ModelProviders;
+  /** MCP servers whose tools agents call (`connectMcpServers`, `startMcpServers`); the caller closes them. */
+  mcp?: McpServers;
 }
 
 export interface AgentHarness {
@@ -79,6 +82,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
     arcDataDir: options.arcDataDir ?? DEFAULT_ARC_DATA_DIR,
     userTools: prepareUserTools(options.tools ?? [], 'startAgentHarness({ tools })'),
     providers: Object.keys(options.providers ?? {}),
+    ...(options.mcp === undefined ? {} : { mcp: options.mcp }),
   });
   const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
   const namespace = options.namespace ?? 'default';

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { createToolRegistry, type ToolRegistry } from '../activities/tools';
+import type { McpServers } from '../activities/tools/mcp-servers';
 import type { ShellSandbox } from '../activities/tools/shell-sandbox';
 import { ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
 import { AgentConfigError, checkCapabilities, checkModels, loadAgents, type AgentRegistry } from './agents';
@@ -22,6 +23,8 @@ export interface AgentCatalogOptions {
   userTools?: readonly UserTool[];
   /** The providers an agent's `model` may name as `provider/model`: the worker's. @default none */
   providers?: readonly string[];
+  /** The MCP servers the worker connected to (`connectMcpServers`), whose tools agents call like any other. */
+  mcp?: McpServers;
 }
 
 /** The agents a worker runs and the tools they call, with reloading for `baton dev`. */
@@ -58,6 +61,21 @@ function checkNamesApart(agents: AgentRegistry, tools: ToolRegistry): void {
 }
 
 /**
+ * An MCP server's tool named like one of Baton's tools or a user tool would be hidden by it.
+ * @throws ToolDefinitionError naming the server
+ */
+function checkMcpNamesApart(tools: ToolRegistry, mcp: McpServers | undefined): void {
+  for (const [name, tool] of mcp?.tools() ?? []) {
+    if (tools.get(name) === tool.tool) continue;
+    const other = tools.userToolSource(name);
+    throw new ToolDefinitionError(
+      `MCP server '${tool.server}' (${mcp?.source ?? ''})`,
+      `tool '${tool.serverTool}' is called '${name}', the name of ${other === undefined ? "one of Baton's tools" : `a tool in ${other}`}`,
+    );
+  }
+}
+
+/**
  * Loads the agents and builds the tool registry.
  * @throws AgentConfigError for a bad agent file (or a `model` naming no configured provider), so start-up stops
  * naming it; ToolDefinitionError for a user tool whose name Baton's tools or an agent already use.
@@ -70,16 +88,21 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
     ...(options.shellEnv === undefined ? {} : { shellEnv: options.shellEnv }),
     ...(options.shellSandbox === undefined ? {} : { shellSandbox: options.shellSandbox }),
     ...(options.userTools === undefined ? {} : { userTools: options.userTools }),
+    ...(options.mcp === undefined ? {} : { mcp: options.mcp }),
     describeAgent: (name) => current.get(name)?.description,
   });
   const workflowTools = tools.names.filter((name) => tools.get(name)?.handledBy === 'workflow');
   const { agents } = options;
   const providers = options.providers ?? [];
+  const { mcpServers } = tools;
+  checkMcpNamesApart(tools, options.mcp);
   const load = (): AgentRegistry => {
     const loaded =
-      typeof agents === 'string' ? loadAgents(agents, { toolNames: tools.names, workflowTools, providers }) : agents;
+      typeof agents === 'string'
+        ? loadAgents(agents, { toolNames: tools.names, workflowTools, providers, mcpServers })
+        : agents;
     if (typeof agents !== 'string') {
-      checkCapabilities(agents, tools.names, workflowTools);
+      checkCapabilities(agents, tools.names, workflowTools, mcpServers);
       checkModels(agents, providers);
     }
     checkNamesApart(loaded, tools);

@@ -8,7 +8,7 @@ import {
   type AgentDefinition,
   type AgentRegistry,
 } from '../common/agent-definition';
-import { isUniversalCapability } from '../common/capabilities';
+import { grantsCapability, isUniversalCapability, mcpServerOfCapability } from '../common/capabilities';
 import { routeModel } from '../activities/model-providers';
 
 /** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
@@ -150,6 +150,8 @@ export interface LoadAgentsOptions {
   workflowTools?: readonly string[];
   /** The providers an agent's `model` may name as `provider/model` (see `routeModel`). @default none */
   providers?: readonly string[];
+  /** The MCP servers an agent's `mcp:<server>` capability may name. @default none */
+  mcpServers?: readonly string[];
 }
 
 /**
@@ -180,7 +182,7 @@ export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegist
     agents.set(definition.name, definition);
   }
   if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
-  checkCapabilities(agents, options.toolNames, options.workflowTools);
+  checkCapabilities(agents, options.toolNames, options.workflowTools, options.mcpServers);
   checkModels(agents, options.providers ?? []);
   return agents;
 }
@@ -194,12 +196,22 @@ export function checkCapabilities(
   agents: AgentRegistry,
   toolNames: readonly string[],
   workflowTools: readonly string[] = [],
+  mcpServers: readonly string[] = [],
 ): void {
   const fileText = (agent: AgentDefinition) =>
     fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
   for (const agent of agents.values()) {
     for (const capability of agent.capabilities) {
       if (toolNames.includes(capability) || agents.has(capability)) continue;
+      const server = mcpServerOfCapability(capability);
+      if (server !== undefined) {
+        if (mcpServers.includes(server)) continue;
+        throw new AgentConfigError(
+          agent.source,
+          frontmatterLine(fileText(agent), 'capabilities'),
+          `capability '${capability}' names no MCP server of this worker (${mcpServers.length > 0 ? `servers: ${mcpServers.join(', ')}` : 'none is configured: give a configuration file with --mcp or BATON_MCP_CONFIG'})`,
+        );
+      }
       throw new AgentConfigError(
         agent.source,
         frontmatterLine(fileText(agent), 'capabilities'),
@@ -208,7 +220,7 @@ export function checkCapabilities(
     }
     for (const entry of agent.approval) {
       const tool = approvalTool(entry);
-      const callable = isUniversalCapability(tool) || agent.capabilities.includes(tool);
+      const callable = isUniversalCapability(tool) || grantsCapability(agent.capabilities, tool);
       const reason = !toolNames.includes(tool)
         ? agents.has(tool)
           ? `approval '${tool}' names an agent: approvals gate tool calls, not delegations`

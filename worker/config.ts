@@ -154,6 +154,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_ARC_DIR: optionalText,
   /** Users' tool modules (JavaScript or TypeScript), comma-separated, loaded at start. */
   BATON_TOOLS: optionalText,
+  /** A JSON file naming the MCP servers whose tools agents may call (`{ "mcpServers": { … } }`). */
+  BATON_MCP_CONFIG: optionalText,
   /** `bwrap` (the default): every shell command in a bubblewrap sandbox; `none`: unsandboxed, warned at start. */
   BATON_SHELL_SANDBOX: z.preprocess(
     (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
@@ -269,6 +271,8 @@ export interface ToolsConfig {
   readonly sandbox: ShellSandboxSetting;
   /** Users' tool modules to load (`BATON_TOOLS`), absolute paths in order. */
   readonly toolModules: readonly string[];
+  /** The MCP servers' configuration file (`BATON_MCP_CONFIG`), an absolute path. */
+  readonly mcpConfig?: string;
 }
 
 /**
@@ -293,6 +297,7 @@ export function readToolsConfig(env: Record<string, string | undefined>, cwd: st
     shellEnv: Object.freeze(toolEnvironment(env)),
     sandbox: Object.freeze({ mode: sandboxMode.data, ...(bwrap ? { bwrap: path.resolve(cwd, bwrap) } : {}) }),
     toolModules: Object.freeze(toolModulePaths(env.BATON_TOOLS, cwd)),
+    ...(env.BATON_MCP_CONFIG?.trim() ? { mcpConfig: path.resolve(cwd, env.BATON_MCP_CONFIG.trim()) } : {}),
   });
 }
 

@@ -10,6 +10,7 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import { createActivities } from '../activities';
 import { publishAgentVersions } from '../activities/agent-store';
+import type { McpServers } from '../activities/tools/mcp-servers';
 import type { ToolDefinition } from '../activities/tools/types';
 import { prepareUserTools } from '../activities/tools/user-tools';
 import type { AgentRegistry } from '../common/agent-definition';
@@ -37,6 +38,11 @@ export interface BatonWorkerOptions {
    * (`createAgentCatalog({ userTools })`).
    */
   tools?: readonly ToolDefinition[];
+  /**
+   * MCP servers whose tools agents call (`connectMcpServers`, or `startMcpServers` for a configuration file), when
+   * no `catalog` is given; the caller closes them after the worker stops.
+   */
+  mcp?: McpServers;
   /** The directory `read_file` and `list_files` are confined to, when no `catalog` is given. @default the working directory */
   filesRoot?: string;
   /**
@@ -90,6 +96,7 @@ function catalogFrom(options: BatonWorkerOptions): AgentCatalog {
     arcDataDir: DEFAULT_ARC_DATA_DIR,
     userTools: prepareUserTools(options.tools ?? [], 'createBatonWorker({ tools })'),
     providers: Object.keys(options.providers ?? {}),
+    ...(options.mcp === undefined ? {} : { mcp: options.mcp }),
   });
 }
 
@@ -99,7 +106,10 @@ function catalogFrom(options: BatonWorkerOptions): AgentCatalog {
  * names a provider not given; ToolDefinitionError for a bad tool.
  */
 export async function createBatonWorker(options: BatonWorkerOptions): Promise<Worker> {
-  if (options.catalog !== undefined && (options.tools !== undefined || options.agents !== undefined)) {
+  if (
+    options.catalog !== undefined &&
+    (options.tools !== undefined || options.agents !== undefined || options.mcp !== undefined)
+  ) {
     throw new Error(
       'createBatonWorker takes either `catalog` or `agents` with `tools`, not both: give the catalog its tools instead',
     );

@@ -17,6 +17,14 @@ export { createModelClient, createProviderClients, describeModelRoutes } from '.
 export { DEFAULT_PROVIDER, type ModelProviders } from '../activities/model-providers';
 export { describeUserTools, loadToolModules } from './tool-modules';
 export { prepareUserTools, ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
+export { describeMcpServers, readMcpConfig, startMcpServers } from './mcp';
+export {
+  connectMcpServers,
+  type ConnectMcpServersOptions,
+  type McpServers,
+  type McpServerStatus,
+} from '../activities/tools/mcp-servers';
+export { McpConfigError, parseMcpConfig, type McpConfig, type McpServerConfig } from '../activities/tools/mcp-config';
 export { connectTemporal } from './connection';
 export { installRuntime, LOG_LEVELS, parseLogLevel, type RuntimeTelemetryOptions } from './runtime';
 export { startHealthServer, type HealthServer } from './health';

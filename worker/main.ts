@@ -15,6 +15,7 @@ import { startHealthServer } from './health';
 import { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
 import { installRuntime } from './runtime';
 import { describeUserTools, loadToolModules } from './tool-modules';
+import { describeMcpServers, startMcpServers } from './mcp';
 
 /** The line a supervisor (or a test) can wait for: the worker is polling. */
 export const WORKER_READY_PREFIX = 'baton worker: polling';
@@ -31,16 +32,19 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
   const userTools = await loadToolModules(config.tools.toolModules);
   // Once, at start: every command of this worker then runs the way it says (or is refused, saying why).
   const shellSandbox = await probeShellSandbox(config.tools.sandbox, env);
-  const catalog = createAgentCatalog({
-    agents: config.agentsDir,
-    ...config.tools,
-    shellSandbox,
-    userTools,
-    providers: config.providers.map((provider) => provider.name),
-  });
-  process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
+  const mcp = config.tools.mcpConfig === undefined ? undefined : await startMcpServers(config.tools.mcpConfig, env);
   const closers: (() => Promise<void>)[] = [];
+  if (mcp !== undefined) closers.push(() => mcp.close());
   try {
+    const catalog = createAgentCatalog({
+      agents: config.agentsDir,
+      ...config.tools,
+      shellSandbox,
+      userTools,
+      providers: config.providers.map((provider) => provider.name),
+      ...(mcp === undefined ? {} : { mcp }),
+    });
+    process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
     const pool = createPool({
       connectionString: config.databaseUrl,
       applicationName: 'baton-worker',
@@ -100,7 +104,8 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
     const running = worker.run();
     process.stderr.write(
       `${WORKER_READY_PREFIX} task queue '${config.taskQueue}' in namespace '${config.namespace}' on ` +
-        `${config.temporalAddress} as '${identity}' (${catalog.agents().size} agents${describeUserTools(userTools)})\n`,
+        `${config.temporalAddress} as '${identity}' (${catalog.agents().size} agents${describeUserTools(userTools)}` +
+        `${describeMcpServers(mcp)})\n`,
     );
     await running;
   } finally {

@@ -3,12 +3,13 @@
  * schemas). One file per tool family; this module composes them into a registry.
  */
 import { z } from 'zod';
-import { UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
+import { mcpServerOfCapability, UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
 import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
 import { forkJoinTool } from './fork-join';
+import type { McpServers } from './mcp-servers';
 import { createShellTool } from './shell';
 import type { ShellSandbox } from './shell-sandbox';
 import type { ToolDefinition } from './types';
@@ -34,15 +35,26 @@ export interface ToolRegistryOptions {
   describeAgent: (name: string) => string | undefined;
   /** Users' own tools, checked by `prepareUserTools`; a name Baton's tools already use is refused. */
   userTools?: readonly UserTool[];
+  /** The MCP servers the worker is connected to: their tools are looked up as they list them now. */
+  mcp?: McpServers;
 }
 
 export interface ToolRegistry {
   get(name: string): ToolDefinition | undefined;
   /** Whether `name` is an agent (agents are called like tools, as delegations). */
   isAgent(name: string): boolean;
-  /** Every tool name, universal ones and users' tools included. */
+  /** Every tool name, universal ones, users' tools and the MCP servers' tools (as listed now) included. */
   readonly names: readonly string[];
-  /** Where a user tool was defined (its module file), or `undefined` for Baton's own tools. */
+  /** The MCP servers configured on this worker (what `mcp:<server>` may name). */
+  readonly mcpServers: readonly string[];
+  /**
+   * What declared capabilities grant, spelled out: `mcp:<server>` becomes each tool the server lists now (that an
+   * agent's `world` allows is the caller's check), every other capability stays as it is.
+   */
+  expand(declared: readonly string[]): string[];
+  /** The MCP server a tool comes from, or `undefined` for any other tool. */
+  mcpServerOf(name: string): string | undefined;
+  /** Where a user tool was defined (its module file, or its MCP server), or `undefined` for Baton's own tools. */
   userToolSource(name: string): string | undefined;
   /** The universal capabilities, in the order agents are told about them. */
   readonly universal: readonly string[];
@@ -59,9 +71,17 @@ export interface ModelTool {
 export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
   const tools = new Map<string, ToolDefinition>();
   const describe = (name: string) => tools.get(name)?.description ?? options.describeAgent(name);
+  const mcp = options.mcp;
+  const mcpTool = (name: string) => (tools.has(name) ? undefined : mcp?.tools().get(name));
+  const expand = (declared: readonly string[]): string[] =>
+    declared.flatMap((capability) => {
+      const server = mcpServerOfCapability(capability);
+      if (server === undefined) return [capability];
+      return [...(mcp?.tools().values() ?? [])].filter((tool) => tool.server === server).map((tool) => tool.tool.name);
+    });
   const all: ToolDefinition[] = [
     thinkTool,
-    listCapabilitiesTool(describe),
+    listCapabilitiesTool((name) => describe(name) ?? mcpTool(name)?.tool.description, expand),
     askHumanTool,
     waitTool,
     ...createEnvDataTools(),
@@ -106,16 +126,38 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     ]),
   );
   const delegationSchema = jsonSchema(delegationParameters);
-  const isAgent = (name: string) => !tools.has(name) && options.describeAgent(name) !== undefined;
+  const isAgent = (name: string) =>
+    !tools.has(name) && mcpTool(name) === undefined && options.describeAgent(name) !== undefined;
+  const ownNames = [...tools.keys()];
   return {
-    get: (name) => tools.get(name),
+    get: (name) => tools.get(name) ?? mcpTool(name)?.tool,
     isAgent,
-    names: [...tools.keys()],
-    userToolSource: (name) => userToolSources.get(name),
+    get names() {
+      return mcp === undefined
+        ? ownNames
+        : [...ownNames, ...[...mcp.tools().keys()].filter((name) => !tools.has(name))];
+    },
+    mcpServers: mcp?.serverNames ?? [],
+    expand,
+    mcpServerOf: (name) => mcpTool(name)?.server,
+    userToolSource: (name) => {
+      const fromMcp = mcpTool(name);
+      return fromMcp === undefined
+        ? userToolSources.get(name)
+        : `MCP server '${fromMcp.server}' (${mcp?.source ?? ''})`;
+    },
     universal: UNIVERSAL_CAPABILITIES,
     toModelTool: (name) => {
       const tool = modelTools.get(name);
-      if (tool || !isAgent(name)) return tool;
+      if (tool) return tool;
+      const fromMcp = mcpTool(name);
+      if (fromMcp !== undefined) {
+        return {
+          type: 'function',
+          function: { name, description: fromMcp.tool.description, parameters: fromMcp.inputSchema },
+        };
+      }
+      if (!isAgent(name)) return tool;
       const description = delegationDescription(options.describeAgent(name) ?? '');
       return { type: 'function', function: { name, description, parameters: delegationSchema } };
     },

@@ -80,8 +80,14 @@ export const waitTool = defineTool({
   handledBy: 'workflow',
 });
 
-/** `list_capabilities`: what the calling agent can call, with descriptions. */
-export function listCapabilitiesTool(describe: (name: string) => string | undefined): ToolDefinition {
+/**
+ * `list_capabilities`: what the calling agent can call, with descriptions; `expand` spells out what a declared
+ * capability grants (an MCP server's `mcp:<server>` grants each of its tools).
+ */
+export function listCapabilitiesTool(
+  describe: (name: string) => string | undefined,
+  expand: (declared: readonly string[]) => readonly string[],
+): ToolDefinition {
   return defineTool({
     name: 'list_capabilities',
     description: 'List the tools and agents you can call, with what each one does.',
@@ -89,7 +95,7 @@ export function listCapabilitiesTool(describe: (name: string) => string | undefi
     handledBy: 'activity',
     run: (_args, context) => {
       const line = (name: string) => `- ${name}: ${describe(name) ?? '(no description)'}`;
-      const declared = context.agent.capabilities;
+      const declared = expand(context.agent.capabilities);
       return Promise.resolve(
         [
           'Declared capabilities:',

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { AgentDefinition } from '../../common/agent-definition';
-import { isUniversalCapability } from '../../common/capabilities';
+import { grantsCapability, isUniversalCapability } from '../../common/capabilities';
 import type { ToolCallRequest } from '../../common/types';
 import type { ToolRegistry } from '.';
 import { delegationParameters, type DelegationArguments } from './delegation';
@@ -16,12 +16,12 @@ export type CheckedToolCall =
  * sentence the model can act on (it becomes the tool result, prefixed with "Error: ", and the turn goes on).
  */
 export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, registry: ToolRegistry): CheckedToolCall {
-  const allowed = [...agent.capabilities, ...registry.universal];
+  const allowed = [...registry.expand(agent.capabilities), ...registry.universal];
   const tool = registry.get(call.name);
   if (!tool && !registry.isAgent(call.name)) {
     return { ok: false, error: `Unknown tool or agent '${call.name}'. You can call: ${allowed.join(', ')}.` };
   }
-  if (!isUniversalCapability(call.name) && !agent.capabilities.includes(call.name)) {
+  if (!isUniversalCapability(call.name) && !grantsCapability(agent.capabilities, call.name)) {
     return {
       ok: false,
       error: `'${call.name}' is not one of your capabilities. You can call: ${allowed.join(', ')}.`,
@@ -53,11 +53,12 @@ export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, reg
   return { ok: true, kind: 'tool', tool, args: parsed.data };
 }
 
-export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+/** zod's issues as one clause each, joined; `noun` names what an unknown key is (an argument, a field). */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], noun = 'argument'): string {
   return issues
     .map((issue) => {
       if (issue.code === 'unrecognized_keys') {
-        return `unknown argument${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
+        return `unknown ${noun}${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
       }
       const where = issue.path.length > 0 ? `'${issue.path.join('.')}' ` : '';
       return `${where}${issue.message}`;

@@ -1,0 +1,210 @@
+/**
+ * The MCP servers a worker connects to, from a JSON file in the shape other MCP clients already use:
+ * `{ "mcpServers": { "<name>": { "command", "args", "env", "cwd" } | { "url", "headers" } } }`, with Baton's own
+ * optional fields per server (which tools, how long a call may take, which tools are read-only, which need approval).
+ * `${VAR}` references are resolved from the environment the caller passes (the worker's), so secrets stay out of the
+ * file. Every refusal names the file and the server.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+import { MCP_TOOL_SEPARATOR } from '../../common/capabilities';
+import { describeIssues } from './validate';
+
+/** Seconds one MCP tool call may take when its server sets no `timeout_s`. */
+export const DEFAULT_MCP_TIMEOUT_S = 300;
+/** The longest `timeout_s` a server may set: a day, as for users' tools. */
+export const MAX_MCP_TIMEOUT_S = 24 * 3600;
+/** A server's name: it starts each of its tools' names (`<server>__<tool>`), so it holds no `__`. */
+export const MCP_SERVER_NAME_PATTERN = /^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$/;
+
+/** A configuration file that cannot be used: names the file, the server when there is one, and why. */
+export class McpConfigError extends Error {
+  constructor(
+    readonly source: string,
+    readonly reason: string,
+  ) {
+    super(`${source}: ${reason}`);
+    this.name = new.target.name;
+  }
+}
+
+/** Which of a server's tools Baton treats as read-only (retried) rather than as having side effects (run once). */
+export type McpReadOnlyRule = 'hints' | 'none' | readonly string[];
+/** Which of a server's tools need a person's approval before each call. */
+export type McpApprovalRule = 'none' | 'writes' | 'all' | readonly string[];
+
+interface McpServerCommon {
+  readonly name: string;
+  /** Tools offered (by the server's own names); all when unset. */
+  readonly allow?: readonly string[];
+  /** Tools never offered (by the server's own names). */
+  readonly deny: readonly string[];
+  /** Seconds one call may take before it is cancelled. */
+  readonly timeoutS: number;
+  /**
+   * `hints` (the default): a tool is read-only when the server marks it `readOnlyHint`; `none`: every tool has side
+   * effects, whatever the server says; a list: exactly those tools are read-only.
+   */
+  readonly readOnly: McpReadOnlyRule;
+  /** `none` (the default), `writes` (every tool not read-only), `all`, or a list of tools. */
+  readonly approval: McpApprovalRule;
+}
+
+/** A server Baton starts as a child process of the worker and talks to over stdin and stdout. */
+export interface McpStdioServer extends McpServerCommon {
+  readonly transport: 'stdio';
+  readonly command: string;
+  readonly args: readonly string[];
+  /** Variables given to this server only (beside PATH, HOME and the like): never to another server or a shell. */
+  readonly env: Readonly<Record<string, string>>;
+  /** The server's working directory: the configuration file's directory unless set. */
+  readonly cwd: string;
+}
+
+/** A server reached over Streamable HTTP. */
+export interface McpHttpServer extends McpServerCommon {
+  readonly transport: 'http';
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+export type McpServerConfig = McpStdioServer | McpHttpServer;
+
+/** The configuration a worker runs with, and the file it came from. */
+export interface McpConfig {
+  readonly source: string;
+  readonly servers: readonly McpServerConfig[];
+}
+
+const text = z.string().min(1);
+const toolNames = z.array(text);
+const baton = {
+  allow: toolNames.optional(),
+  deny: toolNames.optional(),
+  timeout_s: z.int().min(1).max(MAX_MCP_TIMEOUT_S).optional(),
+  readOnly: z.union([z.enum(['hints', 'none']), toolNames]).optional(),
+  approval: z.union([z.enum(['none', 'writes', 'all']), toolNames]).optional(),
+};
+const stdioSchema = z.strictObject({
+  type: z.literal('stdio').optional(),
+  command: text,
+  args: z.array(z.string()).optional(),
+  env: z.record(z.string(), z.string()).optional(),
+  cwd: text.optional(),
+  ...baton,
+});
+const httpSchema = z.strictObject({
+  type: z.enum(['http', 'streamable-http', 'streamableHttp']).optional(),
+  url: text,
+  headers: z.record(z.string(), z.string()).optional(),
+  ...baton,
+});
+
+/**
+ * Parses and checks a configuration file's text.
+ * @param source the file, named in every error; relative `cwd`s are resolved against its directory
+ * @param env where `${VAR}` references are looked up (the worker's environment)
+ * @throws McpConfigError naming the file, the server and the reason
+ */
+export function parseMcpConfig(
+  textOfFile: string,
+  source: string,
+  env: Readonly<Record<string, string | undefined>>,
+): McpConfig {
+  let json: unknown;
+  try {
+    json = JSON.parse(textOfFile);
+  } catch (error) {
+    throw new McpConfigError(source, `not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw new McpConfigError(source, 'must be a JSON object { "mcpServers": { "<name>": { … } } }');
+  }
+  const unknownTop = Object.keys(json).filter((key) => key !== 'mcpServers');
+  if (unknownTop.length > 0) {
+    throw new McpConfigError(
+      source,
+      `unknown field ${unknownTop.map((key) => `'${key}'`).join(', ')} (only 'mcpServers')`,
+    );
+  }
+  const servers = (json as { mcpServers?: unknown }).mcpServers;
+  if (typeof servers !== 'object' || servers === null || Array.isArray(servers)) {
+    throw new McpConfigError(source, "'mcpServers' must be an object naming each server");
+  }
+  return {
+    source,
+    servers: Object.entries(servers).map(([name, entry]) => parseServer(name, entry, source, env)),
+  };
+}
+
+function parseServer(
+  name: string,
+  entry: unknown,
+  source: string,
+  env: Readonly<Record<string, string | undefined>>,
+): McpServerConfig {
+  const fail = (reason: string) => new McpConfigError(source, `MCP server '${name}': ${reason}`);
+  if (!MCP_SERVER_NAME_PATTERN.test(name)) {
+    throw fail(
+      `the name must be letters, digits, '-' and single '_' (it starts its tools' names, <server>${MCP_TOOL_SEPARATOR}<tool>)`,
+    );
+  }
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
+    throw fail('must be an object with "command" (a local server) or "url" (a server over HTTP)');
+  }
+  const record = entry as Record<string, unknown>;
+  if (record.type === 'sse') throw fail("the SSE transport is not supported: use Streamable HTTP ('url')");
+  if ('command' in record === 'url' in record) {
+    throw fail('give either "command" (a local server) or "url" (a server over HTTP), not both and not neither');
+  }
+  const parsed = ('command' in record ? stdioSchema : httpSchema).safeParse(record);
+  if (!parsed.success) throw fail(describeIssues(parsed.error.issues, 'field'));
+  const resolve = (value: string, field: string) =>
+    resolveVariables(value, env, (variable) =>
+      fail(`${field} names \${${variable}}, which is not set in the worker's environment`),
+    );
+  const resolveAll = (values: Record<string, string> | undefined, field: string) =>
+    Object.fromEntries(Object.entries(values ?? {}).map(([key, value]) => [key, resolve(value, `${field}.${key}`)]));
+  const data = parsed.data;
+  const common = {
+    name,
+    ...(data.allow === undefined ? {} : { allow: data.allow }),
+    deny: data.deny ?? [],
+    timeoutS: data.timeout_s ?? DEFAULT_MCP_TIMEOUT_S,
+    readOnly: data.readOnly ?? 'hints',
+    approval: data.approval ?? 'none',
+  };
+  if ('command' in data) {
+    const cwd = data.cwd === undefined ? undefined : resolve(data.cwd, 'cwd');
+    return {
+      ...common,
+      transport: 'stdio',
+      command: resolve(data.command, 'command'),
+      args: (data.args ?? []).map((arg, index) => resolve(arg, `args[${index}]`)),
+      env: resolveAll(data.env, 'env'),
+      cwd: path.resolve(path.dirname(source), cwd ?? '.'),
+    };
+  }
+  const url = resolve(data.url, 'url');
+  let parsedUrl: URL;
+  try {
+    parsedUrl = new URL(url);
+  } catch {
+    throw fail(`'url' is not a URL: ${url}`);
+  }
+  if (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:') throw fail("'url' must be http or https");
+  return { ...common, transport: 'http', url, headers: resolveAll(data.headers, 'headers') };
+}
+
+/** `${VAR}` replaced by the variable's value; a variable that is not set is an error (never an empty string). */
+function resolveVariables(
+  value: string,
+  env: Readonly<Record<string, string | undefined>>,
+  missing: (variable: string) => Error,
+): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, variable: string) => {
+    const found = env[variable];
+    if (found === undefined) throw missing(variable);
+    return found;
+  });
+}

@@ -1,0 +1,263 @@
+/**
+ * A worker's connections to its MCP servers. A stdio server is a child process of the worker, started when the
+ * worker starts (to list its tools) and started again at the next call after it died; an HTTP server is reached over
+ * Streamable HTTP and connected again after a failure. Each server's tool list is kept here, refreshed when the
+ * server says it changed (`notifications/tools/list_changed`). Nothing here outlives the worker: `close()` stops
+ * every child process.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { CallToolResultSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { McpConfigError, type McpConfig, type McpServerConfig } from './mcp-config';
+import { toMcpTools, type McpCall, type McpTool } from './mcp-tools';
+
+/** How long connecting to a server and listing its tools may take. */
+const CONNECT_TIMEOUT_MS = 30_000;
+/** The last lines a stdio server wrote to stderr, kept to say why it failed. */
+const STDERR_LINES_KEPT = 20;
+
+export interface McpServerStatus {
+  readonly name: string;
+  readonly transport: 'stdio' | 'http';
+  /** The command line or URL (never the headers or the environment, which may hold secrets). */
+  readonly target: string;
+  readonly state: 'connected' | 'disconnected' | 'failed';
+  /** Why the last connection or listing failed. */
+  readonly error?: string;
+  readonly tools: readonly McpTool[];
+}
+
+/** What a worker holds of its MCP servers. */
+export interface McpServers {
+  readonly source: string;
+  /** Every tool of every server, by Baton name (`<server>__<tool>`), as listed last. */
+  tools(): ReadonlyMap<string, McpTool>;
+  /** The configured servers' names, in the file's order. */
+  readonly serverNames: readonly string[];
+  status(): McpServerStatus[];
+  /** Stops every server process and closes every connection. */
+  close(): Promise<void>;
+}
+
+interface Connection {
+  client: Client;
+  transport: Transport;
+  stderr: string[];
+}
+
+interface ServerState {
+  config: McpServerConfig;
+  connection?: Promise<Connection>;
+  /** The connection `connection` resolved to, while it is open. */
+  live?: Connection;
+  tools: McpTool[];
+  state: McpServerStatus['state'];
+  error?: string;
+}
+
+export interface ConnectMcpServersOptions {
+  /** Refuse to start when a server cannot be reached or lists bad tools (a worker); else report it (`baton mcp list`). */
+  strict: boolean;
+  /** Where a refreshed tool list or a server's death is reported. @default stderr */
+  log?: (line: string) => void;
+  /** The name and version Baton gives in the MCP handshake. */
+  clientInfo?: { name: string; version: string };
+}
+
+/**
+ * Connects to every server of the configuration and lists its tools.
+ * @throws McpConfigError (with `strict`) naming the file and the first server that could not start or be listed,
+ * with the reason
+ */
+export async function connectMcpServers(config: McpConfig, options: ConnectMcpServersOptions): Promise<McpServers> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const clientInfo = options.clientInfo ?? { name: 'baton', version: '0' };
+  const states = new Map<string, ServerState>(
+    config.servers.map((server) => [server.name, { config: server, tools: [], state: 'disconnected' }]),
+  );
+  let closed = false;
+  let index = new Map<string, McpTool>();
+  const reindex = () => {
+    index = new Map([...states.values()].flatMap((state) => state.tools.map((tool) => [tool.tool.name, tool])));
+  };
+
+  const call: McpCall = async (server, tool, args, callOptions) => {
+    const state = states.get(server);
+    if (state === undefined) throw new Error(`no MCP server '${server}' is configured on this worker`);
+    const connection = await connected(state);
+    try {
+      return (await connection.client.callTool({ name: tool, arguments: args }, CallToolResultSchema, {
+        signal: callOptions.signal,
+        timeout: callOptions.timeoutMs,
+        maxTotalTimeout: callOptions.timeoutMs,
+        resetTimeoutOnProgress: true,
+        onprogress: (progress) => callOptions.onProgress(progress),
+      })) as CallToolResult;
+    } catch (error) {
+      if (callOptions.signal.aborted) throw error;
+      throw new Error(`MCP server '${server}' ${describeTarget(state.config)}: ${describeError(error, connection)}`, {
+        cause: error,
+      });
+    }
+  };
+
+  /** The server's live connection, made again when it closed (a stdio server that died, an HTTP session lost). */
+  function connected(state: ServerState): Promise<Connection> {
+    if (closed) return Promise.reject(new Error('the worker is shutting down'));
+    state.connection ??= connect(state).catch((error: unknown) => {
+      state.connection = undefined;
+      state.state = 'failed';
+      state.error =
+        error instanceof McpConfigError ? error.reason : error instanceof Error ? error.message : String(error);
+      throw error;
+    });
+    return state.connection;
+  }
+
+  async function connect(state: ServerState): Promise<Connection> {
+    const { config: server } = state;
+    const stderr: string[] = [];
+    const transport = createTransport(server, stderr);
+    const client = new Client(clientInfo, {
+      capabilities: {},
+      listChanged: {
+        tools: {
+          onChanged: (error, tools) => {
+            if (error !== null) {
+              log(`baton: MCP server '${server.name}' changed its tools, and listing them failed: ${error.message}`);
+              return;
+            }
+            try {
+              state.tools = toMcpTools(server, tools ?? [], call, config.source);
+              reindex();
+              log(
+                `baton: MCP server '${server.name}' changed its tools: ${state.tools.map((t) => t.serverTool).join(', ')}`,
+              );
+            } catch (refusal) {
+              log(`baton: MCP server '${server.name}' changed its tools, keeping the earlier list: ${String(refusal)}`);
+            }
+          },
+        },
+      },
+    });
+    client.onclose = () => {
+      // The next call connects again; a call in flight fails with the connection.
+      if (state.live?.client !== client) return;
+      state.live = undefined;
+      state.connection = undefined;
+      state.state = 'disconnected';
+      if (!closed) log(`baton: MCP server '${server.name}' closed its connection; the next call starts it again`);
+    };
+    try {
+      await client.connect(transport, { timeout: CONNECT_TIMEOUT_MS });
+      const listed = await listAllTools(client);
+      state.tools = toMcpTools(server, listed, call, config.source);
+      reindex();
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      if (error instanceof McpConfigError) throw error;
+      throw new McpConfigError(
+        config.source,
+        `MCP server '${server.name}' ${describeTarget(server)} could not be started: ${describeError(error, { stderr })}`,
+      );
+    }
+    const connection = { client, transport, stderr };
+    state.live = connection;
+    state.state = 'connected';
+    state.error = undefined;
+    return connection;
+  }
+
+  // At start every server is connected and listed at once; a worker refuses to start when one fails.
+  const outcomes = await Promise.allSettled([...states.values()].map((state) => connected(state)));
+  const failure = outcomes.find((outcome) => outcome.status === 'rejected');
+  if (options.strict && failure !== undefined) {
+    closed = true;
+    await Promise.all([...states.values()].map((state) => closeState(state)));
+    throw failure.reason;
+  }
+
+  async function closeState(state: ServerState): Promise<void> {
+    const connection = await state.connection?.catch(() => undefined);
+    state.connection = undefined;
+    await connection?.client.close().catch(() => undefined);
+  }
+
+  return {
+    source: config.source,
+    tools: () => index,
+    serverNames: config.servers.map((server) => server.name),
+    status: () =>
+      [...states.values()].map((state) => ({
+        name: state.config.name,
+        transport: state.config.transport,
+        target: targetOf(state.config),
+        state: state.state,
+        ...(state.error === undefined ? {} : { error: state.error }),
+        tools: state.tools,
+      })),
+    async close() {
+      closed = true;
+      await Promise.all([...states.values()].map((state) => closeState(state)));
+    },
+  };
+}
+
+function createTransport(server: McpServerConfig, stderr: string[]): Transport {
+  if (server.transport === 'http') {
+    return new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: { ...server.headers } } });
+  }
+  const transport = new StdioClientTransport({
+    command: server.command,
+    args: [...server.args],
+    // Beside the SDK's short list of the worker's variables (PATH, HOME, …): this server's own, and no other's.
+    env: { ...server.env },
+    cwd: server.cwd,
+    stderr: 'pipe',
+  });
+  transport.stderr?.on('data', (chunk: Buffer) => {
+    stderr.push(
+      ...chunk
+        .toString('utf8')
+        .split('\n')
+        .filter((line) => line.trim() !== ''),
+    );
+    if (stderr.length > STDERR_LINES_KEPT) stderr.splice(0, stderr.length - STDERR_LINES_KEPT);
+  });
+  return transport;
+}
+
+async function listAllTools(client: Client): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: CONNECT_TIMEOUT_MS });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return tools;
+}
+
+function targetOf(server: McpServerConfig): string {
+  return server.transport === 'http' ? server.url : [server.command, ...server.args].join(' ');
+}
+
+function describeTarget(server: McpServerConfig): string {
+  return `(${targetOf(server)})`;
+}
+
+/** An error in one line, with the system's error code found down its causes, and what a stdio server last said. */
+function describeError(error: unknown, connection: { stderr: readonly string[] }): string {
+  const base = error instanceof Error ? error.message : String(error);
+  let code: string | undefined;
+  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 5; depth += 1) {
+    const found = (cause as { code?: unknown }).code;
+    if (typeof found === 'string' && /^E[A-Z]+$/.test(found)) code = found;
+    cause = cause.cause;
+  }
+  const detail = code !== undefined && !base.includes(code) ? ` (${code})` : '';
+  const said = connection.stderr.length > 0 ? `; its last output: ${connection.stderr.at(-1)}` : '';
+  return `${base.split('\n')[0]}${detail}${said}`;
+}

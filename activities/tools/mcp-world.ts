@@ -1,0 +1,31 @@
+/**
+ * A world may narrow which MCP servers its agents see (`BATON_MCP_SERVERS`): the model is offered only their tools,
+ * and a call of another server's tool is refused before anything runs.
+ */
+import type { AgentDefinition } from '../../common/agent-definition';
+import { MCP_SERVERS_WORLD_VARIABLE, mcpServersOfWorld } from '../../common/capabilities';
+import type { ToolRegistry } from '.';
+
+/** The agent's declared capabilities spelled out (`mcp:<server>` as its tools), less MCP tools the world leaves out. */
+export function offeredCapabilities(
+  tools: ToolRegistry,
+  agent: AgentDefinition,
+  variables: Readonly<Record<string, string>>,
+): string[] {
+  return tools.expand(agent.capabilities).filter((name) => mcpWorldRefusal(tools, name, variables) === undefined);
+}
+
+/** Why a world does not let its agents call this MCP tool, or `undefined` when it does (or it is no MCP tool). */
+export function mcpWorldRefusal(
+  tools: ToolRegistry,
+  name: string,
+  variables: Readonly<Record<string, string>>,
+): string | undefined {
+  const server = tools.mcpServerOf(name);
+  const allowed = mcpServersOfWorld(variables);
+  if (server === undefined || allowed === undefined || allowed.includes(server)) return undefined;
+  return (
+    `'${name}' is a tool of the MCP server '${server}', which this world does not offer ` +
+    `(its ${MCP_SERVERS_WORLD_VARIABLE}: ${allowed.join(', ') || 'none'}).`
+  );
+}
