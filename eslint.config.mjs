@@ -71,7 +71,9 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'testing/*.mjs', 'testing/*.cjs'] },
+        projectService: {
+          allowDefaultProject: ['*.mjs', 'scripts/*.mjs', 'testing/*.mjs', 'testing/*.cjs', 'test/fixtures/*.mjs'],
+        },
         tsconfigRootDir: import.meta.dirname,
       },
     },

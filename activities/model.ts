@@ -66,14 +66,24 @@ export function createModelActivities(options: ModelActivityOptions) {
     const stored = await findMessageByOperation(pool, input.operationId, scope);
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
     await checkThreadEpoch(pool, scope.threadId, scope.epoch);
-    if (stored) return toResult(stored, true, agent, input);
+    if (stored) {
+      // What the first attempt offered is not stored; the turn's list, when it has one, goes on.
+      const result = await toResult(stored, true, agent, input);
+      return input.mcpTools === undefined ? result : { ...result, mcpTools: input.mcpTools };
+    }
     const { provider, openai, model } = modelEndpointFor(agent, options);
 
     const transcript = await listMessages(pool, scope.threadId);
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
     const variables = await loadWorldVariables(pool, input.world);
     // `mcp:<server>` spelled out as the server's tools, less those of servers the world leaves out.
-    const declared = offeredCapabilities(options.tools, agent, variables);
+    const offered = offeredCapabilities(options.tools, agent, variables);
+    const kept = input.mcpTools;
+    const declared =
+      kept === undefined
+        ? offered
+        : offered.filter((name) => options.tools.mcpServerOf(name) === undefined || kept.includes(name));
+    const mcpTools = declared.filter((name) => options.tools.mcpServerOf(name) !== undefined);
     const systemPrompt = buildSystemPrompt(interpolate(agent.body || agent.description, variables), {
       name: agent.name,
       declared,
@@ -153,7 +163,10 @@ export function createModelActivities(options: ModelActivityOptions) {
         provider,
         model,
       });
-      return await toResult(message, reused, agent, input, variables);
+      return {
+        ...(await toResult(message, reused, agent, input, variables)),
+        ...(mcpTools.length > 0 ? { mcpTools } : {}),
+      };
     } catch (error) {
       throw toApplicationFailure(error);
     }

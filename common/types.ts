@@ -67,6 +67,11 @@ export interface CallModelInput {
   operationId: string;
   /** 0-based model step within the turn, for summaries and logs. */
   step: number;
+  /**
+   * The MCP tools the turn's first model call offered (`CallModelResult.mcpTools`): later calls of the turn offer
+   * only these (of those the worker still has), so a server changing its tool list changes no turn already running.
+   */
+  mcpTools?: string[];
 }
 
 /**
@@ -225,6 +230,8 @@ export interface CallModelResult {
   usage: TokenUsage | null;
   /** True when the reply was already stored by an earlier attempt and the model was not called again. */
   reused: boolean;
+  /** The MCP tools this call offered the model, when the agent has any: the turn keeps them for its later calls. */
+  mcpTools?: string[];
 }
 
 export interface ExecuteToolCallInput {

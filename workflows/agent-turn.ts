@@ -524,6 +524,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     // With fewer dispatches: the previous reply's tool calls, when the activity runs them all, left to run in the
     // same activity as the next model call.
     let carried: { names: string[]; calls: ReturnType<typeof toolCallInput>[] } | undefined;
+    // The MCP tools the first model call offered: the turn keeps that list whatever the servers list later. Data
+    // only, no command: histories recorded before it replay the same way.
+    let mcpTools: string[] | undefined;
     for (let step = 0; step < agent.maxSteps; step++) {
       const modelCall = {
         scope,
@@ -531,6 +534,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         agentVersion: agent.version,
         operationId: operationId(runId, 'model', step),
         step,
+        ...(mcpTools === undefined ? {} : { mcpTools }),
       };
       const reply =
         carried === undefined
@@ -540,6 +544,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
               [{ toolCalls: carried.calls, model: modelCall }],
             );
       carried = undefined;
+      mcpTools ??= reply.mcpTools;
       usage = addUsage(usage, reply.usage);
       if (reply.toolCalls.length === 0) {
         return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
