@@ -194,7 +194,9 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       };
     }
     const timedOut = new AbortController();
-    const heartbeat = setInterval(() => activity.heartbeat({ tool: tool.name }), heartbeatIntervalMs);
+    // The tool's own last report (an MCP server's progress, say) stays what the Web UI shows between its reports.
+    let details: unknown = { tool: tool.name };
+    const heartbeat = setInterval(() => activity.heartbeat(details), heartbeatIntervalMs);
     let timer: NodeJS.Timeout | undefined;
     try {
       const run = tool.run.bind(tool);
@@ -205,7 +207,10 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         envStore: options.env,
         world: { name: input.world, variables: await loadWorldVariables(pool, input.world) },
         signal: AbortSignal.any([activity.cancellationSignal, timedOut.signal]),
-        heartbeat: (details) => activity.heartbeat(details),
+        heartbeat: (reported) => {
+          details = reported ?? { tool: tool.name };
+          activity.heartbeat(details);
+        },
       });
       const running = Promise.resolve().then(() => run(args, context));
       const limitS = tool.timeout_s;

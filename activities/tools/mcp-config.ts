@@ -10,9 +10,11 @@ import { z } from 'zod';
 import { MCP_TOOL_SEPARATOR } from '../../common/capabilities';
 import { describeIssues } from './validate';
 
-/** Seconds one MCP tool call may take when its server sets no `timeout_s`. */
-export const DEFAULT_MCP_TIMEOUT_S = 300;
-/** The longest `timeout_s` a server may set: a day, as for users' tools. */
+/** Seconds an MCP tool call may go without its answer or a progress notification, when its server sets none. */
+export const DEFAULT_MCP_TIMEOUT_S = 60;
+/** Seconds an MCP tool call may take in all, progress or not, when its server sets no `max_timeout_s`. */
+export const DEFAULT_MCP_MAX_TIMEOUT_S = 3600;
+/** The longest either may be: a day, as for users' tools. */
 export const MAX_MCP_TIMEOUT_S = 24 * 3600;
 /** A server's name: it starts each of its tools' names (`<server>__<tool>`), so it holds no `__`. */
 export const MCP_SERVER_NAME_PATTERN = /^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$/;
@@ -39,8 +41,10 @@ interface McpServerCommon {
   readonly allow?: readonly string[];
   /** Tools never offered (by the server's own names). */
   readonly deny: readonly string[];
-  /** Seconds one call may take before it is cancelled. */
+  /** Seconds a call may go without its answer or a progress notification before it is cancelled. */
   readonly timeoutS: number;
+  /** Seconds a call may take in all, however it reports progress. */
+  readonly maxTimeoutS: number;
   /**
    * `hints` (the default): a tool is read-only when the server marks it `readOnlyHint`; `none`: every tool has side
    * effects, whatever the server says; a list: exactly those tools are read-only.
@@ -82,6 +86,7 @@ const baton = {
   allow: toolNames.optional(),
   deny: toolNames.optional(),
   timeout_s: z.int().min(1).max(MAX_MCP_TIMEOUT_S).optional(),
+  max_timeout_s: z.int().min(1).max(MAX_MCP_TIMEOUT_S).optional(),
   readOnly: z.union([z.enum(['hints', 'none']), toolNames]).optional(),
   approval: z.union([z.enum(['none', 'writes', 'all']), toolNames]).optional(),
 };
@@ -166,11 +171,15 @@ function parseServer(
   const resolveAll = (values: Record<string, string> | undefined, field: string) =>
     Object.fromEntries(Object.entries(values ?? {}).map(([key, value]) => [key, resolve(value, `${field}.${key}`)]));
   const data = parsed.data;
+  if (data.timeout_s !== undefined && data.max_timeout_s !== undefined && data.timeout_s > data.max_timeout_s) {
+    throw fail("'timeout_s' (without progress) must not exceed 'max_timeout_s' (in all)");
+  }
   const common = {
     name,
     ...(data.allow === undefined ? {} : { allow: data.allow }),
     deny: data.deny ?? [],
-    timeoutS: data.timeout_s ?? DEFAULT_MCP_TIMEOUT_S,
+    timeoutS: data.timeout_s ?? Math.min(DEFAULT_MCP_TIMEOUT_S, data.max_timeout_s ?? DEFAULT_MCP_TIMEOUT_S),
+    maxTimeoutS: data.max_timeout_s ?? Math.max(DEFAULT_MCP_MAX_TIMEOUT_S, data.timeout_s ?? 0),
     readOnly: data.readOnly ?? 'hints',
     approval: data.approval ?? 'none',
   };

@@ -9,9 +9,16 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { CallToolResultSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  ErrorCode,
+  McpError,
+  type CallToolResult,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 import { McpConfigError, type McpConfig, type McpServerConfig } from './mcp-config';
 import { toMcpTools, type McpCall, type McpTool } from './mcp-tools';
+import { ToolError } from './types';
 
 /** How long connecting to a server and listing its tools may take. */
 const CONNECT_TIMEOUT_MS = 30_000;
@@ -91,12 +98,20 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
       return (await connection.client.callTool({ name: tool, arguments: args }, CallToolResultSchema, {
         signal: callOptions.signal,
         timeout: callOptions.timeoutMs,
-        maxTotalTimeout: callOptions.timeoutMs,
+        maxTotalTimeout: callOptions.maxTimeoutMs,
         resetTimeoutOnProgress: true,
         onprogress: (progress) => callOptions.onProgress(progress),
       })) as CallToolResult;
     } catch (error) {
       if (callOptions.signal.aborted) throw error;
+      // Silence past the server's `timeout_s` (or a call past its `max_timeout_s`) is the model's to hear, not a retry.
+      if (error instanceof McpError && error.code === (ErrorCode.RequestTimeout as number)) {
+        throw new ToolError(
+          `MCP server '${server}' ${describeTarget(state.config)} sent neither the answer of '${tool}' nor progress ` +
+            `within ${state.config.timeoutS} seconds, or the call ran past ${state.config.maxTimeoutS} seconds in all; ` +
+            'it was cancelled.',
+        );
+      }
       throw new Error(`MCP server '${server}' ${describeTarget(state.config)}: ${describeError(error, connection)}`, {
         cause: error,
       });

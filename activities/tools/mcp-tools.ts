@@ -32,7 +32,14 @@ export type McpCall = (
   server: string,
   tool: string,
   args: Record<string, unknown>,
-  options: { signal: AbortSignal; timeoutMs: number; onProgress: (progress: McpProgress) => void },
+  options: {
+    signal: AbortSignal;
+    /** Without an answer or a progress notification for this long, the call is cancelled. */
+    timeoutMs: number;
+    /** However it reports progress, the call is cancelled after this long. */
+    maxTimeoutMs: number;
+    onProgress: (progress: McpProgress) => void;
+  },
 ) => Promise<CallToolResult>;
 
 export interface McpProgress {
@@ -99,7 +106,8 @@ export function toMcpTools(server: McpServerConfig, listed: readonly Tool[], cal
       parameters,
       handledBy: 'activity',
       sideEffects: !readOnly,
-      timeout_s: server.timeoutS,
+      // The activity's bound; the server's `timeout_s` is the SDK's, reset by each progress notification.
+      timeout_s: server.maxTimeoutS,
       retries: readOnly ? DEFAULT_USER_TOOL_RETRIES : 0,
       maxResultBytes: DEFAULT_USER_TOOL_MAX_RESULT_BYTES,
       needsApproval:
@@ -110,6 +118,7 @@ export function toMcpTools(server: McpServerConfig, listed: readonly Tool[], cal
         const result = await call(server.name, listedTool.name, args, {
           signal: context.signal,
           timeoutMs: server.timeoutS * 1000,
+          maxTimeoutMs: server.maxTimeoutS * 1000,
           onProgress: (progress) => context.heartbeat({ tool: name, ...progress }),
         });
         const content = formatMcpResult(result);
