@@ -1,7 +1,8 @@
 /**
  * A worker's connections to its MCP servers. A stdio server is a child process of the worker, started when the
  * worker starts (to list its tools) and started again at the next call after it died; an HTTP server is reached over
- * Streamable HTTP and connected again after a failure. Each server's tool list is kept here, refreshed when the
+ * Streamable HTTP and connected again at the next call after one failed below the protocol (the server unreachable,
+ * or restarted and its session gone). Each server's tool list is kept here, refreshed when the
  * server says it changed (`notifications/tools/list_changed`). Nothing here outlives the worker: `close()` stops
  * every child process.
  */
@@ -52,6 +53,10 @@ interface Connection {
   client: Client;
   transport: Transport;
   stderr: string[];
+  /** Calls running on this connection. */
+  inFlight: number;
+  /** No longer used for new calls: closed once its last call ends. */
+  retired: boolean;
 }
 
 interface ServerState {
@@ -85,6 +90,8 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
     config.servers.map((server) => [server.name, { config: server, tools: [], state: 'disconnected' }]),
   );
   let closed = false;
+  /** Retired connections with calls still running on them, closed with the rest by `close()`. */
+  const retiredOpen = new Set<Connection>();
   let index = new Map<string, McpTool>();
   const reindex = () => {
     index = new Map([...states.values()].flatMap((state) => state.tools.map((tool) => [tool.tool.name, tool])));
@@ -94,6 +101,7 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
     const state = states.get(server);
     if (state === undefined) throw new Error(`no MCP server '${server}' is configured on this worker`);
     const connection = await connected(state);
+    connection.inFlight += 1;
     try {
       return (await connection.client.callTool({ name: tool, arguments: args }, CallToolResultSchema, {
         signal: callOptions.signal,
@@ -112,11 +120,33 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
             'it was cancelled.',
         );
       }
+      // An HTTP call that failed below the protocol (no answer, or an HTTP error such as a session the server no
+      // longer knows after a restart) leaves a connection no later call can use: the next call connects again.
+      // A stdio connection is made again when its process exits (`onclose`).
+      if (state.config.transport === 'http' && !(error instanceof McpError)) retire(state, connection);
       throw new Error(`MCP server '${server}' ${describeTarget(state.config)}: ${describeError(error, connection)}`, {
         cause: error,
       });
+    } finally {
+      connection.inFlight -= 1;
+      if (connection.retired && connection.inFlight === 0) {
+        retiredOpen.delete(connection);
+        void connection.client.close().catch(() => undefined);
+      }
     }
   };
+
+  /** Stops handing out this connection; it is closed once the calls still running on it end. */
+  function retire(state: ServerState, connection: Connection): void {
+    if (connection.retired) return;
+    connection.retired = true;
+    retiredOpen.add(connection);
+    if (state.live !== connection) return;
+    state.live = undefined;
+    state.connection = undefined;
+    state.state = 'disconnected';
+    if (!closed) log(`baton: MCP server '${state.config.name}' failed a call; the next call connects again`);
+  }
 
   /** The server's live connection, made again when it closed (a stdio server that died, an HTTP session lost). */
   function connected(state: ServerState): Promise<Connection> {
@@ -178,7 +208,7 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
         `MCP server '${server.name}' ${describeTarget(server)} could not be started: ${describeError(error, { stderr })}`,
       );
     }
-    const connection = { client, transport, stderr };
+    const connection: Connection = { client, transport, stderr, inFlight: 0, retired: false };
     state.live = connection;
     state.state = 'connected';
     state.error = undefined;
@@ -215,7 +245,10 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
       })),
     async close() {
       closed = true;
-      await Promise.all([...states.values()].map((state) => closeState(state)));
+      await Promise.all([
+        ...[...states.values()].map((state) => closeState(state)),
+        ...[...retiredOpen].map((connection) => connection.client.close().catch(() => undefined)),
+      ]);
     },
   };
 }

@@ -1,0 +1,539 @@
+/**
+ * Agents calling MCP servers' tools on a real worker, against the published reference servers: server-everything
+ * over stdio and over Streamable HTTP, server-filesystem and server-memory over stdio. What the model is offered
+ * (`<server>__<tool>` with the server's input schema), what the transcript stores (text, structured content, image
+ * placeholders, never base64), side effects run once, state kept by a server across agents, servers that die or are
+ * down, a server with a schema no validator takes, worlds narrowing servers, capabilities, and approvals.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities } from '../../activities';
+import { McpConfigError } from '../../activities/tools/mcp-config';
+import type { McpServers } from '../../activities/tools/mcp-servers';
+import { claimToolRun } from '../../db/tool-runs';
+import { appendMessage, listMessages } from '../../db/transcripts';
+import { parseScript } from '../../scripted-model';
+import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
+import {
+  referenceServerScript,
+  startEverythingOverHttp,
+  stdioServerEntry,
+  writeMcpConfig,
+} from '../../testing/mcp-reference-servers';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { createAgentCatalog } from '../../worker/agent-catalog';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { startMcpServers } from '../../worker/mcp';
+import { createModelClient } from '../../worker/model-client';
+import { settle, waitFor } from '../chaos/waiting';
+
+const env = readTestEnv();
+const workDir = fs.realpathSync(fs.mkdtempSync(path.join(env.stateDir, 'mcp-tools-')));
+const ROOT = path.resolve(__dirname, '..', '..');
+
+/** The base64 of server-everything's tiny image, read from the published package. */
+const TINY_IMAGE = /MCP_TINY_IMAGE = "([A-Za-z0-9+/=]+)"/.exec(
+  fs.readFileSync(path.join(path.dirname(referenceServerScript('everything')), 'tools', 'get-tiny-image.js'), 'utf8'),
+)?.[1];
+
+/** A fresh directory of this file's work dir. */
+function freshDir(name: string): string {
+  return fs.mkdtempSync(path.join(workDir, `${name}-`));
+}
+
+/** An MCP configuration file of this test's own, started as a worker starts it. */
+function startServers(name: string, servers: Record<string, Record<string, unknown>>): Promise<McpServers> {
+  return startMcpServers(writeMcpConfig(path.join(freshDir(name), 'mcp.json'), servers), process.env, {
+    log: () => undefined,
+  });
+}
+
+function agents(definitions: Record<string, string[]>): AgentRegistry {
+  return new Map(
+    Object.entries(definitions).map(([name, capabilities]) => [
+      name,
+      parseAgentFile(
+        `---\nname: ${name}\ndescription: The ${name} agent.\ncapabilities: [${capabilities.join(', ')}]\n---\nYou act.\n`,
+        `${name}.md`,
+      ),
+    ]),
+  );
+}
+
+interface Run {
+  harness: AgentHarness;
+  /** The requests the scripted model received for a thread. */
+  requests(threadId: string): ModelLogEntry[];
+}
+
+/** A harness on its own task queue with these MCP servers, agents and script, closed after `body`. */
+async function withHarness(
+  name: string,
+  mcp: McpServers,
+  definitions: Record<string, string[]>,
+  script: string,
+  body: (run: Run) => Promise<void>,
+): Promise<void> {
+  const modelLogFile = path.join(freshDir(name), 'model.jsonl');
+  const harness = await startTestHarness(`mcp-${name}`, {
+    agents: agents(definitions),
+    script: parseScript(script, name),
+    modelLogFile,
+    mcp,
+  });
+  try {
+    await body({
+      harness,
+      requests: (threadId) => harness.modelRequests().filter((request) => request.thread === threadId),
+    });
+  } finally {
+    await harness.close();
+  }
+}
+
+/** Each call of a thread with its stored result, in the order of the calls. */
+async function callResults(run: Run, threadId: string): Promise<{ name: string; result: string }[]> {
+  const transcript = await listMessages(run.harness.pool, threadId);
+  const resultOf = new Map(transcript.map((message) => [message.toolCallId, message.content ?? '']));
+  return transcript.flatMap((message) =>
+    (message.toolCalls ?? []).map((call) => ({ name: call.name, result: resultOf.get(call.id) ?? '(no result)' })),
+  );
+}
+
+/** The functions offered to the model in a request, by name. */
+function offered(request: ModelLogEntry | undefined): Map<string, Record<string, unknown>> {
+  const tools = (request?.tools ?? []) as { function: { name: string; parameters: Record<string, unknown> } }[];
+  return new Map(tools.map((tool) => [tool.function.name, tool.function.parameters]));
+}
+
+/** Pids of processes whose command line holds `marker`. */
+function pidsWith(marker: string): number[] {
+  return fs
+    .readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(marker);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+describe('mcp tools over stdio, one set of servers', () => {
+  const worldDir = freshDir('world');
+  const gatedDir = freshDir('gated');
+  let mcp: McpServers;
+
+  before(async () => {
+    mcp = await startServers('shared', {
+      everything: stdioServerEntry('everything'),
+      filesystem: stdioServerEntry('filesystem', [worldDir]),
+      memory: stdioServerEntry('memory', [], { env: { MEMORY_FILE_PATH: path.join(workDir, 'memory.jsonl') } }),
+      gated: stdioServerEntry('filesystem', [gatedDir], { approval: 'writes' }),
+    });
+  });
+
+  after(async () => {
+    await mcp?.close();
+  });
+
+  test("mcp tools: server-everything's tools in one turn: text, a sum, structured content, an image, progress", async () => {
+    const script = `
+agents:
+  explorer:
+    - calls:
+        - { call: everything__echo, args: { message: "hello mcp" } }
+        - { call: everything__get-sum, args: { a: 2, b: 40 } }
+        - { call: everything__get-structured-content, args: { location: "New York" } }
+        - { call: everything__get-tiny-image, args: {} }
+        - { call: everything__trigger-long-running-operation, args: { duration: 2, steps: 4 } }
+    - say: "All five done."
+`;
+    await withHarness('everything', mcp, { explorer: ['mcp:everything'] }, script, async (run) => {
+      const threadId = uniqueThreadId('everything');
+      const thread = await run.harness.client.startThread({ agent: 'explorer', threadId });
+      const result = await thread.send('Try the tools.');
+      assert.equal(result.reply, 'All five done.');
+
+      assert.ok(TINY_IMAGE !== undefined && TINY_IMAGE.length > 100, 'the published image was found');
+      const imageBytes = Buffer.from(TINY_IMAGE, 'base64').length;
+      assert.deepEqual(await callResults(run, threadId), [
+        { name: 'everything__echo', result: 'Echo: hello mcp' },
+        { name: 'everything__get-sum', result: 'The sum of 2 and 40 is 42.' },
+        {
+          name: 'everything__get-structured-content',
+          result: '{"temperature":33,"conditions":"Cloudy","humidity":82}',
+        },
+        {
+          name: 'everything__get-tiny-image',
+          result:
+            `Here's the image you requested:\n[image: image/png, ${imageBytes} bytes, not shown]\n` +
+            'The image above is the MCP logo.',
+        },
+        {
+          name: 'everything__trigger-long-running-operation',
+          result: 'Long running operation completed. Duration: 2 seconds, Steps: 4.',
+        },
+      ]);
+      // No base64 anywhere in the transcript, nor in what the model was sent.
+      const stored = JSON.stringify(await listMessages(run.harness.pool, threadId));
+      const sent = JSON.stringify(run.requests(threadId));
+      assert.ok(!stored.includes(TINY_IMAGE.slice(0, 40)), 'the transcript holds no image data');
+      assert.ok(!sent.includes(TINY_IMAGE.slice(0, 40)), 'the model was sent no image data');
+
+      // The model was offered the server's tools under Baton names, with the schemas the server gave.
+      const tools = offered(run.requests(threadId)[0]);
+      for (const name of [
+        'echo',
+        'get-sum',
+        'get-structured-content',
+        'get-tiny-image',
+        'trigger-long-running-operation',
+      ]) {
+        assert.ok(tools.has(`everything__${name}`), `everything__${name} is offered`);
+      }
+      assert.ok(![...tools.keys()].some((name) => name.startsWith('memory__')), 'only the granted server');
+      const echo = tools.get('everything__echo') as { properties: { message: { type: string } }; required: string[] };
+      assert.equal(echo.properties.message.type, 'string');
+      assert.deepEqual(echo.required, ['message']);
+      assert.deepEqual(
+        tools.get('everything__get-structured-content'),
+        mcp.tools().get('everything__get-structured-content')?.inputSchema,
+      );
+      const sum = tools.get('everything__get-sum') as { properties: Record<string, { type: string }> };
+      assert.deepEqual([sum.properties.a?.type, sum.properties.b?.type], ['number', 'number']);
+    });
+  });
+
+  test('mcp tools: server-filesystem reads a file of its directory and writes one once, claimed as a side effect', async () => {
+    const threadId = uniqueThreadId('files');
+    fs.writeFileSync(path.join(worldDir, 'notes.txt'), 'the notes of the world\n');
+    const target = path.join(worldDir, `${threadId}.txt`);
+    const script = `
+agents:
+  archivist:
+    - { call: filesystem__read_text_file, args: { path: ${JSON.stringify(path.join(worldDir, 'notes.txt'))} } }
+    - { call: filesystem__write_file, args: { path: ${JSON.stringify(target)}, content: "written once" } }
+    - say: "Filed."
+`;
+    await withHarness('filesystem', mcp, { archivist: ['mcp:filesystem'] }, script, async (run) => {
+      const thread = await run.harness.client.startThread({ agent: 'archivist', threadId });
+      assert.equal((await thread.send('Read, then write.')).reply, 'Filed.');
+      const [read, write] = await callResults(run, threadId);
+      // server-filesystem answers with structured content, which the transcript keeps as JSON.
+      assert.equal(read?.result, JSON.stringify({ content: 'the notes of the world\n' }));
+      assert.equal(write?.result, JSON.stringify({ content: `Successfully wrote to ${target}` }));
+      assert.equal(fs.readFileSync(target, 'utf8'), 'written once');
+
+      // The write (not read-only) was claimed before it ran and its outcome recorded; the read was not.
+      const { rows } = await run.harness.pool.query<{ tool: string; status: string; ok: boolean }>(
+        'SELECT tool, status, ok FROM tool_runs WHERE root_thread_id = $1',
+        [threadId],
+      );
+      assert.deepEqual(rows, [{ tool: 'filesystem__write_file', status: 'done', ok: true }]);
+      assert.equal(mcp.tools().get('filesystem__write_file')?.tool.sideEffects, true);
+      assert.equal(mcp.tools().get('filesystem__read_text_file')?.tool.sideEffects, false);
+
+      // A retried activity whose earlier attempt started the write (and whose worker died) does not write again.
+      const catalog = createAgentCatalog({
+        agents: agents({ archivist: ['mcp:filesystem'] }),
+        filesRoot: workDir,
+        arcDataDir: workDir,
+        mcp,
+      });
+      const activities = createActivities({
+        pool: run.harness.pool,
+        openai: createModelClient({ baseURL: run.harness.model.baseURL, apiKey: 'scripted' }),
+        model: 'baton-scripted',
+        agents: () => catalog.agents(),
+        tools: catalog.tools,
+      });
+      const activity = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> =>
+        new MockActivityEnvironment().run(fn, ...args);
+      const retried = uniqueThreadId('retried');
+      const { epoch } = await activity(activities.ensureThread, {
+        threadId: retried,
+        rootThreadId: retried,
+        agent: 'archivist',
+      });
+      const { version } = await activity(activities.resolveAgent, { name: 'archivist' });
+      const scope = { rootThreadId: retried, threadId: retried, agent: 'archivist', epoch };
+      const again = path.join(worldDir, `${retried}.txt`);
+      const {
+        message: { seq },
+      } = await appendMessage(run.harness.pool, scope, `${retried}:reply`, {
+        role: 'assistant',
+        content: null,
+        toolCalls: [
+          { id: 'call-1', name: 'filesystem__write_file', arguments: JSON.stringify({ path: again, content: 'x' }) },
+        ],
+        usage: null,
+      });
+      const operationId = `${retried}:tool:0:0`;
+      await claimToolRun(run.harness.pool, scope, operationId, 'filesystem__write_file');
+      await activity(activities.executeToolCall, {
+        scope,
+        world: 'default',
+        agentVersion: version,
+        operationId,
+        messageSeq: seq,
+        toolCallId: 'call-1',
+      });
+      const [outcome] = (await listMessages(run.harness.pool, retried)).filter((m) => m.role === 'tool');
+      assert.match(outcome?.content ?? '', /^Error: an earlier attempt of this 'filesystem__write_file' call started/);
+      assert.equal(fs.existsSync(again), false, 'the write did not run again');
+    });
+  });
+
+  test("mcp tools: server-memory keeps what one agent stored for another agent's thread", async () => {
+    const entity = uniqueThreadId('entity');
+    const script = `
+agents:
+  recorder:
+    - call: memory__create_entities
+      args: { entities: [ { name: "${entity}", entityType: "person", observations: ["drinks green tea"] } ] }
+    - say: "Recorded."
+  recaller:
+    - { call: memory__open_nodes, args: { names: ["${entity}"] } }
+    - say: "Recalled."
+`;
+    const definitions = { recorder: ['mcp:memory'], recaller: ['mcp:memory'] };
+    await withHarness('memory', mcp, definitions, script, async (run) => {
+      const first = uniqueThreadId('recorder');
+      const second = uniqueThreadId('recaller');
+      await (await run.harness.client.startThread({ agent: 'recorder', threadId: first })).send('Remember.');
+      const [created] = await callResults(run, first);
+      assert.match(created?.result ?? '', new RegExp(entity));
+      const reply = await (
+        await run.harness.client.startThread({ agent: 'recaller', threadId: second })
+      ).send('Recall.');
+      assert.equal(reply.reply, 'Recalled.');
+      const [opened] = await callResults(run, second);
+      assert.ok(!opened?.result.startsWith('Error:'), opened?.result);
+      const graph = JSON.parse(opened?.result ?? '{}') as {
+        entities: { name: string; observations: string[] }[];
+      };
+      assert.deepEqual(
+        graph.entities.map((e) => [e.name, e.observations]),
+        [[entity, ['drinks green tea']]],
+      );
+    });
+  });
+
+  test('mcp tools: a world narrowing servers refuses and hides the others; an undeclared server is refused', async () => {
+    const script = `
+agents:
+  narrowed:
+    - { call: everything__echo, args: { message: "through the wall" } }
+    - say: "Refused by the world."
+  plain:
+    - { call: everything__echo, args: { message: "not mine" } }
+    - say: "Refused by my capabilities."
+`;
+    const definitions = { narrowed: ['mcp:everything', 'mcp:memory'], plain: ['mcp:memory'] };
+    await withHarness('worlds', mcp, definitions, script, async (run) => {
+      const world = `mcp-${uniqueThreadId('w').split('-')[1] ?? 'w'}`;
+      await run.harness.client.world(world).set({ BATON_MCP_SERVERS: 'memory' });
+      const narrowed = uniqueThreadId('narrowed');
+      const thread = await run.harness.client.startThread({ agent: 'narrowed', threadId: narrowed, world });
+      assert.equal((await thread.send('Echo.')).reply, 'Refused by the world.');
+      const [refusal] = await callResults(run, narrowed);
+      assert.equal(
+        refusal?.result,
+        "Error: 'everything__echo' is a tool of the MCP server 'everything', which this world does not offer " +
+          '(its BATON_MCP_SERVERS: memory).',
+      );
+      const tools = offered(run.requests(narrowed)[0]);
+      assert.ok(tools.has('memory__read_graph'), 'the world leaves memory in');
+      assert.ok(![...tools.keys()].some((name) => name.startsWith('everything__')), 'no everything tool offered');
+
+      const plain = uniqueThreadId('plain');
+      const other = await run.harness.client.startThread({ agent: 'plain', threadId: plain });
+      assert.equal((await other.send('Echo.')).reply, 'Refused by my capabilities.');
+      const [undeclared] = await callResults(run, plain);
+      assert.match(undeclared?.result ?? '', /^Error: 'everything__echo' is not one of your capabilities\./);
+    });
+  });
+
+  test("mcp tools: a server's approval: writes makes a write wait for a person, and it runs once approved", async () => {
+    const threadId = uniqueThreadId('gated');
+    const target = path.join(gatedDir, `${threadId}.txt`);
+    const script = `
+agents:
+  clerk:
+    - { call: gated__write_file, args: { path: ${JSON.stringify(target)}, content: "approved text" } }
+    - say: "Written after approval."
+`;
+    await withHarness('approvals', mcp, { clerk: ['mcp:gated'] }, script, async (run) => {
+      assert.equal(mcp.tools().get('gated__read_text_file')?.tool.needsApproval, false, 'reads do not wait');
+      const thread = await run.harness.client.startThread({ agent: 'clerk', threadId });
+      const sending = settle(thread.send('Write it.'));
+      const [pending] = await waitFor('a pending approval', 60_000, async () => {
+        const rows = await thread.approvals();
+        return rows.length > 0 ? rows : undefined;
+      });
+      assert.equal(pending?.tool, 'gated__write_file');
+      assert.equal(pending?.status, 'pending');
+      assert.equal(fs.existsSync(target), false, 'nothing was written while it waits');
+      await thread.approve(pending?.approvalId ?? '', { by: 'alice' });
+      const outcome = await sending;
+      if (!outcome.ok) throw outcome.error;
+      assert.equal(outcome.value.reply, 'Written after approval.');
+      assert.equal(fs.readFileSync(target, 'utf8'), 'approved text');
+      const [written] = await callResults(run, threadId);
+      assert.equal(written?.result, JSON.stringify({ content: `Successfully wrote to ${target}` }));
+    });
+  });
+});
+
+test('mcp tools: server-everything over Streamable HTTP', async () => {
+  const server = await startEverythingOverHttp();
+  const mcp = await startServers('http', { remote: { url: server.url } }).catch(async (error: unknown) => {
+    await server.stop();
+    throw error;
+  });
+  try {
+    const script = `
+agents:
+  caller:
+    - calls:
+        - { call: remote__echo, args: { message: "over http" } }
+        - { call: remote__get-sum, args: { a: 19, b: 23 } }
+    - say: "Done over HTTP."
+`;
+    await withHarness('http', mcp, { caller: ['mcp:remote'] }, script, async (run) => {
+      const threadId = uniqueThreadId('http');
+      const thread = await run.harness.client.startThread({ agent: 'caller', threadId });
+      assert.equal((await thread.send('Call over HTTP.')).reply, 'Done over HTTP.');
+      assert.deepEqual(await callResults(run, threadId), [
+        { name: 'remote__echo', result: 'Echo: over http' },
+        { name: 'remote__get-sum', result: 'The sum of 19 and 23 is 42.' },
+      ]);
+    });
+  } finally {
+    await mcp.close();
+    await server.stop();
+  }
+});
+
+test('mcp tools: a stdio server killed between two calls is started again for the next turn', async () => {
+  const marker = `--baton-test=${uniqueThreadId('killed')}`;
+  const mcp = await startServers('killed', { everything: stdioServerEntry('everything', ['stdio', marker]) });
+  try {
+    const script = `
+agents:
+  survivor:
+    - { call: everything__echo, args: { message: "before" } }
+    - say: "First."
+    - { call: everything__echo, args: { message: "after" } }
+    - say: "Second."
+`;
+    await withHarness('killed', mcp, { survivor: ['mcp:everything'] }, script, async (run) => {
+      const threadId = uniqueThreadId('survivor');
+      const thread = await run.harness.client.startThread({ agent: 'survivor', threadId });
+      assert.equal((await thread.send('Once.')).reply, 'First.');
+      const [first] = pidsWith(marker);
+      assert.ok(first !== undefined, 'the server process was found');
+      process.kill(first, 'SIGKILL');
+      await waitFor('the worker to see the server gone', 30_000, () =>
+        mcp.status()[0]?.state === 'disconnected' ? true : undefined,
+      );
+      assert.equal((await thread.send('Twice.')).reply, 'Second.');
+      assert.deepEqual(
+        (await callResults(run, threadId)).map((call) => call.result),
+        ['Echo: before', 'Echo: after'],
+      );
+      const [second] = pidsWith(marker);
+      assert.ok(second !== undefined && second !== first, 'a new server process answered');
+    });
+  } finally {
+    await mcp.close();
+  }
+});
+
+test('mcp tools: an HTTP server down at call time gives an Error: result naming it, and the turn goes on', async () => {
+  const server = await startEverythingOverHttp();
+  const mcp = await startServers('down', { down: { url: server.url } }).catch(async (error: unknown) => {
+    await server.stop();
+    throw error;
+  });
+  try {
+    await server.stop();
+    const script = `
+agents:
+  hopeful:
+    - { call: down__echo, args: { message: "anyone there?" } }
+    - say: "The server is down."
+`;
+    await withHarness('down', mcp, { hopeful: ['mcp:down'] }, script, async (run) => {
+      const threadId = uniqueThreadId('down');
+      const thread = await run.harness.client.startThread({ agent: 'hopeful', threadId });
+      assert.equal((await thread.send('Echo.')).reply, 'The server is down.');
+      const [failed] = await callResults(run, threadId);
+      // A read-only tool: three attempts, then the model reads why.
+      assert.match(
+        failed?.result ?? '',
+        /^Error: tool 'down__echo' failed \(after 3 attempts\): .*MCP server 'down' \(/,
+      );
+      assert.ok(failed?.result.includes(server.url), failed?.result);
+    });
+  } finally {
+    await mcp.close();
+  }
+});
+
+test('mcp tools: an HTTP server restarted between turns (its session gone) is connected again', async () => {
+  let server = await startEverythingOverHttp();
+  const port = Number(new URL(server.url).port);
+  const mcp = await startServers('restarted', { restarted: { url: server.url } }).catch(async (error: unknown) => {
+    await server.stop();
+    throw error;
+  });
+  try {
+    const script = `
+agents:
+  patient:
+    - { call: restarted__echo, args: { message: "first" } }
+    - say: "One."
+    - { call: restarted__echo, args: { message: "second" } }
+    - say: "Two."
+`;
+    await withHarness('restarted', mcp, { patient: ['mcp:restarted'] }, script, async (run) => {
+      const threadId = uniqueThreadId('restarted');
+      const thread = await run.harness.client.startThread({ agent: 'patient', threadId });
+      assert.equal((await thread.send('Once.')).reply, 'One.');
+      await server.stop();
+      server = await startEverythingOverHttp(port);
+      assert.equal((await thread.send('Again.')).reply, 'Two.');
+      assert.deepEqual(
+        (await callResults(run, threadId)).map((call) => call.result),
+        ['Echo: first', 'Echo: second'],
+      );
+    });
+  } finally {
+    await mcp.close();
+    await server.stop();
+  }
+});
+
+test('mcp tools: a server listing a tool whose input schema cannot compile is refused at start, naming it', async () => {
+  const fixture = path.join(ROOT, 'test', 'fixtures', 'mcp-bad-schema-server.ts');
+  await assert.rejects(
+    startServers('bad-schema', {
+      odd: { command: process.execPath, args: ['--import', 'tsx', fixture], cwd: ROOT },
+    }),
+    (error: unknown) => {
+      assert.ok(error instanceof McpConfigError, String(error));
+      assert.match(
+        error.message,
+        /MCP server 'odd': tool 'oddity' has an input schema that cannot be used: .*nonsense/,
+      );
+      return true;
+    },
+  );
+});
