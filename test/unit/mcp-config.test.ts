@@ -9,6 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import {
+  DEFAULT_MCP_MAX_TIMEOUT_S,
   DEFAULT_MCP_TIMEOUT_S,
   McpConfigError,
   parseMcpConfig,
@@ -64,6 +65,7 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
       name: 'files',
       deny: [],
       timeoutS: DEFAULT_MCP_TIMEOUT_S,
+      maxTimeoutS: DEFAULT_MCP_MAX_TIMEOUT_S,
       readOnly: 'hints',
       approval: 'none',
       transport: 'stdio',
@@ -77,6 +79,7 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
       allow: ['search'],
       deny: ['delete'],
       timeoutS: 20,
+      maxTimeoutS: DEFAULT_MCP_MAX_TIMEOUT_S,
       readOnly: ['search'],
       approval: 'writes',
       transport: 'http',
@@ -105,6 +108,10 @@ test('mcp config: unknown fields, bad names, both or neither of command and url,
   refuses({ bad: { url: 'not a url' } }, /MCP server 'bad': 'url' is not a URL: not a url/);
   refuses({ ftp: { url: 'ftp://h.test/' } }, /MCP server 'ftp': 'url' must be http or https/);
   refuses({ slow: { command: 'node', timeout_s: 0 } }, /MCP server 'slow': .*timeout_s/);
+  refuses(
+    { slow: { command: 'node', timeout_s: 120, max_timeout_s: 60 } },
+    /MCP server 'slow': 'timeout_s' \(without progress\) must not exceed 'max_timeout_s' \(in all\)/,
+  );
   refuses({ odd: { command: 'node', approval: 'sometimes' } }, /MCP server 'odd': .*approval/);
   assert.throws(
     () => parseMcpConfig('{"servers": {}}', SOURCE, {}),
@@ -172,6 +179,7 @@ function server(name: string, fields: Partial<McpServerConfig> = {}): McpServerC
     name,
     deny: [],
     timeoutS: 30,
+    maxTimeoutS: 900,
     readOnly: 'hints',
     approval: 'none',
     transport: 'http',
@@ -274,26 +282,26 @@ test('mcp tools: read-only rules (hints, none, a list) decide retries and side e
         [t.readOnly, t.tool.sideEffects, t.tool.retries, t.tool.needsApproval, t.tool.timeout_s],
       ]),
     );
-  assert.deepEqual(traits(server('s')), { look: [true, false, 2, false, 30], change: [false, true, 0, false, 30] });
+  assert.deepEqual(traits(server('s')), { look: [true, false, 2, false, 900], change: [false, true, 0, false, 900] });
   assert.deepEqual(traits(server('s', { readOnly: 'none' })), {
-    look: [false, true, 0, false, 30],
-    change: [false, true, 0, false, 30],
+    look: [false, true, 0, false, 900],
+    change: [false, true, 0, false, 900],
   });
   assert.deepEqual(traits(server('s', { readOnly: ['change'] })), {
-    look: [false, true, 0, false, 30],
-    change: [true, false, 2, false, 30],
+    look: [false, true, 0, false, 900],
+    change: [true, false, 2, false, 900],
   });
   assert.deepEqual(traits(server('s', { approval: 'writes' })), {
-    look: [true, false, 2, false, 30],
-    change: [false, true, 0, true, 30],
+    look: [true, false, 2, false, 900],
+    change: [false, true, 0, true, 900],
   });
   assert.deepEqual(traits(server('s', { approval: 'all' })), {
-    look: [true, false, 2, true, 30],
-    change: [false, true, 0, true, 30],
+    look: [true, false, 2, true, 900],
+    change: [false, true, 0, true, 900],
   });
   assert.deepEqual(traits(server('s', { approval: ['look'] })), {
-    look: [true, false, 2, true, 30],
-    change: [false, true, 0, false, 30],
+    look: [true, false, 2, true, 900],
+    change: [false, true, 0, false, 900],
   });
 });
 
