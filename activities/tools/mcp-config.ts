@@ -12,8 +12,11 @@ import { describeIssues } from './validate';
 
 /** Seconds an MCP tool call may go without its answer or a progress notification, when its server sets none. */
 export const DEFAULT_MCP_TIMEOUT_S = 60;
-/** Seconds an MCP tool call may take in all, progress or not, when its server sets no `max_timeout_s`. */
-export const DEFAULT_MCP_MAX_TIMEOUT_S = 3600;
+/**
+ * Seconds an MCP tool call may take in all, progress or not, when its server sets no `max_timeout_s`: ten minutes,
+ * short enough for a call to run with the next model call (`MAX_CARRIED_TOOL_SECONDS`), saving a dispatch.
+ */
+export const DEFAULT_MCP_MAX_TIMEOUT_S = 600;
 /** The longest either may be: a day, as for users' tools. */
 export const MAX_MCP_TIMEOUT_S = 24 * 3600;
 /** A server's name: it starts each of its tools' names (`<server>__<tool>`), so it holds no `__`. */

@@ -537,3 +537,52 @@ test('mcp tools: a server listing a tool whose input schema cannot compile is re
     },
   );
 });
+
+test("mcp tools: progress keeps a call past the server's timeout_s alive, shows in the activity's heartbeat, and silence ends a call", async () => {
+  // timeout_s is the time a call may go without its answer or progress: 2 s, against calls of 6 and 4 seconds.
+  const mcp = await startServers('progress', {
+    everything: stdioServerEntry('everything', ['stdio'], { timeout_s: 2 }),
+  });
+  const script = `
+agents:
+  waiter:
+    - call: everything__trigger-long-running-operation
+      args: { duration: 6, steps: 6 }
+    - call: everything__trigger-long-running-operation
+      args: { duration: 4, steps: 1 }
+    - say: "Both ended."
+`;
+  try {
+    await withHarness('progress', mcp, { waiter: ['mcp:everything'] }, script, async (run) => {
+      const threadId = uniqueThreadId('progress');
+      const thread = await run.harness.client.startThread({ agent: 'waiter', threadId });
+      const posted = await thread.post('Run the long operations.');
+      // While the first call runs, the turn's pending activity carries the server's last progress report.
+      const turn = run.harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`);
+      const details = await waitFor('a progress report in the heartbeat details', 20_000, async () => {
+        const description = await turn.describe().catch(() => undefined);
+        const pending = description?.raw.pendingActivities ?? [];
+        const reported = pending.flatMap((activity) => activity.heartbeatDetails?.payloads ?? []);
+        const decoded = reported.map(
+          (payload) => JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as unknown,
+        );
+        return decoded.find(
+          (entry): entry is { tool: string; progress: number; total: number } =>
+            typeof entry === 'object' && entry !== null && 'progress' in entry,
+        );
+      });
+      assert.equal(details.tool, 'everything__trigger-long-running-operation');
+      assert.equal(details.total, 6);
+      const result = await thread.reply(posted.messageId, { waitMs: 60_000 });
+      assert.equal(result?.reply, 'Both ended.');
+      const [long, silent] = await callResults(run, threadId);
+      assert.equal(long?.result, 'Long running operation completed. Duration: 6 seconds, Steps: 6.');
+      assert.match(
+        silent?.result ?? '',
+        /^Error: MCP server 'everything' \(.*\) sent neither the answer of 'trigger-long-running-operation' nor progress within 2 seconds, or the call ran past 3600 seconds in all; it was cancelled\.$/,
+      );
+    });
+  } finally {
+    await mcp.close();
+  }
+});
