@@ -145,7 +145,9 @@ test(
       assert.deepEqual(runs, [{ tool: `${WRITES}__${OPERATION}`, status: 'running' }]);
       // The activity running the calls completed on a later attempt than the one worker A died in.
       const history = await turn.fetchHistory();
-      const attempts = (history.events ?? []).flatMap((event) => event.activityTaskStartedEventAttributes?.attempt ?? []);
+      const attempts = (history.events ?? []).flatMap(
+        (event) => event.activityTaskStartedEventAttributes?.attempt ?? [],
+      );
       assert.ok(
         attempts.some((attempt) => attempt >= 2),
         `an activity was retried (attempts ${attempts.join(',')})`,
