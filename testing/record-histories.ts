@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { z } from 'zod';
+import type { McpServers } from '../activities/tools/mcp-servers';
 import { defineTool } from '../activities/tools/types';
 import { parseAgentFile } from '../worker/agents';
 import { startAgentHarness, type AgentHarness } from './harness';
@@ -15,12 +16,16 @@ import { runThreadId, scheduleId, type ScheduledRunInput } from '../common/sched
 import { scrubMachinePaths } from './history-paths';
 import { parseScript } from '../scripted-model';
 import { installRuntime } from '../worker/runtime';
+import { startMcpServers } from '../worker/mcp';
+import { stdioServerEntry, writeMcpConfig } from './mcp-reference-servers';
 import { startTestStack } from './test-stack';
 import { uniqueTaskQueue } from './test-env';
 
 const ROOT = path.resolve(__dirname, '..');
 const HISTORIES_DIR = path.join(ROOT, 'test', 'replay', 'histories');
 const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
+/** The MCP server the harness connects (server-everything over stdio), whose tools `mcp-user` calls. */
+const MCP_SERVER = 'everything';
 
 /**
  * Agents and script of the recorded scenarios: a conversation, tool calls (good and refused) in one reply, a
@@ -29,7 +34,8 @@ const log = (line: string) => process.stderr.write(`[record] ${line}\n`);
  * ended by their timer, by a wake and by a human message, a turn taking fewer dispatches per step, and tool calls
  * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires), a delegated
  * turn and a fork task stopped by their own `timeout_s` and fenced by their caller, a message sent again under its
- * id after the thread continued as new, and a turn whose own workflow code throws.
+ * id after the thread continued as new, a turn whose own workflow code throws, and calls of an MCP server's tools
+ * (server-everything over stdio: a read-only one and one with side effects, in one reply).
  */
 const agents = new Map(
   [
@@ -51,6 +57,7 @@ const agents = new Map(
       'approval: [{ tool: load_arc_task, timeout_s: 1 }]\n---\nYou deploy.\n',
     '---\nname: fencer\ndescription: Calls slow agents.\ncapabilities: [fork_join, slowpoke, dawdler]\n---\nYou wait.\n',
     '---\nname: slowpoke\ndescription: Slower than its timeout.\ntimeout_s: 1\n---\nYou are slow.\n',
+    `---\nname: mcp-user\ndescription: Calls an MCP server.\ncapabilities: [mcp:${MCP_SERVER}]\n---\nYou use MCP.\n`,
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -159,6 +166,11 @@ agents:
     - say: "Both were stopped."
   slowpoke:
     - { say: "Too late.", delay_ms: 5000 }
+  mcp-user:
+    - calls:
+        - { call: ${MCP_SERVER}__echo, args: { message: "hello over MCP" } }
+        - { call: ${MCP_SERVER}__toggle-simulated-logging, args: {} }
+    - say: "Echoed and toggled."
 `,
   'record-histories',
 );
@@ -270,6 +282,9 @@ const scenarios: Scenario[] = [
   },
   // A turn whose delegation check throws a TypeError (its chain is no list): the turn fails as Turn.CodeFailed.
   { name: 'turn-code-error', agent: 'lead', messages: ['Solve ARC task 007bbfb7'], throwingTurn: true },
+  // Two MCP tool calls in one reply, run with the next model call: a read-only one (echo) and one with side effects
+  // (toggle-simulated-logging), whose run is claimed before it starts.
+  { name: 'mcp-tools', agent: 'mcp-user', messages: ['Echo and toggle.'] },
 ];
 
 /**
@@ -289,7 +304,12 @@ async function main(): Promise<void> {
   const selected = selectedScenarios(process.argv.slice(2));
   installRuntime();
   const stack = await startTestStack(ROOT, process.env, log);
+  let mcp: McpServers | undefined;
   try {
+    const mcpConfig = writeMcpConfig(path.join(stack.stateDir, 'record-mcp.json'), {
+      [MCP_SERVER]: stdioServerEntry('everything'),
+    });
+    mcp = await startMcpServers(mcpConfig, process.env, { log });
     const harness = await startAgentHarness({
       temporalAddress: stack.temporalAddress,
       databaseUrl: stack.databaseUrl,
@@ -297,6 +317,7 @@ async function main(): Promise<void> {
       agents,
       script,
       tools: [deployTool],
+      mcp,
       workflowBundle: { codePath: stack.workflowBundlePath },
     });
     try {
@@ -371,6 +392,7 @@ async function main(): Promise<void> {
       await harness.close();
     }
   } finally {
+    await mcp?.close();
     await stack.stop();
   }
 }

@@ -1,6 +1,7 @@
 /**
  * The fast variant of `npm run chaos`: one seeded round (workers SIGKILLed, Temporal and Postgres restarted, model
- * 5xx/429 bursts, replies cut halfway, a thread refused with 401) on a stack of its own, with every check of a round.
+ * 5xx/429 bursts, replies cut halfway, a thread refused with 401) on a stack of its own, with every check of a round
+ * (an MCP tool's call among them).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -33,6 +34,7 @@ test(
     assert.ok(report.moleRefused, 'the 401 thread failed with Model.AuthFailed');
     assert.ok(report.modelUnauthorized > 0);
     assert.equal(report.workerKills, 2);
+    assert.equal(report.mcpResults, 3, "each chief's MCP call stored the server's answer once");
     assert.deepEqual(result.leftovers, [], 'no worker or shell process outlived the stack');
     fs.rmSync(dir, { recursive: true, force: true });
   },

@@ -26,6 +26,8 @@ export interface ChaosStackOptions {
   readonly temporal: TemporalResolution;
   readonly script: Script;
   readonly agentsDir: string;
+  /** More of every worker's configuration, e.g. `BATON_MCP_CONFIG`. */
+  readonly workerEnv?: Readonly<Record<string, string>>;
   /** Worker processes sharing the task queue. @default 2 */
   readonly workers?: number;
   readonly log: (line: string) => void;
@@ -118,6 +120,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       BATON_AGENTS_DIR: options.agentsDir,
       BATON_WORKFLOW_BUNDLE: bundlePath,
       BATON_LOG_LEVEL: 'WARN',
+      ...options.workerEnv,
     };
     const supervisor = new WorkerSupervisor(options.workers ?? 2, workerEnv, options.log);
     cleanups.push(() => supervisor.stop());

@@ -5,9 +5,10 @@
  * The workload, per round: `ROOTS` conversations with `chief`, which asks a human and, at the same time, makes a
  * call that waits for a person's approval (given a few seconds later, while faults fly), delegates to `manager`, which
  * waits 3 s on a durable timer (`wait`) and delegates to `researcher`, which forks two `analyst`s (a shell command and an env write each) and a `laggard` that
- * never answers before the fork's deadline; the chief then stores a summary. Beside them, client programs increment
- * one counter per root with `expected_version` updates, and one more conversation (`mole`) is refused by the model
- * with 401 for every request. Meanwhile workers are SIGKILLed, Temporal and Postgres are restarted, and the model
+ * never answers before the fork's deadline; the chief then stores a summary while it calls an MCP server's tool
+ * (server-everything over stdio, started by each worker from `BATON_MCP_CONFIG`). Beside them, client programs
+ * increment one counter per root with `expected_version` updates, and one more conversation (`mole`) is refused by
+ * the model with 401 for every request. Meanwhile workers are SIGKILLed, Temporal and Postgres are restarted, and the model
  * answers with 5xx and 429 bursts or cuts replies halfway.
  */
 import fs from 'node:fs';
@@ -43,11 +44,16 @@ const CHIEF_THOUGHT = 'the study needs a go-ahead';
 const APPROVER = 'chaos-approver';
 /** How long an approval stays pending before it is given: long enough for faults to hit the waiting turns. */
 const APPROVAL_HOLD_MS = 6_000;
+/** The MCP server every worker starts from its configuration file, the chief's call of it and what it answers. */
+export const MCP_SERVER_NAME = 'everything';
+const MCP_TOOL = `${MCP_SERVER_NAME}__get-sum`;
+const MCP_RESULT = 'The sum of 19 and 23 is 42.';
 
 /** The agents of the workload, for the agents directory the workers read. */
 export const AGENT_FILES: Readonly<Record<string, string>> = {
   'chief.md':
-    '---\nname: chief\ndescription: Runs the study.\ncapabilities: [ask_human, manager]\napproval: [think]\n---\nYou run the study.\n',
+    '---\nname: chief\ndescription: Runs the study.\n' +
+    `capabilities: [ask_human, manager, mcp:${MCP_SERVER_NAME}]\napproval: [think]\n---\nYou run the study.\n`,
   'manager.md': '---\nname: manager\ndescription: Plans the study.\ncapabilities: [researcher]\n---\nYou plan.\n',
   'researcher.md':
     '---\nname: researcher\ndescription: Fans the study out.\ncapabilities: [fork_join, analyst, laggard]\n---\nYou research.\n',
@@ -68,8 +74,9 @@ agents:
         - { call: think, args: { thought: "${CHIEF_THOUGHT}" } }
     - call: manager
       args: { message: "Plan the study." }
-    - call: store_env_data
-      args: { key: chief/summary, short_description: "The study's summary.", value: { done: true } }
+    - calls:
+        - { call: store_env_data, args: { key: chief/summary, short_description: "The study's summary.", value: { done: true } } }
+        - { call: ${MCP_TOOL}, args: { a: 19, b: 23 } }
     - say: "chief done"
   manager:
     - call: wait
@@ -175,6 +182,8 @@ export interface RoundReport {
   questionsAnswered: number;
   /** Chiefs' calls approved (one per root), the decisions sent while faults were thrown. */
   approvalsGiven: number;
+  /** Chiefs' MCP calls whose one result is the server's answer. */
+  mcpResults: number;
   /** Fork tasks that succeeded and were given up, over all roots. */
   forkTasksMerged: number;
   forkTasksGivenUp: number;
@@ -273,6 +282,9 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     for (const root of chiefs) await checkQuestion(pool, root, violations);
     // 3b. No decision lost: each chief's call waited for approval once, was approved once and ran once.
     for (const root of chiefs) await checkApproval(pool, root, violations);
+    // 3c. Each chief's MCP call has one result, the server's answer (a retry after a kill stores it once).
+    let mcpResults = 0;
+    for (const root of chiefs) if (await checkMcpCall(pool, root, violations)) mcpResults += 1;
 
     // 4. CAS counters equal their increments; every write stored once.
     let casIncrements = 0;
@@ -317,6 +329,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       casConflicts,
       questionsAnswered,
       approvalsGiven,
+      mcpResults,
       forkTasksMerged,
       forkTasksGivenUp,
       shellRuns,
@@ -657,6 +670,20 @@ async function checkApproval(pool: Pool, root: string, violations: string[]): Pr
   if (results.length !== 1 || results[0]?.content !== 'Thought recorded.') {
     violations.push(`${root}: the approved call's results: ${JSON.stringify(results.map((r) => r.content))}`);
   }
+}
+
+async function checkMcpCall(pool: Pool, root: string, violations: string[]): Promise<boolean> {
+  const transcript = await listMessages(pool, root);
+  const calls = transcript.flatMap((message) => message.toolCalls ?? []).filter((call) => call.name === MCP_TOOL);
+  const results = transcript.filter((message) => message.role === 'tool' && message.toolCallId === calls[0]?.id);
+  if (calls.length !== 1 || results.length !== 1 || results[0]?.content !== MCP_RESULT) {
+    violations.push(
+      `${root}: ${calls.length} ${MCP_TOOL} call(s) with results ${JSON.stringify(results.map((r) => r.content))}, ` +
+        `expected one call answered '${MCP_RESULT}'`,
+    );
+    return false;
+  }
+  return true;
 }
 
 /** The keys the workload writes, each stored once; the counter at exactly its increments. */

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { createPool } from '../../db/pool';
 import type { TemporalResolution } from '../../stack/temporal-cli';
 import { startChaosStack } from './chaos-stack';
-import { AGENT_FILES, describe, markedProcesses, runRound, SCRIPT, type RoundReport } from './round';
+import { stdioServerEntry, writeMcpConfig } from '../../testing/mcp-reference-servers';
+import { AGENT_FILES, describe, markedProcesses, MCP_SERVER_NAME, runRound, SCRIPT, type RoundReport } from './round';
 
 export interface ChaosRunOptions {
   readonly rounds: number;
@@ -28,7 +29,7 @@ export interface ChaosRunResult {
 }
 
 export const TABLE_HEADER =
-  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  merged  given-up  shell';
+  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell';
 
 export function formatRow(report: RoundReport): string {
   const cells = [
@@ -47,6 +48,7 @@ export function formatRow(report: RoundReport): string {
     String(report.casConflicts).padStart(9),
     String(report.questionsAnswered).padStart(7),
     String(report.approvalsGiven).padStart(8),
+    String(report.mcpResults).padStart(3),
     String(report.forkTasksMerged).padStart(6),
     String(report.forkTasksGivenUp).padStart(8),
     String(report.shellRuns).padStart(5),
@@ -58,11 +60,16 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
   const agentsDir = path.join(options.dir, 'agents');
   fs.mkdirSync(agentsDir, { recursive: true });
   for (const [file, text] of Object.entries(AGENT_FILES)) fs.writeFileSync(path.join(agentsDir, file), text);
+  // Every worker starts the MCP server the chief calls, over stdio, as its child.
+  const mcpConfig = writeMcpConfig(path.join(options.dir, 'mcp.json'), {
+    [MCP_SERVER_NAME]: stdioServerEntry('everything'),
+  });
   const stack = await startChaosStack({
     dir: path.join(options.dir, 'stack'),
     temporal: options.temporal,
     script: SCRIPT,
     agentsDir,
+    workerEnv: { BATON_MCP_CONFIG: mcpConfig },
     log: options.log,
   });
   const reports: RoundReport[] = [];
@@ -137,6 +144,7 @@ function failedRound(round: number, seed: number, violation: string): RoundRepor
     casConflicts: 0,
     questionsAnswered: 0,
     approvalsGiven: 0,
+    mcpResults: 0,
     forkTasksMerged: 0,
     forkTasksGivenUp: 0,
     shellRuns: 0,

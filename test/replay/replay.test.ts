@@ -157,6 +157,35 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     2,
     'a recorded turn had one call approved and one rejected',
   );
+  // MCP tools (`<server>__<tool>`): a model reply calling a read-only one and one with side effects, whose calls ran
+  // with the next model call.
+  const plannedMcpCalls = events
+    .flatMap((e) => e.activityTaskCompletedEventAttributes?.result?.payloads ?? [])
+    .flatMap((payload) => {
+      const text = Buffer.from(payload.data ?? []).toString('utf8');
+      // Results that are JSON objects (an activity returning nothing leaves an empty payload).
+      const calls = text.startsWith('{') ? (JSON.parse(text) as { toolCalls?: unknown }).toolCalls : undefined;
+      return Array.isArray(calls) ? (calls as { name: string; sideEffects?: boolean }[]) : [];
+    })
+    .filter((call) => call.name.startsWith('everything__'));
+  assert.deepEqual(
+    plannedMcpCalls.map((call) => [call.name, call.sideEffects === true]),
+    [
+      ['everything__echo', false],
+      ['everything__toggle-simulated-logging', true],
+    ],
+    'a recorded turn called MCP tools, a read-only one and one with side effects',
+  );
+  assert.ok(
+    events.some(
+      (e) =>
+        e.activityTaskScheduledEventAttributes?.activityType?.name === 'runToolsThenCallModel' &&
+        Buffer.from(e.userMetadata?.summary?.data ?? [])
+          .toString('utf8')
+          .includes('everything__echo'),
+    ),
+    'the recorded MCP calls ran with the next model call',
+  );
 });
 
 test('history size: every payload in the recorded histories stays far below Temporal limits (invariant 6)', () => {
