@@ -579,7 +579,7 @@ agents:
       assert.equal(long?.result, 'Long running operation completed. Duration: 6 seconds, Steps: 6.');
       assert.match(
         silent?.result ?? '',
-        /^Error: MCP server 'everything' \(.*\) sent neither the answer of 'trigger-long-running-operation' nor progress within 2 seconds, or the call ran past 3600 seconds in all; it was cancelled\.$/,
+        /^Error: MCP server 'everything' \(.*\) sent neither the answer of 'trigger-long-running-operation' nor progress within 2 seconds, or the call ran past 600 seconds in all; it was cancelled\.$/,
       );
     });
   } finally {
