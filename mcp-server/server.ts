@@ -18,7 +18,7 @@ import {
 import { z } from 'zod';
 import { BatonClientError, type BatonClient } from '../client';
 import { describeError } from '../client/errors';
-import { describeIssues } from '../activities/tools/validate';
+import { describeIssues } from '../activities/tools/zod-issues';
 import { AGENT_URI_TEMPLATE, agentMarkdown, agentNameOfUri, agentResourceUri } from './resources';
 import { MAX_WAIT_SECONDS, TOOLS, type McpTool } from './tools';
 import { BATON_VERSION } from '../worker/version';

@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { MCP_TOOL_SEPARATOR } from '../../common/capabilities';
-import { describeIssues } from './validate';
+import { describeIssues } from './zod-issues';
 
 /** Seconds an MCP tool call may go without its answer or a progress notification, when its server sets none. */
 export const DEFAULT_MCP_TIMEOUT_S = 60;

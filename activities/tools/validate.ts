@@ -1,10 +1,10 @@
-import type { z } from 'zod';
 import type { AgentDefinition } from '../../common/agent-definition';
 import { grantsCapability, isUniversalCapability } from '../../common/capabilities';
 import type { ToolCallRequest } from '../../common/types';
 import type { ToolRegistry } from '.';
 import { delegationParameters, type DelegationArguments } from './delegation';
 import type { ToolDefinition } from './types';
+import { describeIssues } from './zod-issues';
 
 export type CheckedToolCall =
   | { ok: true; kind: 'tool'; tool: ToolDefinition; args: unknown }
@@ -51,17 +51,4 @@ export function checkToolCall(call: ToolCallRequest, agent: AgentDefinition, reg
   const refusal = tool.check?.(parsed.data, agent, registry);
   if (refusal !== undefined) return { ok: false, error: `Invalid call of '${call.name}': ${refusal}` };
   return { ok: true, kind: 'tool', tool, args: parsed.data };
-}
-
-/** zod's issues as one clause each, joined; `noun` names what an unknown key is (an argument, a field). */
-export function describeIssues(issues: readonly z.core.$ZodIssue[], noun = 'argument'): string {
-  return issues
-    .map((issue) => {
-      if (issue.code === 'unrecognized_keys') {
-        return `unknown ${noun}${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
-      }
-      const where = issue.path.length > 0 ? `'${issue.path.join('.')}' ` : '';
-      return `${where}${issue.message}`;
-    })
-    .join('; ');
 }
