@@ -29,7 +29,6 @@ import type { ApprovalContext } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { waitTool, type WaitArguments } from './tools/universal';
 import { contextLimitsFor, loadWorldVariables } from './worlds';
-import { offeredCapabilities } from './tools/mcp-world';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -77,7 +76,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
     const variables = await loadWorldVariables(pool, input.world);
     // `mcp:<server>` spelled out as the server's tools, less those of servers the world leaves out.
-    const offered = offeredCapabilities(options.tools, agent, variables);
+    const offered = options.tools.offered(agent.capabilities, variables);
     const kept = input.mcpTools;
     const declared =
       kept === undefined

@@ -3,7 +3,7 @@
  * schemas). One file per tool family; this module composes them into a registry.
  */
 import { z } from 'zod';
-import { mcpServerOfCapability, UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
+import { mcpServerOfCapability, mcpServersOfWorld, UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
 import { createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
 import { createEnvDataTools } from './env-data';
@@ -52,6 +52,8 @@ export interface ToolRegistry {
    * agent's `world` allows is the caller's check), every other capability stays as it is.
    */
   expand(declared: readonly string[]): string[];
+  /** `expand`, less the tools of MCP servers a world's variables leave out (`BATON_MCP_SERVERS`). */
+  offered(declared: readonly string[], worldVariables: Readonly<Record<string, string>>): string[];
   /** The MCP server a tool comes from, or `undefined` for any other tool. */
   mcpServerOf(name: string): string | undefined;
   /** Where a user tool was defined (its module file, or its MCP server), or `undefined` for Baton's own tools. */
@@ -79,9 +81,17 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
       if (server === undefined) return [capability];
       return [...(mcp?.tools().values() ?? [])].filter((tool) => tool.server === server).map((tool) => tool.tool.name);
     });
+  const offered = (declared: readonly string[], worldVariables: Readonly<Record<string, string>>): string[] => {
+    const servers = mcpServersOfWorld(worldVariables);
+    if (servers === undefined) return expand(declared);
+    return expand(declared).filter((name) => {
+      const server = mcpTool(name)?.server;
+      return server === undefined || servers.includes(server);
+    });
+  };
   const all: ToolDefinition[] = [
     thinkTool,
-    listCapabilitiesTool((name) => describe(name) ?? mcpTool(name)?.tool.description, expand),
+    listCapabilitiesTool((name) => describe(name) ?? mcpTool(name)?.tool.description, offered),
     askHumanTool,
     waitTool,
     ...createEnvDataTools(),
@@ -139,6 +149,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     },
     mcpServers: mcp?.serverNames ?? [],
     expand,
+    offered,
     mcpServerOf: (name) => mcpTool(name)?.server,
     userToolSource: (name) => {
       const fromMcp = mcpTool(name);

@@ -1,19 +1,9 @@
 /**
- * A world may narrow which MCP servers its agents see (`BATON_MCP_SERVERS`): the model is offered only their tools,
- * and a call of another server's tool is refused before anything runs.
+ * A world may narrow which MCP servers its agents see (`BATON_MCP_SERVERS`): the model is offered only their tools
+ * (`ToolRegistry.offered`), and a call of another server's tool is refused before anything runs (here).
  */
-import type { AgentDefinition } from '../../common/agent-definition';
 import { MCP_SERVERS_WORLD_VARIABLE, mcpServersOfWorld } from '../../common/capabilities';
 import type { ToolRegistry } from '.';
-
-/** The agent's declared capabilities spelled out (`mcp:<server>` as its tools), less MCP tools the world leaves out. */
-export function offeredCapabilities(
-  tools: ToolRegistry,
-  agent: AgentDefinition,
-  variables: Readonly<Record<string, string>>,
-): string[] {
-  return tools.expand(agent.capabilities).filter((name) => mcpWorldRefusal(tools, name, variables) === undefined);
-}
 
 /** Why a world does not let its agents call this MCP tool, or `undefined` when it does (or it is no MCP tool). */
 export function mcpWorldRefusal(

@@ -81,12 +81,12 @@ export const waitTool = defineTool({
 });
 
 /**
- * `list_capabilities`: what the calling agent can call, with descriptions; `expand` spells out what a declared
- * capability grants (an MCP server's `mcp:<server>` grants each of its tools).
+ * `list_capabilities`: what the calling agent can call, with descriptions; `offered` spells out what a declared
+ * capability grants in the caller's world (an MCP server's `mcp:<server>` grants each of its tools).
  */
 export function listCapabilitiesTool(
   describe: (name: string) => string | undefined,
-  expand: (declared: readonly string[]) => readonly string[],
+  offered: (declared: readonly string[], worldVariables: Readonly<Record<string, string>>) => readonly string[],
 ): ToolDefinition {
   return defineTool({
     name: 'list_capabilities',
@@ -95,7 +95,7 @@ export function listCapabilitiesTool(
     handledBy: 'activity',
     run: (_args, context) => {
       const line = (name: string) => `- ${name}: ${describe(name) ?? '(no description)'}`;
-      const declared = expand(context.agent.capabilities);
+      const declared = offered(context.agent.capabilities, context.world.variables);
       return Promise.resolve(
         [
           'Declared capabilities:',

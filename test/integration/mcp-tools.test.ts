@@ -329,7 +329,9 @@ agents:
     const script = `
 agents:
   narrowed:
-    - { call: everything__echo, args: { message: "through the wall" } }
+    - calls:
+        - { call: list_capabilities, args: {} }
+        - { call: everything__echo, args: { message: "through the wall" } }
     - say: "Refused by the world."
   plain:
     - { call: everything__echo, args: { message: "not mine" } }
@@ -342,7 +344,13 @@ agents:
       const narrowed = uniqueThreadId('narrowed');
       const thread = await run.harness.client.startThread({ agent: 'narrowed', threadId: narrowed, world });
       assert.equal((await thread.send('Echo.')).reply, 'Refused by the world.');
-      const [refusal] = await callResults(run, narrowed);
+      const [listing, refusal] = await callResults(run, narrowed);
+      // What the agent is told it can call, in list_capabilities and in its system prompt: the world's servers only.
+      assert.match(listing?.result ?? '', /^- memory__read_graph: Read the entire knowledge graph$/m);
+      assert.ok(!(listing?.result ?? '').includes('everything__'), listing?.result);
+      const prompt = String(run.requests(narrowed)[0]?.messages[0]?.content ?? '');
+      assert.match(prompt, /Declared capabilities: .*memory__read_graph/);
+      assert.ok(!prompt.includes('everything__') && !prompt.includes('mcp:'), prompt);
       assert.equal(
         refusal?.result,
         "Error: 'everything__echo' is a tool of the MCP server 'everything', which this world does not offer " +

@@ -57,7 +57,7 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
         approval: 'writes',
       },
     },
-    { NODE: '/usr/bin/node', HOME_DIR: '/home/a', SUFFIX: 'x1', PATH_PART: 'mcp', TOKEN: 't0k' },
+    { NODE: '/usr/bin/node', HOME_DIR: '/home/u', SUFFIX: 'x1', PATH_PART: 'mcp', TOKEN: 't0k' },
   );
   assert.equal(config.source, SOURCE);
   assert.deepEqual(config.servers, [
@@ -70,7 +70,7 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
       approval: 'none',
       transport: 'stdio',
       command: '/usr/bin/node',
-      args: ['server.js', '--root=/home/a/data'],
+      args: ['server.js', '--root=/home/u/data'],
       env: { TOKEN: 'secret-x1' },
       cwd: path.join(path.dirname(SOURCE), 'servers'),
     },
