@@ -8,9 +8,9 @@ const STEP_KINDS = ['say', 'call', 'calls', 'fail'] as const;
 type StepKind = (typeof STEP_KINDS)[number];
 
 const FIELDS_BY_KIND: Record<StepKind, readonly string[]> = {
-  say: ['say', 'delay_ms', 'hold'],
-  call: ['call', 'args', 'delay_ms', 'hold'],
-  calls: ['calls', 'delay_ms', 'hold'],
+  say: ['say', 'delay_ms', 'hold', 'chunk_delay_ms'],
+  call: ['call', 'args', 'delay_ms', 'hold', 'chunk_delay_ms'],
+  calls: ['calls', 'delay_ms', 'hold', 'chunk_delay_ms'],
   fail: ['fail', 'times', 'retry_after_s', 'message'],
 };
 
@@ -25,6 +25,12 @@ function unknownFieldsError(kind: StepKind) {
 const delayMs = z
   .int({ error: 'delay_ms must be a whole number of milliseconds' })
   .nonnegative({ error: 'delay_ms must not be negative' })
+  .optional();
+
+/** Milliseconds between two chunks of a streamed reply (`stream: true`), so a test can watch it arrive. */
+const chunkDelayMs = z
+  .int({ error: 'chunk_delay_ms must be a whole number of milliseconds' })
+  .nonnegative({ error: 'chunk_delay_ms must not be negative' })
   .optional();
 
 /**
@@ -54,12 +60,18 @@ const toolCall = z.strictObject(
 );
 
 const sayStepSchema = z.strictObject(
-  { kind: z.literal('say'), say: z.string({ error: 'say must be a string' }), delay_ms: delayMs, hold },
+  {
+    kind: z.literal('say'),
+    say: z.string({ error: 'say must be a string' }),
+    delay_ms: delayMs,
+    hold,
+    chunk_delay_ms: chunkDelayMs,
+  },
   { error: unknownFieldsError('say') },
 );
 
 const callStepSchema = z.strictObject(
-  { kind: z.literal('call'), ...toolCall.shape, delay_ms: delayMs, hold },
+  { kind: z.literal('call'), ...toolCall.shape, delay_ms: delayMs, hold, chunk_delay_ms: chunkDelayMs },
   { error: unknownFieldsError('call') },
 );
 
@@ -71,6 +83,7 @@ const callsStepSchema = z.strictObject(
     }),
     delay_ms: delayMs,
     hold,
+    chunk_delay_ms: chunkDelayMs,
   },
   { error: unknownFieldsError('calls') },
 );

@@ -207,9 +207,108 @@ function completionBody(request: ChatRequest, stepNumber: number, step: Answerin
   };
 }
 
+/** A completion as the Chat Completions API builds it. */
+interface CompletionBody {
+  id: string;
+  created: number;
+  model: string;
+  choices: {
+    message: { content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] };
+    finish_reason: string;
+  }[];
+  usage: unknown;
+}
+
+/** The longest piece of a tool call's arguments in one streamed chunk. */
+const ARGUMENT_CHUNK_CHARS = 16;
+
 /**
- * Starts the scripted OpenAI-compatible model server (docs/architecture.md §7): `POST /v1/chat/completions`
- * (non-streaming) answers from the script; `GET /v1/models` lists one model.
+ * A completion as the chunks a streamed reply sends (`stream: true`), in the order the Chat Completions API sends
+ * them: the role, the content a word at a time, each tool call's id and name and then its arguments in pieces, the
+ * finish reason, and the usage last when the request asked for it (`stream_options.include_usage`). Concatenated,
+ * the deltas are the completion's message.
+ */
+export function streamChunks(reply: unknown, includeUsage: boolean): unknown[] {
+  const body = reply as CompletionBody;
+  const choice = body.choices[0];
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => ({
+    id: body.id,
+    object: 'chat.completion.chunk',
+    created: body.created,
+    model: body.model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+  });
+  const chunks: unknown[] = [chunk({ role: 'assistant', content: '' })];
+  for (const word of choice?.message.content?.match(/\s*\S+\s*/g) ?? []) chunks.push(chunk({ content: word }));
+  (choice?.message.tool_calls ?? []).forEach((call, index) => {
+    chunks.push(
+      chunk({
+        tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
+      }),
+    );
+    for (let at = 0; at < call.function.arguments.length; at += ARGUMENT_CHUNK_CHARS) {
+      const piece = call.function.arguments.slice(at, at + ARGUMENT_CHUNK_CHARS);
+      chunks.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+    }
+  });
+  chunks.push(chunk({}, choice?.finish_reason ?? 'stop'));
+  if (includeUsage) {
+    chunks.push({
+      id: body.id,
+      object: 'chat.completion.chunk',
+      created: body.created,
+      model: body.model,
+      choices: [],
+      usage: body.usage,
+    });
+  }
+  return chunks;
+}
+
+/**
+ * Sends chunks as Server-Sent Events (`data: <json>`, then `data: [DONE]`), `chunkDelayMs` apart. A client that
+ * goes away stops the stream; a pending chunk's timer is kept in `pending` so `close()` can drop it.
+ */
+function sendStream(
+  res: ServerResponse,
+  chunks: readonly unknown[],
+  chunkDelayMs: number,
+  pending: Set<{ timer: NodeJS.Timeout; res: ServerResponse }>,
+): void {
+  if (res.destroyed) return;
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const lines = [...chunks.map((chunk) => JSON.stringify(chunk)), '[DONE]'];
+  let next = 0;
+  let waiting: { timer: NodeJS.Timeout; res: ServerResponse } | undefined;
+  res.once('close', () => {
+    if (waiting === undefined) return;
+    clearTimeout(waiting.timer);
+    pending.delete(waiting);
+  });
+  const write = (): void => {
+    while (next < lines.length && !res.destroyed) {
+      res.write(`data: ${lines[next] ?? ''}\n\n`);
+      next += 1;
+      if (chunkDelayMs > 0 && next < lines.length) {
+        const timer = setTimeout(() => {
+          if (waiting !== undefined) pending.delete(waiting);
+          waiting = undefined;
+          write();
+        }, chunkDelayMs);
+        waiting = { timer, res };
+        pending.add(waiting);
+        return;
+      }
+    }
+    if (!res.destroyed) res.end();
+  };
+  write();
+}
+
+/**
+ * Starts the scripted OpenAI-compatible model server (docs/architecture.md §7): `POST /v1/chat/completions` answers
+ * from the script, as one JSON completion or, with `stream: true`, as Server-Sent Events (each step's
+ * `chunk_delay_ms` apart); `GET /v1/models` lists one model.
  *
  * @throws {@link NonLoopbackHostError} for a host that is not a loopback address.
  */
@@ -264,9 +363,8 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
       tools: body.tools ?? null,
     });
 
-    if (body.stream === true) {
-      throw new HttpError(400, 'stream_unsupported', 'Scripted model: streaming is not supported; send stream: false.');
-    }
+    const stream = body.stream === true;
+    const includeUsage = stream && isRecord(body.stream_options) && body.stream_options.include_usage === true;
     const messages = body.messages;
     if (!Array.isArray(messages)) {
       throw new HttpError(400, 'invalid_request', "Scripted model: the request needs a 'messages' array.");
@@ -309,15 +407,19 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
         };
         const reply = completionBody(request, selection.stepNumber, selection.step);
         const delayMs = selection.step.delay_ms ?? 0;
+        const send = () =>
+          stream
+            ? sendStream(res, streamChunks(reply, includeUsage), selection.step.chunk_delay_ms ?? 0, delayed)
+            : sendJson(res, 200, reply);
         const answer = () => {
           if (delayMs === 0 || res.destroyed) {
-            sendJson(res, 200, reply);
+            send();
             return;
           }
           const pending = {
             timer: setTimeout(() => {
               delayed.delete(pending);
-              sendJson(res, 200, reply);
+              send();
             }, delayMs),
             res,
           };

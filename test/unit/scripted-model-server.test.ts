@@ -214,7 +214,7 @@ test('scripted-model server: an unknown or missing agent answers 400 unknown_age
   assert.equal(server.requestCount('nobody'), 1);
 });
 
-test('scripted-model server: bad requests, streaming and unknown routes get OpenAI-style JSON errors', async (t) => {
+test('scripted-model server: bad requests and unknown routes get OpenAI-style JSON errors', async (t) => {
   const server = await start(t);
   const post = (body: string) =>
     fetch(`${server.baseURL}/chat/completions`, {
@@ -230,16 +230,6 @@ test('scripted-model server: bad requests, streaming and unknown routes get Open
   assert.deepEqual(await errorOf(await post('{"model": ')), [400, 'invalid_json']);
   assert.deepEqual(await errorOf(await post('[1, 2]')), [400, 'invalid_request']);
   assert.deepEqual(await errorOf(await post('{"model": "m"}')), [400, 'invalid_request']);
-  const streamed = await post(JSON.stringify({ model: 'm', messages: USER, stream: true }));
-  assert.equal(streamed.status, 400);
-  assert.deepEqual(await streamed.json(), {
-    error: {
-      message: 'Scripted model: streaming is not supported; send stream: false.',
-      type: 'invalid_request_error',
-      param: null,
-      code: 'stream_unsupported',
-    },
-  });
   assert.deepEqual(await errorOf(await fetch(`${server.url}/v1/embeddings`, { method: 'POST' })), [404, 'not_found']);
   const wrongMethod = await fetch(`${server.baseURL}/chat/completions`);
   assert.equal(wrongMethod.headers.get('allow'), 'POST');
