@@ -38,6 +38,8 @@ export interface ActivityDependencies {
   heartbeatIntervalMs?: number;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
+  /** Ask for streamed model replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
+  modelStream?: boolean;
 }
 
 export function createActivities(deps: ActivityDependencies) {
@@ -50,6 +52,7 @@ export function createActivities(deps: ActivityDependencies) {
     openai: deps.openai,
     model: deps.model,
     providers: deps.providers,
+    ...(deps.modelStream === undefined ? {} : { stream: deps.modelStream }),
   });
   const toolCalls = createToolCallActivities(shared);
   const delegations = createDelegationActivities({ pool: deps.pool, agentStore, env });

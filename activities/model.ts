@@ -46,6 +46,11 @@ export interface ModelActivityOptions {
    * @default 2000
    */
   heartbeatIntervalMs?: number;
+  /**
+   * Ask every endpoint for a streamed reply (`stream: true`, usage included) and assemble it: the stored reply is
+   * the same as without streaming (`BATON_MODEL_STREAM`). @default false
+   */
+  stream?: boolean;
 }
 
 /** Activities that talk to the model endpoint. */
@@ -104,24 +109,28 @@ export function createModelActivities(options: ModelActivityOptions) {
     const heartbeat = setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     try {
-      completion = await openai.chat.completions.create(
-        {
-          model,
-          messages,
-          ...(tools.length > 0 ? { tools } : {}),
-          ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
+      const request = {
+        model,
+        messages,
+        ...(tools.length > 0 ? { tools } : {}),
+        ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
+      };
+      const requestOptions = {
+        signal: activity.cancellationSignal,
+        headers: {
+          'x-baton-agent': scope.agent,
+          'x-baton-thread': scope.threadId,
+          'x-baton-root-thread': scope.rootThreadId,
+          'x-baton-provider': provider,
+          ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
         },
-        {
-          signal: activity.cancellationSignal,
-          headers: {
-            'x-baton-agent': scope.agent,
-            'x-baton-thread': scope.threadId,
-            'x-baton-root-thread': scope.rootThreadId,
-            'x-baton-provider': provider,
-            ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
-          },
-        },
-      );
+      };
+      // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole.
+      completion = options.stream
+        ? await openai.chat.completions
+            .stream({ ...request, stream_options: { include_usage: true } }, requestOptions)
+            .finalChatCompletion()
+        : await openai.chat.completions.create(request, requestOptions);
     } catch (error) {
       // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
       if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;

@@ -17,7 +17,13 @@ import { createBatonWorker } from '../worker/create-worker';
 import { publishAgentVersions } from '../activities/agent-store';
 import { describeShellSandbox, probeShellSandbox } from '../activities/tools/shell-sandbox';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
-import { checkConnectionVariables, readProviders, readToolsConfig, type ModelConfig } from '../worker/config';
+import {
+  checkConnectionVariables,
+  readModelStream,
+  readProviders,
+  readToolsConfig,
+  type ModelConfig,
+} from '../worker/config';
 import { describeUserTools, loadToolModules } from '../worker/tool-modules';
 import { resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
@@ -72,6 +78,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const taskQueue = options.taskQueue ?? 'baton';
   checkConnectionVariables(env);
   const tools = readToolsConfig(env, process.cwd());
+  const modelStream = readModelStream(env);
   const providerConfigs = readProviders(env);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
   const userTools = await loadToolModules(toolModules);
@@ -180,6 +187,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       providers,
       catalog,
       maxEnvValueBytes: tools.maxEnvValueBytes,
+      modelStream,
     });
     const workerRun = worker.run();
     opened.push(async () => {

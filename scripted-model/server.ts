@@ -67,6 +67,8 @@ export interface ScriptedModelLogEntry {
   readonly messages: unknown;
   /** Exactly as received; null when the request had none. */
   readonly tools: unknown;
+  /** Whether the request asked for a streamed reply (`stream: true`). */
+  readonly stream: boolean;
 }
 
 /** The server was asked to listen on an address other people's machines could reach. */
@@ -361,6 +363,7 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
       model: body.model,
       messages: body.messages,
       tools: body.tools ?? null,
+      stream: body.stream === true,
     });
 
     const stream = body.stream === true;

@@ -49,6 +49,8 @@ export interface AgentHarnessOptions {
   providers?: ModelProviders;
   /** MCP servers whose tools agents call (`connectMcpServers`, `startMcpServers`); the caller closes them. */
   mcp?: McpServers;
+  /** Ask the scripted model for streamed replies (`BATON_MODEL_STREAM=on`). @default false */
+  modelStream?: boolean;
 }
 
 export interface AgentHarness {
@@ -72,6 +74,8 @@ export interface ModelLogEntry {
   model: string;
   messages: { role: string; content: string | null; tool_calls?: unknown[]; tool_call_id?: string }[];
   tools?: unknown[];
+  /** Whether the request asked for a streamed reply. */
+  stream: boolean;
 }
 
 /** Starts a scripted model server and a Baton worker polling `taskQueue`, plus a client for it. */
@@ -109,6 +113,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       model: 'baton-scripted',
       providers: options.providers,
       catalog,
+      ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
     });
     const running = worker.run();

@@ -147,6 +147,11 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   /** A scripted-model script to answer from when OPENAI_API_KEY is unset (docker-compose.yml sets it). */
   BATON_MODEL_SCRIPT: optionalText,
   BATON_MODEL: z.string().trim().min(1).default('gpt-4o-mini'),
+  /** `on`: ask every endpoint for streamed replies and assemble them; `off` (the default): whole replies. */
+  BATON_MODEL_STREAM: z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
+    z.enum(['on', 'off'], { message: 'must be on (streamed model replies) or off (whole replies)' }).default('off'),
+  ),
   /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
   BATON_PROVIDERS: optionalText,
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
@@ -228,6 +233,8 @@ export interface WorkerConfig {
   readonly model: ModelConfig;
   /** The endpoints besides the default one that agents name as `provider/model` (BATON_PROVIDERS). */
   readonly providers: readonly ProviderConfig[];
+  /** Model calls ask for streamed replies and assemble them (BATON_MODEL_STREAM=on). */
+  readonly modelStream: boolean;
   /** Answer from this scripted-model script (no API key set). */
   readonly modelScript?: string;
   readonly agentsDir: string;
@@ -308,6 +315,18 @@ export function toolModulePaths(list: string | undefined, cwd: string): string[]
     .map((entry) => entry.trim())
     .filter((entry) => entry !== '')
     .map((entry) => path.resolve(cwd, entry));
+}
+
+/**
+ * `BATON_MODEL_STREAM`: whether model calls ask for streamed replies.
+ * @throws ConfigError for a value other than on or off
+ */
+export function readModelStream(env: Record<string, string | undefined>): boolean {
+  const parsed = workerEnvSchema.shape.BATON_MODEL_STREAM.safeParse(env.BATON_MODEL_STREAM);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((issue) => `BATON_MODEL_STREAM ${issue.message}`));
+  }
+  return parsed.data === 'on';
 }
 
 export interface ModelConfig {
@@ -464,6 +483,7 @@ export function readWorkerConfig(
       model: value.BATON_MODEL,
     }),
     providers: readProviders(env),
+    modelStream: value.BATON_MODEL_STREAM === 'on',
     ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
     ...(workflowBundle === undefined ? {} : { workflowBundle }),

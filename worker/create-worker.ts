@@ -53,6 +53,8 @@ export interface BatonWorkerOptions {
   providers?: ModelProviders;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
+  /** Ask every endpoint for streamed replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
+  modelStream?: boolean;
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -135,6 +137,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
+      ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
     }),
     ...(workflowBundle
       ? { workflowBundle }

@@ -31,6 +31,7 @@ export { startHealthServer, type HealthServer } from './health';
 export {
   ConfigError,
   DEFAULT_ARC_DATA_DIR,
+  readModelStream,
   readProviders,
   readSetupConfig,
   readToolsConfig,

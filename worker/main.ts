@@ -80,6 +80,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
       providers,
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
+      modelStream: config.modelStream,
       tuning: config.worker,
       ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
     });

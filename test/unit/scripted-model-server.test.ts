@@ -332,6 +332,7 @@ test('scripted-model server: the request log holds one JSON line per request wit
       model: 'gpt-log',
       messages,
       tools,
+      stream: false,
     },
   );
   assert.deepEqual(
@@ -344,6 +345,7 @@ test('scripted-model server: the request log holds one JSON line per request wit
       model: 'gpt-log',
       messages: USER,
       tools: null,
+      stream: false,
     },
   );
 });

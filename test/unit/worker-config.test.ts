@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, DEFAULT_ARC_DATA_DIR, readToolsConfig, readWorkerConfig } from '../../worker/config';
+import {
+  ConfigError,
+  DEFAULT_ARC_DATA_DIR,
+  readModelStream,
+  readToolsConfig,
+  readWorkerConfig,
+} from '../../worker/config';
 import { parseLogLevel } from '../../worker/runtime';
 
 const minimal = {
@@ -19,6 +25,7 @@ test('worker config: defaults fill what is not set', () => {
     dbPoolSize: 10,
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     providers: [],
+    modelStream: false,
     agentsDir: 'agents',
     worker: {
       maxConcurrentActivityTaskExecutions: 100,
@@ -137,4 +144,14 @@ test('worker config: the shell sandbox is bubblewrap unless BATON_SHELL_SANDBOX=
       error.problems.some((p) => /^BATON_SHELL_SANDBOX must be bwrap .* or none/.test(p)),
   );
   assert.throws(() => readToolsConfig({ BATON_SHELL_SANDBOX: 'docker' }, '/srv/app'), /BATON_SHELL_SANDBOX must be/);
+});
+
+test('worker config: BATON_MODEL_STREAM is on or off, and anything else is refused naming it', () => {
+  assert.equal(readWorkerConfig({ ...minimal, BATON_MODEL_STREAM: 'on' }).modelStream, true);
+  assert.equal(readWorkerConfig({ ...minimal, BATON_MODEL_STREAM: ' OFF ' }).modelStream, false);
+  assert.equal(readModelStream({}), false);
+  assert.throws(
+    () => readModelStream({ BATON_MODEL_STREAM: 'yes' }),
+    /BATON_MODEL_STREAM must be on \(streamed model replies\) or off \(whole replies\)/,
+  );
 });
