@@ -13,6 +13,7 @@ import { storableText } from '../common/text';
 import { checkThreadEpoch } from '../db/threads';
 import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
 import type { EnvStore } from '../db/env-data';
+import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import type { AgentStore } from './agent-store';
 import { classifyModelError } from './model-errors';
 import { modelEndpointFor, type ModelProviders } from './model-providers';
@@ -53,10 +54,25 @@ export interface ModelActivityOptions {
   stream?: boolean;
 }
 
+/** Stored MCP tool lists a worker keeps in memory (each a few hundred bytes). */
+const MAX_CACHED_TOOL_LISTS = 1000;
+
 /** Activities that talk to the model endpoint. */
 export function createModelActivities(options: ModelActivityOptions) {
   const { pool } = options;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
+  /** Stored MCP tool lists by id: an id names one list for ever, so a list read once serves every later step. */
+  const mcpToolLists = new Map<string, string[]>();
+
+  async function mcpToolList(listId: string): Promise<string[] | undefined> {
+    const cached = mcpToolLists.get(listId);
+    if (cached !== undefined) return cached;
+    const names = await loadMcpToolList(pool, listId);
+    if (names === undefined) return undefined;
+    if (mcpToolLists.size >= MAX_CACHED_TOOL_LISTS) mcpToolLists.delete(mcpToolLists.keys().next().value ?? '');
+    mcpToolLists.set(listId, names);
+    return names;
+  }
 
   /**
    * Calls the model with the thread's transcript and stores the reply. A retried call whose reply is already
@@ -71,9 +87,9 @@ export function createModelActivities(options: ModelActivityOptions) {
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
     await checkThreadEpoch(pool, scope.threadId, scope.epoch);
     if (stored) {
-      // What the first attempt offered is not stored; the turn's list, when it has one, goes on.
+      // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
       const result = await toResult(stored, true, agent, input);
-      return input.mcpTools === undefined ? result : { ...result, mcpTools: input.mcpTools };
+      return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
     }
     const { provider, openai, model } = modelEndpointFor(agent, options);
 
@@ -82,12 +98,14 @@ export function createModelActivities(options: ModelActivityOptions) {
     const variables = await loadWorldVariables(pool, input.world);
     // `mcp:<server>` spelled out as the server's tools, less those of servers the world leaves out.
     const offered = options.tools.offered(agent.capabilities, variables);
-    const kept = input.mcpTools;
+    const kept = input.mcpToolList === undefined ? undefined : await mcpToolList(input.mcpToolList);
     const declared =
       kept === undefined
         ? offered
         : offered.filter((name) => options.tools.mcpServerOf(name) === undefined || kept.includes(name));
     const mcpTools = declared.filter((name) => options.tools.mcpServerOf(name) !== undefined);
+    const mcpToolListId =
+      input.mcpToolList ?? (mcpTools.length > 0 ? await saveMcpToolList(pool, mcpTools) : undefined);
     const systemPrompt = buildSystemPrompt(interpolate(agent.body || agent.description, variables), {
       name: agent.name,
       declared,
@@ -173,7 +191,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       });
       return {
         ...(await toResult(message, reused, agent, input, variables)),
-        ...(mcpTools.length > 0 ? { mcpTools } : {}),
+        ...(mcpToolListId === undefined ? {} : { mcpToolList: mcpToolListId }),
       };
     } catch (error) {
       throw toApplicationFailure(error);

@@ -68,10 +68,11 @@ export interface CallModelInput {
   /** 0-based model step within the turn, for summaries and logs. */
   step: number;
   /**
-   * The MCP tools the turn's first model call offered (`CallModelResult.mcpTools`): later calls of the turn offer
-   * only these (of those the worker still has), so a server changing its tool list changes no turn already running.
+   * The id of the MCP tool list the turn's first model call offered (`CallModelResult.mcpToolList`, stored in
+   * Postgres): later calls of the turn offer only those tools (of those the worker still has), so a server changing
+   * its tool list changes no turn already running. History carries the id, never the names.
    */
-  mcpTools?: string[];
+  mcpToolList?: string;
 }
 
 /**
@@ -230,8 +231,8 @@ export interface CallModelResult {
   usage: TokenUsage | null;
   /** True when the reply was already stored by an earlier attempt and the model was not called again. */
   reused: boolean;
-  /** The MCP tools this call offered the model, when the agent has any: the turn keeps them for its later calls. */
-  mcpTools?: string[];
+  /** The id of the MCP tool list this call offered, when the agent has any: the turn keeps it for its later calls. */
+  mcpToolList?: string;
 }
 
 export interface ExecuteToolCallInput {

@@ -524,9 +524,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     // With fewer dispatches: the previous reply's tool calls, when the activity runs them all, left to run in the
     // same activity as the next model call.
     let carried: { names: string[]; calls: ReturnType<typeof toolCallInput>[] } | undefined;
-    // The MCP tools the first model call offered: the turn keeps that list whatever the servers list later. Data
-    // only, no command: histories recorded before it replay the same way.
-    let mcpTools: string[] | undefined;
+    // The id of the MCP tool list the first model call offered: the turn keeps that list whatever the servers list
+    // later. Data only, no command: histories recorded before it replay the same way.
+    let mcpToolList: string | undefined;
     for (let step = 0; step < agent.maxSteps; step++) {
       const modelCall = {
         scope,
@@ -534,7 +534,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         agentVersion: agent.version,
         operationId: operationId(runId, 'model', step),
         step,
-        ...(mcpTools === undefined ? {} : { mcpTools }),
+        ...(mcpToolList === undefined ? {} : { mcpToolList }),
       };
       const reply =
         carried === undefined
@@ -544,7 +544,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
               [{ toolCalls: carried.calls, model: modelCall }],
             );
       carried = undefined;
-      mcpTools ??= reply.mcpTools;
+      mcpToolList ??= reply.mcpToolList;
       usage = addUsage(usage, reply.usage);
       if (reply.toolCalls.length === 0) {
         return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
