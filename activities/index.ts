@@ -7,6 +7,7 @@ import type { Pool } from 'pg';
 import type { ResolveAgentInput } from '../common/types';
 import type { AgentRegistry } from '../common/agent-definition';
 import { EnvStore } from '../db/env-data';
+import { announceRunEvents } from '../db/run-events';
 import { createAgentStore } from './agent-store';
 import { createApprovalActivities } from './approvals';
 import { createDelegationActivities } from './delegations';
@@ -58,7 +59,7 @@ export function createActivities(deps: ActivityDependencies) {
   const delegations = createDelegationActivities({ pool: deps.pool, agentStore, env });
   /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
   const resolveAgent = (input: ResolveAgentInput) => agentStore.resolve(input.name);
-  return withTypedFailures({
+  return withTypedFailuresAndAnnouncements(deps.pool, {
     ...threads,
     ...createQuestionActivities({ pool: deps.pool }),
     ...createApprovalActivities({ pool: deps.pool }),
@@ -76,9 +77,11 @@ export function createActivities(deps: ActivityDependencies) {
 
 /**
  * Every activity turns repository errors into typed failures on the way out (see `toApplicationFailure`), so a stale
- * epoch or data Postgres refuses ends retries whichever activity meets it, instead of being retried as unknown.
+ * epoch or data Postgres refuses ends retries whichever activity meets it, instead of being retried as unknown. And
+ * every activity tells its root's run-feed readers that events may have committed (its writes made them, through
+ * triggers, migration 014), after its transactions and whether it succeeded or not (a refused write is an event too).
  */
-function withTypedFailures<T extends object>(activities: T): T {
+function withTypedFailuresAndAnnouncements<T extends object>(pool: Pool, activities: T): T {
   const wrapped: Record<string, unknown> = {};
   for (const [name, activity] of Object.entries(activities)) {
     wrapped[name] =
@@ -88,11 +91,30 @@ function withTypedFailures<T extends object>(activities: T): T {
               return await (activity as (...args: unknown[]) => Promise<unknown>)(...args);
             } catch (error) {
               throw toApplicationFailure(error);
+            } finally {
+              const root = rootThreadOf(args[0]);
+              if (root !== undefined) announceRunEvents(pool, root);
             }
           }
         : activity;
   }
   return wrapped as T;
+}
+
+/** The root thread an activity input concerns: its scope's, or the root part of the thread id it names. */
+function rootThreadOf(input: unknown): string | undefined {
+  if (typeof input !== 'object' || input === null) return undefined;
+  const fields = input as {
+    scope?: { rootThreadId?: unknown };
+    rootThreadId?: unknown;
+    threadId?: unknown;
+    model?: unknown;
+  };
+  if (typeof fields.scope?.rootThreadId === 'string') return fields.scope.rootThreadId;
+  if (typeof fields.rootThreadId === 'string') return fields.rootThreadId;
+  // A thread id is `<root>` or `<root>/…` (a root id holds no `/`).
+  if (typeof fields.threadId === 'string') return fields.threadId.split('/')[0];
+  return fields.model === undefined ? undefined : rootThreadOf(fields.model);
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -14,8 +14,10 @@ import { checkThreadEpoch } from '../db/threads';
 import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
 import type { EnvStore } from '../db/env-data';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
+import { recordModelCallStarted } from '../db/run-events';
 import type { AgentStore } from './agent-store';
 import { classifyModelError } from './model-errors';
+import { DeltaPublisher } from './model-stream';
 import { modelEndpointFor, type ModelProviders } from './model-providers';
 import { toApplicationFailure } from './failures';
 import type { ModelTool, ToolRegistry } from './tools';
@@ -92,6 +94,22 @@ export function createModelActivities(options: ModelActivityOptions) {
       return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
     }
     const { provider, openai, model } = modelEndpointFor(agent, options);
+    const activity = Context.current();
+    const { attempt } = activity.info;
+    const stream = `${input.operationId}#${attempt}`;
+    // The run feed's mark that this attempt started, written while the request is put together.
+    const started = recordModelCallStarted(pool, {
+      rootThreadId: scope.rootThreadId,
+      threadId: scope.threadId,
+      agent: scope.agent,
+      operationId: input.operationId,
+      step: input.step,
+      attempt,
+      streaming: options.stream === true,
+      provider,
+      model,
+    });
+    started.catch(() => undefined);
 
     const transcript = await listMessages(pool, scope.threadId);
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
@@ -123,8 +141,18 @@ export function createModelActivities(options: ModelActivityOptions) {
       .map((name) => options.tools.toModelTool(name))
       .filter((tool): tool is ModelTool => tool !== undefined);
 
-    const activity = Context.current();
+    await started;
     const heartbeat = setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
+    const deltas = options.stream
+      ? new DeltaPublisher(pool, {
+          rootThreadId: scope.rootThreadId,
+          threadId: scope.threadId,
+          agent: scope.agent,
+          stream,
+          step: input.step,
+          attempt,
+        })
+      : undefined;
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     try {
       const request = {
@@ -143,13 +171,18 @@ export function createModelActivities(options: ModelActivityOptions) {
           ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
         },
       };
-      // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole.
-      completion = options.stream
+      // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole, and the
+      // chunks are published as they come.
+      completion = deltas
         ? await openai.chat.completions
             .stream({ ...request, stream_options: { include_usage: true } }, requestOptions)
+            .on('chunk', (chunk) => deltas.add(chunk))
             .finalChatCompletion()
         : await openai.chat.completions.create(request, requestOptions);
+      // The last batch goes out before the reply is stored, so a reader has the whole text when the reply arrives.
+      await deltas?.flush();
     } catch (error) {
+      deltas?.discard();
       // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
       if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
       throw classifyModelError(error);

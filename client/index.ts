@@ -66,8 +66,30 @@ import { findStoredAgent, listStoredAgents, type StoredAgent } from './agents';
 import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
 import { Schedules } from './schedules';
+import { FeedWatcher, type FeedSource, type FeedWatch } from './feed-watch';
+import { lastRunFeedSeq, readRunFeed } from '../db/run-events';
+import {
+  parseDeltaAnnouncement,
+  RUN_DELTAS_CHANNEL,
+  RUN_EVENTS_CHANNEL,
+  type DeltaAnnouncement,
+  type RunEvent,
+  type RunFeedRow,
+} from '../common/run-events';
+import { ThreadEvents } from './thread-events';
 
 export { BatonClientError } from './errors';
+export type { FeedWatch } from './feed-watch';
+export type { ThreadEvents } from './thread-events';
+export type {
+  RunDeltaEvent,
+  RunEvent,
+  RunEventBase,
+  StoredRunEvent,
+  StreamAbandonedEvent,
+  TokenUsageEvent,
+  ToolCallDelta,
+} from '../common/run-events';
 export {
   BatonScheduleHandle,
   OVERLAP_POLICIES,
@@ -164,30 +186,35 @@ export interface WatchEnvOptions {
   since?: number;
 }
 
-/** A running env-data watch (`thread.watchEnv`). */
-export interface EnvWatch {
+export interface SendOptions {
+  /** Delivered once however often it is sent (see `send`). At most 200 characters. */
+  messageId?: string;
   /**
-   * Resolves once `stop()` (or `BatonClient.close()`) has ended the watch; rejects with what ended it otherwise:
-   * a lost or failed database connection, a failed read, or a listener that threw. The connection is closed by then.
+   * Called with each event of the tree (`thread.events`) from the moment the message is sent until the reply; the
+   * next waits until it settles.
    */
-  readonly done: Promise<void>;
-  /**
-   * Delivers no further event, waits for a read in flight, UNLISTENs and closes the watch's connection. A listener
-   * call already running is not awaited, so a listener may call `stop()` itself. Calling it again is harmless.
-   */
-  stop(): Promise<void>;
+  onEvent?: (event: RunEvent) => void | Promise<void>;
+  /** Whether `onEvent` gets streamed text (`delta`). @default true */
+  deltas?: boolean;
 }
 
-/** Events read per query while catching up. */
-const ENV_EVENTS_PAGE = 500;
-/** How often a watch reads the log without an announcement (one lost to a writer that died after its commit). */
-const ENV_WATCH_REREAD_MS = 5_000;
+export interface ThreadEventsOptions {
+  /** Deliver only events after this feed number. @default 0 (from the start) */
+  since?: number;
+  /** Deliver streamed model output (`delta` and `stream_abandoned`). @default true */
+  deltas?: boolean;
+  /** Ends the iteration. */
+  signal?: AbortSignal;
+}
+
+/** A running env-data watch (`thread.watchEnv`). */
+export type EnvWatch = FeedWatch;
 
 const DATABASE_NEEDED = "this needs Baton's database: connect with `databaseUrl` (the CLI reads it from the stack)";
 
 /** A connected Baton client. Close it when done. */
 export class BatonClient {
-  private readonly watches = new Set<EnvWatcher>();
+  private readonly watches = new Set<FeedWatch>();
   /** Baton's schedules: create, list, and a handle per schedule (see client/schedules.ts). */
   readonly schedules: Schedules;
 
@@ -217,6 +244,58 @@ export class BatonClient {
    */
   async startEnvWatch(rootThreadId: string, onEvent: EnvEventListener, since: number): Promise<EnvWatch> {
     const store = new EnvStore(this.database());
+    return this.startFeedWatch(
+      {
+        name: 'env watch',
+        rootThreadId,
+        channels: [ENV_EVENTS_CHANNEL],
+        read: (after, limit) => store.events(rootThreadId, { since: after, limit }),
+        deliver: onEvent,
+      },
+      since,
+    );
+  }
+
+  /**
+   * Starts a watch of `rootThreadId`'s run feed on a dedicated connection; `close()` stops it. Use `thread.events`.
+   * @internal
+   * @throws BatonClientError without a database URL; the connection's error when it cannot connect or LISTEN.
+   */
+  async startRunWatch(
+    rootThreadId: string,
+    onRow: (row: RunFeedRow) => void | Promise<void>,
+    since: number,
+    onDelta?: (delta: DeltaAnnouncement) => void,
+  ): Promise<FeedWatch> {
+    const db = this.database();
+    return this.startFeedWatch(
+      {
+        name: 'event watch',
+        rootThreadId,
+        // Env-data writes announce on their own channel; their events are part of the feed.
+        channels: [RUN_EVENTS_CHANNEL, ENV_EVENTS_CHANNEL],
+        read: (after, limit) => readRunFeed(db, rootThreadId, { since: after, limit }),
+        deliver: onRow,
+        ...(onDelta === undefined
+          ? {}
+          : {
+              extra: {
+                channels: [RUN_DELTAS_CHANNEL],
+                receive: (_channel: string, payload: string | undefined) => {
+                  const delta = parseDeltaAnnouncement(payload);
+                  if (delta?.rootThreadId === rootThreadId) onDelta(delta);
+                },
+              },
+            }),
+      },
+      since,
+    );
+  }
+
+  private async startFeedWatch<Row extends { seq: number }>(
+    source: FeedSource<Row>,
+    since: number,
+  ): Promise<FeedWatch> {
     if (!this.databaseUrl) throw new BatonClientError(DATABASE_NEEDED);
     const listener = new pg.Client({
       connectionString: this.databaseUrl,
@@ -225,7 +304,7 @@ export class BatonClient {
       // A watch idles for hours; keepalives notice a server that vanished without closing the connection.
       keepAlive: true,
     });
-    const watcher = new EnvWatcher(listener, store, rootThreadId, onEvent, since, () => this.watches.delete(watcher));
+    const watcher: FeedWatcher<Row> = new FeedWatcher(listener, source, since, () => this.watches.delete(watcher));
     this.watches.add(watcher);
     await watcher.start();
     return watcher;
@@ -344,9 +423,10 @@ export class ThreadHandle {
    * thread continued as new (it carries the ids of its last 100 messages into its next run). At most 200 characters.
    * Without one, each call is a new message.
    */
-  async send(message: string, options: { messageId?: string } = {}): Promise<SendMessageResult> {
+  async send(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
     const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);
     if (problem !== undefined) throw new BatonClientError(problem);
+    if (options.onEvent !== undefined) return this.sendWatched(message, options, options.onEvent);
     try {
       return await this.workflow.executeUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
         args: [{ message }],
@@ -358,6 +438,57 @@ export class ThreadHandle {
       }
       throw error;
     }
+  }
+
+  /** `send`, under the name other agent frameworks use for a run with a callback (`{ onEvent }`). */
+  run(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
+    return this.send(message, options);
+  }
+
+  /** `send` with its tree's events delivered to `onEvent` from the moment the message is sent until the reply. */
+  private async sendWatched(
+    message: string,
+    options: SendOptions,
+    onEvent: (event: RunEvent) => void | Promise<void>,
+  ): Promise<SendMessageResult> {
+    const since = await this.lastEventSeq();
+    const events = this.events({ since, ...(options.deltas === undefined ? {} : { deltas: options.deltas }) });
+    const delivering = (async () => {
+      for await (const event of events) await onEvent(event);
+    })();
+    delivering.catch(() => undefined);
+    try {
+      const result = await this.send(message, {
+        ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
+      });
+      // The turn's last events committed before its reply: read them, then stop.
+      await events.catchUp();
+      return result;
+    } finally {
+      await events.return();
+      await delivering;
+    }
+  }
+
+  /**
+   * The highest feed number of this root's tree so far (0 before any event): `events({ since })` with it delivers
+   * only what happens next.
+   */
+  async lastEventSeq(): Promise<number> {
+    return lastRunFeedSeq(this.client.database(), this.threadId);
+  }
+
+  /**
+   * This root thread's run feed as an async iterator: every durable step of its tree in order, each once, with its
+   * feed number (`seq`), from `since` (0, the default, is from the start; `lastEventSeq()` is from now), and the
+   * streamed text of model replies as it is generated (`delta`, unless `deltas: false`; not stored, best effort;
+   * `stream_abandoned` says a stream will not be completed). It LISTENs on a connection of its own; when that
+   * connection drops it connects again and goes on after the last event delivered, so nothing is lost or repeated
+   * (deltas published meanwhile are). It ends when the loop breaks, `signal` aborts, or `BatonClient.close()`.
+   * @throws BatonClientError for a client without a database URL, or a connection lost for longer than two minutes.
+   */
+  events(options: ThreadEventsOptions = {}): ThreadEvents {
+    return new ThreadEvents(this.client, this.threadId, options);
   }
 
   /**
@@ -853,157 +984,6 @@ export async function connect(options: ConnectOptions): Promise<BatonClient> {
       ? {}
       : { scheduleMinimumIntervalSeconds: options.scheduleMinimumIntervalSeconds },
   );
-}
-
-/** What a change announces on `baton_env_events`; the event itself is read from the log. */
-interface EnvAnnouncement {
-  rootThreadId: string;
-  seq: number;
-}
-
-function parseAnnouncement(payload: string | undefined): EnvAnnouncement | undefined {
-  try {
-    const parsed = JSON.parse(payload ?? '') as Partial<Record<keyof EnvAnnouncement, unknown>>;
-    const { rootThreadId, seq } = parsed;
-    return typeof rootThreadId === 'string' && typeof seq === 'number' ? { rootThreadId, seq } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * One env watch: LISTENs, and after each announcement for its root reads the log from the last event it delivered,
- * one read at a time. The log's reads never skip an event that commits late (`EnvStore.events`); still, an
- * announcement below the last delivered sequence number is read from just below it, and the sequence numbers
- * delivered are remembered so nothing is delivered twice. Writers announce after their commit, so a writer that dies
- * in between announces nothing: the watch also reads on every `ENV_WATCH_REREAD_MS`, which delivers such an event.
- */
-class EnvWatcher implements EnvWatch {
-  readonly done: Promise<void>;
-  private settle!: (failure?: Error) => void;
-  private stopped = false;
-  private closing: Promise<void> | undefined;
-  /** The highest sequence number delivered (or `since`). */
-  private lastSeq: number;
-  private readonly delivered = new Set<number>();
-  /** Read from just after this once the current read is done; `undefined` when nothing is pending. */
-  private pendingFrom: number | undefined;
-  private draining: Promise<void> | undefined;
-  private reading: Promise<unknown> | undefined;
-  private reread: ReturnType<typeof setInterval> | undefined;
-
-  constructor(
-    private readonly listener: pg.Client,
-    private readonly store: EnvStore,
-    private readonly rootThreadId: string,
-    private readonly onEvent: EnvEventListener,
-    private readonly since: number,
-    private readonly onClosed: () => void,
-  ) {
-    this.lastSeq = since;
-    this.done = new Promise<void>((resolve, reject) => {
-      this.settle = (failure) => (failure ? reject(failure) : resolve());
-    });
-    // Whoever never awaits `done` must not get an unhandled rejection; awaiting it still sees the failure.
-    this.done.catch(() => undefined);
-  }
-
-  /** Connects, LISTENs and delivers what is logged already. @throws what failed, after closing the connection. */
-  async start(): Promise<void> {
-    this.listener.on('notification', this.onNotification);
-    this.listener.on('error', (error) => void this.shutdown(error));
-    this.listener.on('end', () => {
-      if (!this.stopped) void this.shutdown(new BatonClientError('the env watch lost its database connection'));
-    });
-    try {
-      await this.listener.connect();
-      await this.listener.query(`LISTEN ${this.listener.escapeIdentifier(ENV_EVENTS_CHANNEL)}`);
-    } catch (error) {
-      await this.shutdown(error instanceof Error ? error : new Error(String(error)));
-      throw error;
-    }
-    // Events logged before the LISTEN took effect were announced to nobody: read them now.
-    await this.schedule(this.lastSeq);
-    if (!this.stopped) {
-      this.reread = setInterval(() => void this.schedule(this.lastSeq), ENV_WATCH_REREAD_MS);
-      // A watch alone does not keep the process running; its connection decides that.
-      this.reread.unref();
-    }
-    await (this.closing ?? Promise.resolve());
-    // A watch that already failed reports why; `done` carries the same error.
-    if (this.stopped) await this.done;
-  }
-
-  stop(): Promise<void> {
-    return this.shutdown(undefined);
-  }
-
-  private readonly onNotification = (message: pg.Notification): void => {
-    if (message.channel !== ENV_EVENTS_CHANNEL || this.stopped) return;
-    const announced = parseAnnouncement(message.payload);
-    if (announced && announced.rootThreadId !== this.rootThreadId) return;
-    if (announced && (announced.seq <= this.since || this.delivered.has(announced.seq))) return;
-    // Without a readable announcement, read on from the last event delivered: nothing is lost either way.
-    void this.schedule(announced ? Math.min(this.lastSeq, announced.seq - 1) : this.lastSeq);
-  };
-
-  /** Asks for a read from after `from`; merges with a pending one. Resolves when no read is pending any more. */
-  private schedule(from: number): Promise<void> {
-    this.pendingFrom = Math.min(this.pendingFrom ?? from, from);
-    this.draining ??= this.drain();
-    return this.draining;
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      while (this.pendingFrom !== undefined && !this.stopped) {
-        const from = this.pendingFrom;
-        this.pendingFrom = undefined;
-        await this.deliverAfter(from);
-      }
-    } catch (error) {
-      void this.shutdown(error instanceof Error ? error : new Error(String(error)));
-    } finally {
-      this.draining = undefined;
-    }
-  }
-
-  private async deliverAfter(from: number): Promise<void> {
-    let after = from;
-    for (;;) {
-      const read = this.store.events(this.rootThreadId, { since: after, limit: ENV_EVENTS_PAGE });
-      this.reading = read;
-      const events = await read.finally(() => (this.reading = undefined));
-      for (const event of events) {
-        if (this.stopped) return;
-        if (event.seq <= this.since || this.delivered.has(event.seq)) continue;
-        this.delivered.add(event.seq);
-        this.lastSeq = Math.max(this.lastSeq, event.seq);
-        await this.onEvent(event);
-      }
-      const last = events.at(-1);
-      if (!last || events.length < ENV_EVENTS_PAGE) return;
-      after = last.seq;
-    }
-  }
-
-  private shutdown(failure: Error | undefined): Promise<void> {
-    this.closing ??= (async () => {
-      this.stopped = true;
-      clearInterval(this.reread);
-      await this.reading?.catch(() => undefined);
-      // After a failure the connection may be gone; UNLISTEN matters only to a connection that goes on.
-      if (!failure) {
-        await this.listener
-          .query(`UNLISTEN ${this.listener.escapeIdentifier(ENV_EVENTS_CHANNEL)}`)
-          .catch(() => undefined);
-      }
-      await this.listener.end().catch(() => undefined);
-      this.onClosed();
-      this.settle(failure);
-    })();
-    return this.closing;
-  }
 }
 
 /** World names follow agent names: lowercase letters, digits, `_` and `-`. */

@@ -1,0 +1,155 @@
+/**
+ * `thread.events()`: a root thread's run feed as an async iterator that outlives its connection. It watches the feed
+ * (`BatonClient.startRunWatch`), and when the watch's connection is lost connects again and reads on after the last
+ * event it delivered, so an iteration sees every stored event once, in order.
+ */
+import { StreamTracker, runEventsOf, type RunEvent, type RunFeedRow } from '../common/run-events';
+import type { BatonClient, ThreadEventsOptions } from './index';
+import { BatonClientError } from './errors';
+import type { FeedWatch } from './feed-watch';
+
+/** How long the feed may stay unreachable before the iteration fails. */
+const RECONNECT_FOR_MS = 120_000;
+const FIRST_RECONNECT_DELAY_MS = 250;
+const MAX_RECONNECT_DELAY_MS = 5_000;
+
+export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
+  private readonly queue: RunEvent[] = [];
+  private waiter: { resolve: (result: IteratorResult<RunEvent>) => void; reject: (error: Error) => void } | undefined;
+  private watch: FeedWatch | undefined;
+  private running: Promise<void> | undefined;
+  private lastSeq: number;
+  private ended = false;
+  private failure: Error | undefined;
+  private readonly tracker = new StreamTracker();
+  private readonly deltas: boolean;
+
+  constructor(
+    private readonly client: BatonClient,
+    private readonly rootThreadId: string,
+    options: ThreadEventsOptions,
+  ) {
+    this.lastSeq = options.since ?? 0;
+    this.deltas = options.deltas ?? true;
+    const { signal } = options;
+    if (signal) {
+      if (signal.aborted) this.ended = true;
+      else signal.addEventListener('abort', () => void this.return(), { once: true });
+    }
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  /** The feed number of the last stored event delivered (or `since`): where a later iteration would go on. */
+  get position(): number {
+    return this.lastSeq;
+  }
+
+  next(): Promise<IteratorResult<RunEvent>> {
+    this.running ??= this.follow();
+    const value = this.queue.shift();
+    if (value !== undefined) return Promise.resolve({ value, done: false });
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.ended) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  }
+
+  /** Ends the iteration now: events not yet taken are dropped. */
+  async return(): Promise<IteratorResult<RunEvent>> {
+    this.queue.length = 0;
+    await this.finish();
+    return { value: undefined, done: true };
+  }
+
+  /** Reads what has committed by now; resolves once it is queued. */
+  async catchUp(): Promise<void> {
+    this.running ??= this.follow();
+    await this.watch?.catchUp();
+  }
+
+  /** Stops watching; events already queued are still taken, then the iteration ends. */
+  async finish(): Promise<void> {
+    this.ended = true;
+    await this.watch?.stop();
+    this.settleWaiter();
+  }
+
+  private async follow(): Promise<void> {
+    if (this.ended) return;
+    // The thread's row appears with its first turn, so a thread just started has none yet: only a thread under a
+    // root is refused here.
+    if (this.rootThreadId.includes('/')) {
+      return this.fail(
+        new BatonClientError(
+          `'${this.rootThreadId}' is a thread under a root thread: watch the root, whose events include it`,
+        ),
+      );
+    }
+    let lostSince: number | undefined;
+    let delay = FIRST_RECONNECT_DELAY_MS;
+    while (!this.ended) {
+      try {
+        const watch = await this.client.startRunWatch(
+          this.rootThreadId,
+          (row) => this.onRow(row),
+          this.lastSeq,
+          this.deltas
+            ? (delta) => this.push(...(this.tracker.accepts(delta) ? [{ ...delta, type: 'delta' as const }] : []))
+            : undefined,
+        );
+        this.watch = watch;
+        lostSince = undefined;
+        delay = FIRST_RECONNECT_DELAY_MS;
+        if (this.ended) await watch.stop();
+        await watch.done;
+        return;
+      } catch (error) {
+        if (this.ended) return;
+        if (error instanceof BatonClientError && !/lost its database connection/.test(error.message)) {
+          return this.fail(error);
+        }
+        lostSince ??= Date.now();
+        if (Date.now() - lostSince > RECONNECT_FOR_MS) return this.fail(error);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, MAX_RECONNECT_DELAY_MS);
+      }
+    }
+  }
+
+  private onRow(row: RunFeedRow): void {
+    this.lastSeq = Math.max(this.lastSeq, row.seq);
+    for (const event of runEventsOf(row)) {
+      const out = this.tracker.onStored(event);
+      this.push(...(this.deltas ? out : out.filter((e) => e.type !== 'stream_abandoned')));
+    }
+  }
+
+  private push(...events: RunEvent[]): void {
+    if (events.length === 0) return;
+    this.queue.push(...events);
+    const waiter = this.waiter;
+    if (waiter) {
+      this.waiter = undefined;
+      waiter.resolve({ value: this.queue.shift() as RunEvent, done: false });
+    }
+  }
+
+  private fail(error: unknown): void {
+    this.failure = error instanceof Error ? error : new Error(String(error));
+    this.ended = true;
+    const waiter = this.waiter;
+    this.waiter = undefined;
+    if (waiter && this.queue.length === 0) waiter.reject(this.failure);
+    else if (waiter) waiter.resolve({ value: this.queue.shift() as RunEvent, done: false });
+  }
+
+  private settleWaiter(): void {
+    const waiter = this.waiter;
+    if (!waiter) return;
+    this.waiter = undefined;
+    const value = this.queue.shift();
+    waiter.resolve(value === undefined ? { value: undefined, done: true } : { value, done: false });
+  }
+}

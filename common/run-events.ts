@@ -1,0 +1,444 @@
+/**
+ * The run feed of a root thread (migration 014): every durable step of its tree as a typed event, in order, and the
+ * streamed text of model replies as they are generated. Pure: the rows are read by `db/run-events.ts` and watched by
+ * the client SDK; this file says what they mean.
+ */
+
+/** Channel the feed's writers announce on after commit (`{ rootThreadId, seq }`); readers then read the rows. */
+export const RUN_EVENTS_CHANNEL = 'baton_run_events';
+/** Channel streamed model output is published on, best effort, a few batches a second per stream. */
+export const RUN_DELTAS_CHANNEL = 'baton_run_deltas';
+/** Largest NOTIFY payload Postgres takes is 8000 bytes; a batch is cut below it. */
+export const MAX_DELTA_PAYLOAD_BYTES = 7000;
+
+/** One row of the feed as `run_feed_after` returns it. */
+export interface RunFeedRow {
+  seq: number;
+  threadId: string;
+  agent: string | null;
+  kind: string;
+  data: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/** What every stored event carries. */
+export interface RunEventBase {
+  /**
+   * The feed position of the write this event comes from. One write can make several events (an assistant message
+   * is a model call's end, its text and its tool calls); they share the number and always arrive together, so
+   * resuming after `seq` never splits them.
+   */
+  seq: number;
+  /** `seq`, or `seq.n` for the n-th further event of one write: unique, and what the explorer's stream sends as id. */
+  id: string;
+  threadId: string;
+  agent: string | null;
+  /** When the write committed (ISO 8601). */
+  at: string;
+}
+
+export interface TokenUsageEvent {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+/** A streamed piece of a tool call: `id` and `name` come with its first piece, `arguments` in pieces after. */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  name?: string;
+  arguments?: string;
+}
+
+/** Events of the feed, each from the write that made its step durable (`seq`), or streamed output (no `seq`). */
+export type RunEvent =
+  | (RunEventBase & { type: 'turn_started'; parentThread?: string; caller?: string; forkTask?: string })
+  | (RunEventBase & {
+      type: 'turn_ended';
+      status: string;
+      error?: string;
+      parentThread?: string;
+      forkTask?: string;
+    })
+  | (RunEventBase & { type: 'message'; content: string })
+  | (RunEventBase & {
+      type: 'model_call_started';
+      operationId: string;
+      step: number;
+      attempt: number;
+      /** `<operationId>#<attempt>`: the deltas of this attempt carry it. */
+      stream: string;
+      streaming: boolean;
+      provider?: string;
+      model?: string;
+    })
+  | (RunEventBase & {
+      type: 'model_call_ended';
+      operationId: string;
+      usage?: TokenUsageEvent;
+      provider?: string;
+      model?: string;
+    })
+  | (RunEventBase & { type: 'assistant_message'; operationId: string; content: string })
+  | (RunEventBase & { type: 'tool_call'; toolCallId: string; name: string; arguments: string })
+  | (RunEventBase & { type: 'tool_result'; toolCallId: string; name?: string; content: string; error: boolean })
+  | (RunEventBase & { type: 'wait_started'; toolCallId: string; arguments: string })
+  | (RunEventBase & { type: 'wait_ended'; toolCallId: string; content: string })
+  | (RunEventBase & {
+      type: 'delegation_started';
+      childThread: string;
+      childAgent: string;
+      number: number;
+      mode: string;
+      workflowId: string;
+      message: string;
+    })
+  | (RunEventBase & { type: 'delegation_ended'; childThread: string; status: string; error?: string })
+  | (RunEventBase & { type: 'fork_started'; fork: number; store: string; prefix: string; maxParallel: number })
+  | (RunEventBase & { type: 'fork_ended'; fork: number; status: string })
+  | (RunEventBase & { type: 'fork_task_started'; fork: number; task: number; workflowId: string })
+  | (RunEventBase & {
+      type: 'fork_task_ended';
+      fork: number;
+      task: number;
+      status: string;
+      error?: string;
+      reclaimed: boolean;
+    })
+  | (RunEventBase & { type: 'question_asked'; questionId: string; question: string; expiresAt?: string })
+  | (RunEventBase & {
+      type: 'question_closed';
+      questionId: string;
+      status: string;
+      answer?: string;
+      reason?: string;
+    })
+  | (RunEventBase & {
+      type: 'approval_requested';
+      approvalId: string;
+      tool: string;
+      toolCallId: string;
+      arguments: string;
+      expiresAt?: string;
+    })
+  | (RunEventBase & {
+      type: 'approval_decided';
+      approvalId: string;
+      tool: string;
+      status: string;
+      decidedBy?: string;
+      reason?: string;
+    })
+  | (RunEventBase & {
+      type: 'env_written';
+      key: string;
+      scope: string;
+      action: string;
+      version?: number;
+      valueSize?: number;
+    })
+  | (RunEventBase & { type: 'env_refused'; key: string; scope: string; reason?: string; refusalType?: string })
+  | (RunEventBase & {
+      type: 'write_refused';
+      write: string;
+      operationId: string;
+      writeEpoch: number;
+      currentEpoch: number;
+      detail?: string;
+    })
+  | RunDeltaEvent
+  | StreamAbandonedEvent;
+
+/** Streamed output of one model call attempt: not stored, best effort; the stored reply is what counts. */
+export interface RunDeltaEvent {
+  type: 'delta';
+  threadId: string;
+  agent: string;
+  stream: string;
+  step: number;
+  attempt: number;
+  /** Numbered per stream from 0, so a reader sees a batch it missed. */
+  part: number;
+  text?: string;
+  toolCalls?: ToolCallDelta[];
+}
+
+/**
+ * The streamed output of `stream` will not be completed: its attempt died (a retry started, or its turn ended without
+ * storing the reply). Drop what was shown of it.
+ */
+export interface StreamAbandonedEvent {
+  type: 'stream_abandoned';
+  threadId: string;
+  stream: string;
+  reason: 'retried' | 'turn_ended';
+}
+
+export type StoredRunEvent = Exclude<RunEvent, RunDeltaEvent | StreamAbandonedEvent>;
+
+const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+const optionalText = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+const num = (value: unknown): number => (typeof value === 'number' ? value : Number(value ?? 0));
+
+/**
+ * The typed events of one feed row, in the order they happened. An unknown kind (a newer Baton's) is skipped, so an
+ * older reader goes on.
+ */
+export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
+  const d = row.data;
+  const at = row.createdAt instanceof Date ? row.createdAt.toISOString() : String(row.createdAt);
+  const events: StoredRunEvent[] = [];
+  const push = (event: Record<string, unknown> & { type: StoredRunEvent['type'] }, threadId = row.threadId) => {
+    const id = events.length === 0 ? String(row.seq) : `${row.seq}.${events.length}`;
+    events.push({ seq: row.seq, id, threadId, agent: row.agent, at, ...event } as StoredRunEvent);
+  };
+  switch (row.kind) {
+    case 'turn_started':
+      push({
+        type: 'turn_started',
+        parentThread: optionalText(d.parentThread),
+        caller: optionalText(d.caller),
+        forkTask: optionalText(d.forkTask),
+      });
+      break;
+    case 'turn_ended':
+      push({
+        type: 'turn_ended',
+        status: text(d.status),
+        error: optionalText(d.error),
+        parentThread: optionalText(d.parentThread),
+        forkTask: optionalText(d.forkTask),
+      });
+      // A delegated thread's turn is its caller's delegation; a fork task's end is its own row's event.
+      if (typeof d.parentThread === 'string' && d.forkTask === undefined) {
+        push(
+          { type: 'delegation_ended', childThread: row.threadId, status: text(d.status), error: optionalText(d.error) },
+          d.parentThread,
+        );
+      }
+      break;
+    case 'message':
+      push({ type: 'message', content: text(d.content) });
+      break;
+    case 'model_call_started':
+      push({
+        type: 'model_call_started',
+        operationId: text(d.operationId),
+        step: num(d.step),
+        attempt: num(d.attempt),
+        stream: text(d.stream),
+        streaming: d.streaming === true,
+        provider: optionalText(d.provider),
+        model: optionalText(d.model),
+      });
+      break;
+    case 'assistant_message': {
+      push({
+        type: 'model_call_ended',
+        operationId: text(d.operationId),
+        usage: (d.usage ?? undefined),
+        provider: optionalText(d.provider),
+        model: optionalText(d.model),
+      });
+      if (typeof d.content === 'string' && d.content !== '') {
+        push({ type: 'assistant_message', operationId: text(d.operationId), content: d.content });
+      }
+      const calls = Array.isArray(d.toolCalls) ? (d.toolCalls as Record<string, unknown>[]) : [];
+      for (const call of calls) {
+        push({ type: 'tool_call', toolCallId: text(call.id), name: text(call.name), arguments: text(call.arguments) });
+        if (call.name === 'wait')
+          push({ type: 'wait_started', toolCallId: text(call.id), arguments: text(call.arguments) });
+      }
+      break;
+    }
+    case 'tool_result':
+      push({
+        type: 'tool_result',
+        toolCallId: text(d.toolCallId),
+        name: optionalText(d.name),
+        content: text(d.content),
+        error: d.error === true,
+      });
+      if (d.name === 'wait') push({ type: 'wait_ended', toolCallId: text(d.toolCallId), content: text(d.content) });
+      break;
+    case 'delegation_started':
+      push({
+        type: 'delegation_started',
+        childThread: text(d.thread),
+        childAgent: text(d.agent),
+        number: num(d.number),
+        mode: text(d.mode),
+        workflowId: text(d.workflowId),
+        message: text(d.message),
+      });
+      break;
+    case 'fork_started':
+      push({
+        type: 'fork_started',
+        fork: num(d.fork),
+        store: text(d.store),
+        prefix: text(d.prefix),
+        maxParallel: num(d.maxParallel),
+      });
+      break;
+    case 'fork_ended':
+      push({ type: 'fork_ended', fork: num(d.fork), status: text(d.status) });
+      break;
+    case 'fork_task_started':
+      push({ type: 'fork_task_started', fork: num(d.fork), task: num(d.task), workflowId: text(d.workflowId) });
+      break;
+    case 'fork_task_ended':
+      push({
+        type: 'fork_task_ended',
+        fork: num(d.fork),
+        task: num(d.task),
+        status: text(d.status),
+        error: optionalText(d.error),
+        reclaimed: d.reclaimed === true,
+      });
+      break;
+    case 'question_asked':
+      push({
+        type: 'question_asked',
+        questionId: text(d.questionId),
+        question: text(d.question),
+        expiresAt: optionalText(d.expiresAt),
+      });
+      break;
+    case 'question_closed':
+      push({
+        type: 'question_closed',
+        questionId: text(d.questionId),
+        status: text(d.status),
+        answer: optionalText(d.answer),
+        reason: optionalText(d.reason),
+      });
+      break;
+    case 'approval_requested':
+      push({
+        type: 'approval_requested',
+        approvalId: text(d.approvalId),
+        tool: text(d.tool),
+        toolCallId: text(d.toolCallId),
+        arguments: text(d.arguments),
+        expiresAt: optionalText(d.expiresAt),
+      });
+      break;
+    case 'approval_decided':
+      push({
+        type: 'approval_decided',
+        approvalId: text(d.approvalId),
+        tool: text(d.tool),
+        status: text(d.status),
+        decidedBy: optionalText(d.decidedBy),
+        reason: optionalText(d.reason),
+      });
+      break;
+    case 'env_written':
+      push({
+        type: 'env_written',
+        key: text(d.key),
+        scope: text(d.scope),
+        action: text(d.action),
+        version: typeof d.version === 'number' ? d.version : undefined,
+        valueSize: typeof d.valueSize === 'number' ? d.valueSize : undefined,
+      });
+      break;
+    case 'env_refused':
+      push({
+        type: 'env_refused',
+        key: text(d.key),
+        scope: text(d.scope),
+        reason: optionalText(d.reason),
+        refusalType: optionalText(d.refusalType),
+      });
+      break;
+    case 'write_refused':
+      push({
+        type: 'write_refused',
+        write: text(d.write),
+        operationId: text(d.operationId),
+        writeEpoch: num(d.writeEpoch),
+        currentEpoch: num(d.currentEpoch),
+        detail: optionalText(d.detail),
+      });
+      break;
+    default:
+      break;
+  }
+  // Optional fields that are absent stay absent (not `undefined` keys), so events compare and print cleanly.
+  return events.map((event) =>
+    Object.fromEntries(Object.entries(event).filter(([, v]) => v !== undefined)),
+  ) as StoredRunEvent[];
+}
+
+/** A streamed batch as published on `RUN_DELTAS_CHANNEL`. */
+export interface DeltaAnnouncement extends Omit<RunDeltaEvent, 'type'> {
+  rootThreadId: string;
+}
+
+/** Reads a delta notification; `undefined` for anything else. */
+export function parseDeltaAnnouncement(payload: string | undefined): DeltaAnnouncement | undefined {
+  try {
+    const parsed = JSON.parse(payload ?? '') as Partial<DeltaAnnouncement>;
+    return typeof parsed.rootThreadId === 'string' &&
+      typeof parsed.threadId === 'string' &&
+      typeof parsed.stream === 'string' &&
+      typeof parsed.part === 'number'
+      ? (parsed as DeltaAnnouncement)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Follows the streams of a feed, so readers can be told which streamed output will never be completed: a stream ends
+ * with its model call's stored reply; a newer attempt of the same call, or its thread's turn ending first, abandons it.
+ * Deltas of a stream not started (yet) are passed on; those of an abandoned or ended stream are dropped.
+ */
+export class StreamTracker {
+  /** Open streams by operation id. */
+  private readonly open = new Map<string, { stream: string; threadId: string }>();
+  private readonly closed = new Set<string>();
+
+  /** What to emit for a stored event, the event itself last. */
+  onStored(event: StoredRunEvent): RunEvent[] {
+    const out: RunEvent[] = [];
+    if (event.type === 'model_call_started') {
+      const previous = this.open.get(event.operationId);
+      if (previous && previous.stream !== event.stream) {
+        out.push(this.abandon(event.operationId, previous, 'retried'));
+      }
+      this.open.set(event.operationId, { stream: event.stream, threadId: event.threadId });
+    } else if (event.type === 'model_call_ended') {
+      const current = this.open.get(event.operationId);
+      if (current) {
+        this.closed.add(current.stream);
+        this.open.delete(event.operationId);
+      }
+    } else if (event.type === 'turn_ended') {
+      for (const [operationId, current] of this.open) {
+        if (current.threadId === event.threadId) out.push(this.abandon(operationId, current, 'turn_ended'));
+      }
+    }
+    out.push(event);
+    return out;
+  }
+
+  /** Whether a delta should be shown. */
+  accepts(delta: DeltaAnnouncement): boolean {
+    return !this.closed.has(delta.stream);
+  }
+
+  private abandon(
+    operationId: string,
+    stream: { stream: string; threadId: string },
+    reason: StreamAbandonedEvent['reason'],
+  ): StreamAbandonedEvent {
+    this.open.delete(operationId);
+    this.closed.add(stream.stream);
+    return { type: 'stream_abandoned', threadId: stream.threadId, stream: stream.stream, reason };
+  }
+}

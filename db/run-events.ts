@@ -1,0 +1,145 @@
+/**
+ * The run feed in Postgres (migration 014): reading a root's events in order, the events no row of another table
+ * makes (a model call starting), and the two announcements: stored events after their commit, streamed output as it
+ * comes. Both are NOTIFYs sent outside any writing transaction (see `run_events` in the migration for why).
+ */
+import type { Pool } from 'pg';
+import {
+  MAX_DELTA_PAYLOAD_BYTES,
+  RUN_DELTAS_CHANNEL,
+  RUN_EVENTS_CHANNEL,
+  type DeltaAnnouncement,
+  type RunFeedRow,
+} from '../common/run-events';
+import type { Queryable } from './threads';
+
+/**
+ * Rows of a root's feed after `since`, oldest first, at most `limit`. Read under the root's lock, so no row that
+ * commits later can have a lower number than the last one returned.
+ */
+export async function readRunFeed(
+  db: Queryable,
+  rootThreadId: string,
+  options: { since?: number; limit?: number } = {},
+): Promise<RunFeedRow[]> {
+  const { rows } = await db.query<RunFeedRow & { seq: string }>({
+    name: 'baton-run-feed-after',
+    text: `SELECT seq, thread_id AS "threadId", agent, kind, data, created_at AS "createdAt"
+             FROM run_feed_after($1, $2, $3) ORDER BY seq`,
+    values: [rootThreadId, options.since ?? 0, options.limit ?? 1000],
+  });
+  return rows.map((row) => ({ ...row, seq: Number(row.seq) }));
+}
+
+/** The highest feed number of a root so far (0 when it has none): where a reader that wants only what comes next starts. */
+export async function lastRunFeedSeq(db: Queryable, rootThreadId: string): Promise<number> {
+  const { rows } = await db.query<{ seq: string | null }>(
+    `SELECT GREATEST((SELECT max(seq) FROM run_events WHERE root_thread_id = $1),
+                     (SELECT max(seq) FROM env_events WHERE root_thread_id = $1)) AS seq`,
+    [rootThreadId],
+  );
+  return Number(rows[0]?.seq ?? 0);
+}
+
+/**
+ * Tells the root's readers that events may have committed. Best effort and never awaited by a step: a lost
+ * announcement is caught up by a reader's periodic re-read.
+ */
+export function announceRunEvents(pool: Pool, rootThreadId: string): void {
+  pool
+    .query({
+      name: 'baton-run-announce',
+      text: 'SELECT pg_notify($1, $2)',
+      values: [RUN_EVENTS_CHANNEL, JSON.stringify({ rootThreadId })],
+    })
+    .catch(() => undefined);
+}
+
+export interface ModelCallStarted {
+  rootThreadId: string;
+  threadId: string;
+  agent: string;
+  operationId: string;
+  step: number;
+  attempt: number;
+  streaming: boolean;
+  provider: string;
+  model: string;
+}
+
+/**
+ * Records that a model call attempt started (its stream is `<operationId>#<attempt>`). Committed without waiting
+ * for the disk (`synchronous_commit = off`): it is a progress mark, not data, and a step should not pay a flush for
+ * it; a Postgres crash may lose it, never a stored reply.
+ */
+export async function recordModelCallStarted(pool: Pool, call: ModelCallStarted): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SET LOCAL synchronous_commit = off');
+    await client.query({
+      name: 'baton-model-call-started',
+      text: `SELECT run_event($1, $2, $3, 'model_call_started', $4)`,
+      values: [
+        call.rootThreadId,
+        call.threadId,
+        call.agent,
+        JSON.stringify({
+          operationId: call.operationId,
+          step: call.step,
+          attempt: call.attempt,
+          stream: `${call.operationId}#${call.attempt}`,
+          streaming: call.streaming,
+          provider: call.provider,
+          model: call.model,
+        }),
+      ],
+    });
+    await client.query('COMMIT');
+    announceRunEvents(pool, call.rootThreadId);
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Publishes batches of streamed output (each cut to fit by `splitDelta` first). Best effort: the stored reply is
+ * what counts, and a reader that misses a batch sees the gap in `part`.
+ */
+export async function publishDeltas(pool: Pool, batches: readonly DeltaAnnouncement[]): Promise<void> {
+  const payloads = batches.map((batch) => JSON.stringify(batch));
+  if (payloads.length === 0) return;
+  await pool
+    .query({
+      name: 'baton-run-deltas',
+      text: 'SELECT pg_notify($1, payload) FROM unnest($2::text[]) WITH ORDINALITY AS a(payload, n) ORDER BY n',
+      values: [RUN_DELTAS_CHANNEL, payloads],
+    })
+    .catch(() => undefined);
+}
+
+type UnnumberedDelta = Omit<DeltaAnnouncement, 'part'>;
+
+/** A batch too large for one notification, as several (text cut between characters, arguments likewise). */
+export function splitDelta(batch: UnnumberedDelta): UnnumberedDelta[] {
+  if (Buffer.byteLength(JSON.stringify(batch), 'utf8') <= MAX_DELTA_PAYLOAD_BYTES) return [batch];
+  const { text, toolCalls, ...rest } = batch;
+  const pieces: UnnumberedDelta[] = [];
+  const chars = [...(text ?? '')];
+  const budget = Math.floor(MAX_DELTA_PAYLOAD_BYTES / 8);
+  for (let i = 0; i < chars.length; i += budget) pieces.push({ ...rest, text: chars.slice(i, i + budget).join('') });
+  for (const call of toolCalls ?? []) {
+    const args = [...(call.arguments ?? '')];
+    if (args.length === 0) pieces.push({ ...rest, toolCalls: [call] });
+    for (let i = 0; i < args.length; i += budget) {
+      pieces.push({
+        ...rest,
+        toolCalls: [{ ...(i === 0 ? call : { index: call.index }), arguments: args.slice(i, i + budget).join('') }],
+      });
+    }
+  }
+  return pieces;
+}
