@@ -45,14 +45,14 @@ export async function lastRunFeedSeq(db: Queryable, rootThreadId: string): Promi
  * Tells the root's readers that events may have committed. Best effort and never awaited by a step: a lost
  * announcement is caught up by a reader's periodic re-read.
  */
-export function announceRunEvents(pool: Pool, rootThreadId: string): void {
-  pool
-    .query({
+export function announceRunEvents(pool: Pick<Pool, 'query'>, rootThreadId: string): void {
+  void (async () => {
+    await pool.query({
       name: 'baton-run-announce',
       text: 'SELECT pg_notify($1, $2)',
       values: [RUN_EVENTS_CHANNEL, JSON.stringify({ rootThreadId })],
-    })
-    .catch(() => undefined);
+    });
+  })().catch(() => undefined);
 }
 
 export interface ModelCallStarted {
