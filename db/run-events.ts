@@ -68,41 +68,30 @@ export interface ModelCallStarted {
 }
 
 /**
- * Records that a model call attempt started (its stream is `<operationId>#<attempt>`). Committed without waiting
- * for the disk (`synchronous_commit = off`): it is a progress mark, not data, and a step should not pay a flush for
- * it; a Postgres crash may lose it, never a stored reply.
+ * Records that a model call attempt started (its stream is `<operationId>#<attempt>`), in one statement committed
+ * without waiting for the disk (`run_event_unflushed`): it is a progress mark, not data, and a step should not pay a
+ * flush for it. Then tells the root's readers.
  */
 export async function recordModelCallStarted(pool: Pool, call: ModelCallStarted): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SET LOCAL synchronous_commit = off');
-    await client.query({
-      name: 'baton-model-call-started',
-      text: `SELECT run_event($1, $2, $3, 'model_call_started', $4)`,
-      values: [
-        call.rootThreadId,
-        call.threadId,
-        call.agent,
-        JSON.stringify({
-          operationId: call.operationId,
-          step: call.step,
-          attempt: call.attempt,
-          stream: `${call.operationId}#${call.attempt}`,
-          streaming: call.streaming,
-          provider: call.provider,
-          model: call.model,
-        }),
-      ],
-    });
-    await client.query('COMMIT');
-    announceRunEvents(pool, call.rootThreadId);
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  await pool.query({
+    name: 'baton-model-call-started',
+    text: `SELECT run_event_unflushed($1, $2, $3, 'model_call_started', $4)`,
+    values: [
+      call.rootThreadId,
+      call.threadId,
+      call.agent,
+      JSON.stringify({
+        operationId: call.operationId,
+        step: call.step,
+        attempt: call.attempt,
+        stream: `${call.operationId}#${call.attempt}`,
+        streaming: call.streaming,
+        provider: call.provider,
+        model: call.model,
+      }),
+    ],
+  });
+  announceRunEvents(pool, call.rootThreadId);
 }
 
 /**

@@ -35,6 +35,18 @@ BEGIN
 END
 $$;
 
+-- An event that is a progress mark, not data (a model call starting): its transaction commits without waiting for the
+-- flush (set_config's local setting lasts to the end of the caller's transaction, the statement's own when it runs
+-- alone), so a step does not pay a disk write for it. A Postgres crash may lose it, never a stored step.
+CREATE FUNCTION run_event_unflushed(p_root text, p_thread text, p_agent text, p_kind text, p_data jsonb) RETURNS bigint
+  LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  RETURN run_event(p_root, p_thread, p_agent, p_kind, p_data);
+END
+$$;
+
 -- Text cut for display: the feed shows what happened; the stored rows keep everything.
 CREATE FUNCTION run_event_text(p_text text, p_max integer) RETURNS text
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
