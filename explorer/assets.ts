@@ -1,8 +1,9 @@
 /**
  * The explorer's stylesheet and its one small script, served as they are (no build step, no CDN: it works offline).
- * The script only enhances server-rendered pages: values on demand, live env updates over Server-Sent Events, a
- * reload when a watched conversation moves on, and the name a person decides approvals under, remembered in the
- * browser. It builds every node with `textContent`, never `innerHTML`.
+ * The script only enhances server-rendered pages: values on demand, live env updates over Server-Sent Events, the
+ * tree and transcript following their run's feed (streamed text as it is generated, stored steps redrawn from the
+ * server's own markup), and the name a person decides approvals under, remembered in the browser. It builds every
+ * node with `textContent` (or takes it from the server's page, parsed inert), never `innerHTML`.
  */
 
 export const EXPLORER_CSS = `
@@ -82,6 +83,16 @@ tr.later { opacity: .45; }
 .events td:last-child { white-space: nowrap; }
 tr.action-rejected td { color: var(--bad); }
 tr.flash { animation: flash 2s ease-out; }
+.live-stream, .live-reply { margin: .4em 0 0; padding: .3em .6em; border-radius: 4px; }
+.live-stream { background: #fbf7ff; border: 1px dashed #b9a3e6; }
+.live-stream .live-head strong { color: #7b5cc4; }
+.live-stream .live-text:empty { display: none; }
+.live-stream .live-text::after { content: '▍'; color: #7b5cc4; animation: blink 1s steps(2) infinite; }
+@keyframes blink { 50% { opacity: 0; } }
+.live-reply { background: #f6f8fb; border: 1px solid var(--line); }
+.live-reply pre, .live-stream pre { margin: .2em 0; max-height: 14em; }
+pre.live-calls { background: #eef1f5; color: var(--muted); }
+li.live-stream { list-style: none; }
 @keyframes flash { from { background: #fff3b0; } to { background: transparent; } }
 `;
 
@@ -214,10 +225,13 @@ export const EXPLORER_JS = `'use strict';
   // The name approvals are decided under: remembered in this browser only, and filled into each decision form.
   var DECIDER_KEY = 'baton-explorer-decider';
   function storage() { try { return window.localStorage; } catch (error) { return undefined; } }
-  var decider = storage() && storage().getItem(DECIDER_KEY);
-  Array.prototype.forEach.call(document.querySelectorAll('form.decide input[name="by"]'), function (input) {
-    if (decider && !input.value) input.value = decider;
-  });
+  function fillDecider(within) {
+    var decider = storage() && storage().getItem(DECIDER_KEY);
+    Array.prototype.forEach.call(within.querySelectorAll('form.decide input[name="by"]'), function (input) {
+      if (decider && !input.value) input.value = decider;
+    });
+  }
+  fillDecider(document);
   document.addEventListener('submit', function (event) {
     var form = event.target;
     if (!form || !form.matches || !form.matches('form.decide')) return;
@@ -226,20 +240,261 @@ export const EXPLORER_JS = `'use strict';
     if (by && store && by.value.trim() !== '') store.setItem(DECIDER_KEY, by.value.trim());
   }, true);
 
-  var poll = document.body.dataset.poll;
-  if (poll) {
+  // Whether the person is writing in \`within\`: an answer, a reason, a field in use. Redrawing it would lose that.
+  function writingIn(within) {
+    var drafts = within.querySelectorAll('textarea, form.decide input[name="reason"]');
+    if (Array.prototype.some.call(drafts, function (field) { return field.value !== ''; })) return true;
+    var active = document.activeElement;
+    return !!active && within.contains(active) && (active.tagName === 'INPUT' || active.tagName === 'TEXTAREA');
+  }
+
+  function startPoll() {
+    var poll = document.body.dataset.poll;
+    if (!poll) return;
     setInterval(function () {
       if (document.hidden) return;
       fetch(poll, { headers: { accept: 'application/json' } }).then(function (r) { return r.ok ? r.json() : undefined; }).then(function (view) {
         if (!view || view.signature === document.body.dataset.signature) return;
-        // A reload would lose what the person is writing: an answer, a reason, a field in use.
-        var drafts = document.querySelectorAll('textarea, form.decide input[name="reason"]');
-        var writing = Array.prototype.some.call(drafts, function (field) { return field.value !== ''; });
-        var active = document.activeElement;
-        if (active && (active.tagName === 'INPUT' || active.tagName === 'TEXTAREA')) writing = true;
-        if (!writing) location.reload();
+        if (!writingIn(document)) location.reload();
       }).catch(function () { /* the next poll tries again */ });
     }, 2000);
   }
+
+  // ---- The run, live: the tree and the transcript follow the root's run feed (Server-Sent Events). Streamed text is
+  // drawn from the deltas with textContent; everything stored is redrawn from the page as the server renders it
+  // (fetched, parsed inert with DOMParser, and swapped in part by part), so the page never shows anything the
+  // server would not, and model text only ever reaches the page escaped.
+  var here = document.body.dataset.thread;
+  var onTranscript = here !== undefined;
+  var streams = {};
+  var ended = {};
+  var replies = {};
+  var lastSeq = 0;
+
+  function isMine(thread) { return !onTranscript || thread === here; }
+  function operationOf(stream) { var at = stream.lastIndexOf('#'); return at < 0 ? stream : stream.slice(0, at); }
+  function nodeCard(thread) {
+    var cards = document.querySelectorAll('#tree .node[data-thread]');
+    for (var i = 0; i < cards.length; i++) if (cards[i].dataset.thread === thread) return cards[i];
+    return undefined;
+  }
+  // A box goes under its thread's card on the tree (when the card is drawn yet), at the end of the transcript.
+  function place(box, thread) {
+    if (onTranscript) { var list = document.getElementById('transcript'); if (list) list.append(box); emptyNote(); return; }
+    var card = nodeCard(thread);
+    if (card) card.append(box); else box.remove();
+  }
+  function emptyNote() {
+    var list = document.getElementById('transcript'), empty = document.getElementById('transcript-empty');
+    if (list && empty) empty.hidden = list.children.length > 0;
+  }
+  function head(parts) {
+    var div = document.createElement('div'); div.className = 'msg-head live-head';
+    div.append.apply(div, parts);
+    return div;
+  }
+  function strong(text) { var b = document.createElement('strong'); b.textContent = text; return b; }
+
+  function streamOf(delta) {
+    var entry = streams[delta.stream];
+    if (entry || ended[delta.stream]) return entry;
+    var box = document.createElement(onTranscript ? 'li' : 'div');
+    box.className = onTranscript ? 'msg role-assistant live-stream' : 'live-stream';
+    box.dataset.stream = delta.stream;
+    box.dataset.thread = delta.threadId;
+    var text = document.createElement('pre'); text.className = 'content live-text';
+    var calls = document.createElement('pre'); calls.className = 'live-calls'; calls.hidden = true;
+    box.append(head([strong('streaming'), ' (' + delta.agent + ') · step ' + delta.step + (delta.attempt > 1 ? ', attempt ' + delta.attempt : '') + ' …']), text, calls);
+    entry = { stream: delta.stream, thread: delta.threadId, operation: operationOf(delta.stream), box: box, text: text.appendChild(document.createTextNode('')), calls: calls, callList: [], next: 0 };
+    streams[delta.stream] = entry;
+    // A newer reply of the thread replaces the last stored one shown on the tree.
+    var reply = replies[delta.threadId];
+    if (reply) { reply.box.remove(); delete replies[delta.threadId]; }
+    place(box, delta.threadId);
+    return entry;
+  }
+  function addDelta(delta) {
+    var entry = streamOf(delta);
+    if (!entry) return;
+    // Parts are numbered per stream: a gap is text published while this page was not listening.
+    if (delta.part !== entry.next) entry.text.appendData(' … ');
+    entry.next = delta.part + 1;
+    if (delta.text) entry.text.appendData(delta.text);
+    (delta.toolCalls || []).forEach(function (call) {
+      var last = entry.callList[entry.callList.length - 1];
+      if (!last || call.id !== undefined || call.name !== undefined || last.index !== call.index) {
+        last = { index: call.index, name: call.name || '', args: '' };
+        entry.callList.push(last);
+      }
+      last.args += call.arguments || '';
+    });
+    if (entry.callList.length > 0) {
+      entry.calls.hidden = false;
+      entry.calls.textContent = entry.callList.map(function (call) { return '→ ' + call.name + ' ' + call.args; }).join('\\n');
+    }
+  }
+  function endStream(stream) {
+    ended[stream] = true;
+    var entry = streams[stream];
+    if (!entry) return;
+    entry.box.remove();
+    delete streams[stream];
+    emptyNote();
+  }
+  function eachStream(test, act) {
+    Object.keys(streams).forEach(function (stream) { if (test(streams[stream])) act(streams[stream]); });
+  }
+
+  // On the tree, the stored reply takes the place of its streamed text under the thread's card.
+  function storedReply(event) {
+    var old = replies[event.threadId];
+    if (old) old.box.remove();
+    var box = document.createElement('div'); box.className = 'live-reply'; box.dataset.thread = event.threadId;
+    var time = document.createElement('time'); time.dateTime = event.at; time.title = event.at; time.textContent = String(event.at).slice(11, 19);
+    var text = document.createElement('pre'); text.className = 'content'; text.hidden = true;
+    var calls = document.createElement('pre'); calls.className = 'live-calls'; calls.hidden = true;
+    box.append(head([strong('reply'), ' (' + (event.agent || '') + ') ', time]), text, calls);
+    var reply = { seq: event.seq, box: box, text: text, calls: calls };
+    replies[event.threadId] = reply;
+    var streamed;
+    eachStream(function (entry) { return entry.operation === event.operationId; }, function (entry) { streamed = entry; });
+    if (streamed && streamed.box.parentNode) streamed.box.replaceWith(box); else place(box, event.threadId);
+    if (streamed) { ended[streamed.stream] = true; delete streams[streamed.stream]; }
+  }
+  function replyPart(event) {
+    var reply = replies[event.threadId];
+    if (!reply || reply.seq !== event.seq) return;
+    if (event.type === 'assistant_message') { reply.text.textContent = event.content; reply.text.hidden = false; }
+    if (event.type === 'tool_call') {
+      reply.calls.hidden = false;
+      reply.calls.textContent += (reply.calls.textContent ? '\\n' : '') + '→ ' + event.name + ' ' + event.arguments;
+    }
+  }
+
+  var TREE_CHANGES = ['turn_started', 'turn_ended', 'model_call_ended', 'delegation_started', 'delegation_ended', 'fork_started', 'fork_ended', 'fork_task_started', 'fork_task_ended', 'question_asked', 'question_closed', 'approval_requested', 'approval_decided'];
+  var TRANSCRIPT_CHANGES = ['turn_started', 'turn_ended', 'message', 'model_call_ended', 'tool_result', 'approval_requested', 'approval_decided'];
+
+  function onEvent(event) {
+    if (event.seq > lastSeq) lastSeq = event.seq;
+    switch (event.type) {
+      case 'delta':
+        if (isMine(event.threadId)) addDelta(event);
+        return;
+      case 'stream_abandoned':
+        endStream(event.stream);
+        return;
+      case 'model_call_started':
+        // A newer attempt of a call abandons what an older one streamed.
+        eachStream(function (entry) { return entry.operation === event.operationId && entry.stream !== event.stream; }, function (entry) { endStream(entry.stream); });
+        break;
+      case 'model_call_ended':
+        if (!onTranscript) storedReply(event);
+        // On the transcript the streamed text stays until the page shows the stored message (see apply).
+        else eachStream(function (entry) { return entry.operation === event.operationId; }, function (entry) { entry.storedAt = event.seq; });
+        break;
+      case 'assistant_message':
+      case 'tool_call':
+        if (!onTranscript) replyPart(event);
+        break;
+      case 'turn_ended':
+        eachStream(function (entry) { return entry.thread === event.threadId && entry.storedAt === undefined; }, function (entry) { endStream(entry.stream); });
+        break;
+    }
+    var changes = onTranscript ? TRANSCRIPT_CHANGES : TREE_CHANGES;
+    if (changes.indexOf(event.type) >= 0 && (isMine(event.threadId) || event.type.indexOf('approval_') === 0)) refresh();
+  }
+
+  // Open or closed as the person left them: a redrawn part keeps the state of each <details> it had.
+  var KEYS = ['thread', 'fork', 'task', 'seq', 'call', 'approval', 'question'];
+  function detailsKey(details) {
+    var owner = details.parentElement && details.parentElement.closest('[data-thread], [data-fork], [data-seq], [data-call], [data-approval], [data-question], section');
+    var scope = owner || document.body;
+    var index = Array.prototype.indexOf.call(scope.querySelectorAll('details'), details);
+    return (owner ? owner.id + KEYS.map(function (key) { return owner.dataset[key] || ''; }).join('|') : '') + '#' + index;
+  }
+  function detailsState(within) {
+    var state = {};
+    Array.prototype.forEach.call(within.querySelectorAll('details'), function (d) { state[detailsKey(d)] = d.open; });
+    return state;
+  }
+  function keepDetails(node, state) {
+    Array.prototype.forEach.call(node.querySelectorAll('details'), function (d) {
+      var key = detailsKey(d);
+      if (key in state) d.open = state[key];
+    });
+  }
+  function replace(old, next) {
+    var state = detailsState(old);
+    old.replaceWith(next);
+    keepDetails(next, state);
+    fillDecider(next);
+  }
+  // Swaps the part \`id\` for the server's; a part the person is writing in is left for a later refresh.
+  function swap(doc, id, guarded) {
+    var old = document.getElementById(id), next = doc.getElementById(id);
+    if (!old || !next || old.isEqualNode(next)) return true;
+    if (guarded && writingIn(old)) return false;
+    replace(old, document.adoptNode(next));
+    return true;
+  }
+  function mergeTranscript(doc, upTo) {
+    var list = document.getElementById('transcript'), next = doc.getElementById('transcript');
+    if (!list || !next) return true;
+    var done = true;
+    var firstLive = list.querySelector('li.live-stream');
+    Array.prototype.slice.call(next.children).forEach(function (li) {
+      var old = Array.prototype.find.call(list.children, function (item) { return item.dataset.seq === li.dataset.seq; });
+      var adopted = document.adoptNode(li);
+      if (!old) { list.insertBefore(adopted, firstLive); fillDecider(adopted); }
+      else if (!old.isEqualNode(adopted)) { if (writingIn(old)) done = false; else replace(old, adopted); }
+    });
+    // The stored message of a stream is on the page now if it committed before this refresh began.
+    eachStream(function (entry) { return entry.storedAt !== undefined && entry.storedAt <= upTo; }, function (entry) { endStream(entry.stream); });
+    emptyNote();
+    return done;
+  }
+  function apply(doc, upTo) {
+    var done = swap(doc, 'title', false);
+    if (onTranscript) done = mergeTranscript(doc, upTo) && done;
+    else {
+      done = swap(doc, 'usage', false) && done;
+      done = swap(doc, 'questions', true) && done;
+      done = swap(doc, 'approvals', true) && done;
+      done = swap(doc, 'tree', false) && done;
+      // The new tree's cards take the streamed text and the replies shown so far.
+      Object.keys(streams).forEach(function (stream) { place(streams[stream].box, streams[stream].thread); });
+      Object.keys(replies).forEach(function (thread) { place(replies[thread].box, thread); });
+    }
+    if (!done) setTimeout(refresh, 2000);
+  }
+  var fetching = false, queued = false;
+  function refresh() {
+    if (fetching) { queued = true; return; }
+    fetching = true;
+    var upTo = lastSeq;
+    fetch(location.pathname, { headers: { accept: 'text/html' }, cache: 'no-store' })
+      .then(function (r) { return r.ok ? r.text() : undefined; })
+      .then(function (text) { if (text !== undefined) apply(new DOMParser().parseFromString(text, 'text/html'), upTo); })
+      .catch(function () { /* the next event refreshes again */ })
+      .then(function () { fetching = false; if (queued) { queued = false; refresh(); } });
+  }
+
+  var feed = document.body.dataset.events;
+  var line = document.getElementById('run-live');
+  if (feed && window.EventSource && window.DOMParser) {
+    var source = new EventSource(feed);
+    if (line) line.hidden = false;
+    source.addEventListener('message', function (message) { onEvent(JSON.parse(message.data)); });
+    source.addEventListener('open', function () {
+      if (line) { line.textContent = 'Live: following the run; new steps and streamed text appear as they happen.'; line.classList.add('connected'); }
+    });
+    source.addEventListener('error', function () {
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (too many streams, say): the page reloads itself when the run moves on instead.
+        if (line) { line.textContent = 'Live: not connected; the page reloads when the run moves on.'; line.classList.remove('connected'); }
+        startPoll();
+      } else if (line) { line.textContent = 'Live: reconnecting…'; line.classList.remove('connected'); }
+    });
+  } else startPoll();
 })();
 `;

@@ -125,6 +125,11 @@ export class ExplorerData {
     };
   }
 
+  /** The highest number of a root's run feed so far: a page read after it follows the feed from there. */
+  lastEventSeq(rootThreadId: string): Promise<number> {
+    return this.client.thread(rootThreadId).lastEventSeq();
+  }
+
   transcript(threadId: string): Promise<TranscriptMessage[]> {
     return this.client.thread(threadId).transcript();
   }

@@ -25,6 +25,11 @@ export interface PageContext {
   namespace: string;
   /** Rendering time, for durations of what still runs. */
   now: Date;
+  /**
+   * The root's run feed number read before the page's data: the page's script follows the feed from there
+   * (`/api/threads/<root>/events?since=`), so nothing committed after the read is missed. Unset: no live updates.
+   */
+  feedSince?: number | undefined;
 }
 
 export function threadPath(threadId: string, suffix = ''): string {
@@ -213,7 +218,24 @@ function crumbs(thread: Pick<ThreadRow, 'threadId' | 'rootThreadId'>, here?: str
   </nav>`;
 }
 
-/** What changes while a conversation runs; the page reloads itself when it differs. */
+/**
+ * The attributes that make a page follow its root's run feed (`explorer.js`): the stream's address, and the thread
+ * whose transcript the page shows (none on the tree, which shows every thread).
+ */
+function liveData(root: string, context: PageContext, thread?: string): Html {
+  if (context.feedSince === undefined) return html``;
+  return html` data-events="/api/threads/${seg(root)}/events?since=${context.feedSince}"${
+    thread === undefined ? '' : html` data-thread="${thread}"`
+  }`;
+}
+
+/** Says whether the page follows the run; hidden until the script connects (without it the page is as served). */
+function liveLine(context: PageContext): Html {
+  if (context.feedSince === undefined) return html``;
+  return html`<p class="live" id="run-live" hidden>Live: connecting…</p>`;
+}
+
+/** What changes while a conversation runs; without the live feed the page reloads itself when it differs. */
 export function overviewSignature(overview: ThreadOverview): string {
   const parts: string[] = [];
   const visit = (node: ExplorerNode) => {
@@ -564,7 +586,8 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
   const listLink = context.uiUrl
     ? `${context.uiUrl.replace(/\/+$/, '')}/namespaces/${seg(context.namespace)}/workflows?query=${encodeURIComponent(`BatonRootThreadId="${root}"`)}`
     : undefined;
-  const body = html`<h1>${root} <small>${overview.tree.agent} · ${status(overview.tree.status)}</small></h1>
+  const signature = overviewSignature(overview);
+  const body = html`<h1 id="title">${root} <small>${overview.tree.agent} · ${status(overview.tree.status)}</small></h1>
     <p class="links">
       <a href="${threadPath(root, '/transcript')}">transcript</a> ·
       <a href="${threadPath(root, '/env')}">environment data</a>${
@@ -574,16 +597,17 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
       }${listLink ? html` · <a class="webui" href="${listLink}" target="_blank" rel="noopener">every workflow of this thread</a>` : ''}
       · <a href="/api/threads/${seg(root)}">JSON</a>
     </p>
-    <p class="muted">
+    <p class="muted" id="usage">
       ${overview.usage.modelCalls} model calls · ${overview.usage.totalTokens} tokens
       ${tokensByProvider(overview.usage.byProvider)} in the whole tree · world ${overview.tree.world}
     </p>
-    <section>
+    ${liveLine(context)}
+    <section id="questions">
       <h2>Waiting for a human</h2>
       ${questionSection(root, overview.questions)}
     </section>
     ${approvalSection(root, overview.approvals, context.now)}
-    <section>
+    <section id="tree">
       <h2>Delegation tree</h2>
       <ul class="tree">
         ${treeNode(overview.tree, context)}
@@ -591,7 +615,7 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
     </section>`;
   return layout(root, body, {
     crumbs: crumbs(overview.thread),
-    bodyData: html` data-poll="/api/threads/${seg(root)}" data-signature="${overviewSignature(overview)}"`,
+    bodyData: html` data-poll="/api/threads/${seg(root)}" data-signature="${signature}"${liveData(root, context)}`,
   });
 }
 
@@ -708,7 +732,9 @@ export function transcriptPage(
     approvals: approvalsByCall(approvals),
     now: context.now,
   };
-  const body = html`<h1>Transcript of ${thread.threadId} <small>${thread.agent} · ${status(thread.status)}</small></h1>
+  const body = html`<h1 id="title">
+      Transcript of ${thread.threadId} <small>${thread.agent} · ${status(thread.status)}</small>
+    </h1>
     <p class="links">
       ${thread.parentThreadId ? html`called by ${thread.caller ?? '?'} from <a href="${threadPath(thread.parentThreadId, '/transcript')}">${thread.parentThreadId}</a> · ` : ''}<a
         href="${threadPath(thread.rootThreadId)}"
@@ -716,25 +742,26 @@ export function transcriptPage(
       >
       · <a href="/api/threads/${seg(thread.threadId)}/transcript">JSON</a>
     </p>
-    ${
-      messages.length === 0
-        ? html`<p class="muted">No messages yet.</p>`
-        : html`<ol class="transcript">
-            ${messages.map(
-              (message) =>
-                html`<li class="msg role-${message.role}" id="m${message.seq}" data-seq="${message.seq}">
-                  <div class="msg-head">
-                    <a href="#m${message.seq}">[${message.seq}]</a> <strong>${message.role}</strong> (${message.agent})
-                    ${time(message.createdAt)}${
-                      message.usage ? html` <span class="muted">· ${message.usage.totalTokens} tokens</span>` : ''
-                    }${answeredBy(message)}
-                  </div>
-                  ${messageBody(message, transcript)}
-                </li>`,
-            )}
-          </ol>`
-    }`;
-  return layout(`Transcript of ${thread.threadId}`, body, { crumbs: crumbs(thread, 'transcript') });
+    ${liveLine(context)}
+    <p class="muted" id="transcript-empty" ${messages.length > 0 ? html` hidden` : ''}>No messages yet.</p>
+    <ol class="transcript" id="transcript">
+      ${messages.map(
+        (message) =>
+          html`<li class="msg role-${message.role}" id="m${message.seq}" data-seq="${message.seq}">
+            <div class="msg-head">
+              <a href="#m${message.seq}">[${message.seq}]</a> <strong>${message.role}</strong> (${message.agent})
+              ${time(message.createdAt)}${
+                message.usage ? html` <span class="muted">· ${message.usage.totalTokens} tokens</span>` : ''
+              }${answeredBy(message)}
+            </div>
+            ${messageBody(message, transcript)}
+          </li>`,
+      )}
+    </ol>`;
+  return layout(`Transcript of ${thread.threadId}`, body, {
+    crumbs: crumbs(thread, 'transcript'),
+    bodyData: liveData(thread.rootThreadId, context, thread.threadId),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 /**
  * The explorer's HTTP server (Node's `http`, no framework): server-rendered pages, the same data as JSON under
- * `/api/`, and live env-data changes as Server-Sent Events fed by the client SDK's `watchEnv` (Postgres LISTEN).
+ * `/api/`, live env-data changes as Server-Sent Events fed by the client SDK's `watchEnv` (Postgres LISTEN), and a
+ * root's run feed (every durable step of its tree, and streamed model text) as Server-Sent Events fed by
+ * `thread.events()`.
  * It reads through the SDK and `db/explorer.ts`; the only things it changes are answering a question and deciding
  * an approval, through the same SDK calls `baton answer`, `baton approve` and `baton reject` make.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { BatonClientError, type BatonClient, type EnvWatch } from '../client';
+import { BatonClientError, type BatonClient, type EnvWatch, type RunEvent } from '../client';
 import { THREAD_ID_PATTERN } from '../common/ids';
 import { envKeyProblem } from '../common/env-data';
 import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS, type DecideApprovalResult } from '../common/types';
@@ -47,7 +49,10 @@ export interface ExplorerOptions {
   uiUrl?: string | undefined;
   /** @default 'default' */
   namespace?: string;
-  /** Live env streams served at once; more are refused with 503 (each holds a database connection). @default 32 */
+  /**
+   * Live streams (env changes and run feeds) served at once; more are refused with 503 (each holds a database
+   * connection). @default 32
+   */
   maxStreams?: number;
 }
 
@@ -76,6 +81,8 @@ const APPROVAL_ID_PATTERN = /^a[0-9]{1,9}$/;
 /** Who decided, for the record, when the person left the name field empty. */
 const EXPLORER_DECIDER = 'a person in the explorer';
 const SEQ_PATTERN = /^[0-9]{1,15}$/;
+/** A run event's id: its feed number, and `.n` for the n-th further event of the same write. */
+const EVENT_ID_PATTERN = /^([0-9]{1,15})(?:\.([0-9]{1,6}))?$/;
 const MAX_BODY_BYTES = 64 * 1024;
 const MAX_SEARCH_CHARS = 200;
 const HEARTBEAT_MS = 15_000;
@@ -91,6 +98,38 @@ function parseSeqParam(value: string | null, name: string): number | undefined {
   if (value === null || value === '') return undefined;
   if (!SEQ_PATTERN.test(value)) throw new HttpError(400, `${name} must be a sequence number (0, 1, 2, …)`);
   return Number(value);
+}
+
+/** Where a run feed stream starts: after feed number `since`, leaving out the first parts of write `skip.seq`. */
+export interface FeedResume {
+  since: number;
+  /** The events of write `seq` up to part `part` (0 is the event whose id is `seq`) were delivered already. */
+  skip?: { seq: number; part: number };
+}
+
+/**
+ * Where a run feed stream resumes after the event `id` (`Last-Event-ID`): the write `seq` is read again and its
+ * parts up to `n` left out, so a reconnecting page gets exactly the rest, even when its connection dropped between
+ * two events of one write (they are written together, so that is rare, but it costs one row to be exact).
+ */
+export function resumeAfterEventId(id: string): FeedResume {
+  const match = EVENT_ID_PATTERN.exec(id);
+  if (!match) throw new HttpError(400, `Last-Event-ID must be an event id (12, or 12.1 for a further event of 12)`);
+  const seq = Number(match[1]);
+  const part = Number(match[2] ?? 0);
+  return seq === 0 ? { since: 0 } : { since: seq - 1, skip: { seq, part } };
+}
+
+/** The part number of a stored event: 0 for id `12`, n for `12.n`. */
+function eventPart(id: string): number {
+  const dot = id.indexOf('.');
+  return dot < 0 ? 0 : Number(id.slice(dot + 1));
+}
+
+/** One Server-Sent Event: stored events carry their id (resumable); streamed output does not. */
+export function runEventFrame(event: RunEvent): string {
+  const id = 'id' in event ? `id: ${event.id}\n` : '';
+  return `${id}data: ${JSON.stringify(event)}\n\n`;
 }
 
 const SECURITY_HEADERS = {
@@ -111,7 +150,12 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   // On loopback, its own names, set once it listens (they carry the port); elsewhere any name is served.
   let allowedHosts: ReadonlySet<string> | undefined = undefined;
 
-  const context = (): PageContext => ({ uiUrl: options.uiUrl, namespace, now: new Date() });
+  const context = (feedSince?: number): PageContext => ({
+    uiUrl: options.uiUrl,
+    namespace,
+    now: new Date(),
+    feedSince,
+  });
 
   const server = http.createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -179,14 +223,18 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         if (api) return sendJson(res, 200, thread);
         return redirect(res, threadPath(threadId, '/transcript'));
       }
+      // The feed's position is read before the page's data, so the page's stream misses nothing committed after.
+      const feedSince = api ? undefined : await data.lastEventSeq(threadId);
       const overview = await data.overview(thread);
       if (api) return sendJson(res, 200, { ...overview, signature: overviewSignature(overview) });
-      return sendHtml(res, 200, overviewPage(overview, context()));
+      return sendHtml(res, 200, overviewPage(overview, context(feedSince)));
     }
     if (view === 'transcript' && rest.length === 1) {
+      const feedSince = api ? undefined : await data.lastEventSeq(thread.rootThreadId);
       const messages = await data.transcript(threadId);
       if (api) return sendJson(res, 200, messages);
-      return sendHtml(res, 200, transcriptPage(thread, messages, await data.threadApprovals(thread), context()));
+      const approvals = await data.threadApprovals(thread);
+      return sendHtml(res, 200, transcriptPage(thread, messages, approvals, context(feedSince)));
     }
     if (view === 'questions') {
       requireRoot(thread);
@@ -268,6 +316,10 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       }
       if (sub === 'proposals') return sendJson(res, 200, await data.proposals(threadId));
       if (sub === 'stream') return stream(req, res, threadId, url);
+    }
+    if (view === 'events' && rest.length === 1 && api) {
+      requireRoot(thread);
+      return runFeed(req, res, threadId, url);
     }
     throw new HttpError(404, `nothing at ${url.pathname}`);
   }
@@ -363,6 +415,56 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
     }
     if (closed) await watch.stop();
     watch.done.catch(() => undefined).finally(() => void entry.stop());
+  }
+
+  /**
+   * A root's run feed as Server-Sent Events: each stored event with its id (`seq` or `seq.n`), resumable with
+   * `Last-Event-ID` (or `?since=<seq>`); streamed text (`delta`) and `stream_abandoned` without an id, since they are
+   * not stored. Every frame's data is the event's JSON, its `type` saying which.
+   */
+  async function runFeed(req: http.IncomingMessage, res: http.ServerResponse, root: string, url: URL) {
+    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
+    const lastEventId = req.headers['last-event-id'];
+    // A browser reconnecting sends the id of the last event it got, beside the `since` of the address it opened.
+    const resume: FeedResume =
+      typeof lastEventId === 'string' && lastEventId !== ''
+        ? resumeAfterEventId(lastEventId)
+        : { since: parseSeqParam(url.searchParams.get('since'), 'since') ?? 0 };
+    const events = options.client.thread(root).events({ since: resume.since });
+    let closed = false;
+    const entry = {
+      stop: async () => {
+        if (closed) return;
+        closed = true;
+        streams.delete(entry);
+        clearInterval(heartbeat);
+        await events.return();
+        if (!res.writableEnded) res.end();
+      },
+    };
+    streams.add(entry);
+    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
+    req.on('close', () => void entry.stop());
+    res.writeHead(200, {
+      ...SECURITY_HEADERS,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+    });
+    res.write('retry: 2000\n\n');
+    try {
+      for await (const event of events) {
+        if (closed) break;
+        const { skip } = resume;
+        if (skip && 'id' in event && event.seq === skip.seq && eventPart(event.id) <= skip.part) continue;
+        res.write(runEventFrame(event));
+      }
+    } catch {
+      // The feed could not be read on (its database connection stayed lost): the stream ends, and a browser opens
+      // it again after `retry`, resuming after the last event it got.
+    } finally {
+      await entry.stop();
+    }
   }
 
   const port = options.port ?? DEFAULT_EXPLORER_PORT;

@@ -8,9 +8,9 @@ const STEP_KINDS = ['say', 'call', 'calls', 'fail'] as const;
 type StepKind = (typeof STEP_KINDS)[number];
 
 const FIELDS_BY_KIND: Record<StepKind, readonly string[]> = {
-  say: ['say', 'delay_ms', 'hold', 'chunk_delay_ms'],
-  call: ['call', 'args', 'delay_ms', 'hold', 'chunk_delay_ms'],
-  calls: ['calls', 'delay_ms', 'hold', 'chunk_delay_ms'],
+  say: ['say', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
+  call: ['call', 'args', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
+  calls: ['calls', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
   fail: ['fail', 'times', 'retry_after_s', 'message'],
 };
 
@@ -40,6 +40,13 @@ const chunkDelayMs = z
 const hold = z.string({ error: 'hold must be a name' }).min(1, { error: 'hold must be a name' }).optional();
 
 /**
+ * A name the end of a streamed reply waits on: the text and tool calls go out, the finish (finish reason, usage,
+ * `[DONE]`) only once the test calls `release(name)`. A test then sees a reply half streamed for as long as it needs,
+ * without a timing guess. A reply not streamed waits whole, as with `hold`.
+ */
+const holdEnd = z.string({ error: 'hold_end must be a name' }).min(1, { error: 'hold_end must be a name' }).optional();
+
+/**
  * Tool arguments: an object is sent as its JSON text; a string is sent verbatim, so a script can hand the
  * agent malformed arguments on purpose.
  */
@@ -65,13 +72,21 @@ const sayStepSchema = z.strictObject(
     say: z.string({ error: 'say must be a string' }),
     delay_ms: delayMs,
     hold,
+    hold_end: holdEnd,
     chunk_delay_ms: chunkDelayMs,
   },
   { error: unknownFieldsError('say') },
 );
 
 const callStepSchema = z.strictObject(
-  { kind: z.literal('call'), ...toolCall.shape, delay_ms: delayMs, hold, chunk_delay_ms: chunkDelayMs },
+  {
+    kind: z.literal('call'),
+    ...toolCall.shape,
+    delay_ms: delayMs,
+    hold,
+    hold_end: holdEnd,
+    chunk_delay_ms: chunkDelayMs,
+  },
   { error: unknownFieldsError('call') },
 );
 
@@ -83,6 +98,7 @@ const callsStepSchema = z.strictObject(
     }),
     delay_ms: delayMs,
     hold,
+    hold_end: holdEnd,
     chunk_delay_ms: chunkDelayMs,
   },
   { error: unknownFieldsError('calls') },

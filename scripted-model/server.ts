@@ -44,8 +44,8 @@ export interface ScriptedModelServer {
   /** Chat-completions requests received (with a JSON object body), for one agent or for all. */
   requestCount(agent?: string): number;
   /**
-   * Lets the replies of steps with `hold: <name>` go out: those waiting now, and every later one. Returns how many
-   * were waiting.
+   * Lets the replies of steps with `hold: <name>` go out, and the ends of those with `hold_end: <name>`: those
+   * waiting now, and every later one. Returns how many were waiting.
    */
   release(name: string): number;
   /** Stops listening and drops open connections, including requests still waiting out a `delay_ms` or a `hold`. */
@@ -269,18 +269,21 @@ export function streamChunks(reply: unknown, includeUsage: boolean): unknown[] {
 
 /**
  * Sends chunks as Server-Sent Events (`data: <json>`, then `data: [DONE]`), `chunkDelayMs` apart. A client that
- * goes away stops the stream; a pending chunk's timer is kept in `pending` so `close()` can drop it.
+ * goes away stops the stream; a pending chunk's timer is kept in `pending` so `close()` can drop it. With `holdEnd`,
+ * the chunks from `endAt` on (the finish) go out only once `holdEnd` calls back.
  */
 function sendStream(
   res: ServerResponse,
   chunks: readonly unknown[],
   chunkDelayMs: number,
   pending: Set<{ timer: NodeJS.Timeout; res: ServerResponse }>,
+  holdEnd?: { endAt: number; wait: (resume: () => void) => void },
 ): void {
   if (res.destroyed) return;
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const lines = [...chunks.map((chunk) => JSON.stringify(chunk)), '[DONE]'];
   let next = 0;
+  let held = holdEnd !== undefined;
   let waiting: { timer: NodeJS.Timeout; res: ServerResponse } | undefined;
   res.once('close', () => {
     if (waiting === undefined) return;
@@ -289,6 +292,11 @@ function sendStream(
   });
   const write = (): void => {
     while (next < lines.length && !res.destroyed) {
+      if (held && holdEnd && next === holdEnd.endAt) {
+        held = false;
+        holdEnd.wait(write);
+        return;
+      }
       res.write(`data: ${lines[next] ?? ''}\n\n`);
       next += 1;
       if (chunkDelayMs > 0 && next < lines.length) {
@@ -410,10 +418,24 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
         };
         const reply = completionBody(request, selection.stepNumber, selection.step);
         const delayMs = selection.step.delay_ms ?? 0;
-        const send = () =>
-          stream
-            ? sendStream(res, streamChunks(reply, includeUsage), selection.step.chunk_delay_ms ?? 0, delayed)
-            : sendJson(res, 200, reply);
+        const endName = selection.step.hold_end;
+        const send = () => {
+          if (!stream) {
+            if (endName === undefined) sendJson(res, 200, reply);
+            else waitForRelease(endName, res, () => sendJson(res, 200, reply));
+            return;
+          }
+          const chunks = streamChunks(reply, includeUsage);
+          // The finish chunk comes before the usage chunk (when asked) and `[DONE]`.
+          const endAt = chunks.length - (includeUsage ? 2 : 1);
+          sendStream(
+            res,
+            chunks,
+            selection.step.chunk_delay_ms ?? 0,
+            delayed,
+            endName === undefined ? undefined : { endAt, wait: (resume) => waitForRelease(endName, res, resume) },
+          );
+        };
         const answer = () => {
           if (delayMs === 0 || res.destroyed) {
             send();
@@ -434,13 +456,19 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
           });
         };
         const holdName = selection.step.hold;
-        if (holdName === undefined || released.has(holdName)) return answer();
-        const waiting = { name: holdName, res, answer };
-        held.add(waiting);
-        res.once('close', () => held.delete(waiting));
+        if (holdName === undefined) return answer();
+        waitForRelease(holdName, res, answer);
         return;
       }
     }
+  }
+
+  /** Calls `go` once `name` is released (at once when it was already); a client gone meanwhile gets nothing. */
+  function waitForRelease(name: string, res: ServerResponse, go: () => void): void {
+    if (released.has(name)) return go();
+    const waiting = { name, res, answer: go };
+    held.add(waiting);
+    res.once('close', () => held.delete(waiting));
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {

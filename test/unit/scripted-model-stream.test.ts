@@ -2,7 +2,8 @@
  * The scripted model streams (`stream: true`) as the Chat Completions API does, so streaming is testable offline:
  * the real `openai` client reads its Server-Sent Events, the deltas make up the same message as the reply without
  * streaming, tool calls arrive in pieces the client assembles, usage comes last when asked for, a step's
- * `chunk_delay_ms` spaces the chunks, and a failing step fails before any chunk.
+ * `chunk_delay_ms` spaces the chunks, a step's `hold_end` keeps its finish back until released, and a failing step
+ * fails before any chunk.
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
@@ -25,6 +26,7 @@ const script = validateScript(
         },
       ],
       flaky: [{ fail: 503 }, { say: 'recovered' }],
+      halting: [{ say: 'Half of it, then the end.', hold_end: 'finish' }],
     },
   },
   'stream-test-script',
@@ -122,6 +124,41 @@ test('scripted model streaming: chunk_delay_ms is checked like delay_ms', () => 
   );
   assert.throws(
     () => validateScript({ agents: { a: [{ say: 'x', chunk_delay: 5 }] } }, 'bad-script'),
-    /unknown field 'chunk_delay' in a say step \(it takes: say, delay_ms, hold, chunk_delay_ms\)/,
+    /unknown field 'chunk_delay' in a say step \(it takes: say, delay_ms, hold, hold_end, chunk_delay_ms\)/,
   );
+});
+
+test('scripted model streaming: hold_end sends the text and keeps the finish back until released', async (t) => {
+  const server = await start(t);
+  const stream = await client(server, 'halting', 'held').chat.completions.create({
+    model: 'm',
+    messages: USER,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  const chunks = stream[Symbol.asyncIterator]();
+  let text = '';
+  // Every word arrives while the name is not released: the reply's text, without its finish.
+  while (text !== 'Half of it, then the end.') {
+    const next = await chunks.next();
+    if (next.done) assert.fail(`the stream ended early after '${text}'`);
+    const choice = next.value.choices[0];
+    assert.equal(choice?.finish_reason ?? null, null, 'no finish before the release');
+    text += choice?.delta.content ?? '';
+  }
+  const finish = chunks.next();
+  // The finish waits for the release: one reply is held now, and it is not sent before it.
+  assert.equal(server.release('finish'), 1);
+  const rest: OpenAI.ChatCompletionChunk[] = [];
+  for (let next = await finish; !next.done; next = await chunks.next()) rest.push(next.value);
+  assert.deepEqual(
+    rest.map((chunk) => [chunk.choices[0]?.finish_reason ?? null, chunk.usage ? 'usage' : null]),
+    [
+      ['stop', null],
+      [null, 'usage'],
+    ],
+  );
+  // Without streaming the whole reply waits on the name, answered at once once it is released.
+  const plain = await client(server, 'halting', 'plain').chat.completions.create({ model: 'm', messages: USER });
+  assert.equal(plain.choices[0]?.message.content, 'Half of it, then the end.');
 });
