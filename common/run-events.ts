@@ -237,7 +237,7 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
       push({
         type: 'model_call_ended',
         operationId: text(d.operationId),
-        usage: (d.usage ?? undefined),
+        usage: d.usage ?? undefined,
         provider: optionalText(d.provider),
         model: optionalText(d.model),
       });
