@@ -79,7 +79,15 @@ export interface BatonSide {
  */
 export async function startBaton(
   context: BenchContext,
-  options: { agents: AgentRegistry; script: Script; workers?: number; modelLogFile?: string; name: string },
+  options: {
+    agents: AgentRegistry;
+    script: Script;
+    workers?: number;
+    modelLogFile?: string;
+    name: string;
+    /** Streamed model replies (`BATON_MODEL_STREAM`); the harness default (off) when unset. */
+    modelStream?: boolean;
+  },
 ): Promise<BatonSide> {
   const taskQueue = uniqueTaskQueue(`bench-${options.name}`);
   const harnesses: AgentHarness[] = [];
@@ -91,6 +99,7 @@ export async function startBaton(
       agents: options.agents,
       script: options.script,
       ...(i === 0 && options.modelLogFile ? { modelLogFile: options.modelLogFile } : {}),
+      ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       workflowBundle: { codePath: context.stack.workflowBundlePath },
     });
     context.defer(() => harness.close());
