@@ -23,6 +23,9 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
   private failure: Error | undefined;
   private readonly tracker = new StreamTracker();
   private readonly deltas: boolean;
+  /** Settles once a watch runs (what had committed when it started is queued) or the iteration ended. */
+  private connected!: Promise<void>;
+  private markConnected!: () => void;
 
   constructor(
     private readonly client: BatonClient,
@@ -31,6 +34,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
   ) {
     this.lastSeq = options.since ?? 0;
     this.deltas = options.deltas ?? true;
+    this.renewConnected();
     const { signal } = options;
     if (signal) {
       if (signal.aborted) this.ended = true;
@@ -63,21 +67,23 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
     return { value: undefined, done: true };
   }
 
-  /** Reads what has committed by now; resolves once it is queued. */
+  /** Reads what has committed by now; resolves once it is queued. Waits for the watch to connect first. */
   async catchUp(): Promise<void> {
     this.running ??= this.follow();
+    await this.connected;
     await this.watch?.catchUp();
   }
 
   /** Stops watching; events already queued are still taken, then the iteration ends. */
   async finish(): Promise<void> {
     this.ended = true;
+    this.markConnected();
     await this.watch?.stop();
     this.settleWaiter();
   }
 
   private async follow(): Promise<void> {
-    if (this.ended) return;
+    if (this.ended) return this.markConnected();
     // The thread's row appears with its first turn, so a thread just started has none yet: only a thread under a
     // root is refused here.
     if (this.rootThreadId.includes('/')) {
@@ -100,6 +106,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
             : undefined,
         );
         this.watch = watch;
+        this.markConnected();
         lostSince = undefined;
         delay = FIRST_RECONNECT_DELAY_MS;
         if (this.ended) await watch.stop();
@@ -109,6 +116,11 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
         if (this.ended) return;
         if (error instanceof BatonClientError && !/lost its database connection/.test(error.message)) {
           return this.fail(error);
+        }
+        // A catch-up asked for from now on waits for the next connection.
+        if (this.watch !== undefined) {
+          this.watch = undefined;
+          this.renewConnected();
         }
         lostSince ??= Date.now();
         if (Date.now() - lostSince > RECONNECT_FOR_MS) return this.fail(error);
@@ -136,9 +148,14 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
     }
   }
 
+  private renewConnected(): void {
+    this.connected = new Promise((resolve) => (this.markConnected = resolve));
+  }
+
   private fail(error: unknown): void {
     this.failure = error instanceof Error ? error : new Error(String(error));
     this.ended = true;
+    this.markConnected();
     const waiter = this.waiter;
     this.waiter = undefined;
     if (waiter && this.queue.length === 0) waiter.reject(this.failure);
