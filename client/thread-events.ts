@@ -13,12 +13,21 @@ const RECONNECT_FOR_MS = 120_000;
 const FIRST_RECONNECT_DELAY_MS = 250;
 const MAX_RECONNECT_DELAY_MS = 5_000;
 
+/** A queued event; the last one of a feed row carries the row's number, which is taken with it. */
+interface Queued {
+  event: RunEvent;
+  completes?: number;
+}
+
 export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
-  private readonly queue: RunEvent[] = [];
+  private readonly queue: Queued[] = [];
   private waiter: { resolve: (result: IteratorResult<RunEvent>) => void; reject: (error: Error) => void } | undefined;
   private watch: FeedWatch | undefined;
   private running: Promise<void> | undefined;
+  /** The highest feed number read (or `since`): a reconnected watch reads on after it. */
   private lastSeq: number;
+  /** The highest feed number all of whose events were taken (or `since`). */
+  private taken: number;
   private ended = false;
   private failure: Error | undefined;
   private readonly tracker = new StreamTracker();
@@ -33,6 +42,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
     options: ThreadEventsOptions,
   ) {
     this.lastSeq = options.since ?? 0;
+    this.taken = this.lastSeq;
     this.deltas = options.deltas ?? true;
     this.renewConnected();
     const { signal } = options;
@@ -46,14 +56,18 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
     return this;
   }
 
-  /** The feed number of the last stored event delivered (or `since`): where a later iteration would go on. */
+  /**
+   * The feed number up to which every stored event was taken from this iteration (or `since`): where a later
+   * iteration goes on (`events({ since: position })`) without losing or repeating one. Events read but not taken, a
+   * write's further events included, are not counted.
+   */
   get position(): number {
-    return this.lastSeq;
+    return this.taken;
   }
 
   next(): Promise<IteratorResult<RunEvent>> {
     this.running ??= this.follow();
-    const value = this.queue.shift();
+    const value = this.take();
     if (value !== undefined) return Promise.resolve({ value, done: false });
     if (this.failure) return Promise.reject(this.failure);
     if (this.ended) return Promise.resolve({ value: undefined, done: true });
@@ -102,7 +116,8 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
           (row) => this.onRow(row),
           this.lastSeq,
           this.deltas
-            ? (delta) => this.push(...(this.tracker.accepts(delta) ? [{ ...delta, type: 'delta' as const }] : []))
+            ? (delta) =>
+                this.push(...(this.tracker.accepts(delta) ? [{ event: { ...delta, type: 'delta' as const } }] : []))
             : undefined,
         );
         this.watch = watch;
@@ -132,20 +147,33 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
 
   private onRow(row: RunFeedRow): void {
     this.lastSeq = Math.max(this.lastSeq, row.seq);
-    for (const event of runEventsOf(row)) {
+    const events = runEventsOf(row).flatMap((event) => {
       const out = this.tracker.onStored(event);
-      this.push(...(this.deltas ? out : out.filter((e) => e.type !== 'stream_abandoned')));
-    }
+      return this.deltas ? out : out.filter((e) => e.type !== 'stream_abandoned');
+    });
+    const last = this.queue.at(-1);
+    if (events.length > 0)
+      this.push(...events.map((event, i) => (i === events.length - 1 ? { event, completes: row.seq } : { event })));
+    // A row without events (a newer Baton's kind) is taken with what came before it.
+    else if (last) last.completes = Math.max(last.completes ?? 0, row.seq);
+    else this.taken = Math.max(this.taken, row.seq);
   }
 
-  private push(...events: RunEvent[]): void {
-    if (events.length === 0) return;
-    this.queue.push(...events);
+  private push(...entries: Queued[]): void {
+    if (entries.length === 0) return;
+    this.queue.push(...entries);
     const waiter = this.waiter;
     if (waiter) {
       this.waiter = undefined;
-      waiter.resolve({ value: this.queue.shift() as RunEvent, done: false });
+      waiter.resolve({ value: this.take() as RunEvent, done: false });
     }
+  }
+
+  /** The next queued event, counting its row as taken when it is the row's last. */
+  private take(): RunEvent | undefined {
+    const entry = this.queue.shift();
+    if (entry?.completes !== undefined) this.taken = Math.max(this.taken, entry.completes);
+    return entry?.event;
   }
 
   private renewConnected(): void {
@@ -159,14 +187,14 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
     const waiter = this.waiter;
     this.waiter = undefined;
     if (waiter && this.queue.length === 0) waiter.reject(this.failure);
-    else if (waiter) waiter.resolve({ value: this.queue.shift() as RunEvent, done: false });
+    else if (waiter) waiter.resolve({ value: this.take() as RunEvent, done: false });
   }
 
   private settleWaiter(): void {
     const waiter = this.waiter;
     if (!waiter) return;
     this.waiter = undefined;
-    const value = this.queue.shift();
+    const value = this.take();
     waiter.resolve(value === undefined ? { value: undefined, done: true } : { value, done: false });
   }
 }
