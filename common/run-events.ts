@@ -210,10 +210,17 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
         parentThread: optionalText(d.parentThread),
         forkTask: optionalText(d.forkTask),
       });
-      // A delegated thread's turn is its caller's delegation; a fork task's end is its own row's event.
+      // A delegated thread's turn is its caller's delegation, an event of the caller's thread and agent (as its
+      // delegation_started is); a fork task's end is its own row's event.
       if (typeof d.parentThread === 'string' && d.forkTask === undefined) {
         push(
-          { type: 'delegation_ended', childThread: row.threadId, status: text(d.status), error: optionalText(d.error) },
+          {
+            type: 'delegation_ended',
+            childThread: row.threadId,
+            status: text(d.status),
+            error: optionalText(d.error),
+            agent: optionalText(d.caller) ?? null,
+          },
           d.parentThread,
         );
       }

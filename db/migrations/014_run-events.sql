@@ -100,7 +100,7 @@ BEGIN
   ELSIF OLD.status = 'running' THEN
     PERFORM run_event(NEW.root_thread_id, NEW.thread_id, NEW.agent, 'turn_ended',
       jsonb_build_object('status', NEW.status, 'error', run_event_text(NEW.last_error, 1000),
-                         'parentThread', NEW.parent_thread_id, 'forkTask', NEW.fork_task));
+                         'parentThread', NEW.parent_thread_id, 'caller', NEW.caller, 'forkTask', NEW.fork_task));
   END IF;
   RETURN NULL;
 END
