@@ -3,7 +3,14 @@
  * (`BatonClient.startRunWatch`), and when the watch's connection is lost connects again and reads on after the last
  * event it delivered, so an iteration sees every stored event once, in order.
  */
-import { StreamTracker, runEventsOf, type RunEvent, type RunFeedRow } from '../common/run-events';
+import {
+  StreamTracker,
+  runEventsOf,
+  type DeltaAnnouncement,
+  type RunDeltaEvent,
+  type RunEvent,
+  type RunFeedRow,
+} from '../common/run-events';
 import type { BatonClient, ThreadEventsOptions } from './index';
 import { BatonClientError } from './errors';
 import type { FeedWatch } from './feed-watch';
@@ -31,6 +38,12 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
   private ended = false;
   private failure: Error | undefined;
   private readonly tracker = new StreamTracker();
+  /**
+   * Deltas of streams whose start was not read yet, in arrival order: a delta can arrive before the read that
+   * delivers its stream's start, which committed before it was published. Held until that read (or, for a stream
+   * that started before `since`, until a catch-up shows it will not come), so a stream's text follows its start.
+   */
+  private held: RunDeltaEvent[] = [];
   private readonly deltas: boolean;
   /** Settles once a watch runs (what had committed when it started is queued) or the iteration ended. */
   private connected!: Promise<void>;
@@ -77,6 +90,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
   /** Ends the iteration now: events not yet taken are dropped. */
   async return(): Promise<IteratorResult<RunEvent>> {
     this.queue.length = 0;
+    this.held = [];
     await this.finish();
     return { value: undefined, done: true };
   }
@@ -115,10 +129,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
           this.rootThreadId,
           (row) => this.onRow(row),
           this.lastSeq,
-          this.deltas
-            ? (delta) =>
-                this.push(...(this.tracker.accepts(delta) ? [{ event: { ...delta, type: 'delta' as const } }] : []))
-            : undefined,
+          this.deltas ? (delta) => this.onDelta(delta) : undefined,
         );
         this.watch = watch;
         this.markConnected();
@@ -157,6 +168,30 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
     // A row without events (a newer Baton's kind) is taken with what came before it.
     else if (last) last.completes = Math.max(last.completes ?? 0, row.seq);
     else this.taken = Math.max(this.taken, row.seq);
+    for (const event of events) if (event.type === 'model_call_started') this.releaseHeld(event.stream);
+  }
+
+  private onDelta(delta: DeltaAnnouncement): void {
+    const event: RunDeltaEvent = { ...delta, type: 'delta' };
+    if (this.tracker.knows(delta.stream)) {
+      if (this.tracker.accepts(delta)) this.push({ event });
+      return;
+    }
+    this.held.push(event);
+    void this.catchUp().then(
+      () => this.releaseHeld(),
+      () => undefined,
+    );
+  }
+
+  /** Passes on the held deltas of `stream` (its start was just queued), or all of them after a catch-up. */
+  private releaseHeld(stream?: string): void {
+    const release = this.held.filter((delta) => stream === undefined || delta.stream === stream);
+    if (release.length === 0) return;
+    this.held = this.held.filter((delta) => !release.includes(delta));
+    // After a catch-up, a stream still not started began before `since`: it is followed from its deltas.
+    if (stream === undefined) for (const delta of release) this.tracker.adopt(delta);
+    this.push(...release.filter((delta) => this.tracker.accepts(delta)).map((event) => ({ event })));
   }
 
   private push(...entries: Queued[]): void {
