@@ -169,7 +169,13 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
   private async deliverAfter(from: number): Promise<void> {
     let after = from;
     for (;;) {
-      const read = this.source.read(after, PAGE);
+      // Notifications of the other channels (streamed text) sent before these rows committed may still be on their
+      // way: Postgres hands a listener its notifications before answering its next query, so one query on the
+      // listening connection passes them on before the rows are.
+      const read = this.source.read(after, PAGE).then(async (rows) => {
+        if (rows.length > 0 && this.source.extra) await this.listener.query('SELECT 1');
+        return rows;
+      });
       this.reading = read;
       const rows = await read.finally(() => (this.reading = undefined));
       for (const row of rows) {

@@ -458,6 +458,9 @@ export class ThreadHandle {
     })();
     delivering.catch(() => undefined);
     try {
+      // Listening before the message goes out: streamed text is not stored, so what is published before the watch
+      // listens never reaches it.
+      await events.catchUp();
       const result = await this.send(message, {
         ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
       });

@@ -210,10 +210,17 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
         parentThread: optionalText(d.parentThread),
         forkTask: optionalText(d.forkTask),
       });
-      // A delegated thread's turn is its caller's delegation; a fork task's end is its own row's event.
+      // A delegated thread's turn is its caller's delegation, an event of the caller's thread and agent (as its
+      // delegation_started is); a fork task's end is its own row's event.
       if (typeof d.parentThread === 'string' && d.forkTask === undefined) {
         push(
-          { type: 'delegation_ended', childThread: row.threadId, status: text(d.status), error: optionalText(d.error) },
+          {
+            type: 'delegation_ended',
+            childThread: row.threadId,
+            status: text(d.status),
+            error: optionalText(d.error),
+            agent: optionalText(d.caller) ?? null,
+          },
           d.parentThread,
         );
       }
@@ -396,7 +403,8 @@ export function parseDeltaAnnouncement(payload: string | undefined): DeltaAnnoun
 /**
  * Follows the streams of a feed, so readers can be told which streamed output will never be completed: a stream ends
  * with its model call's stored reply; a newer attempt of the same call, or its thread's turn ending first, abandons it.
- * Deltas of a stream not started (yet) are passed on; those of an abandoned or ended stream are dropped.
+ * Deltas of a stream not started (yet) are passed on; those of an abandoned or ended stream are dropped. A stream
+ * whose start a reader never reads (it came before the reader's `since`) is followed from its deltas once `adopt`ed.
  */
 export class StreamTracker {
   /** Open streams by operation id. */
@@ -428,8 +436,27 @@ export class StreamTracker {
   }
 
   /** Whether a delta should be shown. */
-  accepts(delta: DeltaAnnouncement): boolean {
+  accepts(delta: Pick<DeltaAnnouncement, 'stream'>): boolean {
     return !this.closed.has(delta.stream);
+  }
+
+  /** Whether `stream` was seen start (or was adopted), whether it is still open or not. */
+  knows(stream: string): boolean {
+    if (this.closed.has(stream)) return true;
+    for (const open of this.open.values()) if (open.stream === stream) return true;
+    return false;
+  }
+
+  /**
+   * Follows a stream known only from its deltas (its start came before the reader's `since`): a newer attempt of its
+   * call, or its thread's turn ending, abandons it as if its start had been read. An older attempt than one open
+   * is dropped.
+   */
+  adopt(delta: Pick<DeltaAnnouncement, 'stream' | 'threadId'>): void {
+    if (this.knows(delta.stream)) return;
+    const operationId = delta.stream.slice(0, Math.max(0, delta.stream.lastIndexOf('#')));
+    if (this.open.has(operationId)) this.closed.add(delta.stream);
+    else this.open.set(operationId, { stream: delta.stream, threadId: delta.threadId });
   }
 
   private abandon(

@@ -31,13 +31,13 @@ export async function readRunFeed(
   return rows.map((row) => ({ ...row, seq: Number(row.seq) }));
 }
 
-/** The highest feed number of a root so far (0 when it has none): where a reader that wants only what comes next starts. */
+/**
+ * The highest feed number of a root so far (0 when it has none): where a reader that wants only what comes next starts.
+ * Read under the root's lock, as `readRunFeed` is: an event still being written with a lower number has committed by
+ * then, so reading after this number misses nothing that commits later.
+ */
 export async function lastRunFeedSeq(db: Queryable, rootThreadId: string): Promise<number> {
-  const { rows } = await db.query<{ seq: string | null }>(
-    `SELECT GREATEST((SELECT max(seq) FROM run_events WHERE root_thread_id = $1),
-                     (SELECT max(seq) FROM env_events WHERE root_thread_id = $1)) AS seq`,
-    [rootThreadId],
-  );
+  const { rows } = await db.query<{ seq: string | null }>('SELECT run_feed_last($1) AS seq', [rootThreadId]);
   return Number(rows[0]?.seq ?? 0);
 }
 

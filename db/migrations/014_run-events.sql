@@ -100,7 +100,7 @@ BEGIN
   ELSIF OLD.status = 'running' THEN
     PERFORM run_event(NEW.root_thread_id, NEW.thread_id, NEW.agent, 'turn_ended',
       jsonb_build_object('status', NEW.status, 'error', run_event_text(NEW.last_error, 1000),
-                         'parentThread', NEW.parent_thread_id, 'forkTask', NEW.fork_task));
+                         'parentThread', NEW.parent_thread_id, 'caller', NEW.caller, 'forkTask', NEW.fork_task));
   END IF;
   RETURN NULL;
 END
@@ -242,5 +242,18 @@ BEGIN
               e.created_at
          FROM env_events e WHERE e.root_thread_id = root AND e.seq > since ORDER BY e.seq LIMIT max_rows)
     ) f ORDER BY f.seq LIMIT max_rows;
+END
+$$;
+
+-- The highest number of a root's feed so far (0 with none): where a reader that wants only what comes next starts.
+-- Taken under the root's lock like a read (a second statement, so its snapshot follows the wait), so no writer still
+-- holds a lower number that would commit after it.
+CREATE FUNCTION run_feed_last(root text) RETURNS bigint
+  LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(env_root_lock_key(root));
+  RETURN COALESCE(GREATEST((SELECT max(r.seq) FROM run_events r WHERE r.root_thread_id = root),
+                           (SELECT max(e.seq) FROM env_events e WHERE e.root_thread_id = root)), 0);
 END
 $$;
