@@ -1,6 +1,6 @@
 /**
  * Streamed model output, published while the reply is generated: the chunks of one model call attempt are gathered
- * and sent as a few batches a second (`RUN_DELTAS_CHANNEL`), tagged with their thread, step, attempt and stream.
+ * and sent as a few batches a second (its root's `runDeltasChannel`), tagged with their thread, step, attempt and stream.
  * Best effort: nothing here is stored, and a failed publish never fails the call; the stored reply is what counts.
  */
 import type { Pool } from 'pg';

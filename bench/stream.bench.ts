@@ -255,7 +255,7 @@ async function waitForListeners(pool: Pool, since: Date, count: number): Promise
     const { rows } = await pool.query<{ n: string }>(
       `SELECT count(*) AS n FROM pg_stat_activity
         WHERE datname = current_database() AND application_name = 'baton-client-watch'
-          AND backend_start >= $1 AND state = 'idle' AND query LIKE 'LISTEN %baton_run_deltas%'`,
+          AND backend_start >= $1 AND state = 'idle' AND query LIKE 'LISTEN %baton_delta_%'`,
       [since],
     );
     if (Number(rows[0]?.n ?? 0) >= count) return;

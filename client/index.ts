@@ -70,8 +70,8 @@ import { FeedWatcher, type FeedSource, type FeedWatch } from './feed-watch';
 import { lastRunFeedSeq, readRunFeed } from '../db/run-events';
 import {
   parseDeltaAnnouncement,
-  RUN_DELTAS_CHANNEL,
-  RUN_EVENTS_CHANNEL,
+  runDeltasChannel,
+  runEventsChannel,
   type DeltaAnnouncement,
   type RunEvent,
   type RunFeedRow,
@@ -273,14 +273,14 @@ export class BatonClient {
         name: 'event watch',
         rootThreadId,
         // Env-data writes announce on their own channel; their events are part of the feed.
-        channels: [RUN_EVENTS_CHANNEL, ENV_EVENTS_CHANNEL],
+        channels: [runEventsChannel(rootThreadId), ENV_EVENTS_CHANNEL],
         read: (after, limit) => readRunFeed(db, rootThreadId, { since: after, limit }),
         deliver: onRow,
         ...(onDelta === undefined
           ? {}
           : {
               extra: {
-                channels: [RUN_DELTAS_CHANNEL],
+                channels: [runDeltasChannel(rootThreadId)],
                 receive: (_channel: string, payload: string | undefined) => {
                   const delta = parseDeltaAnnouncement(payload);
                   if (delta?.rootThreadId === rootThreadId) onDelta(delta);

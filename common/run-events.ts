@@ -4,10 +4,34 @@
  * the client SDK; this file says what they mean.
  */
 
-/** Channel the feed's writers announce on after commit (`{ rootThreadId, seq }`); readers then read the rows. */
-export const RUN_EVENTS_CHANNEL = 'baton_run_events';
-/** Channel streamed model output is published on, best effort, a few batches a second per stream. */
-export const RUN_DELTAS_CHANNEL = 'baton_run_deltas';
+/**
+ * The channel a root's writers announce its stored events on after commit (`{ rootThreadId }`); readers then read the
+ * rows. One channel per root (named from a hash of its id: a channel name holds at most 63 bytes), so a reader's
+ * connection is handed its own root's announcements only, however many roots are running.
+ */
+export function runEventsChannel(rootThreadId: string): string {
+  return `baton_run_${channelHash(rootThreadId)}`;
+}
+
+/** The channel a root's streamed model output is published on, best effort, a few batches a second per stream. */
+export function runDeltasChannel(rootThreadId: string): string {
+  return `baton_delta_${channelHash(rootThreadId)}`;
+}
+
+/**
+ * 64 bits of FNV-1a (two 32-bit passes with different offsets) as 16 hex digits. A collision costs two roots'
+ * readers each other's notifications, which they drop (every payload names its root), never an event.
+ */
+function channelHash(text: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ 0x5bd1e995;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193) >>> 0;
+    b = Math.imul(b ^ c, 0x01000193) >>> 0;
+  }
+  return a.toString(16).padStart(8, '0') + b.toString(16).padStart(8, '0');
+}
 /** Largest NOTIFY payload Postgres takes is 8000 bytes; a batch is cut below it. */
 export const MAX_DELTA_PAYLOAD_BYTES = 7000;
 
@@ -380,7 +404,7 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
   ) as StoredRunEvent[];
 }
 
-/** A streamed batch as published on `RUN_DELTAS_CHANNEL`. */
+/** A streamed batch as published on its root's `runDeltasChannel`. */
 export interface DeltaAnnouncement extends Omit<RunDeltaEvent, 'type'> {
   rootThreadId: string;
 }

@@ -6,8 +6,8 @@
 import type { Pool } from 'pg';
 import {
   MAX_DELTA_PAYLOAD_BYTES,
-  RUN_DELTAS_CHANNEL,
-  RUN_EVENTS_CHANNEL,
+  runDeltasChannel,
+  runEventsChannel,
   type DeltaAnnouncement,
   type RunFeedRow,
 } from '../common/run-events';
@@ -50,7 +50,7 @@ export function announceRunEvents(pool: Pick<Pool, 'query'>, rootThreadId: strin
     await pool.query({
       name: 'baton-run-announce',
       text: 'SELECT pg_notify($1, $2)',
-      values: [RUN_EVENTS_CHANNEL, JSON.stringify({ rootThreadId })],
+      values: [runEventsChannel(rootThreadId), JSON.stringify({ rootThreadId })],
     });
   })().catch(() => undefined);
 }
@@ -104,8 +104,9 @@ export async function publishDeltas(pool: Pool, batches: readonly DeltaAnnouncem
   await pool
     .query({
       name: 'baton-run-deltas',
-      text: 'SELECT pg_notify($1, payload) FROM unnest($2::text[]) WITH ORDINALITY AS a(payload, n) ORDER BY n',
-      values: [RUN_DELTAS_CHANNEL, payloads],
+      text: `SELECT pg_notify(channel, payload)
+               FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS a(channel, payload, n) ORDER BY n`,
+      values: [batches.map((batch) => runDeltasChannel(batch.rootThreadId)), payloads],
     })
     .catch(() => undefined);
 }

@@ -7,7 +7,7 @@
 -- takes the root's lock in SHARED mode before drawing its number and holds it through commit; a reader takes it
 -- EXCLUSIVE for the moment of its read. Every number a reader can miss was drawn by a writer still running, which
 -- holds the lock the reader waits for, so reading `seq > since` in order never skips an event that commits late, and
--- the two logs merge into one order. Listeners are told after commit (`baton_run_events`, sent by the activity that
+-- the two logs merge into one order. Listeners are told after commit (on the root's own channel, sent by the activity that
 -- wrote), never inside the transaction: Postgres serialises the commits of transactions that NOTIFY.
 CREATE TABLE run_events (
   seq            bigint PRIMARY KEY,
