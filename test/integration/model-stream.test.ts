@@ -38,14 +38,27 @@ agents:
   'model-stream.yaml',
 );
 
-/** A thread's stored messages without what differs between two runs (ids, times, operation ids). */
+/**
+ * A thread's stored messages without what differs between two runs (ids, times, operation ids). The results of one
+ * reply's tool calls are stored as each call finishes (they run at once), so each run of them is sorted.
+ */
 async function storedTurn(pool: Parameters<typeof listMessages>[0], threadId: string) {
-  return (await listMessages(pool, threadId)).map((message) => ({
+  const messages = (await listMessages(pool, threadId)).map((message) => ({
     role: message.role,
     content: message.content,
     toolCalls: message.toolCalls?.map((call) => ({ name: call.name, arguments: call.arguments })),
     usage: message.usage,
   }));
+  const sorted: typeof messages = [];
+  for (const message of messages) {
+    let at = sorted.length;
+    while (message.role === 'tool' && at > 0 && sorted[at - 1]?.role === 'tool') {
+      if ((sorted[at - 1]?.content ?? '') <= (message.content ?? '')) break;
+      at -= 1;
+    }
+    sorted.splice(at, 0, message);
+  }
+  return sorted;
 }
 
 test('streamed model replies store the same transcript as whole ones, and a failed attempt is retried', async () => {
