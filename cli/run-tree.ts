@@ -142,8 +142,7 @@ export class RunTree {
           (e): e is Extract<Entry, { kind: 'call' }> => e.kind === 'call' && e.toolCallId === event.toolCallId,
         );
         if (call) call.done = true;
-        const name = event.name ?? this.callNames.get(event.toolCallId) ?? 'tool';
-        node.entries.push({ kind: 'result', name, content: event.content, error: event.error });
+        node.entries.push({ kind: 'result', name: this.toolName(event), content: event.content, error: event.error });
         break;
       }
       case 'delegation_started': {
@@ -253,6 +252,11 @@ export class RunTree {
   /** A thread whose start came before the events read hangs under the root, so nothing is lost from view. */
   private orphans(): TreeNode[] {
     return [...this.nodes.values()].filter((n) => n.threadId !== this.rootThreadId && n.parent === undefined);
+  }
+
+  /** The name of the tool a result answers: its own, else its call's. */
+  toolName(result: { toolCallId: string; name?: string }): string {
+    return result.name ?? this.callNames.get(result.toolCallId) ?? 'tool';
   }
 
   /** How deep `threadId` is below the root (0 for the root). */
@@ -446,7 +450,7 @@ function plainWhat(tree: RunTree, event: StoredRunEvent): string | undefined {
     case 'tool_call':
       return `→ ${oneLine(event.name)} ${cutToWidth(oneLine(event.arguments), PLAIN_VALUE_COLUMNS)}`;
     case 'tool_result':
-      return `← ${oneLine(event.name ?? 'tool')}: ${cutToWidth(oneLine(event.content), PLAIN_VALUE_COLUMNS)}`;
+      return `← ${oneLine(tree.toolName(event))}: ${cutToWidth(oneLine(event.content), PLAIN_VALUE_COLUMNS)}`;
     case 'delegation_started':
       return `delegates to ${oneLine(event.childAgent)} (thread ${oneLine(event.childThread)})`;
     case 'delegation_ended':
