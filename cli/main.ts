@@ -168,15 +168,11 @@ function withOutputOptions(command: Command, jsonHelp: string): Command {
  */
 function sendOutput(flags: OutputFlags): EventOutput | undefined {
   const output = outputForSend(flags, process.stdout, process.env);
-  if (output !== 'live') return output;
-  try {
-    connectOptions({ database: true });
-    return output;
-  } catch (error) {
-    if (!(error instanceof CliError)) throw error;
-    process.stderr.write(`baton: not shown live: ${error.message}\n`);
-    return undefined;
-  }
+  if (output !== 'live' || !process.env.TEMPORAL_ADDRESS || process.env.DATABASE_URL) return output;
+  process.stderr.write(
+    "baton: the run is not shown live: that reads Baton's database; set DATABASE_URL as well as TEMPORAL_ADDRESS (--quiet: no note)\n",
+  );
+  return undefined;
 }
 
 /** The result: today's text or JSON, or with `--json --stream` one last JSON line `{"type":"result", …}`. */

@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { RunEvent } from '../../client';
@@ -123,11 +124,35 @@ function tmux(...args: string[]): string {
   return result.stdout;
 }
 
+interface Terminal {
+  name: string;
+  /** The screen now, maybe in the middle of a redraw: for failure messages. */
+  raw(): string;
+  /**
+   * The screen once two captures a moment apart agree, so a frame caught half drawn (a redraw split across the
+   * pseudo-terminal's reads) is never what a test asserts on.
+   */
+  screen(): Promise<string>;
+}
+
 /** Runs `baton <args>` in a new 120x50 tmux window; the pane stays after the command ends, showing `[exit <code>]`. */
-function startInTerminal(name: string, args: readonly string[]): { screen: () => string; name: string } {
+function startInTerminal(name: string, args: readonly string[]): Terminal {
   // The shell outlives a Ctrl-C meant for `baton` (`trap`), so the pane can say how `baton` exited.
   tmux('new-session', '-d', '-x', '120', '-y', '50', '-s', name, `trap : INT; ${batonCommand(args)}; sleep 3600`);
-  return { name, screen: () => tmux('capture-pane', '-p', '-t', name) };
+  const raw = () => tmux('capture-pane', '-p', '-t', name);
+  return {
+    name,
+    raw,
+    async screen() {
+      let previous = raw();
+      for (;;) {
+        await sleep(20);
+        const current = raw();
+        if (current === previous) return current;
+        previous = current;
+      }
+    },
+  };
 }
 
 const lines = (screen: string) => screen.split('\n').map((line) => line.trimEnd());
@@ -135,36 +160,42 @@ const lines = (screen: string) => screen.split('\n').map((line) => line.trimEnd(
 test('baton run on a terminal draws the tree live: names, streamed text, tool lines, a delegation and a fork task indented under their caller, before the turn ends', async () => {
   const threadId = uniqueThreadId('live');
   const terminal = startInTerminal('run', ['run', 'live_lead', 'Count the stars, please.', '--thread', threadId]);
-  const describe = () => terminal.screen();
+  const describe = () => terminal.raw();
 
   // Streamed text: the counter's first words on screen while its last is not (its stored message comes whole).
   let partial: string | undefined;
   await waitFor(
     "the counter's first streamed words without its last",
-    () => {
-      const screen = terminal.screen();
+    async () => {
+      const screen = await terminal.screen();
       if (screen.includes('alpha') && !screen.includes('hotel')) partial = screen;
       return partial !== undefined || screen.includes('hotel');
     },
     { timeoutMs: COMMAND_TIMEOUT_MS, describe },
   );
-  assert.ok(partial, `the screen showed streamed words before the whole message:\n${terminal.screen()}`);
+  assert.ok(partial, `the screen showed streamed words before the whole message:\n${terminal.raw()}`);
   assert.match(partial, /^ {4}alpha( \w+)*$/m, 'streamed text under the delegated agent, indented');
-  assert.match(partial, /^ {2}live_counter {2}\S \d+s$/m, 'the running delegate: a spinner and its elapsed time');
+  assert.match(
+    partial,
+    /^ {2}live_counter {2}\S (\d+m)?\d+s$/m,
+    'the running delegate: a spinner and its elapsed time',
+  );
 
   // Everything but the held final answer: the turn has not ended, and the screen shows the whole tree so far.
-  await waitFor('the fork task on screen', () => /Checked: eight\./.test(terminal.screen()), {
-    timeoutMs: COMMAND_TIMEOUT_MS,
-    describe,
-  });
-  const held = lines(terminal.screen());
+  let heldScreen = '';
+  await waitFor(
+    "the fork's result on screen",
+    async () => /^ {2}← fork_join: /m.test((heldScreen = await terminal.screen())),
+    { timeoutMs: COMMAND_TIMEOUT_MS, describe },
+  );
+  const held = lines(heldScreen);
   const at = (pattern: RegExp) => {
     const index = held.findIndex((line) => pattern.test(line));
     assert.ok(index >= 0, `a line matching ${pattern} on screen:\n${held.join('\n')}`);
     return index;
   };
   const order = [
-    at(/^live_lead {2}\S \d+s$/), // the root, still running: spinner and elapsed time
+    at(/^live_lead {2}\S (\d+m)?\d+s$/), // the root, still running: spinner and elapsed time
     at(/^ {2}> Count the stars, please\.$/),
     at(/^ {2}→ think \{"thought":"Ask the counter\."\}$/),
     at(/^ {2}← think: /),
@@ -186,11 +217,11 @@ test('baton run on a terminal draws the tree live: names, streamed text, tool li
   assert.doesNotMatch(held.join('\n'), /eight stars|\[exit/, 'the final answer is held: the turn has not ended');
 
   workers().model.release('live-final');
-  await waitFor('the command to end', () => terminal.screen().includes('[exit'), {
+  await waitFor('the command to end', () => terminal.raw().includes('[exit'), {
     timeoutMs: COMMAND_TIMEOUT_MS,
     describe,
   });
-  const final = lines(terminal.screen());
+  const final = lines(await terminal.screen());
   assert.ok(final.includes('[exit 0]'), final.join('\n'));
   assert.ok(final.includes(`thread ${threadId}`), 'the thread id first, as before');
   assert.match(final.join('\n'), /^live_lead {2}✓ \S+$/m, 'the root ended: a tick and how long it took');
@@ -375,33 +406,40 @@ test('baton watch attaches mid-turn, shows what happens next, and Ctrl-C detache
   await waitFor('the held second step', () => workers().model.requestCount('watched') >= 2, { timeoutMs: 60_000 });
 
   const terminal = startInTerminal('watch', ['watch', threadId]);
-  const describe = () => terminal.screen();
+  const describe = () => terminal.raw();
   // From the start of the feed (the default): the earlier tool call, under a root still running.
-  await waitFor('the earlier events', () => terminal.screen().includes('Before the watch.'), {
+  let first = '';
+  await waitFor('the earlier events', async () => (first = await terminal.screen()).includes('Before the watch.'), {
     timeoutMs: COMMAND_TIMEOUT_MS,
     describe,
   });
-  assert.match(terminal.screen(), /^watched {2}\S \d+s$/m, 'the running root, with a spinner');
-  assert.ok(terminal.screen().includes(`Watching thread ${threadId} (Ctrl-C to detach; nothing is stopped).`));
+  assert.match(first, /^watched {2}\S (\d+m)?\d+s$/m, 'the running root, with a spinner');
+  assert.ok(first.includes(`Watching thread ${threadId} (Ctrl-C to detach; nothing is stopped).`));
 
-  // What happens while it watches shows up.
+  // What happens while it watches shows up: the next call and its result.
   workers().model.release('watched-second');
-  await waitFor('the later tool call', () => /^ {2}→ think \{"thought":"While watched\."\}/m.test(terminal.screen()), {
+  let later = '';
+  await waitFor(
+    'the later tool call and its result',
+    async () => (later = await terminal.screen()).includes('While watched'),
+    {
+      timeoutMs: COMMAND_TIMEOUT_MS,
+      describe,
+    },
+  );
+  await waitFor('its result', async () => ((await terminal.screen()).match(/^ {2}← think: /gm) ?? []).length === 2, {
     timeoutMs: COMMAND_TIMEOUT_MS,
     describe,
   });
-  await waitFor('its result', () => (terminal.screen().match(/^ {2}← think: /gm) ?? []).length === 2, {
-    timeoutMs: COMMAND_TIMEOUT_MS,
-    describe,
-  });
+  assert.match(later, /^ {2}→ think \{"thought":"While watched\."\}/m);
 
   // Ctrl-C: the watch detaches with exit 0, the turn (still held) goes on.
   tmux('send-keys', '-t', terminal.name, 'C-c');
-  await waitFor('the watch to end', () => terminal.screen().includes('[exit'), {
+  await waitFor('the watch to end', () => terminal.raw().includes('[exit'), {
     timeoutMs: COMMAND_TIMEOUT_MS,
     describe,
   });
-  const screen = terminal.screen();
+  const screen = await terminal.screen();
   assert.match(screen, /^(\^C)?Detached from thread \S+; it goes on\.$/m, screen);
   assert.ok(lines(screen).includes('[exit 0]'), screen);
   assert.equal((await thread.status()).busy, true, 'the turn still runs');
