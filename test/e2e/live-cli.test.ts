@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { RunEvent } from '../../client';
@@ -97,7 +98,10 @@ before(async () => {
 });
 
 after(async () => {
+  // tmux leaves its socket file behind when its server is killed: remove it too.
+  const socket = spawnSync('tmux', ['-L', tmuxSocket, 'display-message', '-p', '#{socket_path}'], { encoding: 'utf8' });
   spawnSync('tmux', ['-L', tmuxSocket, 'kill-server'], { encoding: 'utf8' });
+  if (socket.status === 0 && socket.stdout.trim() !== '') fs.rmSync(socket.stdout.trim(), { force: true });
   await fixture?.close();
 });
 
