@@ -36,6 +36,14 @@ import {
   formatWake,
 } from '../client/format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
+import {
+  outputForSend,
+  outputForWatch,
+  sendShowingEvents,
+  watchEvents,
+  type EventOutput,
+  type OutputFlags,
+} from './live-view';
 import { runDemo, runDev } from '../dev/commands';
 import {
   formatReplay,
@@ -141,45 +149,137 @@ function print(json: boolean, value: unknown, text: string): void {
   process.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${text}\n`);
 }
 
-program
-  .command('run')
-  .description('start a root thread with <agent>, send it <message> and wait for the reply')
-  .argument('<agent>', 'the agent that answers')
-  .argument('<message>', 'the first message')
-  .option('--thread <id>', 'a thread id of your own (default: a new one)')
-  .option('--world <name>', 'the world the conversation runs in (its variables fill prompts)', 'default')
-  .option('--json', 'print {threadId, workflowId, reply, ...} as JSON')
-  .action(async (agent: string, message: string, options: { thread?: string; world: string; json?: boolean }) => {
-    await withClient({}, async (client) => {
-      const thread = await client.startThread({
-        agent,
-        world: options.world,
-        ...(options.thread ? { threadId: options.thread } : {}),
-      });
-      // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
-      if (!options.json) process.stderr.write(`thread ${thread.threadId}\n`);
-      const result = await thread.send(message);
-      print(Boolean(options.json), { ...result, workflowId: thread.workflowId }, describeTurn(result));
+/** The flags `run` and `send` share for what is shown while the turn runs. */
+function withOutputOptions(command: Command, jsonHelp: string): Command {
+  return command
+    .option('--json', jsonHelp)
+    .addOption(
+      new Option(
+        '--stream',
+        'print the events as they happen: one plain line each, or with --json one JSON event a line, then the result',
+      ).conflicts('quiet'),
+    )
+    .option('--quiet', 'on a terminal too, print only the reply (no live tree)');
+}
+
+/**
+ * What is shown while the turn runs (`live-view.ts`). The live tree on a terminal needs Baton's database; without it
+ * (TEMPORAL_ADDRESS and no DATABASE_URL) the reply alone is printed, as before, with a note saying why.
+ */
+function sendOutput(flags: OutputFlags): EventOutput | undefined {
+  const output = outputForSend(flags, process.stdout, process.env);
+  if (output !== 'live' || !process.env.TEMPORAL_ADDRESS || process.env.DATABASE_URL) return output;
+  process.stderr.write(
+    "baton: the run is not shown live: that reads Baton's database; set DATABASE_URL as well as TEMPORAL_ADDRESS (--quiet: no note)\n",
+  );
+  return undefined;
+}
+
+/** The result: today's text or JSON, or with `--json --stream` one last JSON line `{"type":"result", …}`. */
+function printResult(output: EventOutput | undefined, json: boolean, result: object, text: string): void {
+  if (output === 'json') return void process.stdout.write(`${JSON.stringify({ type: 'result', ...result })}\n`);
+  // A blank line between the events shown and the reply.
+  if (output !== undefined) process.stdout.write('\n');
+  print(json, result, text);
+}
+
+withOutputOptions(
+  program
+    .command('run')
+    .description(
+      'start a root thread with <agent>, send it <message> and wait for the reply (on a terminal, showing the tree live)',
+    )
+    .argument('<agent>', 'the agent that answers')
+    .argument('<message>', 'the first message')
+    .option('--thread <id>', 'a thread id of your own (default: a new one)')
+    .option('--world <name>', 'the world the conversation runs in (its variables fill prompts)', 'default'),
+  'print {threadId, workflowId, reply, ...} as JSON',
+).action(async (agent: string, message: string, options: OutputFlags & { thread?: string; world: string }) => {
+  const output = sendOutput(options);
+  await withClient({ database: output !== undefined }, async (client) => {
+    const thread = await client.startThread({
+      agent,
+      world: options.world,
+      ...(options.thread ? { threadId: options.thread } : {}),
     });
+    // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
+    if (!options.json) process.stderr.write(`thread ${thread.threadId}\n`);
+    const result =
+      output === undefined
+        ? await thread.send(message)
+        : await sendShowingEvents(thread, message, output, { rootAgent: agent, out: process.stdout, env: process.env });
+    printResult(output, Boolean(options.json), { ...result, workflowId: thread.workflowId }, describeTurn(result));
   });
+});
+
+withOutputOptions(
+  program
+    .command('send')
+    .description(
+      'send <message> to an existing root thread and wait for the reply (the next turn; on a terminal, shown live)',
+    )
+    .argument('<thread>', 'the root thread id')
+    .argument('<message>', 'the message')
+    .option(
+      '--message-id <id>',
+      'deliver the message once however often this command is run with the same id (safe to retry after a lost connection)',
+    ),
+  'print {threadId, reply, status, turn, ...} as JSON',
+).action(async (threadId: string, message: string, options: OutputFlags & { messageId?: string }) => {
+  const output = sendOutput(options);
+  await withClient({ database: output !== undefined }, async (client) => {
+    const thread = client.thread(threadId);
+    const send = options.messageId === undefined ? {} : { messageId: options.messageId };
+    const result =
+      output === undefined
+        ? await thread.send(message, send)
+        : await sendShowingEvents(thread, message, output, { ...send, out: process.stdout, env: process.env });
+    printResult(output, Boolean(options.json), result, describeTurn(result));
+  });
+});
+
+/** Words `baton watch` keeps for subcommands to come (`baton watch add|list|remove …`). */
+const WATCH_SUBCOMMANDS = ['add', 'list', 'remove'];
 
 program
-  .command('send')
-  .description('send <message> to an existing root thread and wait for the reply (the next turn)')
-  .argument('<thread>', 'the root thread id')
-  .argument('<message>', 'the message')
-  .option('--json', 'print {threadId, reply, status, turn, ...} as JSON')
-  .option(
-    '--message-id <id>',
-    'deliver the message once however often this command is run with the same id (safe to retry after a lost connection)',
+  .command('watch')
+  .description(
+    'attach to a root thread and show its events live (the tree on a terminal, plain lines otherwise) until Ctrl-C, which detaches and stops nothing; `add`, `list` and `remove` are reserved for subcommands',
   )
-  .action(async (threadId: string, message: string, options: { json?: boolean; messageId?: string }) => {
-    await withClient({}, async (client) => {
-      const result = await client
-        .thread(threadId)
-        .send(message, options.messageId === undefined ? {} : { messageId: options.messageId });
-      print(Boolean(options.json), result, describeTurn(result));
-    });
+  .argument('<thread>', 'the root thread id')
+  .option(
+    '--since <seq>',
+    "show the events after this sequence number (default 0: the thread's whole feed, then what comes)",
+    (value: string) => parseSeq(value),
+  )
+  .option('--json', 'print one JSON event a line (streamed deltas included)')
+  .option('--no-deltas', 'leave out streamed text (text shows once its message is stored)')
+  .action(async (threadId: string, options: { since?: number; json?: boolean; deltas: boolean }) => {
+    if (WATCH_SUBCOMMANDS.includes(threadId)) {
+      throw new CliError(`\`baton watch ${threadId}\` is reserved for a subcommand to come; give a root thread id`);
+    }
+    const output = outputForWatch(Boolean(options.json), process.stdout, process.env);
+    const { interrupted, dispose } = onInterrupt();
+    const controller = new AbortController();
+    void interrupted.then(() => controller.abort());
+    try {
+      await withClient({ database: true }, async (client) => {
+        const thread = client.thread(threadId);
+        const root = await thread.tree(); // an unknown thread, or a delegation thread, is an error naming its root
+        process.stderr.write(`Watching thread ${threadId} (Ctrl-C to detach; nothing is stopped).\n`);
+        await watchEvents(thread, output, {
+          since: options.since ?? 0,
+          deltas: options.deltas,
+          signal: controller.signal,
+          rootAgent: root.agent,
+          out: process.stdout,
+          env: process.env,
+        });
+      });
+      if (controller.signal.aborted) process.stderr.write(`Detached from thread ${threadId}; it goes on.\n`);
+    } finally {
+      dispose();
+    }
   });
 
 program
