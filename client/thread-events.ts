@@ -172,7 +172,9 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
   }
 
   private onDelta(delta: DeltaAnnouncement): void {
-    const event: RunDeltaEvent = { ...delta, type: 'delta' };
+    // The announcement names its root for the watch's filter; the event, like every other, does not.
+    const { rootThreadId: _root, ...fields } = delta;
+    const event: RunDeltaEvent = { ...fields, type: 'delta' };
     if (this.tracker.knows(delta.stream)) {
       if (this.tracker.accepts(delta)) this.push({ event });
       return;
