@@ -76,11 +76,11 @@ import {
   type RunEvent,
   type RunFeedRow,
 } from '../common/run-events';
-import { ThreadEvents } from './thread-events';
+import { ThreadEvents, type ThreadEventsOptions } from './thread-events';
 
 export { BatonClientError } from './errors';
 export type { FeedWatch } from './feed-watch';
-export type { ThreadEvents } from './thread-events';
+export type { ThreadEvents, ThreadEventsOptions } from './thread-events';
 export type {
   RunDeltaEvent,
   RunEvent,
@@ -196,15 +196,6 @@ export interface SendOptions {
   onEvent?: (event: RunEvent) => void | Promise<void>;
   /** Whether `onEvent` gets streamed text (`delta`). @default true */
   deltas?: boolean;
-}
-
-export interface ThreadEventsOptions {
-  /** Deliver only events after this feed number. @default 0 (from the start) */
-  since?: number;
-  /** Deliver streamed model output (`delta` and `stream_abandoned`). @default true */
-  deltas?: boolean;
-  /** Ends the iteration. */
-  signal?: AbortSignal;
 }
 
 /** A running env-data watch (`thread.watchEnv`). */

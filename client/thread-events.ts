@@ -11,7 +11,6 @@ import {
   type RunEvent,
   type RunFeedRow,
 } from '../common/run-events';
-import type { BatonClient, ThreadEventsOptions } from './index';
 import { BatonClientError } from './errors';
 import type { FeedWatch } from './feed-watch';
 
@@ -24,6 +23,25 @@ const MAX_RECONNECT_DELAY_MS = 5_000;
 interface Queued {
   event: RunEvent;
   completes?: number;
+}
+
+export interface ThreadEventsOptions {
+  /** Deliver only events after this feed number. @default 0 (from the start) */
+  since?: number;
+  /** Deliver streamed model output (`delta` and `stream_abandoned`). @default true */
+  deltas?: boolean;
+  /** Ends the iteration. */
+  signal?: AbortSignal;
+}
+
+/** What the iterator needs of its client (`BatonClient`), named here so the two modules do not import each other. */
+export interface RunWatchStarter {
+  startRunWatch(
+    rootThreadId: string,
+    onRow: (row: RunFeedRow) => void | Promise<void>,
+    since: number,
+    onDelta?: (delta: DeltaAnnouncement) => void,
+  ): Promise<FeedWatch>;
 }
 
 export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
@@ -50,7 +68,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
   private markConnected!: () => void;
 
   constructor(
-    private readonly client: BatonClient,
+    private readonly client: RunWatchStarter,
     private readonly rootThreadId: string,
     options: ThreadEventsOptions,
   ) {

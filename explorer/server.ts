@@ -364,21 +364,23 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
     }
   }
 
-  async function stream(req: http.IncomingMessage, res: http.ServerResponse, root: string, url: URL): Promise<void> {
-    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
-    const lastEventId = req.headers['last-event-id'];
-    const since =
-      parseSeqParam(typeof lastEventId === 'string' ? lastEventId : null, 'Last-Event-ID') ??
-      parseSeqParam(url.searchParams.get('since'), 'since') ??
-      0;
-    let watch: EnvWatch | undefined;
-    let closed = false;
+  /**
+   * Starts a Server-Sent Events response: counted among the live streams, kept open by a comment every
+   * `HEARTBEAT_MS`, and ended (with `stopFeed`) when the request closes or `stop()` is called, once.
+   */
+  function openEventStream(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    stopFeed: () => Promise<unknown> | undefined,
+  ) {
     const entry = {
+      closed: false,
       stop: async () => {
-        closed = true;
+        if (entry.closed) return;
+        entry.closed = true;
         streams.delete(entry);
         clearInterval(heartbeat);
-        await watch?.stop();
+        await stopFeed();
         if (!res.writableEnded) res.end();
       },
     };
@@ -392,6 +394,19 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       connection: 'keep-alive',
     });
     res.write('retry: 2000\n\n');
+    return entry;
+  }
+
+  async function stream(req: http.IncomingMessage, res: http.ServerResponse, root: string, url: URL): Promise<void> {
+    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
+    const lastEventId = req.headers['last-event-id'];
+    const since =
+      parseSeqParam(typeof lastEventId === 'string' ? lastEventId : null, 'Last-Event-ID') ??
+      parseSeqParam(url.searchParams.get('since'), 'since') ??
+      0;
+    let watch: EnvWatch | undefined;
+    const entry = openEventStream(req, res, () => watch?.stop());
+    const closed = () => entry.closed;
     try {
       watch = await options.client.thread(root).watchEnv(
         async (event) => {
@@ -400,7 +415,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
             data.envLog(root, { since: event.seq - 1, limit: 1 }),
             data.envEntry(root, event.key),
           ]);
-          if (closed) return;
+          if (closed()) return;
           const { value: _value, ...manifestEntry } = current ?? { value: undefined };
           const logEvent = logged[0] ?? { ...event, scope: '', actor: { ...event.actor, task: null } };
           // `entry` is the key's root-scope state after the event; a write in a fork task's own scope leaves it as is.
@@ -413,7 +428,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       await entry.stop();
       throw error;
     }
-    if (closed) await watch.stop();
+    if (closed()) await watch.stop();
     watch.done.catch(() => undefined).finally(() => void entry.stop());
   }
 
@@ -431,30 +446,10 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         ? resumeAfterEventId(lastEventId)
         : { since: parseSeqParam(url.searchParams.get('since'), 'since') ?? 0 };
     const events = options.client.thread(root).events({ since: resume.since });
-    let closed = false;
-    const entry = {
-      stop: async () => {
-        if (closed) return;
-        closed = true;
-        streams.delete(entry);
-        clearInterval(heartbeat);
-        await events.return();
-        if (!res.writableEnded) res.end();
-      },
-    };
-    streams.add(entry);
-    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
-    req.on('close', () => void entry.stop());
-    res.writeHead(200, {
-      ...SECURITY_HEADERS,
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      connection: 'keep-alive',
-    });
-    res.write('retry: 2000\n\n');
+    const entry = openEventStream(req, res, () => events.return());
     try {
       for await (const event of events) {
-        if (closed) break;
+        if (entry.closed) break;
         const { skip } = resume;
         if (skip && 'id' in event && event.seq === skip.seq && eventPart(event.id) <= skip.part) continue;
         res.write(runEventFrame(event));
