@@ -34,13 +34,8 @@ import {
   waitFor,
   type DevProcess,
 } from './cli-process';
+import { CHROMIUM_FLAGS, chromiumPath, missingChromium } from '../../testing/chromium';
 
-/** Where Chromium may be: `BATON_CHROMIUM` when set (only there), else Debian's and other distributions' paths. */
-const CHROMIUM_CANDIDATES = process.env.BATON_CHROMIUM
-  ? [process.env.BATON_CHROMIUM]
-  : ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-const chromiumPath = CHROMIUM_CANDIDATES.find((candidate) => fs.existsSync(candidate));
-const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 const ARC_MESSAGE = 'Solve ARC task 007bbfb7';
 const QUESTION = 'Which colour should the <b>border</b> be?';
@@ -52,9 +47,6 @@ const DEPLOYER_REPLY = 'The deploy is settled.';
 const REJECTION = 'not before the <i>release notes</i> are out';
 const FORK_DEADLINE_SECONDS = 4;
 
-const missingChromium = chromiumPath
-  ? undefined
-  : `Chromium not found (looked at ${CHROMIUM_CANDIDATES.join(', ')}): install it (apt-get install chromium) or set BATON_CHROMIUM`;
 if (missingChromium) process.stderr.write(`\n*** explorer browser tests: ${missingChromium} ***\n\n`);
 // Counted as skipped in the run's summary (a skipped suite alone counts no test); under CI the suite fails instead.
 if (missingChromium && !isCi()) {

@@ -29,13 +29,9 @@ import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { waitFor } from '../chaos/waiting';
+import { CHROMIUM_FLAGS, chromiumPath, missingChromium } from '../../testing/chromium';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const CHROMIUM_CANDIDATES = process.env.BATON_CHROMIUM
-  ? [process.env.BATON_CHROMIUM]
-  : ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
-const chromiumPath = CHROMIUM_CANDIDATES.find((candidate) => fs.existsSync(candidate));
-const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 const README_IMAGE = path.join(ROOT, 'docs', 'images', 'explorer-live.png');
 /** Long enough for a loaded machine; every wait ends on a state, never on a duration. */
@@ -44,9 +40,6 @@ const UI_TIMEOUT_MS = 30_000;
 const HELPER_REPLY = 'The grid has <b>three</b> coloured rows, each a copy of the first.';
 const LEAD_REPLY = 'Done: the helper read the rows and the scout checked them, so the rule is a threefold copy.';
 
-const missingChromium = chromiumPath
-  ? undefined
-  : `Chromium not found (looked at ${CHROMIUM_CANDIDATES.join(', ')}): install it (apt-get install chromium) or set BATON_CHROMIUM`;
 if (missingChromium) process.stderr.write(`\n*** explorer live browser test: ${missingChromium} ***\n\n`);
 
 const agents: AgentRegistry = new Map(
