@@ -14,6 +14,7 @@
 import { performance } from 'node:perf_hooks';
 import { connect } from '../client';
 import type { ThreadEvents } from '../client/thread-events';
+import { tallyEvent, type Tally } from './stream-tally';
 
 export type ToReaders = { type: 'watch'; threadId: string } | { type: 'finish'; threadId: string } | { type: 'close' };
 
@@ -29,12 +30,9 @@ export type FromReaders =
       error?: string;
     };
 
-interface Watching {
+interface Watching extends Tally {
   events: ThreadEvents;
   done: Promise<void>;
-  ids: string[];
-  deltas: number;
-  lagsMs: number[];
   error?: string;
 }
 
@@ -53,14 +51,7 @@ async function main(): Promise<void> {
     const entry: Watching = { events, done: Promise.resolve(), ids: [], deltas: 0, lagsMs: [] };
     entry.done = (async () => {
       for await (const event of events) {
-        if (event.type === 'delta') {
-          entry.deltas++;
-          continue;
-        }
-        if (event.type === 'stream_abandoned') continue;
-        entry.ids.push(event.id);
-        entry.lagsMs.push(Date.now() - Date.parse(event.at));
-        if (event.type === 'turn_ended' && event.threadId === threadId) {
+        if (tallyEvent(entry, event, threadId)) {
           tell({ type: 'ended', threadId, at: performance.timeOrigin + performance.now() });
         }
       }

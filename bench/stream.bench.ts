@@ -31,6 +31,7 @@ import { runEventsOf, type RunEvent } from '../common/run-events';
 import { readRunFeed } from '../db/run-events';
 import { uniqueThreadId } from '../testing/test-env';
 import type { FromReaders, ToReaders } from './stream-readers';
+import { tallyEvent, type Tally } from './stream-tally';
 import { benchAgentFile, benchAgents, benchScript, startBaton, TURN_MESSAGE, type BatonSide } from './baselines';
 import {
   compareCases,
@@ -129,12 +130,7 @@ interface Delivery {
 const clock = (): number => performance.timeOrigin + performance.now();
 
 /** What one reader of a root's feed received (a `thread.events()` iteration, or `send`'s `onEvent`). */
-interface Reader {
-  /** Ids of the stored events, in the order delivered. */
-  ids: string[];
-  deltas: number;
-  /** Per stored event: delivery time − its `at`, ms. */
-  lagsMs: number[];
+interface Reader extends Tally {
   /** When it saw the root's `turn_ended` (`clock()`), once it has. */
   endedAt: number | undefined;
   readonly ended: Promise<void>;
@@ -153,14 +149,7 @@ function onEventReader(rootThreadId: string): Reader & { take: (event: RunEvent)
     ended: new Promise<void>((resolve) => (markEnded = resolve)),
     finish: () => Promise.resolve(),
     take: (event: RunEvent) => {
-      if (event.type === 'delta') {
-        reader.deltas++;
-        return;
-      }
-      if (event.type === 'stream_abandoned') return;
-      reader.ids.push(event.id);
-      reader.lagsMs.push(Date.now() - Date.parse(event.at));
-      if (event.type === 'turn_ended' && event.threadId === rootThreadId) {
+      if (tallyEvent(reader, event, rootThreadId)) {
         reader.endedAt = clock();
         markEnded();
       }
