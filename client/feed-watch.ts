@@ -6,6 +6,15 @@
 import type pg from 'pg';
 import { BatonClientError } from './errors';
 
+/** A watch ended because its database connection was lost (the feed itself may be fine: connecting again helps). */
+export class FeedConnectionLostError extends BatonClientError {
+  constructor(message: string) {
+    super(message);
+    // Users see the client's error, as from every other watch failure; the class is for `thread.events()` to tell.
+    this.name = 'BatonClientError';
+  }
+}
+
 /** A running watch (`thread.watchEnv`; `thread.events` iterates one). */
 export interface FeedWatch {
   /**
@@ -100,7 +109,7 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
     this.listener.on('error', (error) => void this.shutdown(error));
     this.listener.on('end', () => {
       if (!this.stopped) {
-        void this.shutdown(new BatonClientError(`the ${this.source.name} lost its database connection`));
+        void this.shutdown(new FeedConnectionLostError(`the ${this.source.name} lost its database connection`));
       }
     });
     try {

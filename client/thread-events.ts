@@ -12,7 +12,7 @@ import {
   type RunFeedRow,
 } from '../common/run-events';
 import { BatonClientError } from './errors';
-import type { FeedWatch } from './feed-watch';
+import { FeedConnectionLostError, type FeedWatch } from './feed-watch';
 
 /** How long the feed may stay unreachable before the iteration fails. */
 const RECONNECT_FOR_MS = 120_000;
@@ -158,7 +158,7 @@ export class ThreadEvents implements AsyncIterableIterator<RunEvent> {
         return;
       } catch (error) {
         if (this.ended) return;
-        if (error instanceof BatonClientError && !/lost its database connection/.test(error.message)) {
+        if (error instanceof BatonClientError && !(error instanceof FeedConnectionLostError)) {
           return this.fail(error);
         }
         // A catch-up asked for from now on waits for the next connection.
