@@ -430,10 +430,20 @@ export function parseDeltaAnnouncement(payload: string | undefined): DeltaAnnoun
  * Deltas of a stream not started (yet) are passed on; those of an abandoned or ended stream are dropped. A stream
  * whose start a reader never reads (it came before the reader's `since`) is followed from its deltas once `adopt`ed.
  */
+/** The model call a stream (`<operationId>#<attempt>`) is an attempt of. */
+function operationOfStream(stream: string): string {
+  return stream.slice(0, Math.max(0, stream.lastIndexOf('#')));
+}
+
 export class StreamTracker {
   /** Open streams by operation id. */
   private readonly open = new Map<string, { stream: string; threadId: string }>();
   private readonly closed = new Set<string>();
+  /**
+   * Operations whose reply was read: a delta of one of their streams comes late, even when its stream's start was
+   * never read (it came before the reader's `since`) and the delta was held until a catch-up that read the reply.
+   */
+  private readonly replied = new Set<string>();
 
   /** What to emit for a stored event, the event itself last. */
   onStored(event: StoredRunEvent): RunEvent[] {
@@ -445,6 +455,7 @@ export class StreamTracker {
       }
       this.open.set(event.operationId, { stream: event.stream, threadId: event.threadId });
     } else if (event.type === 'model_call_ended') {
+      this.replied.add(event.operationId);
       const current = this.open.get(event.operationId);
       if (current) {
         this.closed.add(current.stream);
@@ -461,12 +472,12 @@ export class StreamTracker {
 
   /** Whether a delta should be shown. */
   accepts(delta: Pick<DeltaAnnouncement, 'stream'>): boolean {
-    return !this.closed.has(delta.stream);
+    return !this.closed.has(delta.stream) && !this.replied.has(operationOfStream(delta.stream));
   }
 
-  /** Whether `stream` was seen start (or was adopted), whether it is still open or not. */
+  /** Whether `stream` was seen start (or was adopted), or its call's reply was read, whether it is still open or not. */
   knows(stream: string): boolean {
-    if (this.closed.has(stream)) return true;
+    if (this.closed.has(stream) || this.replied.has(operationOfStream(stream))) return true;
     for (const open of this.open.values()) if (open.stream === stream) return true;
     return false;
   }
@@ -478,7 +489,7 @@ export class StreamTracker {
    */
   adopt(delta: Pick<DeltaAnnouncement, 'stream' | 'threadId'>): void {
     if (this.knows(delta.stream)) return;
-    const operationId = delta.stream.slice(0, Math.max(0, delta.stream.lastIndexOf('#')));
+    const operationId = operationOfStream(delta.stream);
     if (this.open.has(operationId)) this.closed.add(delta.stream);
     else this.open.set(operationId, { stream: delta.stream, threadId: delta.threadId });
   }

@@ -388,6 +388,18 @@ test('StreamTracker: a stream known only from its deltas is adopted, and ends, o
   assert.deepEqual(finished.onStored(turnEnded('root')), [turnEnded('root')]);
 });
 
+test('StreamTracker: a delta that comes after its call’s reply, its start never read, is dropped, not adopted', () => {
+  // The reader began after the call started; the delta was held until a catch-up, which read the stored reply first.
+  const tracker = new StreamTracker();
+  assert.deepEqual(tracker.onStored(ended('op')), [ended('op')]);
+  assert.ok(tracker.knows('op#1'), 'its call has replied: there is nothing to wait for');
+  tracker.adopt(delta('op#1'));
+  assert.equal(tracker.accepts(delta('op#1')), false);
+  assert.equal(tracker.accepts(delta('op#2')), false, 'nor a stream of another attempt of the replied call');
+  assert.ok(tracker.accepts(delta('other#1')), 'another call streams on');
+  assert.deepEqual(tracker.onStored(turnEnded('root')), [turnEnded('root')], 'nothing open to abandon');
+});
+
 test('run feed channels: one pair per root, the same for every process, within a channel name’s 63 bytes', () => {
   const roots = ['a', 'b', 'feed-0123abcd', 'x'.repeat(64), 'ünïcødé'];
   const names = roots.flatMap((root) => [runEventsChannel(root), runDeltasChannel(root)]);
