@@ -5,7 +5,7 @@
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ResolveAgentInput } from '../common/types';
-import type { AgentRegistry } from '../common/agent-definition';
+import { DEFAULT_STEP_MODE, type AgentRegistry, type ResolvedAgent, type StepMode } from '../common/agent-definition';
 import { EnvStore } from '../db/env-data';
 import { announceRunEvents } from '../db/run-events';
 import { createAgentStore } from './agent-store';
@@ -21,7 +21,7 @@ import { toApplicationFailure } from './failures';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
 import { createTurnActivities } from './turns';
-import { createWorldActivities } from './worlds';
+import { createWorldActivities, loadWorldVariables, stepModeFor } from './worlds';
 import type { ToolRegistry } from './tools';
 
 export interface ActivityDependencies {
@@ -41,6 +41,8 @@ export interface ActivityDependencies {
   maxEnvValueBytes?: number;
   /** Ask for streamed model replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
   modelStream?: boolean;
+  /** Where turns run their steps when neither their agent nor their world says (`BATON_STEPS`). @default 'activity' */
+  steps?: StepMode;
 }
 
 export function createActivities(deps: ActivityDependencies) {
@@ -59,6 +61,13 @@ export function createActivities(deps: ActivityDependencies) {
   const delegations = createDelegationActivities({ pool: deps.pool, agentStore, env });
   /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
   const resolveAgent = (input: ResolveAgentInput) => agentStore.resolve(input.name);
+  /** The agent's `steps`, else its world's, else this worker's: the world is read only when the agent sets none. */
+  const stepModeOf = async (agent: ResolvedAgent, world: string): Promise<StepMode> => {
+    const definition = await agentStore.load(agent.version);
+    const workerDefault = deps.steps ?? DEFAULT_STEP_MODE;
+    if (definition.steps !== undefined) return definition.steps;
+    return stepModeFor(definition, await loadWorldVariables(deps.pool, world), workerDefault);
+  };
   return withTypedFailuresAndAnnouncements(deps.pool, {
     ...threads,
     ...createQuestionActivities({ pool: deps.pool }),
@@ -70,7 +79,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...createWorldActivities({ pool: deps.pool }),
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
     ...createDeliveryActivities(),
-    ...createTurnActivities({ ...threads, ...modelCalls, ...toolCalls, ...delegations, resolveAgent }),
+    ...createTurnActivities({ ...threads, ...modelCalls, ...toolCalls, ...delegations, resolveAgent, stepModeOf }),
     resolveAgent,
   });
 }

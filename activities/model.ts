@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
@@ -95,8 +96,12 @@ export function createModelActivities(options: ModelActivityOptions) {
     }
     const { provider, openai, model } = modelEndpointFor(agent, options);
     const activity = Context.current();
-    const { attempt } = activity.info;
-    const stream = `${input.operationId}#${attempt}`;
+    const { attempt, isLocal } = activity.info;
+    // A local step run again by the next worker after a crash starts counting its attempts afresh: its stream is told
+    // apart from the dead worker's by a tag of its own.
+    const stream = isLocal
+      ? `${input.operationId}#${attempt}.${randomBytes(4).toString('hex')}`
+      : `${input.operationId}#${attempt}`;
     // The run feed's mark that this attempt started, written while the request is put together.
     const started = recordModelCallStarted(pool, {
       rootThreadId: scope.rootThreadId,
@@ -105,6 +110,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       operationId: input.operationId,
       step: input.step,
       attempt,
+      stream,
       streaming: options.stream === true,
       provider,
       model,
@@ -142,7 +148,10 @@ export function createModelActivities(options: ModelActivityOptions) {
       .filter((tool): tool is ModelTool => tool !== undefined);
 
     await started;
-    const heartbeat = setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
+    // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
+    const heartbeat = isLocal
+      ? undefined
+      : setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
     const deltas = options.stream
       ? new DeltaPublisher(pool, {
           rootThreadId: scope.rootThreadId,

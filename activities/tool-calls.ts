@@ -196,7 +196,9 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     const timedOut = new AbortController();
     // The tool's own last report (an MCP server's progress, say) stays what the Web UI shows between its reports.
     let details: unknown = { tool: tool.name };
-    const heartbeat = setInterval(() => activity.heartbeat(details), heartbeatIntervalMs);
+    // A local activity has no heartbeat (the SDK keeps its workflow task alive instead): its tool's reports go nowhere.
+    const beat = activity.info.isLocal ? () => undefined : () => activity.heartbeat(details);
+    const heartbeat = setInterval(beat, heartbeatIntervalMs);
     let timer: NodeJS.Timeout | undefined;
     try {
       const run = tool.run.bind(tool);
@@ -209,7 +211,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         signal: AbortSignal.any([activity.cancellationSignal, timedOut.signal]),
         heartbeat: (reported) => {
           details = reported ?? { tool: tool.name };
-          activity.heartbeat(details);
+          beat();
         },
       });
       const running = Promise.resolve().then(() => run(args, context));

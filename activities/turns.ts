@@ -5,7 +5,7 @@
  * compose the single-purpose activities and add no behaviour of their own: every write keeps its operation id, so a
  * retried attempt repeats nothing that landed.
  */
-import type { ResolvedAgent } from '../common/agent-definition';
+import type { ResolvedAgent, StepMode } from '../common/agent-definition';
 import type {
   BeginTurnInput,
   CallModelInput,
@@ -20,6 +20,8 @@ import type {
 
 export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
+  /** Where a turn of `agent` in `world` runs its steps. */
+  stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
   finishTurn(input: FinishTurnInput): Promise<void>;
   recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
   callModel(input: CallModelInput): Promise<CallModelResult>;
@@ -28,15 +30,16 @@ export interface TurnActivityParts {
 
 export function createTurnActivities(parts: TurnActivityParts) {
   /**
-   * A turn's start: resolves the agent's version, marks the thread running and records the incoming message. Short
-   * Postgres work, run as a local activity.
+   * A turn's start: resolves the agent's version and where its steps run, marks the thread running and records the
+   * incoming message. Short Postgres work, run as a local activity.
    * @throws ApplicationFailure `Agent.NotFound`, `Thread.StaleEpoch`, `Thread.NotFound`
    */
   async function beginTurn(input: BeginTurnInput): Promise<ResolvedAgent> {
     const agent = await parts.resolveAgent({ name: input.scope.agent });
+    const steps = await parts.stepModeOf(agent, input.world ?? 'default');
     await parts.finishTurn({ threadId: input.scope.threadId, status: 'running' });
     await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
-    return agent;
+    return { ...agent, steps };
   }
 
   /**

@@ -1,6 +1,6 @@
 import { log } from '@temporalio/activity';
 import type { Pool } from 'pg';
-import type { AgentDefinition } from '../common/agent-definition';
+import { STEP_MODES, type AgentDefinition, type StepMode } from '../common/agent-definition';
 import type { ContextLimits } from '../common/context-policy';
 import { parseEnvText } from '../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
@@ -53,6 +53,26 @@ export function contextLimitsFor(
     maxMessages: agent.context?.max_messages ?? positiveVariable(variables, CONTEXT_VARIABLES.maxMessages),
     maxTokens: agent.context?.max_tokens ?? positiveVariable(variables, CONTEXT_VARIABLES.maxTokens),
   };
+}
+
+/** The world variable that sets the step mode of agents whose frontmatter sets no `steps`. */
+export const STEPS_VARIABLE = 'BATON_STEPS';
+
+/**
+ * Where one agent's turn runs its steps: its frontmatter's `steps`, else the world's `BATON_STEPS` (a value other
+ * than `local` or `activity` is ignored with a warning), else the worker's setting.
+ */
+export function stepModeFor(
+  agent: Pick<AgentDefinition, 'steps'>,
+  variables: Readonly<Record<string, string>>,
+  workerDefault: StepMode,
+): StepMode {
+  if (agent.steps !== undefined) return agent.steps;
+  const raw = variables[STEPS_VARIABLE]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return workerDefault;
+  if ((STEP_MODES as readonly string[]).includes(raw)) return raw as StepMode;
+  log.warn('ignoring a world variable that is neither local nor activity', { name: STEPS_VARIABLE, value: raw });
+  return workerDefault;
 }
 
 /** A world variable holding a positive whole number; anything else is ignored with a warning. */

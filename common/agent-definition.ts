@@ -4,6 +4,17 @@ import { AGENT_NAME_PATTERN } from './ids';
 /** The longest an approval may wait for a decision: 30 days, like a question. */
 export const MAX_APPROVAL_WAIT_S = 30 * 24 * 3600;
 
+/**
+ * Where a turn runs its model calls and the tool calls its activity runs: `activity`, each an activity task of its
+ * own (the server dispatches it; a crash re-runs only the step that was running), or `local`, local activities inside
+ * the turn's workflow task (no server round trip between steps; a crash re-runs the steps since the last completed
+ * workflow task, from what is stored). Delegations, forks, questions, approvals and waits leave the task either way.
+ */
+export const STEP_MODES = ['local', 'activity'] as const;
+export type StepMode = (typeof STEP_MODES)[number];
+/** The step mode of a turn whose agent, world and worker set none. */
+export const DEFAULT_STEP_MODE: StepMode = 'activity';
+
 /** Steps a turn may take when its agent sets no `max_steps`. */
 export const DEFAULT_MAX_STEPS = 25;
 
@@ -34,6 +45,8 @@ export const agentFrontmatterSchema = z.strictObject({
   /** Model name for this agent; the worker's default when omitted. */
   model: z.string().trim().min(1).optional(),
   temperature: z.number().min(0).max(2).optional(),
+  /** Where this agent's steps run (`STEP_MODES`); the world's `BATON_STEPS`, else the worker's, when omitted. */
+  steps: z.enum(STEP_MODES, { error: 'must be local or activity' }).optional(),
   /** Model calls one turn may make before it ends with `max_steps`. */
   max_steps: z.int().min(1).max(1000).default(DEFAULT_MAX_STEPS),
   /** How much a delegated call to this agent is told about its caller: `false` for no preamble. */
@@ -90,4 +103,10 @@ export interface ResolvedAgent {
   /** Content hash of the definition; model calls and tools load exactly this version. */
   version: string;
   maxSteps: number;
+  /**
+   * Where the turn's steps run, decided as it begins (`beginTurn`: the agent's `steps`, else the world's, else the
+   * worker's) and recorded with that local activity, so a replay runs them the same way. Absent in turns begun before
+   * step modes existed, and in those that resolve their agent without `beginTurn`: activities.
+   */
+  steps?: StepMode;
 }

@@ -251,6 +251,8 @@ export interface BeginTurnInput {
   scope: ThreadScope;
   operationId: string;
   message: RecordMessageInput['message'];
+  /** The turn's world, whose `BATON_STEPS` may set its step mode. @default 'default' */
+  world?: string;
 }
 
 /** The tool calls of one model reply (each as `executeToolCall` takes it), then the model call that follows. */

@@ -62,13 +62,15 @@ export interface ModelCallStarted {
   operationId: string;
   step: number;
   attempt: number;
+  /** `<operationId>#<attempt>`, with a tag of its own after the attempt for a local step (`activities/model.ts`). */
+  stream: string;
   streaming: boolean;
   provider: string;
   model: string;
 }
 
 /**
- * Records that a model call attempt started (its stream is `<operationId>#<attempt>`), in one statement committed
+ * Records that a model call attempt started, with the stream its output is published under, in one statement committed
  * without waiting for the disk (`run_event_unflushed`): it is a progress mark, not data, and a step should not pay a
  * flush for it. Then tells the root's readers.
  */
@@ -84,7 +86,7 @@ export async function recordModelCallStarted(pool: Pool, call: ModelCallStarted)
         operationId: call.operationId,
         step: call.step,
         attempt: call.attempt,
-        stream: `${call.operationId}#${call.attempt}`,
+        stream: call.stream,
         streaming: call.streaming,
         provider: call.provider,
         model: call.model,

@@ -20,6 +20,7 @@ import { createModelClient, createProviderClients, describeModelRoutes } from '.
 import {
   checkConnectionVariables,
   readModelStream,
+  readStepMode,
   readProviders,
   readToolsConfig,
   type ModelConfig,
@@ -79,6 +80,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   checkConnectionVariables(env);
   const tools = readToolsConfig(env, process.cwd());
   const modelStream = readModelStream(env);
+  const steps = readStepMode(env);
   const providerConfigs = readProviders(env);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
   const userTools = await loadToolModules(toolModules);
@@ -188,6 +190,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       catalog,
       maxEnvValueBytes: tools.maxEnvValueBytes,
       modelStream,
+      steps,
     });
     const workerRun = worker.run();
     opened.push(async () => {

@@ -15,6 +15,7 @@ import type { ModelProviders } from '../activities/model-providers';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
 import type { AgentRegistry } from '../worker/agents';
+import type { StepMode } from '../common/agent-definition';
 import { createAgentCatalog } from '../worker/agent-catalog';
 import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from '../scripted-model';
 import { readTestEnv, uniqueTaskQueue } from './test-env';
@@ -51,6 +52,8 @@ export interface AgentHarnessOptions {
   mcp?: McpServers;
   /** Ask the scripted model for streamed replies (`BATON_MODEL_STREAM=on`). @default false */
   modelStream?: boolean;
+  /** Where turns run their steps when their agent and world set none (`BATON_STEPS`). @default 'activity' */
+  steps?: StepMode;
 }
 
 export interface AgentHarness {
@@ -114,6 +117,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       providers: options.providers,
       catalog,
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
+      ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
     });
     const running = worker.run();

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
+import { DEFAULT_STEP_MODE, STEP_MODES, type StepMode } from '../common/agent-definition';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 import { DEFAULT_PROVIDER, PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE } from '../activities/model-providers';
 import type { ShellSandboxSetting } from '../activities/tools/shell-sandbox';
@@ -152,6 +153,13 @@ export const workerEnvSchema = temporalEnvSchema.extend({
     (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
     z.enum(['on', 'off'], { message: 'must be on (streamed model replies) or off (whole replies)' }).default('off'),
   ),
+  /** Where turns run their steps when their agent and world set none: `activity` (the default) or `local`. */
+  BATON_STEPS: z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
+    z
+      .enum(STEP_MODES, { message: 'must be local (steps inside the workflow task) or activity (one task per step)' })
+      .default(DEFAULT_STEP_MODE),
+  ),
   /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
   BATON_PROVIDERS: optionalText,
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
@@ -235,6 +243,8 @@ export interface WorkerConfig {
   readonly providers: readonly ProviderConfig[];
   /** Model calls ask for streamed replies and assemble them (BATON_MODEL_STREAM=on). */
   readonly modelStream: boolean;
+  /** Where turns run their steps when their agent and world set none (BATON_STEPS). */
+  readonly steps: StepMode;
   /** Answer from this scripted-model script (no API key set). */
   readonly modelScript?: string;
   readonly agentsDir: string;
@@ -327,6 +337,16 @@ export function readModelStream(env: Record<string, string | undefined>): boolea
     throw new ConfigError(parsed.error.issues.map((issue) => `BATON_MODEL_STREAM ${issue.message}`));
   }
   return parsed.data === 'on';
+}
+
+/**
+ * `BATON_STEPS`: where turns run their steps when their agent and world set none.
+ * @throws ConfigError for a value other than local or activity
+ */
+export function readStepMode(env: Record<string, string | undefined>): StepMode {
+  const parsed = workerEnvSchema.shape.BATON_STEPS.safeParse(env.BATON_STEPS);
+  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((issue) => `BATON_STEPS ${issue.message}`));
+  return parsed.data;
 }
 
 export interface ModelConfig {
@@ -484,6 +504,7 @@ export function readWorkerConfig(
     }),
     providers: readProviders(env),
     modelStream: value.BATON_MODEL_STREAM === 'on',
+    steps: value.BATON_STEPS,
     ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
     ...(workflowBundle === undefined ? {} : { workflowBundle }),

@@ -13,7 +13,7 @@ import { publishAgentVersions } from '../activities/agent-store';
 import type { McpServers } from '../activities/tools/mcp-servers';
 import type { ToolDefinition } from '../activities/tools/types';
 import { prepareUserTools } from '../activities/tools/user-tools';
-import type { AgentRegistry } from '../common/agent-definition';
+import type { AgentRegistry, StepMode } from '../common/agent-definition';
 import { createAgentCatalog, type AgentCatalog } from './agent-catalog';
 import { checkModels } from './agents';
 import { DEFAULT_ARC_DATA_DIR } from './config';
@@ -55,6 +55,11 @@ export interface BatonWorkerOptions {
   maxEnvValueBytes?: number;
   /** Ask every endpoint for streamed replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
   modelStream?: boolean;
+  /**
+   * Where turns run their steps when neither their agent (`steps`) nor their world (`BATON_STEPS`) says
+   * (`BATON_STEPS`). @default 'activity'
+   */
+  steps?: StepMode;
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -138,6 +143,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
+      ...(options.steps === undefined ? {} : { steps: options.steps }),
     }),
     ...(workflowBundle
       ? { workflowBundle }

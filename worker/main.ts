@@ -81,6 +81,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       modelStream: config.modelStream,
+      steps: config.steps,
       tuning: config.worker,
       ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
     });

@@ -2,7 +2,7 @@
  * One activity proxy per timeout/retry profile. Every profile sets a start-to-close timeout
  * and an explicit retry policy; failures marked non-retryable by the activity end retries at once.
  */
-import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities, type LocalActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 /**
@@ -82,6 +82,15 @@ export function userToolProfile(call: { timeoutSeconds: number; retries?: number
   } as const;
 }
 
+/**
+ * A profile run as a local activity (`steps: local`): the same timeout and retries, no heartbeat timeout. A local
+ * activity runs in the worker that holds the workflow task, which the SDK keeps alive while it runs; if that worker
+ * dies, the task times out and the next worker runs the step again, finding what is stored under its operation ids.
+ */
+export function localProfile(profile: Pick<LocalActivityOptions, 'startToCloseTimeout' | 'retry'>) {
+  return { startToCloseTimeout: profile.startToCloseTimeout, retry: profile.retry } satisfies LocalActivityOptions;
+}
+
 export const db = proxyActivities<Activities>(DB_PROFILE);
 /**
  * Short Postgres steps run inside the workflow task as local activities: no dispatch of their own, which is most of
@@ -92,3 +101,7 @@ export const steps = proxyActivities<Activities>(STEP_PROFILE);
 export const model = proxyActivities<Activities>(MODEL_PROFILE);
 export const tools = proxyActivities<Activities>(TOOL_PROFILE);
 export const delivery = proxyActivities<Activities>(DELIVERY_PROFILE);
+/** A turn's steps as local activities (`steps: local`): model calls, combined steps and tool runs. */
+export const localModel = proxyLocalActivities<Activities>(localProfile(MODEL_PROFILE));
+export const localSteps = proxyLocalActivities<Activities>(localProfile(STEP_PROFILE));
+export const localTools = proxyLocalActivities<Activities>(localProfile(TOOL_PROFILE));

@@ -9,6 +9,7 @@ import {
   log,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   setWorkflowOptions,
@@ -38,7 +39,19 @@ import {
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
-import { db, localDb, MAX_CARRIED_TOOL_SECONDS, model, steps, tools, userToolProfile } from './activity-profiles';
+import {
+  db,
+  localDb,
+  localModel,
+  localProfile,
+  localSteps,
+  localTools,
+  MAX_CARRIED_TOOL_SECONDS,
+  model,
+  steps,
+  tools,
+  userToolProfile,
+} from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
 import { createTurnWaits } from './wait';
@@ -75,6 +88,13 @@ export const USER_TOOLS_PATCH = 'baton-user-tools-and-approvals';
  * queue waits behind the turn. Histories recorded before this patch never threw there.
  */
 export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
+
+/**
+ * A turn whose agent's steps are `local` (resolved by `beginTurn` and recorded with it) runs its model calls and the
+ * tool calls its activity runs as local activities, inside its workflow task. Turns begun before this code never
+ * resolved a step mode, so their histories never reach the patch.
+ */
+export const LOCAL_STEPS_PATCH = 'baton-local-steps';
 
 /**
  * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
@@ -205,7 +225,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   if (fewerDispatches) {
     agent = await localDb.beginTurn.executeWithOptions(
       { summary: `turn: ${input.agent} starts, message from ${input.sender}` },
-      [{ scope, operationId: operationId(runId, 'in'), message: incoming }],
+      [{ scope, operationId: operationId(runId, 'in'), message: incoming, world }],
     );
   } else {
     agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
@@ -218,6 +238,14 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       { scope, operationId: operationId(runId, 'in'), message: incoming },
     ]);
   }
+  /**
+   * The turn's steps: model calls, combined steps and tool runs, as activities or (`steps: local`) as local
+   * activities. A tool run too long to hold a workflow task open stays an activity either way.
+   */
+  const localStepsOn = agent.steps === 'local' && patched(LOCAL_STEPS_PATCH);
+  const stepActivities = localStepsOn
+    ? { model: localModel, steps: localSteps, tools: localTools }
+    : { model, steps, tools };
   /** Short Postgres steps on the turn's path: local activities from the patch on, no dispatch of their own. */
   const pg = fewerDispatches ? localDb : db;
   /** Records how the turn ended on the thread's row (for `baton tree`). */
@@ -383,10 +411,14 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     const options = { summary: `tool: ${call.name}` };
     const args = [toolCallInput(call, step, index, messageSeq)] as const;
     if (call.timeoutSeconds !== undefined && patched(USER_TOOLS_PATCH)) {
-      const own = proxyActivities<Activities>(userToolProfile({ ...call, timeoutSeconds: call.timeoutSeconds }));
+      const profile = userToolProfile({ ...call, timeoutSeconds: call.timeoutSeconds });
+      const own =
+        localStepsOn && call.timeoutSeconds <= MAX_CARRIED_TOOL_SECONDS
+          ? proxyLocalActivities<Activities>(localProfile(profile))
+          : proxyActivities<Activities>(profile);
       return own.executeToolCall.executeWithOptions(options, [...args]);
     }
-    return tools.executeToolCall.executeWithOptions(options, [...args]);
+    return stepActivities.tools.executeToolCall.executeWithOptions(options, [...args]);
   }
 
   /**
@@ -538,8 +570,11 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       };
       const reply =
         carried === undefined
-          ? await model.callModel.executeWithOptions({ summary: `model: ${input.agent} step ${step + 1}` }, [modelCall])
-          : await steps.runToolsThenCallModel.executeWithOptions(
+          ? await stepActivities.model.callModel.executeWithOptions(
+              { summary: `model: ${input.agent} step ${step + 1}` },
+              [modelCall],
+            )
+          : await stepActivities.steps.runToolsThenCallModel.executeWithOptions(
               { summary: `step: ${input.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
               [{ toolCalls: carried.calls, model: modelCall }],
             );

@@ -215,6 +215,7 @@ describe('the explorer run feed', () => {
         operationId,
         step: 1,
         attempt: 1,
+        stream: `${operationId}#1`,
         streaming: true,
         provider: 'default',
         model: 'scripted',

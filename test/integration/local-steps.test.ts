@@ -1,0 +1,222 @@
+/**
+ * Local steps (`steps: local`): a turn runs its model calls and the tool calls its activity runs as local activities,
+ * inside its workflow task, and its history shows each of them as a local activity marker with its summary. The step
+ * mode comes from the agent, else the world (`BATON_STEPS`), else the worker. A model call longer than the workflow
+ * task timeout keeps its task alive, a failed call is retried inside the task, and a delegation in the middle of a
+ * local-step turn leaves the task as it always does.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import type { temporal } from '@temporalio/proto';
+import { listMessages } from '../../db/transcripts';
+import { startTestHarness, type AgentHarness } from '../../testing/harness';
+import { parseScript } from '../../scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'local-steps-'));
+const modelLog = path.join(workDir, 'model.jsonl');
+
+function agent(name: string, extra = ''): [string, ReturnType<typeof parseAgentFile>] {
+  const text = `---\nname: ${name}\ndescription: Test agent ${name}.\n${extra}---\nYou are ${name}.\n`;
+  return [name, parseAgentFile(text, `${name}.md`)];
+}
+
+const agents: AgentRegistry = new Map([
+  agent('quick', 'steps: local\n'),
+  agent('plain'),
+  agent('pinned', 'steps: activity\n'),
+  agent('slow', 'steps: local\n'),
+  agent('flaky', 'steps: local\n'),
+  agent('lead', 'steps: local\ncapabilities: [helper]\n'),
+  agent('helper'),
+]);
+
+/** Longer than a workflow task's timeout (10 s): the local call must keep its task alive. */
+const SLOW_CALL_MS = 12_000;
+
+const script = parseScript(
+  `
+agents:
+  quick:
+    - { call: think, args: { thought: "one" } }
+    - { call: think, args: { thought: "two" } }
+    - say: "Quick."
+  plain:
+    - { call: think, args: { thought: "plain" } }
+    - say: "Plain."
+  pinned:
+    - { call: think, args: { thought: "pinned" } }
+    - say: "Pinned."
+  slow:
+    - { say: "Slow.", delay_ms: ${SLOW_CALL_MS} }
+  flaky:
+    - { fail: 500, times: 2 }
+    - say: "Got there."
+  lead:
+    - { call: think, args: { thought: "before" } }
+    - { call: helper, args: { message: "Help." } }
+    - { call: think, args: { thought: "after" } }
+    - say: "Led."
+  helper:
+    - say: "Helped."
+`,
+  'local-steps',
+);
+
+let harness: AgentHarness;
+
+before(async () => {
+  harness = await startTestHarness('local-steps', { agents, script, modelLogFile: modelLog });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+async function history(threadId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
+  const fetched = await harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory();
+  return fetched.events ?? [];
+}
+
+/** What a turn's history dispatched, in order: activity types, local ones as `local:<type> (<summary>)`, children. */
+async function dispatches(threadId: string): Promise<string[]> {
+  return (await history(threadId)).flatMap((event) => {
+    const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (scheduled) return [scheduled];
+    const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType?.name;
+    if (child) return [`child:${child}`];
+    const marker = event.markerRecordedEventAttributes;
+    if (marker?.markerName !== 'core_local_activity') return [];
+    const data = marker.details?.data?.payloads?.[0]?.data;
+    const type = (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type;
+    const summary = event.userMetadata?.summary?.data;
+    return [
+      `local:${type ?? '?'}${summary ? ` (${JSON.parse(Buffer.from(summary).toString('utf8')) as string})` : ''}`,
+    ];
+  });
+}
+
+/** Requests the scripted model received for `agent`, from its log. */
+function modelRequests(agentName: string): number {
+  return fs
+    .readFileSync(modelLog, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .filter((line) => (JSON.parse(line) as { agent?: string }).agent === agentName).length;
+}
+
+test('local steps: model calls and tool runs are local activity markers with their summaries; the transcript is whole', async () => {
+  const threadId = uniqueThreadId('quick');
+  const thread = await harness.client.startThread({ agent: 'quick', threadId });
+  const result = await thread.send('Go.');
+  assert.equal(result.status, 'completed');
+  assert.equal(result.reply, 'Quick.');
+  assert.deepEqual(await dispatches(threadId), [
+    'local:beginTurn (turn: quick starts, message from human)',
+    'local:callModel (model: quick step 1)',
+    'local:runToolsThenCallModel (step: quick runs think, then model step 2)',
+    'local:runToolsThenCallModel (step: quick runs think, then model step 3)',
+    'local:finishTurn (thread: quick completed)',
+  ]);
+  // Each reply once, each tool result once, right after the reply that asked for it.
+  const transcript = await listMessages(harness.pool, threadId);
+  assert.deepEqual(
+    transcript.map((message) => message.role),
+    ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
+  );
+  for (const at of [2, 4]) assert.equal(transcript[at]?.toolCallId, transcript[at - 1]?.toolCalls?.[0]?.id);
+  assert.equal(transcript.at(-1)?.content, 'Quick.');
+});
+
+test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets none; an agent’s own steps win', async () => {
+  const world = `local-${Date.now().toString(36)}`;
+  await harness.client.world(world).set({ BATON_STEPS: 'local' });
+  const plain = uniqueThreadId('plain');
+  assert.equal(
+    (await (await harness.client.startThread({ agent: 'plain', threadId: plain, world })).send('Go.')).reply,
+    'Plain.',
+  );
+  assert.deepEqual(await dispatches(plain), [
+    'local:beginTurn (turn: plain starts, message from human)',
+    'local:callModel (model: plain step 1)',
+    'local:runToolsThenCallModel (step: plain runs think, then model step 2)',
+    'local:finishTurn (thread: plain completed)',
+  ]);
+  const pinned = uniqueThreadId('pinned');
+  assert.equal(
+    (await (await harness.client.startThread({ agent: 'pinned', threadId: pinned, world })).send('Go.')).reply,
+    'Pinned.',
+  );
+  assert.deepEqual(await dispatches(pinned), [
+    'local:beginTurn (turn: pinned starts, message from human)',
+    'callModel',
+    'runToolsThenCallModel',
+    'local:finishTurn (thread: pinned completed)',
+  ]);
+  // In the default world, the worker's default (activity) applies.
+  const elsewhere = uniqueThreadId('plain');
+  await (await harness.client.startThread({ agent: 'plain', threadId: elsewhere })).send('Go.');
+  assert.deepEqual((await dispatches(elsewhere)).slice(1, 3), ['callModel', 'runToolsThenCallModel']);
+});
+
+test('local steps: a model call longer than the workflow task timeout keeps its task alive, and runs once', async () => {
+  const threadId = uniqueThreadId('slow');
+  const thread = await harness.client.startThread({ agent: 'slow', threadId });
+  const result = await thread.send('Take your time.');
+  assert.equal(result.reply, 'Slow.');
+  const events = await history(threadId);
+  const types = events.map((event) => String(event.eventType));
+  assert.ok(
+    !events.some((event) => event.workflowTaskTimedOutEventAttributes || event.workflowTaskFailedEventAttributes),
+    `no workflow task timed out or failed: ${types.join(', ')}`,
+  );
+  const completedTasks = events.filter((event) => event.workflowTaskCompletedEventAttributes).length;
+  // The SDK completes the task before its timeout and carries on in a new one while the call runs (one more task).
+  assert.ok(completedTasks >= 2, `the task was kept alive while the call ran (${completedTasks} completed tasks)`);
+  assert.equal(modelRequests('slow'), 1, 'the model was called once');
+});
+
+test('local steps: a failed model call is retried inside the task, and its reply stored once', async () => {
+  const threadId = uniqueThreadId('flaky');
+  const thread = await harness.client.startThread({ agent: 'flaky', threadId });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Got there.');
+  assert.equal(modelRequests('flaky'), 3, 'two failures, then the reply');
+  const markers = (await dispatches(threadId)).filter((entry) => entry.startsWith('local:callModel'));
+  assert.equal(markers.length, 1, 'one marker for the call, whatever its attempts');
+  const transcript = await listMessages(harness.pool, threadId);
+  assert.deepEqual(
+    transcript.map((message) => message.role),
+    ['user', 'assistant'],
+  );
+});
+
+test('local steps: local steps, a delegation that leaves the task, then local steps again', async () => {
+  const threadId = uniqueThreadId('lead');
+  const thread = await harness.client.startThread({ agent: 'lead', threadId });
+  const result = await thread.send('Lead.');
+  assert.equal(result.reply, 'Led.');
+  assert.deepEqual(await dispatches(threadId), [
+    'local:beginTurn (turn: lead starts, message from human)',
+    'local:callModel (model: lead step 1)',
+    'local:runToolsThenCallModel (step: lead runs think, then model step 2)',
+    'local:openDelegation (delegate: lead → helper)',
+    'child:agentTurnWorkflow',
+    'local:recordMessage (tool: helper result)',
+    'local:callModel (model: lead step 3)',
+    'local:runToolsThenCallModel (step: lead runs think, then model step 4)',
+    'local:finishTurn (thread: lead completed)',
+  ]);
+  // The helper sets no steps: its own turn runs its model call as an activity.
+  const helperTurn = (await listMessages(harness.pool, `${threadId}/helper-1`)).map((message) => message.role);
+  assert.deepEqual(helperTurn, ['user', 'assistant']);
+  const transcript = await listMessages(harness.pool, threadId);
+  assert.deepEqual(
+    transcript.map((message) => message.role),
+    ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
+  );
+});
