@@ -11,9 +11,8 @@ import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { storableText } from '../common/text';
-import { checkThreadEpoch } from '../db/threads';
-import { appendMessage, findMessageByOperation, listMessages, type TranscriptMessage } from '../db/transcripts';
-import type { EnvStore } from '../db/env-data';
+import { readModelCallContext } from '../db/model-call-context';
+import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import { recordModelCallStarted } from '../db/run-events';
 import type { AgentStore } from './agent-store';
@@ -32,7 +31,7 @@ import { approvalFor } from './tools/approval-rule';
 import type { ApprovalContext } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { waitTool, type WaitArguments } from './tools/universal';
-import { contextLimitsFor, loadWorldVariables } from './worlds';
+import { contextLimitsFor, worldVariablesOf } from './worlds';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -44,7 +43,6 @@ export interface ModelActivityOptions {
   providers?: ModelProviders;
   agentStore: AgentStore;
   tools: ToolRegistry;
-  env: EnvStore;
   /**
    * How often the activity heartbeats while waiting for the model; must be well under the heartbeat timeout.
    * @default 2000
@@ -86,12 +84,14 @@ export function createModelActivities(options: ModelActivityOptions) {
   async function callModel(input: CallModelInput): Promise<CallModelResult> {
     const { scope } = input;
     const agent = await options.agentStore.load(input.agentVersion);
-    const stored = await findMessageByOperation(pool, input.operationId, scope);
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
-    await checkThreadEpoch(pool, scope.threadId, scope.epoch);
+    const { stored, transcript, worldVariables, hasEnvData } = await readModelCallContext(pool, scope, {
+      operationId: input.operationId,
+      world: input.world,
+    });
     if (stored) {
       // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
-      const result = await toResult(stored, true, agent, input);
+      const result = await toResult(stored, true, agent, input, worldVariablesOf(input.world, worldVariables));
       return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
     }
     const { provider, openai, model } = modelEndpointFor(agent, options);
@@ -117,9 +117,8 @@ export function createModelActivities(options: ModelActivityOptions) {
     });
     started.catch(() => undefined);
 
-    const transcript = await listMessages(pool, scope.threadId);
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
-    const variables = await loadWorldVariables(pool, input.world);
+    const variables = worldVariablesOf(input.world, worldVariables);
     // `mcp:<server>` spelled out as the server's tools, less those of servers the world leaves out.
     const offered = options.tools.offered(agent.capabilities, variables);
     const kept = input.mcpToolList === undefined ? undefined : await mcpToolList(input.mcpToolList);
@@ -134,7 +133,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       name: agent.name,
       declared,
       universal: options.tools.universal,
-      hasEnvData: await options.env.hasEntries(pool, scope.rootThreadId),
+      hasEnvData,
     });
     // The agent's context policy trims what this request carries; the transcript in Postgres keeps everything.
     const context = trimContext<ChatCompletionMessageParam>(
@@ -314,18 +313,15 @@ export function createModelActivities(options: ModelActivityOptions) {
     reused: boolean,
     agent: AgentDefinition,
     input: CallModelInput,
-    variables?: Readonly<Record<string, string>>,
+    variables: Readonly<Record<string, string>>,
   ): Promise<CallModelResult> {
-    let world: Promise<Readonly<Record<string, string>>> | undefined;
-    const approvalContext = async (): Promise<ApprovalContext> => {
-      world ??= variables === undefined ? loadWorldVariables(pool, input.world) : Promise.resolve(variables);
-      return {
+    const approvalContext = (): Promise<ApprovalContext> =>
+      Promise.resolve({
         threadId: input.scope.threadId,
         rootThreadId: input.scope.rootThreadId,
         agent,
-        world: { name: input.world, variables: await world },
-      };
-    };
+        world: { name: input.world, variables },
+      });
     return {
       seq: message.seq,
       content: message.content,

@@ -17,7 +17,11 @@ export const LIMIT_VARIABLES: Record<keyof DelegationLimits, string> = {
 
 /** A world's variables as they are now; a world without variables (or not created yet) has none. */
 export async function loadWorldVariables(pool: Pool, world: string): Promise<Record<string, string>> {
-  const text = await getWorldVariablesText(pool, world);
+  return worldVariablesOf(world, await getWorldVariablesText(pool, world));
+}
+
+/** A world's variables from its stored text (`undefined`: none); invalid lines are skipped and logged. */
+export function worldVariablesOf(world: string, text: string | undefined): Record<string, string> {
   return parseEnvText(text, {
     onInvalidLine: (lineNumber, line, reason) => {
       log.debug('ignoring an invalid line of world variables', { world, lineNumber, line, reason });

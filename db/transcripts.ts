@@ -40,7 +40,7 @@ export interface NewTranscriptMessage {
   model?: string;
 }
 
-const MESSAGE_COLUMNS = `thread_id AS "threadId", seq, role, agent, content, tool_calls AS "toolCalls",
+export const MESSAGE_COLUMNS = `thread_id AS "threadId", seq, role, agent, content, tool_calls AS "toolCalls",
   tool_call_id AS "toolCallId", usage, provider, model, operation_id AS "operationId", created_at AS "createdAt"`;
 
 /**

@@ -35,7 +35,8 @@ const MCP_SERVER = 'everything';
  * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires), a delegated
  * turn and a fork task stopped by their own `timeout_s` and fenced by their caller, a message sent again under its
  * id after the thread continued as new, a turn whose own workflow code throws, and calls of an MCP server's tools
- * (server-everything over stdio: a read-only one and one with side effects, in one reply).
+ * (server-everything over stdio: a read-only one and one with side effects, in one reply), and a turn whose steps run
+ * as local activities (`steps: local`).
  */
 const agents = new Map(
   [
@@ -58,6 +59,8 @@ const agents = new Map(
     '---\nname: fencer\ndescription: Calls slow agents.\ncapabilities: [fork_join, slowpoke, dawdler]\n---\nYou wait.\n',
     '---\nname: slowpoke\ndescription: Slower than its timeout.\ntimeout_s: 1\n---\nYou are slow.\n',
     `---\nname: mcp-user\ndescription: Calls an MCP server.\ncapabilities: [mcp:${MCP_SERVER}]\n---\nYou use MCP.\n`,
+    '---\nname: local\ndescription: Steps inside the workflow task.\nsteps: local\ncapabilities: [leaf, load_arc_task]\n' +
+      '---\nYou step locally.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -171,6 +174,16 @@ agents:
         - { call: ${MCP_SERVER}__echo, args: { message: "hello over MCP" } }
         - { call: ${MCP_SERVER}__toggle-simulated-logging, args: {} }
     - say: "Echoed and toggled."
+  local:
+    - calls:
+        - { call: think, args: { thought: "inside the task" } }
+        - { call: load_arc_task, args: { task_id: "007bbfb7" } }
+    - fail: 503
+    - call: leaf
+      args: { message: "What do you see?" }
+    - call: think
+      args: { thought: "back inside the task" }
+    - say: "Stepped locally."
 `,
   'record-histories',
 );
@@ -285,6 +298,9 @@ const scenarios: Scenario[] = [
   // Two MCP tool calls in one reply, run with the next model call: a read-only one (echo) and one with side effects
   // (toggle-simulated-logging), whose run is claimed before it starts.
   { name: 'mcp-tools', agent: 'mcp-user', messages: ['Echo and toggle.'] },
+  // Local steps (steps: local): tool calls run with the next model call, a model call retried inside the task, a
+  // delegation that leaves the task, then local steps again.
+  { name: 'local-steps', agent: 'local', messages: ['Step locally.'] },
 ];
 
 /**

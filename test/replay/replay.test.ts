@@ -7,7 +7,12 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import * as workflows from '../../workflows';
-import { CODE_ERRORS_FAIL_TURN_PATCH, FEWER_DISPATCHES_PATCH, USER_TOOLS_PATCH } from '../../workflows/agent-turn';
+import {
+  CODE_ERRORS_FAIL_TURN_PATCH,
+  FEWER_DISPATCHES_PATCH,
+  LOCAL_STEPS_PATCH,
+  USER_TOOLS_PATCH,
+} from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
 import { DELIVERIES_ACROSS_RUNS_PATCH } from '../../workflows/thread';
 
@@ -157,6 +162,16 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     2,
     'a recorded turn had one call approved and one rejected',
   );
+  // Local steps: model calls and combined steps as local activity markers, one of them retried, around a delegation.
+  assert.ok(patches.includes(LOCAL_STEPS_PATCH), 'a recorded turn ran its steps as local activities');
+  const localTypes = events.flatMap((e) => {
+    const marker = e.markerRecordedEventAttributes;
+    if (marker?.markerName !== 'core_local_activity') return [];
+    const data = marker.details?.data?.payloads?.[0]?.data;
+    return [(JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type];
+  });
+  assert.ok(localTypes.includes('callModel'), 'a recorded model call ran as a local activity');
+  assert.ok(localTypes.includes('runToolsThenCallModel'), 'recorded tool calls ran with the next local model call');
   // MCP tools (`<server>__<tool>`): a model reply calling a read-only one and one with side effects, whose calls ran
   // with the next model call.
   const plannedMcpCalls = events

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { contextLimitsFor, limitsFromVariables } from '../../activities/worlds';
+import { contextLimitsFor, limitsFromVariables, stepModeFor } from '../../activities/worlds';
 import { envTextProblem, parseEnvText } from '../../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits } from '../../common/types';
 import { parseScript, ScriptError } from '../../scripted-model';
@@ -130,6 +130,24 @@ test('.env text: CR-only line ends separate lines instead of merging them', () =
 test('.env text: a NUL character is named with its line before anything is stored', () => {
   assert.equal(envTextProblem('A=1\nB=x\u0000y\n'), 'line 2 holds a NUL character (U+0000), which cannot be stored');
   assert.equal(envTextProblem('A=1\nB=2\n'), undefined);
+});
+
+test("step mode: the agent's steps, else the world's BATON_STEPS, else the worker's; a bad world value is ignored", async () => {
+  const modeOf = (
+    steps: 'local' | 'activity' | undefined,
+    variables: Record<string, string>,
+    worker: 'local' | 'activity',
+  ) => new MockActivityEnvironment().run(async () => Promise.resolve(stepModeFor({ steps }, variables, worker)));
+  assert.equal(await modeOf('activity', { BATON_STEPS: 'local' }, 'local'), 'activity');
+  assert.equal(await modeOf(undefined, { BATON_STEPS: 'local' }, 'activity'), 'local');
+  assert.equal(await modeOf(undefined, { BATON_STEPS: ' Activity ' }, 'local'), 'activity');
+  assert.equal(await modeOf(undefined, {}, 'local'), 'local');
+  assert.equal(await modeOf(undefined, { BATON_STEPS: 'fast' }, 'activity'), 'activity');
+  assert.equal(await modeOf(undefined, { BATON_STEPS: '' }, 'local'), 'local');
+  assert.equal(
+    agentError('---\nname: a\ndescription: d\nsteps: fast\n---\n'),
+    "agents/a.md:4: field 'steps' must be local or activity",
+  );
 });
 
 test('world limits: only plain positive whole numbers count; 0x10 and 1e20 are ignored', async () => {

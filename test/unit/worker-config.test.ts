@@ -4,6 +4,7 @@ import {
   ConfigError,
   DEFAULT_ARC_DATA_DIR,
   readModelStream,
+  readStepMode,
   readToolsConfig,
   readWorkerConfig,
 } from '../../worker/config';
@@ -26,6 +27,7 @@ test('worker config: defaults fill what is not set', () => {
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     providers: [],
     modelStream: false,
+    steps: 'activity',
     agentsDir: 'agents',
     worker: {
       maxConcurrentActivityTaskExecutions: 100,
@@ -153,5 +155,16 @@ test('worker config: BATON_MODEL_STREAM is on or off, and anything else is refus
   assert.throws(
     () => readModelStream({ BATON_MODEL_STREAM: 'yes' }),
     /BATON_MODEL_STREAM must be on \(streamed model replies\) or off \(whole replies\)/,
+  );
+});
+
+test('worker config: BATON_STEPS is local or activity (the default), and anything else is refused naming it', () => {
+  assert.equal(readWorkerConfig(minimal).steps, 'activity');
+  assert.equal(readWorkerConfig({ ...minimal, BATON_STEPS: ' Local ' }).steps, 'local');
+  assert.equal(readStepMode({ BATON_STEPS: 'activity' }), 'activity');
+  assert.equal(readStepMode({}), 'activity');
+  assert.throws(
+    () => readStepMode({ BATON_STEPS: 'fast' }),
+    /BATON_STEPS must be local \(steps inside the workflow task\) or activity \(one task per step\)/,
   );
 });

@@ -1,0 +1,70 @@
+/**
+ * What a model call reads before it calls the model, in one round trip: the thread's epoch, the reply an earlier
+ * attempt stored under the call's operation id, the thread's transcript, the world's variables and whether the root
+ * has env data. Each used to be a statement of its own, one after another, on every step.
+ */
+import type { ThreadScope } from '../common/types';
+import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
+import type { Queryable } from './threads';
+import { MESSAGE_COLUMNS, type TranscriptMessage } from './transcripts';
+
+export interface ModelCallContext {
+  /** The reply an earlier attempt of this call stored, if one did. */
+  stored: TranscriptMessage | undefined;
+  /** The thread's transcript, oldest first. */
+  transcript: TranscriptMessage[];
+  /** The world's raw variables text, or `undefined` when it has none. */
+  worldVariables: string | undefined;
+  /** Whether the root thread has any env data. */
+  hasEnvData: boolean;
+}
+
+interface ContextRow extends Partial<TranscriptMessage> {
+  currentEpoch: number | null;
+  worldVariables: string | null;
+  hasEnvData: boolean;
+  storedThreadId: string | null;
+}
+
+/**
+ * Reads a model call's context for `scope`, refusing a thread that is gone or was reclaimed, as every step does
+ * before it acts (a reclaimed turn gets nothing back, not even a reply stored before it was reclaimed).
+ * @throws ThreadNotFoundError, StaleEpochError, BatonDbError when the operation id already wrote to another thread
+ */
+export async function readModelCallContext(
+  db: Queryable,
+  scope: Pick<ThreadScope, 'rootThreadId' | 'threadId' | 'epoch'>,
+  call: { operationId: string; world: string },
+): Promise<ModelCallContext> {
+  // One row of the scalars joined to each transcript message (one row with null message columns when there is none).
+  const { rows } = await db.query<ContextRow>({
+    name: 'baton-model-call-context',
+    text: `SELECT c.*, m.*
+             FROM (SELECT (SELECT epoch FROM threads WHERE thread_id = $1) AS "currentEpoch",
+                          (SELECT variables FROM worlds WHERE name = $3) AS "worldVariables",
+                          EXISTS (SELECT 1 FROM env_data WHERE root_thread_id = $2) AS "hasEnvData",
+                          (SELECT thread_id FROM transcript_messages
+                            WHERE root_thread_id = $2 AND operation_id = $4) AS "storedThreadId") c
+             LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS} FROM transcript_messages
+                                 WHERE thread_id = $1 ORDER BY seq) m ON true`,
+    values: [scope.threadId, scope.rootThreadId, call.world, call.operationId],
+  });
+  const first = rows[0];
+  if (!first || first.currentEpoch === null) throw new ThreadNotFoundError(scope.threadId);
+  if (first.currentEpoch !== scope.epoch) throw new StaleEpochError(scope.threadId, scope.epoch, first.currentEpoch);
+  if (first.storedThreadId !== null && first.storedThreadId !== scope.threadId) {
+    throw new BatonDbError(`operation '${call.operationId}' already wrote to thread '${first.storedThreadId}'`);
+  }
+  const transcript = rows
+    .filter((row) => row.seq !== null && row.seq !== undefined)
+    .map(
+      ({ currentEpoch: _epoch, worldVariables: _variables, hasEnvData: _env, storedThreadId: _stored, ...message }) =>
+        message as TranscriptMessage,
+    );
+  return {
+    stored: first.storedThreadId === null ? undefined : transcript.find((m) => m.operationId === call.operationId),
+    transcript,
+    worldVariables: first.worldVariables ?? undefined,
+    hasEnvData: first.hasEnvData,
+  };
+}
