@@ -11,6 +11,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { BatonClient, StartThreadOptions } from '../client';
+import type { StepMode } from '../common/agent-definition';
 import { ensureThread } from '../db/threads';
 import { listMessages } from '../db/transcripts';
 import { startAgentHarness, type AgentHarness } from '../testing/harness';
@@ -30,16 +31,21 @@ import type {
 /** The message every benchmark turn starts with. */
 export const TURN_MESSAGE = 'Check every part of the task.';
 
-/** An agent file with no capabilities beyond the universal ones, and a context limit when `context` sets one. */
+/**
+ * An agent file with no capabilities beyond the universal ones, a context limit when `maxMessages` sets one, and a
+ * step mode when `steps` sets one (else the worker's: activities).
+ */
 export function benchAgentFile(
   name: string,
   capabilities: readonly string[] = [],
-  context: { readonly maxMessages?: number } = {},
+  frontmatter: { readonly maxMessages?: number; readonly steps?: StepMode } = {},
 ): string {
-  const contextLine = context.maxMessages === undefined ? '' : `context: { max_messages: ${context.maxMessages} }\n`;
+  const contextLine =
+    frontmatter.maxMessages === undefined ? '' : `context: { max_messages: ${frontmatter.maxMessages} }\n`;
+  const stepsLine = frontmatter.steps === undefined ? '' : `steps: ${frontmatter.steps}\n`;
   return (
     `---\nname: ${name}\ndescription: The ${name} agent of a benchmark.\ncapabilities: [${capabilities.join(', ')}]\n` +
-    `${contextLine}---\nYou think step by step, then answer.\n`
+    `${contextLine}${stepsLine}---\nYou think step by step, then answer.\n`
   );
 }
 

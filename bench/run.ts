@@ -9,7 +9,16 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 
 /** Benchmark names: `bench/<name>.bench.ts`. */
-const BENCHES = ['step', 'throughput', 'fork-join', 'long-thread', 'memory', 'env-data', 'stream'] as const;
+const BENCHES = [
+  'step',
+  'throughput',
+  'fork-join',
+  'long-thread',
+  'memory',
+  'env-data',
+  'stream',
+  'langgraph',
+] as const;
 
 function runBench(name: string, flags: readonly string[], capture: boolean): Promise<string> {
   return new Promise((resolve, reject) => {

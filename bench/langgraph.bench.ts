@@ -1,0 +1,256 @@
+/**
+ * `npm run bench -- langgraph`: Baton against LangGraph.js checkpointed in Postgres, the same turn on both. A 10-step
+ * turn (9 `think` calls, then an answer; the scripted model answers at once), at 1 thread and with 10 threads at once:
+ *
+ * - Baton, its steps as activities (an activity task each, the default) and as local activities inside the turn's
+ *   workflow task (`steps: local`): two agents of one Baton worker, differing only in that line of their frontmatter;
+ * - LangGraph.js: a `StateGraph` with a model node (`ChatOpenAI`) and a `ToolNode`, checkpointed by `PostgresSaver`
+ *   (bench/langgraph-baseline.ts), on a fresh `thread_id` per turn,
+ *
+ * all calling the same scripted model server with the same system prompt and tools, on one stack and one database
+ * (bench/common.ts). Rounds rotate the order of all cases. It prints ms per step at 1 thread and steps per second
+ * with 10 threads, and the ratios; it asserts nothing.
+ *
+ * Flags (and those of bench/common.ts: `--rounds`, `--quick`, `--json`, `--default-dynamic-config`,
+ * `--dynamic-config`): `--turns N` turns per 1-thread case per round (default 3; each many-thread case runs once per
+ * round, as many turns as threads), `--threads LIST` (default `1,10`), `--langgraph-durability async|sync|exit`
+ * (default `async`, LangGraph's own).
+ */
+import type { temporal } from '@temporalio/proto';
+import { rootTurnWorkflowId } from '../common/ids';
+import type { ModelLogEntry } from '../testing/harness';
+import { uniqueThreadId } from '../testing/test-env';
+import {
+  batonTurn,
+  benchAgentFile,
+  benchAgents,
+  benchScript,
+  modelLogFile,
+  recordedRequest,
+  startBaton,
+  stepsScript,
+  TURN_MESSAGE,
+  type BatonSide,
+} from './baselines';
+import {
+  compare,
+  compareCases,
+  interleave,
+  latencySummary,
+  log,
+  median,
+  parseBenchArgs,
+  printReport,
+  round1,
+  runBench,
+  runConcurrently,
+  throughputSummary,
+  wholeNumber,
+  wholeNumbers,
+  type BenchCase,
+  type Comparison,
+  type Measured,
+} from './common';
+import { LANGGRAPH_DURABILITIES, startLangGraph, type LangGraphDurability } from './langgraph-baseline';
+
+/** Model calls per turn: 9 `think` calls, then the answer. */
+const STEPS = 10;
+const ACTIVITY_AGENT = 'stepper';
+const LOCAL_AGENT = 'stepper-local';
+/** The script LangGraph's model node is answered from (its `x-baton-agent`). */
+const LANGGRAPH_AGENT = 'langgraph';
+/**
+ * Targets of issue 25: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
+ * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
+ */
+const TARGET_RATIO = 1;
+
+const { common, values } = parseBenchArgs(process.argv.slice(2), [5, 3], {
+  turns: { type: 'string' },
+  threads: { type: 'string', default: '1,10' },
+  'langgraph-durability': { type: 'string', default: 'async' },
+});
+const turns = typeof values.turns === 'string' ? wholeNumber('turns', values.turns) : common.quick ? 2 : 3;
+const threadCounts = wholeNumbers('threads', String(values.threads));
+const durability = String(values['langgraph-durability']);
+if (!(LANGGRAPH_DURABILITIES as readonly string[]).includes(durability)) {
+  throw new Error(`--langgraph-durability takes ${LANGGRAPH_DURABILITIES.join(', ')}, not '${durability}'`);
+}
+
+runBench(common, async (context) => {
+  const baton = await startBaton(context, {
+    name: 'langgraph',
+    agents: benchAgents({
+      [ACTIVITY_AGENT]: benchAgentFile(ACTIVITY_AGENT),
+      [LOCAL_AGENT]: benchAgentFile(LOCAL_AGENT, [], { steps: 'local' }),
+    }),
+    script: benchScript(
+      [ACTIVITY_AGENT, LOCAL_AGENT, LANGGRAPH_AGENT].map((agent) => stepsScript(agent, STEPS)),
+      'langgraph-bench',
+    ),
+    modelLogFile: modelLogFile(context, 'langgraph'),
+  });
+  // One turn of each Baton agent first, untimed: it records the request LangGraph will send, and shows each agent's
+  // steps ran where its mode says (a misread frontmatter would compare a mode with itself).
+  const activityDispatches = await dispatchedSteps(baton, ACTIVITY_AGENT);
+  const localDispatches = await dispatchedSteps(baton, LOCAL_AGENT);
+  if (activityDispatches.activities < STEPS || localDispatches.local < STEPS || localDispatches.activities > 0) {
+    throw new Error(
+      `step modes not as configured: ${ACTIVITY_AGENT} ${JSON.stringify(activityDispatches)}, ${LOCAL_AGENT} ${JSON.stringify(localDispatches)}`,
+    );
+  }
+  const langGraph = await startLangGraph(context, {
+    pool: baton.harness.pool,
+    modelBaseURL: baton.harness.model.baseURL,
+    agent: LANGGRAPH_AGENT,
+    steps: STEPS,
+    request: recordedRequest(baton.harness, ACTIVITY_AGENT),
+    durability: durability as LangGraphDurability,
+  });
+  const checkpointRows = await langGraph.countCheckpointRows();
+  const requests = compareLastRequests(baton, ACTIVITY_AGENT, LANGGRAPH_AGENT);
+
+  const cases: BenchCase[] = threadCounts.flatMap((threads) => {
+    const repeats = threads === 1 ? turns : 1;
+    return [
+      {
+        name: `baton-activity@${threads}`,
+        repeats,
+        run: () => runConcurrently(threads, batonTurn(baton.client, ACTIVITY_AGENT, STEPS)),
+      },
+      {
+        name: `baton-local@${threads}`,
+        repeats,
+        run: () => runConcurrently(threads, batonTurn(baton.client, LOCAL_AGENT, STEPS)),
+      },
+      { name: `langgraph@${threads}`, repeats, run: () => runConcurrently(threads, langGraph.prepareTurn) },
+    ];
+  });
+  log(
+    `measuring: ${common.rounds} rounds; threads ${threadCounts.join(', ')}; ${turns} turns per 1-thread case; ` +
+      `LangGraph durability ${durability}`,
+  );
+  const measured = await interleave(cases, common.rounds, 1);
+  const get = (name: string) => measured.get(name) as Measured;
+
+  const comparisons: Comparison[] = threadCounts.flatMap((threads) => {
+    const activity = get(`baton-activity@${threads}`);
+    const local = get(`baton-local@${threads}`);
+    const graph = get(`langgraph@${threads}`);
+    const msPerStep = { batonLocal: perStep(local), batonActivity: perStep(activity), langgraph: perStep(graph) };
+    return [
+      compareCases(`per step, ${threads} thread(s): Baton-local / LangGraph`, local, graph, {
+        ...(threads === 1 ? { target: TARGET_RATIO } : {}),
+        figures: { msPerStep },
+      }),
+      compareCases(`per step, ${threads} thread(s): Baton-activity / LangGraph`, activity, graph),
+      compareCases(`per step, ${threads} thread(s): Baton-local / Baton-activity`, local, activity),
+      ...(threads > 1
+        ? [
+            compareStepsPerSecond(`steps/s, ${threads} threads: LangGraph / Baton-local`, graph, local, TARGET_RATIO),
+            compareStepsPerSecond(`steps/s, ${threads} threads: Baton-local / Baton-activity`, local, activity),
+          ]
+        : []),
+    ];
+  });
+  printReport(
+    {
+      bench: 'langgraph',
+      description:
+        `${STEPS}-step turn (9 think calls, then an answer): Baton (steps as activities, and as local activities) vs ` +
+        'LangGraph.js (StateGraph, ChatOpenAI, ToolNode) checkpointed by PostgresSaver',
+      settings: {
+        steps: STEPS,
+        rounds: common.rounds,
+        turnsPerRound: turns,
+        threads: threadCounts.join(','),
+        langgraphDurability: durability,
+      },
+      dynamicConfig: context.dynamicConfig,
+      cases: cases.map((c) => {
+        const m = get(c.name);
+        const { perSecond } = throughputSummary(m);
+        return { name: c.name, msPerStep: perStep(m), stepsPerSecond: round1(perSecond * STEPS), ...latencySummary(m) };
+      }),
+      comparisons,
+      notes: [
+        `a LangGraph turn stored ${checkpointRows.checkpoints} checkpoints, ${checkpointRows.blobs} blobs and ` +
+          `${checkpointRows.writes} pending writes (durability ${durability})`,
+        `the last request of a turn: ${requests.messages} messages and ${requests.tools} tools on both sides, ` +
+          `${requests.batonChars} characters of messages and tools from Baton, ${requests.langGraphChars} from LangGraph`,
+        `one Baton turn dispatched: ${ACTIVITY_AGENT} ${activityDispatches.activities} activities and ` +
+          `${activityDispatches.local} local ones; ${LOCAL_AGENT} ${localDispatches.activities} and ${localDispatches.local}`,
+      ],
+    },
+    common.json,
+  );
+});
+
+/** Median turn over the steps of a turn. */
+function perStep(m: Measured): number {
+  return round1(latencySummary(m).medianMs / STEPS);
+}
+
+/** Compares steps per second (turns per second over each round's wall time, times the steps of a turn). */
+function compareStepsPerSecond(name: string, subject: Measured, baseline: Measured, target?: number): Comparison {
+  const rates = (m: Measured) => m.rounds.map((r) => r.perSecond * STEPS);
+  const baselineRates = rates(baseline);
+  return compare(name, 'steps/s', subject.name, median(rates(subject)), baseline.name, median(baselineRates), {
+    medianPerRound: median(rates(subject).map((rate, i) => rate / (baselineRates[i] ?? Number.NaN))),
+    ...(target === undefined ? {} : { target }),
+  });
+}
+
+/**
+ * Runs one turn of `agent` on a fresh thread (untimed) and counts what its turn workflow dispatched: activity tasks
+ * scheduled, and local activities (their markers in the history).
+ */
+async function dispatchedSteps(baton: BatonSide, agent: string): Promise<{ activities: number; local: number }> {
+  const threadId = uniqueThreadId(`bench-${agent}`);
+  const thread = await baton.client.startThread({ agent, threadId });
+  const result = await thread.send(TURN_MESSAGE);
+  if (result.status !== 'completed' || result.steps !== STEPS) {
+    throw new Error(`${agent}'s turn ended ${result.status} after ${result.steps} steps, not completed after ${STEPS}`);
+  }
+  await thread.end();
+  const history = await baton.client.temporal.workflow.getHandle(rootTurnWorkflowId(threadId, 1)).fetchHistory();
+  const events: temporal.api.history.v1.IHistoryEvent[] = history.events ?? [];
+  return {
+    activities: events.filter((event) => event.activityTaskScheduledEventAttributes).length,
+    local: events.filter((event) => event.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
+  };
+}
+
+/**
+ * The last requests the scripted model received from a Baton turn and a LangGraph turn (each a turn's last step), which
+ * must carry the same messages (by role) and the same tools: the sides' I/O is the same but for how each serializes.
+ * @returns their counts, and the size of each side's messages and tools as JSON
+ */
+function compareLastRequests(baton: BatonSide, batonAgent: string, langGraphAgent: string) {
+  const requests = baton.harness.modelRequests();
+  const last = (agent: string) => {
+    const request = requests.filter((entry) => entry.agent === agent).at(-1);
+    if (!request) throw new Error(`the scripted model logged no request of ${agent}`);
+    return request;
+  };
+  const fromBaton = last(batonAgent);
+  const fromLangGraph = last(langGraphAgent);
+  const roles = (request: ModelLogEntry) => request.messages.map((message) => message.role).join(' ');
+  const toolNames = (request: ModelLogEntry) =>
+    (request.tools ?? [])
+      .map((definition) => (definition as { function?: { name?: string } }).function?.name)
+      .join(' ');
+  if (roles(fromBaton) !== roles(fromLangGraph) || toolNames(fromBaton) !== toolNames(fromLangGraph)) {
+    throw new Error(
+      `LangGraph's request differs from Baton's: roles ${roles(fromLangGraph)} against ${roles(fromBaton)}, ` +
+        `tools ${toolNames(fromLangGraph)} against ${toolNames(fromBaton)}`,
+    );
+  }
+  const size = (request: ModelLogEntry) => JSON.stringify([request.messages, request.tools ?? []]).length;
+  return {
+    messages: fromBaton.messages.length,
+    tools: fromBaton.tools?.length ?? 0,
+    batonChars: size(fromBaton),
+    langGraphChars: size(fromLangGraph),
+  };
+}
