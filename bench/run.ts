@@ -18,6 +18,7 @@ const BENCHES = [
   'env-data',
   'stream',
   'langgraph',
+  'vm-watchdog',
 ] as const;
 
 function runBench(name: string, flags: readonly string[], capture: boolean): Promise<string> {
