@@ -34,7 +34,7 @@ import {
 const BATON = path.join(ROOT, 'bin', 'baton.js');
 const ESC = '\x1b';
 const SPINNER = /[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]/;
-const SLOW_WORDS = 'alpha bravo charlie delta echo foxtrot golf hotel';
+const STREAMED_WORDS = 'alpha bravo charlie delta echo foxtrot golf hotel';
 
 const agentFile = (name: string, capabilities: string[] = []) =>
   `---\nname: ${name}\ndescription: The ${name}.\ncapabilities: [${capabilities.join(', ')}]\n---\nWork.\n`;
@@ -42,7 +42,7 @@ const agentFile = (name: string, capabilities: string[] = []) =>
 const script = parseScript(
   `
 agents:
-  # The live tree: a tool, a delegation streaming slowly, a fork, then a final answer held until the test says.
+  # The live tree: a tool, a delegation whose streamed reply's end is held, a fork, then a final answer held too.
   live_lead:
     - { call: think, args: { thought: "Ask the counter." } }
     - { call: live_counter, args: { message: "Count the stars." } }
@@ -50,7 +50,7 @@ agents:
       args: { tasks: [ { agent: live_checker, message: "Check the count." } ] }
     - { say: "The counter counted eight stars.", hold: live-final }
   live_counter:
-    - { say: "${SLOW_WORDS}", chunk_delay_ms: 1000 }
+    - { say: "${STREAMED_WORDS}", chunk_delay_ms: 50, hold_end: live-counter-end }
   live_checker:
     - { say: "Checked: eight." }
   # Quick runs for JSON lines and plain lines: the same shape, nothing held; a second turn for \`baton send\`.
@@ -166,24 +166,22 @@ test('baton run on a terminal draws the tree live: names, streamed text, tool li
   const terminal = startInTerminal('run', ['run', 'live_lead', 'Count the stars, please.', '--thread', threadId]);
   const describe = () => terminal.raw();
 
-  // Streamed text: the counter's first words on screen while its last is not (its stored message comes whole).
-  let partial: string | undefined;
+  // Streamed text: the counter's words on screen while the model holds the end of its reply, so the reply cannot be
+  // stored yet (the counter's call has no result line) and what shows can only have come from the stream.
+  let partial = '';
   await waitFor(
-    "the counter's first streamed words without its last",
-    async () => {
-      const screen = await terminal.screen();
-      if (screen.includes('alpha') && !screen.includes('hotel')) partial = screen;
-      return partial !== undefined || screen.includes('hotel');
-    },
+    "the counter's streamed words, its reply's end held",
+    async () => (partial = await terminal.screen()).includes(STREAMED_WORDS),
     { timeoutMs: COMMAND_TIMEOUT_MS, describe },
   );
-  assert.ok(partial, `the screen showed streamed words before the whole message:\n${terminal.raw()}`);
+  assert.doesNotMatch(partial, /← live_counter/, `the counter's reply is not stored yet:\n${partial}`);
   assert.match(partial, /^ {4}alpha( \w+)*$/m, 'streamed text under the delegated agent, indented');
   assert.match(
     partial,
     /^ {2}live_counter {2}\S (\d+m)?\d+s$/m,
     'the running delegate: a spinner and its elapsed time',
   );
+  workers().model.release('live-counter-end');
 
   // Everything but the held final answer: the turn has not ended, and the screen shows the whole tree so far.
   let heldScreen = '';
@@ -205,7 +203,7 @@ test('baton run on a terminal draws the tree live: names, streamed text, tool li
     at(/^ {2}← think: /),
     at(/^ {2}→ live_counter \{"message":"Count the stars\."\}$/),
     at(/^ {2}live_counter {2}✓ /),
-    at(new RegExp(`^ {4}${SLOW_WORDS}$`)),
+    at(new RegExp(`^ {4}${STREAMED_WORDS}$`)),
     at(/^ {2}← live_counter: alpha bravo/),
     at(/^ {2}→ fork_join /),
     at(/^ {2}live_checker \(fork 1 task 1\) {2}✓ /),
