@@ -11,7 +11,7 @@ import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { storableText } from '../common/text';
-import { readModelCallContext } from '../db/model-call-context';
+import { readModelCallContext } from '../db/step-context';
 import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import { recordModelCallStarted } from '../db/run-events';

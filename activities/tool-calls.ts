@@ -2,10 +2,10 @@ import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import type { ExecuteToolCallInput, ExecuteToolCallResult, ThreadScope } from '../common/types';
 import { storableText, truncateBytes } from '../common/text';
-import { appendMessage, findMessageByOperation, findMessageBySeq } from '../db/transcripts';
+import { appendMessage } from '../db/transcripts';
 import { EnvDataError, type EnvStore } from '../db/env-data';
 import { BatonDbError } from '../db/errors';
-import { checkThreadEpoch } from '../db/threads';
+import { readToolCallContext } from '../db/step-context';
 import { claimToolRun, finishToolRun } from '../db/tool-runs';
 import { findApprovalByOperation } from '../db/approvals';
 import { approvalOperationId } from '../common/ids';
@@ -15,10 +15,10 @@ import { describeDataError, isDataError, toApplicationFailure } from './failures
 import type { ToolRegistry } from './tools';
 import { approvalFor } from './tools/approval-rule';
 import { createToolContext } from './tools/context';
-import { isToolError, type ToolDefinition, type ToolOutput } from './tools/types';
+import { isToolError, type ToolDefinition, type ToolOutput, type WorldContext } from './tools/types';
 import { mcpWorldRefusal } from './tools/mcp-world';
 import { checkToolCall } from './tools/validate';
-import { loadWorldVariables } from './worlds';
+import { worldVariablesOf } from './worlds';
 
 export interface ToolCallActivityOptions {
   pool: Pool;
@@ -61,15 +61,18 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
 
   async function execute(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult> {
     const { scope } = input;
-    const done = await findMessageByOperation(pool, input.operationId, scope);
-    if (done) {
-      await checkThreadEpoch(pool, scope.threadId, scope.epoch);
-      return { seq: done.seq, ok: !(done.content ?? '').startsWith('Error: ') };
-    }
+    // A reclaimed call runs nothing and gets nothing back, not even a result stored before it was reclaimed.
+    const { done, replyToolCalls, worldVariables } = await readToolCallContext(pool, scope, {
+      operationId: input.operationId,
+      messageSeq: input.messageSeq,
+      world: input.world,
+    });
+    if (done) return { seq: done.seq, ok: !(done.content ?? '').startsWith('Error: ') };
 
     const agent = await options.agentStore.load(input.agentVersion);
-    const reply = await findMessageBySeq(pool, scope.threadId, input.messageSeq);
-    const call = reply?.toolCalls?.find((candidate) => candidate.id === input.toolCallId);
+    // The world's variables as they are at this call, for the tool's context, the MCP servers it offers and approvals.
+    const world = { name: input.world, variables: worldVariablesOf(input.world, worldVariables) };
+    const call = replyToolCalls?.find((candidate) => candidate.id === input.toolCallId);
     if (!call)
       throw new Error(
         `tool call '${input.toolCallId}' is not in message ${input.messageSeq} of thread '${scope.threadId}'`,
@@ -79,11 +82,11 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     const checked = checkToolCall(call, agent, options.tools);
     const outsideWorld =
       checked.ok && options.tools.mcpServerOf(call.name) !== undefined
-        ? mcpWorldRefusal(options.tools, call.name, await loadWorldVariables(pool, input.world))
+        ? mcpWorldRefusal(options.tools, call.name, world.variables)
         : undefined;
     const unapproved =
       checked.ok && checked.kind === 'tool' && checked.tool.run
-        ? await approvalRefusal(input, checked.tool, checked.args, agent)
+        ? await approvalRefusal(input, checked.tool, checked.args, agent, world)
         : undefined;
     if (!checked.ok) {
       outcome = { content: `Error: ${checked.error}`, ok: false };
@@ -94,10 +97,9 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     } else if (unapproved !== undefined) {
       outcome = { content: unapproved, ok: false };
     } else if (checked.tool.sideEffects) {
-      outcome = await runOnce(input, checked.tool, checked.args, agent);
+      outcome = await runOnce(input, checked.tool, checked.args, agent, world);
     } else {
-      await checkThreadEpoch(pool, scope.threadId, scope.epoch);
-      outcome = await runTool(input, checked.tool, checked.args, agent);
+      outcome = await runTool(input, checked.tool, checked.args, agent, world);
     }
 
     const { message } = await appendMessage(pool, scope, input.operationId, {
@@ -119,14 +121,12 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     tool: ToolDefinition,
     args: unknown,
     agent: AgentDefinition,
+    world: WorldContext,
   ): Promise<string | undefined> {
     const { scope } = input;
-    const needed = await approvalFor(tool, args, agent, async () => ({
-      threadId: scope.threadId,
-      rootThreadId: scope.rootThreadId,
-      agent,
-      world: { name: input.world, variables: await loadWorldVariables(pool, input.world) },
-    }));
+    const needed = await approvalFor(tool, args, agent, () =>
+      Promise.resolve({ threadId: scope.threadId, rootThreadId: scope.rootThreadId, agent, world }),
+    );
     if (needed === undefined) return undefined;
     const approval = await findApprovalByOperation(pool, scope.rootThreadId, approvalOperationId(input.operationId));
     if (approval?.status === 'approved') return undefined;
@@ -140,6 +140,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     tool: ToolDefinition,
     args: unknown,
     agent: AgentDefinition,
+    world: WorldContext,
   ): Promise<{ content: string; ok: boolean }> {
     const { scope } = input;
     const key = unrecordedKey(scope, input.operationId);
@@ -156,7 +157,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         ok: false,
       };
     }
-    const outcome = await runTool(input, tool, args, agent);
+    const outcome = await runTool(input, tool, args, agent, world);
     try {
       await finishToolRun(pool, scope.rootThreadId, input.operationId, outcome);
     } catch (error) {
@@ -179,6 +180,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     tool: ToolDefinition,
     args: unknown,
     agent: AgentDefinition,
+    world: WorldContext,
   ): Promise<{ content: string; ok: boolean }> {
     if (!tool.run) return { content: `Error: '${tool.name}' cannot be run as a tool here.`, ok: false };
     const activity = Context.current();
@@ -207,7 +209,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         agent,
         operationId: input.operationId,
         envStore: options.env,
-        world: { name: input.world, variables: await loadWorldVariables(pool, input.world) },
+        world,
         signal: AbortSignal.any([activity.cancellationSignal, timedOut.signal]),
         heartbeat: (reported) => {
           details = reported ?? { tool: tool.name };

@@ -1,9 +1,10 @@
 /**
- * What a model call reads before it calls the model, in one round trip: the thread's epoch, the reply an earlier
- * attempt stored under the call's operation id, the thread's transcript, the world's variables and whether the root
- * has env data. Each used to be a statement of its own, one after another, on every step.
+ * What a step reads before it acts, in one round trip each: a model call its thread's epoch, the reply an earlier
+ * attempt stored under its operation id, the transcript, the world's variables and whether the root has env data; a
+ * tool call its thread's epoch, the result an earlier attempt stored, the reply holding the call and the world's
+ * variables. Each used to be a statement of its own, one after another, on every step.
  */
-import type { ThreadScope } from '../common/types';
+import type { ThreadScope, ToolCallRequest } from '../common/types';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
 import { MESSAGE_COLUMNS, type TranscriptMessage } from './transcripts';
@@ -51,10 +52,10 @@ export async function readModelCallContext(
   });
   const first = rows[0];
   if (!first || first.currentEpoch === null) throw new ThreadNotFoundError(scope.threadId);
-  if (first.currentEpoch !== scope.epoch) throw new StaleEpochError(scope.threadId, scope.epoch, first.currentEpoch);
   if (first.storedThreadId !== null && first.storedThreadId !== scope.threadId) {
     throw new BatonDbError(`operation '${call.operationId}' already wrote to thread '${first.storedThreadId}'`);
   }
+  if (first.currentEpoch !== scope.epoch) throw new StaleEpochError(scope.threadId, scope.epoch, first.currentEpoch);
   const transcript = rows
     .filter((row) => row.seq !== null && row.seq !== undefined)
     .map(
@@ -66,5 +67,56 @@ export async function readModelCallContext(
     transcript,
     worldVariables: first.worldVariables ?? undefined,
     hasEnvData: first.hasEnvData,
+  };
+}
+
+export interface ToolCallContext {
+  /** The result an earlier attempt of this call stored, if one did. */
+  done: { seq: number; content: string | null } | undefined;
+  /** The tool calls of the reply the call belongs to (`undefined` when there is no such message). */
+  replyToolCalls: ToolCallRequest[] | null | undefined;
+  /** The world's raw variables text, or `undefined` when it has none. */
+  worldVariables: string | undefined;
+}
+
+/**
+ * Reads a tool call's context for `scope`, refusing a thread that is gone or was reclaimed (a reclaimed call runs
+ * nothing and gets nothing back, not even a result stored before it was reclaimed).
+ * @throws ThreadNotFoundError, StaleEpochError, BatonDbError when the operation id already wrote to another thread
+ */
+export async function readToolCallContext(
+  db: Queryable,
+  scope: Pick<ThreadScope, 'rootThreadId' | 'threadId' | 'epoch'>,
+  call: { operationId: string; messageSeq: number; world: string },
+): Promise<ToolCallContext> {
+  const { rows } = await db.query<{
+    currentEpoch: number | null;
+    worldVariables: string | null;
+    doneThreadId: string | null;
+    doneSeq: number | null;
+    doneContent: string | null;
+    replyFound: boolean;
+    replyToolCalls: ToolCallRequest[] | null;
+  }>({
+    name: 'baton-tool-call-context',
+    text: `SELECT (SELECT epoch FROM threads WHERE thread_id = $1) AS "currentEpoch",
+                  (SELECT variables FROM worlds WHERE name = $3) AS "worldVariables",
+                  d.thread_id AS "doneThreadId", d.seq AS "doneSeq", d.content AS "doneContent",
+                  r.seq IS NOT NULL AS "replyFound", r.tool_calls AS "replyToolCalls"
+             FROM (SELECT 1) one
+             LEFT JOIN transcript_messages d ON d.root_thread_id = $2 AND d.operation_id = $4
+             LEFT JOIN transcript_messages r ON r.thread_id = $1 AND r.seq = $5`,
+    values: [scope.threadId, scope.rootThreadId, call.world, call.operationId, call.messageSeq],
+  });
+  const row = rows[0];
+  if (!row || row.currentEpoch === null) throw new ThreadNotFoundError(scope.threadId);
+  if (row.doneThreadId !== null && row.doneThreadId !== scope.threadId) {
+    throw new BatonDbError(`operation '${call.operationId}' already wrote to thread '${row.doneThreadId}'`);
+  }
+  if (row.currentEpoch !== scope.epoch) throw new StaleEpochError(scope.threadId, scope.epoch, row.currentEpoch);
+  return {
+    done: row.doneSeq === null ? undefined : { seq: row.doneSeq, content: row.doneContent },
+    replyToolCalls: row.replyFound ? row.replyToolCalls : undefined,
+    worldVariables: row.worldVariables ?? undefined,
   };
 }

@@ -56,15 +56,3 @@ export async function lockThreadAtEpoch(client: PoolClient, threadId: string, ep
   if (!row) throw new ThreadNotFoundError(threadId);
   if (row.epoch !== epoch) throw new StaleEpochError(threadId, epoch, row.epoch);
 }
-
-/**
- * Checks the write's epoch against the thread's without locking: the fence for what is about to happen outside a
- * write transaction (running a tool, handing a stored result back to a turn).
- * @throws ThreadNotFoundError, StaleEpochError
- */
-export async function checkThreadEpoch(db: Queryable, threadId: string, epoch: number): Promise<void> {
-  const { rows } = await db.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [threadId]);
-  const row = rows[0];
-  if (!row) throw new ThreadNotFoundError(threadId);
-  if (row.epoch !== epoch) throw new StaleEpochError(threadId, epoch, row.epoch);
-}
