@@ -699,19 +699,21 @@ export class EnvStore {
     // The fence comes next: a reclaimed turn is refused even for an operation it had already written.
     // The scope is checked here, by the database, not trusted: the thread must belong to the root it writes into,
     // and that root must exist.
+    // Every statement of this path is named (prepared): parsed and planned once per connection, not at every write.
     const { rows: threads } = await client.query<{
       epoch: number;
       scopes: string[];
       forkTask: string | null;
       rootThreadId: string;
       rootExists: boolean;
-    }>(
-      `SELECT t.epoch, t.env_scopes AS scopes, t.fork_task AS "forkTask", t.root_thread_id AS "rootThreadId",
+    }>({
+      name: 'baton-env-write-thread',
+      text: `SELECT t.epoch, t.env_scopes AS scopes, t.fork_task AS "forkTask", t.root_thread_id AS "rootThreadId",
               EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = t.root_thread_id) AS "rootExists"
          FROM (SELECT pg_advisory_xact_lock_shared(env_root_lock_key($2))) root_lock, threads t
         WHERE t.thread_id = $1 FOR SHARE OF t`,
-      [scope.threadId, scope.rootThreadId],
-    );
+      values: [scope.threadId, scope.rootThreadId],
+    });
     const thread = threads[0];
     if (!thread) throw new ThreadNotFoundError(scope.threadId);
     if (thread.rootThreadId !== scope.rootThreadId) {
@@ -754,13 +756,14 @@ export class EnvStore {
       reason: string | null;
       refusalType: EnvDataErrorType | null;
       proposalId: string | null;
-    }>(
-      `SELECT action, key, version, reason, refusal_type AS "refusalType",
+    }>({
+      name: 'baton-env-prior-event',
+      text: `SELECT action, key, version, reason, refusal_type AS "refusalType",
               (SELECT proposal_id FROM env_proposals p
                 WHERE p.root_thread_id = ev.root_thread_id AND p.operation_id = ev.operation_id) AS "proposalId"
          FROM env_events ev WHERE root_thread_id = $1 AND operation_id = $2`,
-      [scope.rootThreadId, operationId],
-    );
+      values: [scope.rootThreadId, operationId],
+    });
     const first = prior.rows[0];
     if (first && first.key !== key) {
       throw new BatonDbError(
@@ -939,8 +942,9 @@ export const CONTINUE_VERSIONS = `UPDATE env_data e SET version = last.version +
  * a delete continues its version numbers, so a stale expected_version still fails. The caller logs the event.
  */
 export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promise<number> {
-  const { rows } = await client.query<{ version: number }>(
-    `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
+  const { rows } = await client.query<{ version: number }>({
+    name: 'baton-env-upsert',
+    text: `INSERT INTO env_data (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
                            stored_by_thread, stored_by_task, version)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1)
      ON CONFLICT (root_thread_id, scope, key) DO UPDATE SET
@@ -948,7 +952,7 @@ export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promis
        tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent, stored_by_thread = EXCLUDED.stored_by_thread,
        stored_by_task = EXCLUDED.stored_by_task, version = env_data.version + 1, updated_at = now()
      RETURNING version`,
-    [
+    values: [
       entry.rootThreadId,
       entry.scope,
       entry.key,
@@ -960,7 +964,7 @@ export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promis
       entry.storedBy.thread,
       entry.storedBy.task,
     ],
-  );
+  });
   const version = rows[0]?.version ?? 1;
   // A replaced entry is at 2 or more; at 1 it was created here. If the key existed before (and was deleted), its
   // versions go on from the highest it reached. Read now, in a statement of its own, while this transaction holds
@@ -968,11 +972,11 @@ export async function upsertEntry(client: PoolClient, entry: EntryWrite): Promis
   // flight, and that delete for the writers before it), so its event is visible; computed in the insert itself,
   // from the insert's older snapshot, it could miss one and repeat a version.
   if (version !== 1) return version;
-  const { rows: continued } = await client.query<{ version: number }>(CONTINUE_VERSIONS, [
-    entry.rootThreadId,
-    entry.scope,
-    entry.key,
-  ]);
+  const { rows: continued } = await client.query<{ version: number }>({
+    name: 'baton-env-continue-versions',
+    text: CONTINUE_VERSIONS,
+    values: [entry.rootThreadId, entry.scope, entry.key],
+  });
   return continued[0]?.version ?? version;
 }
 
@@ -1098,13 +1102,14 @@ export async function logEvent(
 ): Promise<EnvAnnouncement | undefined> {
   const change = 'refused' in event ? undefined : event;
   const action = change ? change.action : 'rejected';
-  const { rows } = await client.query<{ seq: string }>(
-    `INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, actor_task, operation_id,
+  const { rows } = await client.query<{ seq: string }>({
+    name: 'baton-env-log-event',
+    text: `INSERT INTO env_events (root_thread_id, scope, key, action, actor_agent, actor_thread, actor_task, operation_id,
                              version, value_size, value, short_description, reason, refusal_type)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      ON CONFLICT (root_thread_id, operation_id) DO NOTHING
      RETURNING seq`,
-    [
+    values: [
       scope.rootThreadId,
       target.scope,
       key,
@@ -1120,7 +1125,7 @@ export async function logEvent(
       'refused' in event ? event.message : (change?.reason ?? null),
       'refused' in event ? event.type : null,
     ],
-  );
+  });
   const seq = rows[0]?.seq;
   // The announcement is small (NOTIFY payloads are limited, and every listener of the channel receives every one);
   // the caller sends it once the transaction committed (`announce`).
