@@ -1,10 +1,8 @@
 import type { Pool } from 'pg';
 import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
 import type { Queryable } from './threads';
-import { BatonDbError } from './errors';
-import { lockThreadAtEpoch } from './threads';
+import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import { logStaleRefusal } from './refusals';
-import { inTransaction } from './transaction';
 
 export type TranscriptRole = 'user' | 'assistant' | 'tool';
 
@@ -40,8 +38,30 @@ export interface NewTranscriptMessage {
   model?: string;
 }
 
-export const MESSAGE_COLUMNS = `thread_id AS "threadId", seq, role, agent, content, tool_calls AS "toolCalls",
-  tool_call_id AS "toolCallId", usage, provider, model, operation_id AS "operationId", created_at AS "createdAt"`;
+/** Each column of a message as read, and the field it becomes. */
+const MESSAGE_FIELDS: readonly (readonly [column: string, field: keyof TranscriptMessage])[] = [
+  ['thread_id', 'threadId'],
+  ['seq', 'seq'],
+  ['role', 'role'],
+  ['agent', 'agent'],
+  ['content', 'content'],
+  ['tool_calls', 'toolCalls'],
+  ['tool_call_id', 'toolCallId'],
+  ['usage', 'usage'],
+  ['provider', 'provider'],
+  ['model', 'model'],
+  ['operation_id', 'operationId'],
+  ['created_at', 'createdAt'],
+];
+
+/** A message's columns as its fields, read from `source` (a table alias, or a row value such as `(r.message)`). */
+function messageColumns(source?: string): string {
+  return MESSAGE_FIELDS.map(
+    ([column, field]) => `${source === undefined ? '' : `${source}.`}${column} AS "${field}"`,
+  ).join(', ');
+}
+
+export const MESSAGE_COLUMNS = messageColumns();
 
 /**
  * The message a write with `operationId` stored in the scope's root, if it already ran. Operation ids are unique
@@ -83,38 +103,39 @@ export async function appendMessage(
   operationId: string,
   message: NewTranscriptMessage,
 ): Promise<{ message: TranscriptMessage; reused: boolean }> {
-  return logStaleRefusal(pool, scope, 'transcript', operationId, () =>
-    inTransaction(pool, async (client) => {
-      // The epoch check comes first: a reclaimed turn is refused even for an operation it had already written.
-      await lockThreadAtEpoch(client, scope.threadId, scope.epoch);
-      const existing = await findMessageByOperation(client, operationId, scope);
-      if (existing) return { message: existing, reused: true };
-      const { rows } = await client.query<TranscriptMessage>(
-        `INSERT INTO transcript_messages
-         (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, usage, provider, model,
-          operation_id)
-       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8, $9, $10, $11
-         FROM transcript_messages WHERE thread_id = $2
-       RETURNING ${MESSAGE_COLUMNS}`,
-        [
-          scope.rootThreadId,
-          scope.threadId,
-          message.role,
-          scope.agent,
-          message.content,
-          message.toolCalls ? JSON.stringify(message.toolCalls) : null,
-          message.toolCallId ?? null,
-          message.usage ? JSON.stringify(message.usage) : null,
-          message.provider ?? null,
-          message.model ?? null,
-          operationId,
-        ],
-      );
-      const inserted = rows[0];
-      if (!inserted) throw new Error(`append to thread '${scope.threadId}' returned no row`);
-      return { message: inserted, reused: false };
-    }),
-  );
+  return logStaleRefusal(pool, scope, 'transcript', operationId, async () => {
+    // One round trip (migration 015): the epoch checked under the thread's row lock first, so a reclaimed turn is
+    // refused even for an operation it had already written; then the operation's earlier message, else the insert.
+    const { rows } = await pool.query<
+      { outcome: 'inserted' | 'existing' | 'stale' | 'no_thread'; currentEpoch: number | null } & TranscriptMessage
+    >({
+      name: 'baton-append-message',
+      text: `SELECT r.outcome, r.current_epoch AS "currentEpoch", ${messageColumns('(r.message)')}
+               FROM append_transcript_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) r`,
+      values: [
+        scope.rootThreadId,
+        scope.threadId,
+        scope.epoch,
+        operationId,
+        message.role,
+        scope.agent,
+        message.content,
+        message.toolCalls ? JSON.stringify(message.toolCalls) : null,
+        message.toolCallId ?? null,
+        message.usage ? JSON.stringify(message.usage) : null,
+        message.provider ?? null,
+        message.model ?? null,
+      ],
+    });
+    const row = rows[0];
+    if (!row || row.outcome === 'no_thread') throw new ThreadNotFoundError(scope.threadId);
+    if (row.outcome === 'stale') throw new StaleEpochError(scope.threadId, scope.epoch, row.currentEpoch ?? -1);
+    const { outcome, currentEpoch: _epoch, ...stored } = row;
+    if (stored.threadId !== scope.threadId) {
+      throw new BatonDbError(`operation '${operationId}' already wrote to thread '${stored.threadId}'`);
+    }
+    return { message: stored, reused: outcome === 'existing' };
+  });
 }
 
 /** A thread's transcript in order. */

@@ -32,14 +32,21 @@ import { createModelClient } from '../../worker/model-client';
 const env = readTestEnv();
 const workDir = fs.realpathSync(fs.mkdtempSync(path.join(env.stateDir, 'audit-')));
 const modelLog = path.join(workDir, 'model.jsonl');
-/** While this file exists, the activities' pool refuses new transactions, as if the connection had been lost. */
+/**
+ * While this file exists, the activities' pool refuses new transactions and the transcript's append (one statement,
+ * migration 015), as if the connection had been lost.
+ */
 const failWrites = path.join(workDir, 'fail-writes');
 const realPool = createPool({ connectionString: env.databaseUrl });
+const lost = () => Promise.reject(new Error('connection terminated unexpectedly'));
 const pool = new Proxy(realPool, {
   get(target, property) {
-    if (property === 'connect') {
-      return () =>
-        fs.existsSync(failWrites) ? Promise.reject(new Error('connection terminated unexpectedly')) : target.connect();
+    if (property === 'connect') return () => (fs.existsSync(failWrites) ? lost() : target.connect());
+    if (property === 'query') {
+      const query = target.query.bind(target) as (...args: unknown[]) => unknown;
+      const isAppend = (config: unknown) => (config as { name?: unknown } | null)?.name === 'baton-append-message';
+      return (...args: unknown[]): unknown =>
+        fs.existsSync(failWrites) && isAppend(args[0]) ? lost() : query(...args);
     }
     const value: unknown = Reflect.get(target, property);
     return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
