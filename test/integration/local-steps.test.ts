@@ -14,6 +14,7 @@ import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { turnDispatches } from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const env = readTestEnv();
@@ -84,20 +85,7 @@ async function history(threadId: string): Promise<temporal.api.history.v1.IHisto
 
 /** What a turn's history dispatched, in order: activity types, local ones as `local:<type> (<summary>)`, children. */
 async function dispatches(threadId: string): Promise<string[]> {
-  return (await history(threadId)).flatMap((event) => {
-    const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
-    if (scheduled) return [scheduled];
-    const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType?.name;
-    if (child) return [`child:${child}`];
-    const marker = event.markerRecordedEventAttributes;
-    if (marker?.markerName !== 'core_local_activity') return [];
-    const data = marker.details?.data?.payloads?.[0]?.data;
-    const type = (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type;
-    const summary = event.userMetadata?.summary?.data;
-    return [
-      `local:${type ?? '?'}${summary ? ` (${JSON.parse(Buffer.from(summary).toString('utf8')) as string})` : ''}`,
-    ];
-  });
+  return turnDispatches(await history(threadId));
 }
 
 /** Requests the scripted model received for `agent`, from its log. */

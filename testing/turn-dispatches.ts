@@ -1,0 +1,36 @@
+/**
+ * What a turn's workflow history dispatched, read as the Web UI shows it: activities scheduled on the server, child
+ * workflows, and local activities, which leave no scheduled event but a marker carrying their type and summary. The
+ * tests of local steps read a turn's history through this.
+ */
+import type { temporal } from '@temporalio/proto';
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+
+/** The marker name the SDK records for a completed local activity. */
+const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
+
+/**
+ * One event as a dispatch: an activity's type, `child:<workflow type>`, or `local:<type> (<summary>)` for a local
+ * activity's marker; undefined for any other event.
+ */
+export function dispatchOf(event: HistoryEvent): string | undefined {
+  const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
+  if (scheduled) return scheduled;
+  const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType?.name;
+  if (child) return `child:${child}`;
+  const marker = event.markerRecordedEventAttributes;
+  if (marker?.markerName !== LOCAL_ACTIVITY_MARKER) return undefined;
+  const data = marker.details?.data?.payloads?.[0]?.data;
+  const type = (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type;
+  const summary = event.userMetadata?.summary?.data;
+  return `local:${type ?? '?'}${summary ? ` (${JSON.parse(Buffer.from(summary).toString('utf8')) as string})` : ''}`;
+}
+
+/** Every dispatch of a history, in order (see `dispatchOf`). */
+export function turnDispatches(events: readonly HistoryEvent[]): string[] {
+  return events.flatMap((event) => {
+    const dispatch = dispatchOf(event);
+    return dispatch === undefined ? [] : [dispatch];
+  });
+}
