@@ -5,9 +5,9 @@
  * variables. Each used to be a statement of its own, one after another, on every step.
  */
 import type { ThreadScope, ToolCallRequest } from '../common/types';
-import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
-import type { Queryable } from './threads';
-import { MESSAGE_COLUMNS, type TranscriptMessage } from './transcripts';
+import { ThreadNotFoundError } from './errors';
+import { checkEpoch, type Queryable } from './threads';
+import { checkOperationThread, MESSAGE_COLUMNS, type TranscriptMessage } from './transcripts';
 
 export interface ModelCallContext {
   /** The reply an earlier attempt of this call stored, if one did. */
@@ -51,11 +51,9 @@ export async function readModelCallContext(
     values: [scope.threadId, scope.rootThreadId, call.world, call.operationId],
   });
   const first = rows[0];
-  if (!first || first.currentEpoch === null) throw new ThreadNotFoundError(scope.threadId);
-  if (first.storedThreadId !== null && first.storedThreadId !== scope.threadId) {
-    throw new BatonDbError(`operation '${call.operationId}' already wrote to thread '${first.storedThreadId}'`);
-  }
-  if (first.currentEpoch !== scope.epoch) throw new StaleEpochError(scope.threadId, scope.epoch, first.currentEpoch);
+  if (!first) throw new ThreadNotFoundError(scope.threadId);
+  checkOperationThread(call.operationId, scope.threadId, first.storedThreadId);
+  checkEpoch(scope.threadId, scope.epoch, first.currentEpoch);
   const transcript = rows
     .filter((row) => row.seq !== null && row.seq !== undefined)
     .map(
@@ -109,11 +107,9 @@ export async function readToolCallContext(
     values: [scope.threadId, scope.rootThreadId, call.world, call.operationId, call.messageSeq],
   });
   const row = rows[0];
-  if (!row || row.currentEpoch === null) throw new ThreadNotFoundError(scope.threadId);
-  if (row.doneThreadId !== null && row.doneThreadId !== scope.threadId) {
-    throw new BatonDbError(`operation '${call.operationId}' already wrote to thread '${row.doneThreadId}'`);
-  }
-  if (row.currentEpoch !== scope.epoch) throw new StaleEpochError(scope.threadId, scope.epoch, row.currentEpoch);
+  if (!row) throw new ThreadNotFoundError(scope.threadId);
+  checkOperationThread(call.operationId, scope.threadId, row.doneThreadId);
+  checkEpoch(scope.threadId, scope.epoch, row.currentEpoch);
   return {
     done: row.doneSeq === null ? undefined : { seq: row.doneSeq, content: row.doneContent },
     replyToolCalls: row.replyFound ? row.replyToolCalls : undefined,

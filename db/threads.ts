@@ -52,7 +52,15 @@ export async function lockThreadAtEpoch(client: PoolClient, threadId: string, ep
   const { rows } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1 FOR UPDATE', [
     threadId,
   ]);
-  const row = rows[0];
-  if (!row) throw new ThreadNotFoundError(threadId);
-  if (row.epoch !== epoch) throw new StaleEpochError(threadId, epoch, row.epoch);
+  checkEpoch(threadId, epoch, rows[0]?.epoch);
+}
+
+/**
+ * The fence: a write issued under `epoch` goes ahead only while the thread is still at it (`current`, absent when
+ * the thread does not exist).
+ * @throws ThreadNotFoundError, StaleEpochError
+ */
+export function checkEpoch(threadId: string, epoch: number, current: number | null | undefined): void {
+  if (current === null || current === undefined) throw new ThreadNotFoundError(threadId);
+  if (current !== epoch) throw new StaleEpochError(threadId, epoch, current);
 }

@@ -86,10 +86,23 @@ export async function findMessageByOperation(
     [scope.rootThreadId, operationId],
   );
   const found = rows[0];
-  if (found && found.threadId !== scope.threadId) {
-    throw new BatonDbError(`operation '${operationId}' already wrote to thread '${found.threadId}'`);
-  }
+  checkOperationThread(operationId, scope.threadId, found?.threadId);
   return found;
+}
+
+/**
+ * Refuses an operation id that already wrote to another thread of the root (`writtenTo`): operation ids are unique
+ * per root, and one belongs to one thread.
+ * @throws BatonDbError
+ */
+export function checkOperationThread(
+  operationId: string,
+  threadId: string,
+  writtenTo: string | null | undefined,
+): void {
+  if (writtenTo !== null && writtenTo !== undefined && writtenTo !== threadId) {
+    throw new BatonDbError(`operation '${operationId}' already wrote to thread '${writtenTo}'`);
+  }
 }
 
 /**
@@ -131,9 +144,7 @@ export async function appendMessage(
     if (!row || row.outcome === 'no_thread') throw new ThreadNotFoundError(scope.threadId);
     if (row.outcome === 'stale') throw new StaleEpochError(scope.threadId, scope.epoch, row.currentEpoch ?? -1);
     const { outcome, currentEpoch: _epoch, ...stored } = row;
-    if (stored.threadId !== scope.threadId) {
-      throw new BatonDbError(`operation '${operationId}' already wrote to thread '${stored.threadId}'`);
-    }
+    checkOperationThread(operationId, scope.threadId, stored.threadId);
     return { message: stored, reused: outcome === 'existing' };
   });
 }
