@@ -873,6 +873,42 @@ test('env store: an epoch bump waits for a write in flight under the old epoch, 
   assert.equal((await store.get(solver.rootThreadId, 'a'))?.value, 1);
 });
 
+test('env store: a store of a new key is written by the one-call path, versions going on after a delete', async () => {
+  const solver = await openRoot('solver');
+  const replace = async (key: string, step: string, value: string) =>
+    (
+      await pool.query<{ outcome: string; version: number | null }>(
+        `SELECT outcome, version FROM env_replace($1, $2, $3, $4, $5, 'stored', $6, 1, $7, 'New.', NULL, '{}', NULL)`,
+        [solver.threadId, solver.rootThreadId, solver.epoch, key, opId(solver, step), value, solver.agent],
+      )
+    ).rows[0];
+  assert.deepEqual(await replace('fresh', 'new', '1'), { outcome: 'written', version: 1 });
+  const entry = await store.get(solver.rootThreadId, 'fresh');
+  assert.deepEqual(
+    [entry?.value, entry?.version, entry?.shortDescription, entry?.storedBy],
+    [1, 1, 'New.', actorOf(solver)],
+  );
+  await store.delete(solver, opId(solver, 'delete'), 'fresh');
+  assert.deepEqual(await replace('fresh', 'again', '2'), { outcome: 'written', version: 2 });
+  // A stale epoch or an operation seen before is left to the full transaction, which refuses or answers it.
+  const stale = await pool.query<{ outcome: string }>(
+    `SELECT outcome FROM env_replace($1, $2, $3, 'other', $4, 'stored', '1', 1, $5, 'New.', NULL, '{}', NULL)`,
+    [solver.threadId, solver.rootThreadId, solver.epoch - 1, opId(solver, 'stale'), solver.agent],
+  );
+  assert.equal(stale.rows[0]?.outcome, 'general');
+  await assert.rejects(replace('third', 'new', '3'), /env_events_root_thread_id_operation_id_key/);
+  assert.equal(await store.get(solver.rootThreadId, 'third'), undefined, 'the rolled-back call created nothing');
+  const events = await store.events(solver.rootThreadId);
+  assert.deepEqual(
+    events.map((event) => [event.key, event.action, event.version, event.actor]),
+    [
+      ['fresh', 'stored', 1, actorOf(solver)],
+      ['fresh', 'deleted', 1, actorOf(solver)],
+      ['fresh', 'stored', 2, actorOf(solver)],
+    ],
+  );
+});
+
 // ---------------------------------------------------------------------------------------------------------------
 // Concurrent writers
 
@@ -1140,7 +1176,10 @@ test('env store: every change is announced once on baton_env_events with rootThr
   }
 });
 
-/** The pool, except that each transaction waits at COMMIT until `gate` opens (and says it got there). */
+/**
+ * The pool, except that each transaction waits at COMMIT until `gate` opens (and says it got there); the one-call write
+ * (`env_replace`) is run in such a transaction.
+ */
 function poolHeldAtCommit(gate: Promise<void>, atCommit: () => void): pg.Pool {
   return new Proxy(pool, {
     get(target, property, receiver) {
@@ -1155,12 +1194,27 @@ function poolHeldAtCommit(gate: Promise<void>, atCommit: () => void): pg.Pool {
                 ? (member as (...args: unknown[]) => unknown).bind(clientTarget)
                 : member;
             }
+            const query = (...a: unknown[]) => (member as (...a: unknown[]) => Promise<unknown>).apply(clientTarget, a);
             return async (...args: unknown[]) => {
               if (args[0] === 'COMMIT') {
                 atCommit();
                 await gate;
               }
-              return (member as (...a: unknown[]) => Promise<unknown>).apply(clientTarget, args);
+              // The one-call write commits as it returns: run it in a transaction held the same way.
+              if ((args[0] as { name?: unknown } | undefined)?.name === 'baton-env-replace') {
+                await query('BEGIN');
+                try {
+                  const result = await query(...args);
+                  atCommit();
+                  await gate;
+                  await query('COMMIT');
+                  return result;
+                } catch (error) {
+                  await query('ROLLBACK');
+                  throw error;
+                }
+              }
+              return query(...args);
             };
           },
         });
@@ -1192,39 +1246,50 @@ async function waitingForEnvLock(rootThreadId: string): Promise<void> {
   }
 }
 
-test('env store: a change is announced and visible only once its transaction commits', async () => {
-  const solver = await openRoot('solver');
-  const feed = await listen(solver.rootThreadId);
-  let open!: () => void;
-  let reached!: () => void;
-  const atCommit = new Promise<void>((resolve) => (reached = resolve));
-  const held = new EnvStore(poolHeldAtCommit(new Promise<void>((resolve) => (open = resolve)), reached));
-  try {
-    const writing = held.store(solver, opId(solver, 's1'), { key: 'arc_task', shortDescription: 'Held.', value: 1 });
-    await atCommit;
-    // The event is written but not committed: nothing may be seen or announced yet (an announcement sent before the
-    // commit would arrive before the fence).
-    await feed.fence();
-    assert.deepEqual(feed.received, []);
-    assert.equal(await store.get(solver.rootThreadId, 'arc_task'), undefined);
-    assert.equal(await committedEventCount(solver.rootThreadId), 0);
-    // A reader of the log waits for the writer in flight instead of reading past it.
-    const reading = store.events(solver.rootThreadId);
-    await waitingForEnvLock(solver.rootThreadId);
+for (const path of ['one call', 'full transaction'] as const) {
+  test(`env store: a change is announced and visible only once it commits (${path})`, async () => {
+    const solver = await openRoot('solver');
+    // A new key's store takes the one-call path (migration 016); a delete always runs the full transaction.
+    if (path === 'full transaction') {
+      await store.store(solver, opId(solver, 'seed'), { key: 'arc_task', shortDescription: 'Seed.', value: 0 });
+    }
+    const before = await committedEventCount(solver.rootThreadId);
+    const feed = await listen(solver.rootThreadId);
+    let open!: () => void;
+    let reached!: () => void;
+    const atCommit = new Promise<void>((resolve) => (reached = resolve));
+    const held = new EnvStore(poolHeldAtCommit(new Promise<void>((resolve) => (open = resolve)), reached));
+    try {
+      const writing =
+        path === 'one call'
+          ? held.store(solver, opId(solver, 's1'), { key: 'arc_task', shortDescription: 'Held.', value: 1 })
+          : held.delete(solver, opId(solver, 'd1'), 'arc_task');
+      await atCommit;
+      // The event is written but not committed: nothing may be seen or announced yet (an announcement sent before
+      // the commit would arrive before the fence).
+      await feed.fence();
+      assert.deepEqual(feed.received, []);
+      assert.equal((await store.get(solver.rootThreadId, 'arc_task'))?.value, path === 'one call' ? undefined : 0);
+      assert.equal(await committedEventCount(solver.rootThreadId), before);
+      // A reader of the log waits for the writer in flight instead of reading past it.
+      const reading = store.events(solver.rootThreadId, { since: 0 });
+      await waitingForEnvLock(solver.rootThreadId);
 
-    open();
-    assert.deepEqual(await writing, { action: 'stored', key: 'arc_task', version: 1 });
-    const [event] = await reading;
-    assert.ok(event);
-    assert.equal(event.key, 'arc_task');
-    assert.deepEqual(await feed.until(1), [
-      { rootThreadId: solver.rootThreadId, seq: event.seq, key: 'arc_task', action: 'stored' },
-    ]);
-  } finally {
-    open();
-    await feed.close();
-  }
-});
+      open();
+      const action = path === 'one call' ? 'stored' : 'deleted';
+      assert.deepEqual(await writing, { action, key: 'arc_task', version: 1 });
+      const event = (await reading)[before];
+      assert.ok(event);
+      assert.deepEqual([event.key, event.action], ['arc_task', action]);
+      assert.deepEqual(await feed.until(1), [
+        { rootThreadId: solver.rootThreadId, seq: event.seq, key: 'arc_task', action },
+      ]);
+    } finally {
+      open();
+      await feed.close();
+    }
+  });
+}
 
 test('env store: events({ since }) returns exactly the later events, oldest first, up to the limit', async () => {
   const solver = await openRoot('solver');
