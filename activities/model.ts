@@ -5,7 +5,7 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentDefinition } from '../common/agent-definition';
-import { OMITTED_ASSISTANT_HEADER, trimContext } from '../common/context-policy';
+import { OMITTED_ASSISTANT_HEADER, trimContext, trimWindow } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
@@ -57,11 +57,29 @@ export interface ModelActivityOptions {
 
 /** Stored MCP tool lists a worker keeps in memory (each a few hundred bytes). */
 const MAX_CACHED_TOOL_LISTS = 1000;
+/** Worlds whose message limit a worker remembers (a name and a number each). */
+const MAX_REMEMBERED_WORLDS = 1000;
 
 /** Activities that talk to the model endpoint. */
 export function createModelActivities(options: ModelActivityOptions) {
   const { pool } = options;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
+  /**
+   * The message limit of each world's context policy as last seen by this worker: how much of a transcript the next
+   * model call of an agent without a limit of its own reads. Only a guess, checked at every call (another worker or
+   * an edit of the world may change it); a wrong one costs a second read, never a different request.
+   */
+  const worldMessageLimits = new Map<string, number>();
+  function rememberWorldMessageLimit(world: string, limit: number | undefined): void {
+    if (limit === undefined) {
+      worldMessageLimits.delete(world);
+      return;
+    }
+    if (!worldMessageLimits.has(world) && worldMessageLimits.size >= MAX_REMEMBERED_WORLDS) {
+      worldMessageLimits.delete(worldMessageLimits.keys().next().value ?? '');
+    }
+    worldMessageLimits.set(world, limit);
+  }
   /** Stored MCP tool lists by id: an id names one list for ever, so a list read once serves every later step. */
   const mcpToolLists = new Map<string, string[]>();
 
@@ -84,11 +102,16 @@ export function createModelActivities(options: ModelActivityOptions) {
   async function callModel(input: CallModelInput): Promise<CallModelResult> {
     const { scope } = input;
     const agent = await options.agentStore.load(input.agentVersion);
+    // With a message limit, only the thread's first human message and its newest messages are read (the limit is the
+    // agent's, else its world's as last seen here: a guess, checked below once the world's variables are read).
+    const window = agent.context?.max_messages ?? worldMessageLimits.get(input.world);
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
-    const { stored, transcript, worldVariables, hasEnvData } = await readModelCallContext(pool, scope, {
+    const read = await readModelCallContext(pool, scope, {
       operationId: input.operationId,
       world: input.world,
+      window,
     });
+    const { stored, worldVariables, hasEnvData } = read;
     if (stored) {
       // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
       const result = await toResult(stored, true, agent, input, worldVariablesOf(input.world, worldVariables));
@@ -102,7 +125,9 @@ export function createModelActivities(options: ModelActivityOptions) {
     const stream = isLocal
       ? `${input.operationId}#${attempt}.${randomBytes(4).toString('hex')}`
       : `${input.operationId}#${attempt}`;
-    // The run feed's mark that this attempt started, written while the request is put together.
+    // The run feed's mark that this attempt started, written while the request is put together and, unless the reply
+    // is streamed, while it is on its way: the mark needs to come before the deltas and the stored reply, not before
+    // the request.
     const started = recordModelCallStarted(pool, {
       rootThreadId: scope.rootThreadId,
       threadId: scope.threadId,
@@ -136,17 +161,32 @@ export function createModelActivities(options: ModelActivityOptions) {
       hasEnvData,
     });
     // The agent's context policy trims what this request carries; the transcript in Postgres keeps everything.
-    const context = trimContext<ChatCompletionMessageParam>(
-      [{ role: 'system', content: systemPrompt }, ...transcript.map(toChatMessage)],
-      contextLimitsFor(agent, variables),
-      (note) => ({ role: 'system', content: note }),
-    );
+    const limits = contextLimitsFor(agent, variables);
+    if (agent.context?.max_messages === undefined) rememberWorldMessageLimit(input.world, limits.maxMessages);
+    const chat = (transcript: readonly TranscriptMessage[]): ChatCompletionMessageParam[] => [
+      { role: 'system', content: systemPrompt },
+      ...transcript.map(toChatMessage),
+    ];
+    const note = (text: string): ChatCompletionMessageParam => ({ role: 'system', content: text });
+    // What was read in part tells what the whole would, or the whole is read (the guessed limit was off, or the
+    // newest tool call reaches back further).
+    const context =
+      (read.unread === undefined
+        ? trimContext(chat(read.transcript), limits, note)
+        : trimWindow(chat(read.transcript), limits, note, read.unread)) ??
+      trimContext(
+        chat(
+          (await readModelCallContext(pool, scope, { operationId: input.operationId, world: input.world })).transcript,
+        ),
+        limits,
+        note,
+      );
     const { messages } = context;
     const tools = [...options.tools.universal, ...declared]
       .map((name) => options.tools.toModelTool(name))
       .filter((tool): tool is ModelTool => tool !== undefined);
 
-    await started;
+    if (options.stream) await started;
     // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
     const heartbeat = isLocal
       ? undefined
@@ -191,6 +231,8 @@ export function createModelActivities(options: ModelActivityOptions) {
       await deltas?.flush();
     } catch (error) {
       deltas?.discard();
+      // The failed attempt's mark lands before the failure is reported (a failure to write it is not this error).
+      await started.catch(() => undefined);
       // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
       if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
       throw classifyModelError(error);
@@ -221,6 +263,7 @@ export function createModelActivities(options: ModelActivityOptions) {
         }
       : null;
     try {
+      await started;
       const { message, reused } = await appendMessage(pool, scope, input.operationId, {
         role: 'assistant',
         // Cleaned, not refused: the model call already happened, and a refusal would only make a retry repeat it.

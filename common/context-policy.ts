@@ -76,6 +76,41 @@ export function trimContext<M extends ContextMessage>(
   limits: ContextLimits,
   makeNote: (text: string) => M,
 ): TrimmedContext<M> {
+  return trim(messages, limits, makeNote, undefined) as TrimmedContext<M>;
+}
+
+/** The messages of a thread that were not read: they lie between its first human message and the newest ones. */
+export interface UnreadMessages {
+  /** How many. */
+  count: number;
+  /** Assistant messages among them. */
+  assistants: number;
+}
+
+/**
+ * {@link trimContext} of a thread read in part: `messages` are the leading system messages, the thread's first human
+ * message and its newest messages, and `unread` the messages between those two that were not read (at least one).
+ * Returns what `trimContext` would of the whole thread, or `undefined` when the part read cannot tell (the request
+ * must reach further back than what was read, or `limits.maxMessages` is missing or larger than the newest messages
+ * read): then read the whole thread. A part of at least `maxMessages` newest messages always tells, unless the
+ * newest tool call and its results do not fit in it. A tool result whose call was not read counts its call as
+ * unread, so no cut falls between the two.
+ */
+export function trimWindow<M extends ContextMessage>(
+  messages: readonly M[],
+  limits: ContextLimits,
+  makeNote: (text: string) => M,
+  unread: UnreadMessages,
+): TrimmedContext<M> | undefined {
+  return trim(messages, limits, makeNote, unread);
+}
+
+function trim<M extends ContextMessage>(
+  messages: readonly M[],
+  limits: ContextLimits,
+  makeNote: (text: string) => M,
+  unread: UnreadMessages | undefined,
+): TrimmedContext<M> | undefined {
   const unchanged = (overLimit: boolean): TrimmedContext<M> => ({
     messages: [...messages],
     omitted: 0,
@@ -90,6 +125,16 @@ export function trimContext<M extends ContextMessage>(
   const body = messages.slice(head);
   if (body.length === 0) return unchanged(false);
   const first = body.findIndex((message) => message.role === 'user');
+  // Read in part: the unread messages lie right after the first human message (body[0]), so every request leaves
+  // them out; only a count limit no larger than the newest messages read keeps every fitting cut among those.
+  if (
+    unread !== undefined &&
+    (first !== 0 || limits.maxMessages === undefined || limits.maxMessages > body.length - 1 || unread.count < 1)
+  ) {
+    return undefined;
+  }
+  const unreadCount = unread?.count ?? 0;
+  const unreadAssistants = unread?.assistants ?? 0;
   const tokens = body.map(estimateMessageTokens);
   const systemTokens = system.reduce((sum, message) => sum + estimateMessageTokens(message), 0);
 
@@ -104,7 +149,7 @@ export function trimContext<M extends ContextMessage>(
   /** The request that sends `body[c..]`, with the first human message pinned and the note when c > 0. */
   const requestAt = (c: number, overLimit: boolean) => {
     const pinned = first >= 0 && first < c;
-    const omitted = c - (pinned ? 1 : 0);
+    const omitted = c - (pinned ? 1 : 0) + unreadCount;
     const note = omitted > 0 ? makeNote(contextNote(omitted, limits, overLimit)) : undefined;
     const count = body.length - c + (pinned ? 1 : 0);
     const size =
@@ -124,19 +169,20 @@ export function trimContext<M extends ContextMessage>(
           ...body.slice(c),
         ],
         omitted,
-        omittedAssistant: assistantsBefore[c] ?? 0,
+        omittedAssistant: (assistantsBefore[c] ?? 0) + unreadAssistants,
         overLimit,
       }),
     };
   };
 
-  if (requestAt(0, false).fits) return unchanged(false);
+  if (unread === undefined && requestAt(0, false).fits) return unchanged(false);
   // A cut at c never falls on a tool result, nor between a tool call and any of its results. The newest cut is
   // always taken; older ones (each reaching further back) while the request still fits.
-  const [newest, ...older] = cutPoints(body)
+  const [newest, ...older] = cutPoints(body, unread !== undefined)
     .filter((c) => c > 0)
     .reverse();
-  if (newest === undefined) return unchanged(true);
+  // Read in part, no cut among the messages read: the newest tool call began among the unread ones.
+  if (newest === undefined) return unread === undefined ? unchanged(true) : undefined;
   if (!requestAt(newest, false).fits) return requestAt(newest, true).build();
   let chosen = newest;
   for (const c of older) {
@@ -146,16 +192,21 @@ export function trimContext<M extends ContextMessage>(
   return requestAt(chosen, false).build();
 }
 
-/** Indexes c (0 ≤ c < length) where `body[c..]` can start without separating a tool call from its results. */
-function cutPoints(body: readonly ContextMessage[]): number[] {
+/**
+ * Indexes c (0 ≤ c < length) where `body[c..]` can start without separating a tool call from its results. With
+ * `unreadAfterFirst`, messages were left unread after body[0], and a result whose call is not in `body` has its call
+ * among them.
+ */
+function cutPoints(body: readonly ContextMessage[], unreadAfterFirst: boolean): number[] {
   const callAt = new Map<string, number>();
   // blocked[c]: a cut at c would send a result (at c or later) without the call made before c.
   const blocked = new Array<boolean>(body.length).fill(false);
   body.forEach((message, index) => {
     for (const call of message.tool_calls ?? []) callAt.set(call.id, index);
     if (message.role !== 'tool') return;
-    // A result whose call is unknown still belongs to the message before it.
-    const callIndex = message.tool_call_id === undefined ? undefined : callAt.get(message.tool_call_id);
+    // A result whose call is unknown still belongs to the message before it (or, read in part, to the unread ones).
+    const known = message.tool_call_id === undefined ? undefined : callAt.get(message.tool_call_id);
+    const callIndex = known ?? (unreadAfterFirst ? 0 : undefined);
     for (let c = (callIndex ?? index - 1) + 1; c <= index; c++) blocked[c] = true;
   });
   return body.flatMap((_, c) => (blocked[c] ? [] : [c]));

@@ -4,6 +4,7 @@
  * tool call its thread's epoch, the result an earlier attempt stored, the reply holding the call and the world's
  * variables. Each used to be a statement of its own, one after another, on every step.
  */
+import type { UnreadMessages } from '../common/context-policy';
 import type { ThreadScope, ToolCallRequest } from '../common/types';
 import { ThreadNotFoundError } from './errors';
 import { checkEpoch, type Queryable } from './threads';
@@ -12,8 +13,13 @@ import { checkOperationThread, MESSAGE_COLUMNS, type TranscriptMessage } from '.
 export interface ModelCallContext {
   /** The reply an earlier attempt of this call stored, if one did. */
   stored: TranscriptMessage | undefined;
-  /** The thread's transcript, oldest first. */
+  /**
+   * The thread's transcript, oldest first; read with a window and `unread` set, its first human message and its
+   * newest messages only.
+   */
   transcript: TranscriptMessage[];
+  /** Read with a window: the messages between the first human message and the newest ones that were not read. */
+  unread: UnreadMessages | undefined;
   /** The world's raw variables text, or `undefined` when it has none. */
   worldVariables: string | undefined;
   /** Whether the root thread has any env data. */
@@ -22,34 +28,71 @@ export interface ModelCallContext {
 
 interface ContextRow extends Partial<TranscriptMessage> {
   currentEpoch: number | null;
+  unreadCount?: number;
+  unreadAssistants?: number;
   worldVariables: string | null;
   hasEnvData: boolean;
   storedThreadId: string | null;
 }
 
+/** The scalars of a model call's context, over $1 thread, $2 root, $3 world, $4 operation id. */
+const MODEL_CALL_SCALARS = `(SELECT epoch FROM threads WHERE thread_id = $1) AS "currentEpoch",
+  (SELECT variables FROM worlds WHERE name = $3) AS "worldVariables",
+  EXISTS (SELECT 1 FROM env_data WHERE root_thread_id = $2) AS "hasEnvData",
+  (SELECT thread_id FROM transcript_messages WHERE root_thread_id = $2 AND operation_id = $4) AS "storedThreadId"`;
+
+/** The whole transcript: one row of the scalars joined to each message (null message columns when there is none). */
+const MODEL_CALL_CONTEXT = {
+  name: 'baton-model-call-context',
+  text: `SELECT c.*, m.*
+           FROM (SELECT ${MODEL_CALL_SCALARS}) c
+           LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS} FROM transcript_messages
+                               WHERE thread_id = $1 ORDER BY seq) m ON true`,
+};
+
+/**
+ * The transcript's first human message and its newest $5 messages (and the stored reply, wherever it is), with the
+ * count of those between that were not read. Counting them walks the thread's key, but reads no message.
+ */
+const MODEL_CALL_CONTEXT_WINDOW = {
+  name: 'baton-model-call-context-window',
+  text: `WITH bounds AS (
+           SELECT (SELECT seq FROM transcript_messages WHERE thread_id = $1
+                    ORDER BY seq DESC OFFSET $5 - 1 LIMIT 1) AS newest_from,
+                  (SELECT seq FROM transcript_messages WHERE thread_id = $1 AND role = 'user'
+                    ORDER BY seq LIMIT 1) AS first_human)
+         SELECT c.*, m.*
+           FROM (SELECT ${MODEL_CALL_SCALARS},
+                        u.count::int AS "unreadCount", u.assistants::int AS "unreadAssistants"
+                   FROM bounds b,
+                        LATERAL (SELECT count(*) AS count, count(*) FILTER (WHERE role = 'assistant') AS assistants
+                                   FROM transcript_messages
+                                  WHERE thread_id = $1 AND seq < b.newest_from AND seq <> b.first_human) u) c
+           LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS} FROM transcript_messages, bounds b
+                               WHERE thread_id = $1
+                                 AND (b.newest_from IS NULL OR seq >= b.newest_from OR seq = b.first_human
+                                      OR operation_id = $4)
+                               ORDER BY seq) m ON true`,
+};
+
 /**
  * Reads a model call's context for `scope`, refusing a thread that is gone or was reclaimed, as every step does
- * before it acts (a reclaimed turn gets nothing back, not even a reply stored before it was reclaimed).
+ * before it acts (a reclaimed turn gets nothing back, not even a reply stored before it was reclaimed). With
+ * `window`, reads only the first human message and the newest `window` messages, and counts the others (`unread`,
+ * when there are any).
  * @throws ThreadNotFoundError, StaleEpochError, BatonDbError when the operation id already wrote to another thread
  */
 export async function readModelCallContext(
   db: Queryable,
   scope: Pick<ThreadScope, 'rootThreadId' | 'threadId' | 'epoch'>,
-  call: { operationId: string; world: string },
+  call: { operationId: string; world: string; window?: number | undefined },
 ): Promise<ModelCallContext> {
-  // One row of the scalars joined to each transcript message (one row with null message columns when there is none).
-  const { rows } = await db.query<ContextRow>({
-    name: 'baton-model-call-context',
-    text: `SELECT c.*, m.*
-             FROM (SELECT (SELECT epoch FROM threads WHERE thread_id = $1) AS "currentEpoch",
-                          (SELECT variables FROM worlds WHERE name = $3) AS "worldVariables",
-                          EXISTS (SELECT 1 FROM env_data WHERE root_thread_id = $2) AS "hasEnvData",
-                          (SELECT thread_id FROM transcript_messages
-                            WHERE root_thread_id = $2 AND operation_id = $4) AS "storedThreadId") c
-             LEFT JOIN LATERAL (SELECT ${MESSAGE_COLUMNS} FROM transcript_messages
-                                 WHERE thread_id = $1 ORDER BY seq) m ON true`,
-    values: [scope.threadId, scope.rootThreadId, call.world, call.operationId],
-  });
+  const values = [scope.threadId, scope.rootThreadId, call.world, call.operationId];
+  const { rows } = await db.query<ContextRow>(
+    call.window === undefined
+      ? { ...MODEL_CALL_CONTEXT, values }
+      : { ...MODEL_CALL_CONTEXT_WINDOW, values: [...values, call.window] },
+  );
   const first = rows[0];
   if (!first) throw new ThreadNotFoundError(scope.threadId);
   checkOperationThread(call.operationId, scope.threadId, first.storedThreadId);
@@ -57,12 +100,23 @@ export async function readModelCallContext(
   const transcript = rows
     .filter((row) => row.seq !== null && row.seq !== undefined)
     .map(
-      ({ currentEpoch: _epoch, worldVariables: _variables, hasEnvData: _env, storedThreadId: _stored, ...message }) =>
-        message as TranscriptMessage,
+      ({
+        currentEpoch: _epoch,
+        worldVariables: _variables,
+        hasEnvData: _env,
+        storedThreadId: _stored,
+        unreadCount: _count,
+        unreadAssistants: _assistants,
+        ...message
+      }) => message as TranscriptMessage,
     );
   return {
     stored: first.storedThreadId === null ? undefined : transcript.find((m) => m.operationId === call.operationId),
     transcript,
+    unread:
+      first.unreadCount === undefined || first.unreadCount === 0
+        ? undefined
+        : { count: first.unreadCount, assistants: first.unreadAssistants ?? 0 },
     worldVariables: first.worldVariables ?? undefined,
     hasEnvData: first.hasEnvData,
   };

@@ -8,6 +8,7 @@ import {
   estimateMessageTokens,
   estimateTokens,
   trimContext,
+  trimWindow,
   type ContextLimits,
   type ContextMessage,
 } from '../../common/context-policy';
@@ -210,5 +211,80 @@ test('context policy: the note names the count and the limits set, in one line',
   assert.equal(
     contextNote(1, { maxTokens: 50 }, true),
     "[Baton] 1 earlier message was left out here to fit this agent's context limit (about 50 tokens); the newest message is always sent, so this request is still over the limit.",
+  );
+});
+
+/** A thread as a model call reads it: human messages, replies, and tool calls with all their results after them. */
+function randomThread(random: () => number, length: number): Message[] {
+  const thread: Message[] = [user('u0')];
+  let n = 0;
+  while (thread.length < length) {
+    const pick = random();
+    n += 1;
+    if (pick < 0.2) thread.push(user(`u${n}`));
+    else if (pick < 0.4) thread.push(say(`a${n}`.repeat(1 + Math.floor(random() * 30))));
+    else {
+      const ids = Array.from({ length: 1 + Math.floor(random() * (random() < 0.1 ? 12 : 3)) }, (_, i) => `c${n}.${i}`);
+      thread.push(call(...ids), ...ids.map(result));
+    }
+  }
+  return thread;
+}
+
+/** A small deterministic generator (mulberry32), so a failure names a seed that reproduces it. */
+function seeded(seed: number): () => number {
+  let t = seed;
+  return () => {
+    t = (t + 0x6d2b79f5) | 0;
+    let r = Math.imul(t ^ (t >>> 15), 1 | t);
+    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test('context policy: a thread read in part (first human message, newest N) trims as the whole thread does', () => {
+  let answered = 0;
+  let declined = 0;
+  for (let seed = 1; seed <= 400; seed++) {
+    const random = seeded(seed);
+    const thread = randomThread(random, 5 + Math.floor(random() * 60));
+    const maxMessages = 1 + Math.floor(random() * 20);
+    const limits: ContextLimits = {
+      maxMessages,
+      ...(random() < 0.5 ? { maxTokens: 40 + Math.floor(random() * 400) } : {}),
+    };
+    // The window a model call reads: at least the limit, sometimes more (a limit remembered from before).
+    const window = maxMessages + (random() < 0.5 ? 0 : Math.floor(random() * 5));
+    if (thread.length - 1 <= window) continue;
+    const newest = thread.slice(-window);
+    const unreadPart = thread.slice(1, thread.length - window);
+    const unread = { count: unreadPart.length, assistants: unreadPart.filter((m) => m.role === 'assistant').length };
+    const whole = trimContext([system('S'), ...thread], limits, note);
+    const part = trimWindow([system('S'), thread[0] as Message, ...newest], limits, note, unread);
+    if (part === undefined) {
+      declined += 1;
+      // It declines only when the whole request reaches back past what was read.
+      const sent = whole.messages.filter((m) => m.role !== 'system');
+      assert.ok(
+        sent.some((m) => m !== thread[0] && !newest.includes(m)),
+        `seed ${seed}: declined, though the whole thread's request lies in what was read`,
+      );
+      continue;
+    }
+    answered += 1;
+    assert.deepEqual(part, whole, `seed ${seed}`);
+  }
+  assert.ok(answered > 200 && declined > 0, `answered ${answered}, declined ${declined}: both paths were exercised`);
+});
+
+test('context policy: a part read with a window smaller than the message limit, or without one, is refused', () => {
+  const thread = [user('u0'), say('a1'), user('u2'), say('a3'), user('u4')];
+  const unread = { count: 2, assistants: 1 };
+  const part = [system('S'), user('u0'), say('a3'), user('u4')];
+  assert.equal(trimWindow(part, { maxMessages: 3 }, note, unread), undefined);
+  assert.equal(trimWindow(part, { maxTokens: 1000 }, note, unread), undefined);
+  assert.deepEqual(
+    trimWindow(part, { maxMessages: 2 }, note, unread),
+    trimContext([system('S'), ...thread], { maxMessages: 2 }, note),
   );
 });
