@@ -35,6 +35,7 @@ test(
     assert.ok(report.modelUnauthorized > 0);
     assert.equal(report.workerKills, 2);
     assert.equal(report.mcpResults, 3, "each chief's MCP call stored the server's answer once");
+    assert.ok(report.activitySteps > 0 && report.localSteps === 0, 'every model call ran as an activity (the default)');
     assert.deepEqual(result.leftovers, [], 'no worker or shell process outlived the stack');
     fs.rmSync(dir, { recursive: true, force: true });
   },

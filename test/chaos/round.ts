@@ -17,12 +17,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../../client';
+import type { StepMode } from '../../common/agent-definition';
 import type { SendMessageResult } from '../../common/types';
 import { EnvDataError, EnvDataErrorType, EnvStore } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
 import { listMessages } from '../../db/transcripts';
 import { shellRunProcesses } from '../../activities/tools/shell';
 import { parseScript, type Script } from '../../scripted-model';
+import { turnDispatches } from '../../testing/turn-dispatches';
+import { STEPS_VARIABLE } from '../../activities/worlds';
 import type { ChaosStack } from './chaos-stack';
 import { settle, type Settled } from './waiting';
 
@@ -188,6 +191,9 @@ export interface RoundReport {
   forkTasksMerged: number;
   forkTasksGivenUp: number;
   shellRuns: number;
+  /** Model calls of the roots' turns (every agent of each tree) run as local activities, and as activities. */
+  localSteps: number;
+  activitySteps: number;
   /** Everything that broke a promise; empty when `ok`. */
   violations: string[];
 }
@@ -200,6 +206,11 @@ export interface RoundContext {
   /** The round's scratch directory (the world's working directory). */
   readonly dir: string;
   readonly log: (line: string) => void;
+  /**
+   * Where every agent of the round runs its steps: the round's world sets `BATON_STEPS` (no agent of the workload
+   * sets its own). Unset: the workers' default (activities).
+   */
+  readonly steps?: StepMode;
 }
 
 const answerFor = (root: string) => `Yes, start ${root}.`;
@@ -223,7 +234,12 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     connect({ address: stack.temporalAddress, taskQueue: stack.taskQueue, databaseUrl: stack.databaseUrl }),
   );
   try {
-    await retrying('world set', deadline, () => client.world(world).set({ working_directory: context.dir }));
+    await retrying('world set', deadline, () =>
+      client.world(world).set({
+        working_directory: context.dir,
+        ...(context.steps === undefined ? {} : { [STEPS_VARIABLE]: context.steps }),
+      }),
+    );
     stack.model.refuseRoot(mole);
     const sends = [...chiefs, mole].map((threadId) =>
       sendOnce(client, threadId, threadId === mole ? 'mole' : 'chief', world, 'Run the study.', deadline),
@@ -300,6 +316,8 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     // 5. No operation id twice, and every shell command ran at most once.
     await checkOperationIds(pool, [...chiefs, mole], violations);
     const shellRuns = checkShellRuns(context.dir, forkTasksMerged, violations);
+    // 5b. The steps ran where the round's world says, in every turn of every tree.
+    const steps = await checkStepModes(client, chiefs, context.steps ?? 'activity', violations);
     // 6. Nothing left running: no process a shell tool started outlives its call or its worker.
     const leftovers = await markedProcesses(stack.workerPids());
     if (leftovers.length > 0) violations.push(`processes left behind: ${leftovers.join(', ')}`);
@@ -333,12 +351,51 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       forkTasksMerged,
       forkTasksGivenUp,
       shellRuns,
+      localSteps: steps.local,
+      activitySteps: steps.activity,
       violations,
     };
   } finally {
     stack.model.clearFault();
     await client.close().catch(() => undefined);
   }
+}
+
+/** The activity types of a turn's model calls (with or without the tool calls before them). */
+const MODEL_STEPS = ['callModel', 'runToolsThenCallModel'];
+
+/**
+ * Counts the model calls of every turn workflow of the roots' trees, as their histories show them (local activity
+ * markers, or scheduled activities), and reports a tree whose steps ran in the other mode.
+ */
+async function checkStepModes(
+  client: BatonClient,
+  roots: readonly string[],
+  expected: StepMode,
+  violations: string[],
+): Promise<{ local: number; activity: number }> {
+  const counts = { local: 0, activity: 0 };
+  for (const root of roots) {
+    const before = { ...counts };
+    for await (const execution of client.temporal.workflow.list({
+      query: `BatonRootThreadId="${root}" AND WorkflowType="agentTurnWorkflow"`,
+    })) {
+      const history = await client.temporal.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
+      for (const dispatch of turnDispatches(history.events ?? [])) {
+        const local = dispatch.startsWith('local:');
+        const type = (local ? dispatch.slice('local:'.length) : dispatch).split(' ')[0] ?? '';
+        if (MODEL_STEPS.includes(type)) counts[local ? 'local' : 'activity'] += 1;
+      }
+    }
+    const local = counts.local - before.local;
+    const activity = counts.activity - before.activity;
+    if ((expected === 'local' ? activity : local) > 0 || local + activity === 0) {
+      violations.push(
+        `${root}: steps expected as ${expected}, the histories show ${local} local and ${activity} as activities`,
+      );
+    }
+  }
+  return counts;
 }
 
 /**

@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import type { StepMode } from '../../common/agent-definition';
 import { createPool } from '../../db/pool';
 import type { TemporalResolution } from '../../stack/temporal-cli';
 import { startChaosStack } from './chaos-stack';
@@ -20,6 +21,8 @@ export interface ChaosRunOptions {
   readonly log: (line: string) => void;
   /** Aborted: no further round starts; the stack is torn down after the round under way (or its start). */
   readonly signal?: AbortSignal;
+  /** Where the rounds' agents run their steps (each round's world sets it); unset: the workers' default. */
+  readonly steps?: StepMode;
 }
 
 export interface ChaosRunResult {
@@ -29,7 +32,7 @@ export interface ChaosRunResult {
 }
 
 export const TABLE_HEADER =
-  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell';
+  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell  steps local/act';
 
 export function formatRow(report: RoundReport): string {
   const cells = [
@@ -52,6 +55,7 @@ export function formatRow(report: RoundReport): string {
     String(report.forkTasksMerged).padStart(6),
     String(report.forkTasksGivenUp).padStart(8),
     String(report.shellRuns).padStart(5),
+    `${report.localSteps}/${report.activitySteps}`.padStart(15),
   ];
   return cells.join('  ');
 }
@@ -93,6 +97,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
           seed,
           dir: path.join(options.dir, `round-${index + 1}`),
           log: options.log,
+          ...(options.steps === undefined ? {} : { steps: options.steps }),
         });
       } catch (error) {
         report = failedRound(index + 1, seed, `the round could not run: ${describe(error)}`);
@@ -148,6 +153,8 @@ function failedRound(round: number, seed: number, violation: string): RoundRepor
     forkTasksMerged: 0,
     forkTasksGivenUp: 0,
     shellRuns: 0,
+    localSteps: 0,
+    activitySteps: 0,
     violations: [violation],
   };
 }

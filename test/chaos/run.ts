@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--rounds N] [--seed S] [--json]`: chaos rounds against a stack of this run's own (see
+ * `npm run chaos -- [--rounds N] [--seed S] [--steps local|activity] [--json]`: chaos rounds against a stack of this run's own (see
  * test/chaos/round.ts for the workload, the faults and the checks). Prints a table row per round; exits 1 when a
  * round broke a promise or a process outlived the run. A failing round replays with `--rounds 1 --seed <its seed>`.
  */
@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { STEP_MODES, type StepMode } from '../../common/agent-definition';
 import { resolveTemporal } from '../../stack/temporal-cli';
 import { formatRow, runChaos, TABLE_HEADER } from './rounds';
 
@@ -18,12 +19,15 @@ async function main(): Promise<number> {
       rounds: { type: 'string', default: '3' },
       seed: { type: 'string' },
       json: { type: 'boolean', default: false },
+      steps: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
   });
   if (values.help) {
-    process.stdout.write('usage: npm run chaos -- [--rounds N (1-200, default 3)] [--seed S] [--json]\n');
+    process.stdout.write(
+      'usage: npm run chaos -- [--rounds N (1-200, default 3)] [--seed S] [--steps local|activity] [--json]\n',
+    );
     return 0;
   }
   const rounds = Number(values.rounds);
@@ -32,6 +36,10 @@ async function main(): Promise<number> {
   }
   if (values.seed !== undefined && !/^\d{1,9}$/.test(values.seed)) {
     throw new Error(`--seed must be a whole number (up to 9 digits), got '${values.seed}'`);
+  }
+  const steps = values.steps;
+  if (steps !== undefined && !(STEP_MODES as readonly string[]).includes(steps)) {
+    throw new Error(`--steps takes ${STEP_MODES.join(' or ')}, got '${steps}'`);
   }
   const seed = values.seed === undefined ? Math.floor(Math.random() * 1_000_000) : Number(values.seed);
   const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -47,7 +55,15 @@ async function main(): Promise<number> {
   log(`chaos: ${rounds} round(s) from seed ${seed}; state in ${dir}`);
   try {
     const temporal = await resolveTemporal({ env: process.env, progress: process.stderr });
-    const result = await runChaos({ rounds, seed, dir, temporal, log, signal: interrupted.signal });
+    const result = await runChaos({
+      rounds,
+      seed,
+      dir,
+      temporal,
+      log,
+      signal: interrupted.signal,
+      ...(steps === undefined ? {} : { steps: steps as StepMode }),
+    });
     const failed = result.reports.filter((report) => !report.ok);
     if (values.json) {
       process.stdout.write(
