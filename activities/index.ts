@@ -68,6 +68,7 @@ export function createActivities(deps: ActivityDependencies) {
     if (definition.steps !== undefined) return definition.steps;
     return stepModeFor(definition, await loadWorldVariables(deps.pool, world), workerDefault);
   };
+  const worlds = createWorldActivities({ pool: deps.pool });
   return withTypedFailuresAndAnnouncements(deps.pool, {
     ...threads,
     ...createQuestionActivities({ pool: deps.pool }),
@@ -76,10 +77,18 @@ export function createActivities(deps: ActivityDependencies) {
     ...toolCalls,
     ...delegations,
     ...createForkActivities({ pool: deps.pool, agentStore, env }),
-    ...createWorldActivities({ pool: deps.pool }),
+    ...worlds,
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
     ...createDeliveryActivities(),
-    ...createTurnActivities({ ...threads, ...modelCalls, ...toolCalls, ...delegations, resolveAgent, stepModeOf }),
+    ...createTurnActivities({
+      ...threads,
+      ...modelCalls,
+      ...toolCalls,
+      ...delegations,
+      ...worlds,
+      resolveAgent,
+      stepModeOf,
+    }),
     resolveAgent,
   });
 }

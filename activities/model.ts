@@ -12,6 +12,7 @@ import { buildSystemPrompt } from '../common/system-context';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { storableText } from '../common/text';
 import { readModelCallContext } from '../db/step-context';
+import { markThread } from '../db/delegations';
 import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import { recordModelCallStarted } from '../db/run-events';
@@ -365,12 +366,19 @@ export function createModelActivities(options: ModelActivityOptions) {
         agent,
         world: { name: input.world, variables },
       });
+    const toolCalls = await Promise.all(
+      (message.toolCalls ?? []).map((call) => planToolCall(call, agent, approvalContext)),
+    );
+    // The answer ends the turn: its thread is recorded completed here rather than in a step of its own.
+    const turnFinished = input.finishTurnOnAnswer === true && toolCalls.length === 0;
+    if (turnFinished) await markThread(pool, input.scope.threadId, 'completed');
     return {
       seq: message.seq,
       content: message.content,
-      toolCalls: await Promise.all((message.toolCalls ?? []).map((call) => planToolCall(call, agent, approvalContext))),
+      toolCalls,
       usage: message.usage,
       reused,
+      ...(turnFinished ? { turnFinished } : {}),
     };
   }
 

@@ -8,13 +8,16 @@
 import type { ResolvedAgent, StepMode } from '../common/agent-definition';
 import type {
   BeginTurnInput,
+  BegunTurn,
   CallModelInput,
   CallModelResult,
+  DelegationLimits,
   ExecuteToolCallInput,
   ExecuteToolCallResult,
   FinishTurnInput,
   RecordMessageInput,
   RecordMessageResult,
+  ResolveLimitsInput,
   RunToolsThenCallModelInput,
 } from '../common/types';
 
@@ -22,6 +25,7 @@ export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
   /** Where a turn of `agent` in `world` runs its steps. */
   stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
+  resolveLimits(input: ResolveLimitsInput): Promise<DelegationLimits>;
   finishTurn(input: FinishTurnInput): Promise<void>;
   recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
   callModel(input: CallModelInput): Promise<CallModelResult>;
@@ -30,16 +34,20 @@ export interface TurnActivityParts {
 
 export function createTurnActivities(parts: TurnActivityParts) {
   /**
-   * A turn's start: resolves the agent's version and where its steps run, marks the thread running and records the
-   * incoming message. Short Postgres work, run as a local activity.
+   * A turn's start: resolves the agent's version, where its steps run and (a root turn's) delegation limits, marks
+   * the thread running and records the incoming message. Short Postgres work, run as a local activity.
    * @throws ApplicationFailure `Agent.NotFound`, `Thread.StaleEpoch`, `Thread.NotFound`
    */
-  async function beginTurn(input: BeginTurnInput): Promise<ResolvedAgent> {
+  async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
     const agent = await parts.resolveAgent({ name: input.scope.agent });
-    const steps = await parts.stepModeOf(agent, input.world ?? 'default');
+    const world = input.world ?? 'default';
+    const [steps, limits] = await Promise.all([
+      parts.stepModeOf(agent, world),
+      input.limits && parts.resolveLimits({ world, ...input.limits }),
+    ]);
     await parts.finishTurn({ threadId: input.scope.threadId, status: 'running' });
     await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
-    return { ...agent, steps };
+    return { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
   }
 
   /**

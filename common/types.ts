@@ -2,6 +2,7 @@
  * The JSON-only objects that cross Temporal: workflow and activity inputs and results. No `Map`, `Date` or class
  * instances (the default converter is `JSON.stringify`), and nothing large: transcripts stay in Postgres.
  */
+import type { ResolvedAgent } from './agent-definition';
 import type { Delivery } from './deliveries';
 
 /**
@@ -73,6 +74,11 @@ export interface CallModelInput {
    * its tool list changes no turn already running. History carries the id, never the names.
    */
   mcpToolList?: string;
+  /**
+   * A reply without tool calls also records the turn completed on the thread's row (for `baton tree`), so the turn
+   * ends without a step of its own for that. Set by turns from the `baton-finish-with-answer` patch on.
+   */
+  finishTurnOnAnswer?: boolean;
 }
 
 /**
@@ -233,6 +239,8 @@ export interface CallModelResult {
   reused: boolean;
   /** The id of the MCP tool list this call offered, when the agent has any: the turn keeps it for its later calls. */
   mcpToolList?: string;
+  /** The reply has no tool calls and the turn was recorded completed (`CallModelInput.finishTurnOnAnswer`). */
+  turnFinished?: boolean;
 }
 
 export interface ExecuteToolCallInput {
@@ -253,6 +261,8 @@ export interface BeginTurnInput {
   message: RecordMessageInput['message'];
   /** The turn's world, whose `BATON_STEPS` may set its step mode. @default 'default' */
   world?: string;
+  /** Resolve the turn's delegation limits from the world too (a root turn), with these set for the conversation. */
+  limits?: { overrides?: Partial<DelegationLimits> };
 }
 
 /** The tool calls of one model reply (each as `executeToolCall` takes it), then the model call that follows. */
@@ -373,6 +383,11 @@ export interface AgentTurnInput {
   /** @default DEFAULT_DELEGATION_LIMITS */
   limits?: DelegationLimits;
   /**
+   * A root turn from the `baton-limits-in-turn` patch on: `limits` is not given, and the turn resolves them from its
+   * world as it begins, with these set for the conversation winning.
+   */
+  limitsFromWorld?: { overrides?: Partial<DelegationLimits> };
+  /**
    * When set, the incoming message is the one stored with this delegation (fork tasks), and `message` is only its
    * first line for logs; the full text never passes through workflow history.
    */
@@ -423,6 +438,11 @@ export interface DeliveredTurnInput {
   turn: number;
   /** The message's Update id, for the error when that turn failed. */
   messageId: string;
+}
+
+/** What `beginTurn` resolves: the agent and where its steps run, and the turn's delegation limits when asked. */
+export interface BegunTurn extends ResolvedAgent {
+  limits?: DelegationLimits;
 }
 
 export interface ResolveLimitsInput {

@@ -301,6 +301,9 @@ const scenarios: Scenario[] = [
   // Local steps (steps: local): tool calls run with the next model call, a model call retried inside the task, a
   // delegation that leaves the task, then local steps again.
   { name: 'local-steps', agent: 'local', messages: ['Step locally.'] },
+  // The thread starts each turn without reading the world's limits (the turn does, as it begins), and each turn's
+  // answer records it completed: no local activity at either end. The same conversation as `local-steps`.
+  { name: 'turn-ends-with-answer', agent: 'local', messages: ['Step locally.'] },
 ];
 
 /**

@@ -97,6 +97,13 @@ export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
 export const LOCAL_STEPS_PATCH = 'baton-local-steps';
 
 /**
+ * A turn's answer (a reply without tool calls) records the turn completed on its thread's row in the model call that
+ * got it (`finishTurnOnAnswer`), not in a `finishTurn` step after it: one local activity fewer at every turn's end.
+ * Histories recorded before ran that step.
+ */
+export const FINISH_WITH_ANSWER_PATCH = 'baton-finish-with-answer';
+
+/**
  * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
  * approval and fits in that activity's time beside the model call.
  */
@@ -214,7 +221,8 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
 
   const chain = input.chain ?? [input.agent];
   const world = input.world ?? 'default';
-  const limits = input.limits ?? DEFAULT_DELEGATION_LIMITS;
+  // A root turn from `baton-limits-in-turn` on resolves its limits as it begins (below).
+  let limits = input.limits ?? DEFAULT_DELEGATION_LIMITS;
   const fewerDispatches = patched(FEWER_DISPATCHES_PATCH);
   // A fork task's message stays in Postgres, stored with its delegation.
   const incoming =
@@ -223,10 +231,20 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       : { role: 'user' as const, delegationOperationId: input.delegationOperationId };
   let agent: ResolvedAgent;
   if (fewerDispatches) {
-    agent = await localDb.beginTurn.executeWithOptions(
+    const begun = await localDb.beginTurn.executeWithOptions(
       { summary: `turn: ${input.agent} starts, message from ${input.sender}` },
-      [{ scope, operationId: operationId(runId, 'in'), message: incoming, world }],
+      [
+        {
+          scope,
+          operationId: operationId(runId, 'in'),
+          message: incoming,
+          world,
+          ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
+        },
+      ],
     );
+    agent = begun;
+    limits = begun.limits ?? limits;
   } else {
     agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
       { name: input.agent },
@@ -243,6 +261,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
    * activities. A tool run too long to hold a workflow task open stays an activity either way.
    */
   const localStepsOn = agent.steps === 'local' && patched(LOCAL_STEPS_PATCH);
+  const finishWithAnswer = patched(FINISH_WITH_ANSWER_PATCH);
+  /** Set when the model call that got the answer recorded the turn completed. */
+  let finishedWithAnswer = false;
   const stepActivities = localStepsOn
     ? { model: localModel, steps: localSteps, tools: localTools }
     : { model, steps, tools };
@@ -567,6 +588,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         operationId: operationId(runId, 'model', step),
         step,
         ...(mcpToolList === undefined ? {} : { mcpToolList }),
+        ...(finishWithAnswer ? { finishTurnOnAnswer: true } : {}),
       };
       const reply =
         carried === undefined
@@ -582,6 +604,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       mcpToolList ??= reply.mcpToolList;
       usage = addUsage(usage, reply.usage);
       if (reply.toolCalls.length === 0) {
+        finishedWithAnswer = reply.turnFinished === true;
         return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
       }
       if (fewerDispatches && step + 1 < agent.maxSteps && reply.toolCalls.every(runsWithNextModelCall)) {
@@ -599,7 +622,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
 
   try {
     const result = await runLoop();
-    await finishTurn(result.status);
+    if (!finishedWithAnswer) await finishTurn(result.status);
     return result;
   } catch (error) {
     const failure = turnFailure(error);

@@ -41,6 +41,13 @@ import { waitChangedSignal, wakeTurnSignal } from './wait';
 export const DELIVERIES_ACROSS_RUNS_PATCH = 'baton-deliveries-across-runs';
 
 /** Turns one run of a thread takes before it continues as new. */
+/**
+ * A turn resolves its delegation limits from the world as it begins (in `beginTurn`), instead of the thread reading
+ * them in a local activity of its own before it starts the turn: the thread's workflow task that takes a message
+ * only starts the turn. Histories recorded before read them here.
+ */
+export const LIMITS_IN_TURN_PATCH = 'baton-limits-in-turn';
+
 export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
 
 /** Sends a human message to the thread; resolves with the agent's reply once its turn ends. */
@@ -112,12 +119,17 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     if (messageId !== undefined) deliveries.push({ id: messageId, turn });
     busy = true;
     setCurrentDetails(turnDetails(turn));
-    // Read at every turn, so a change to the world's limits applies from the next message on.
-    // A local activity from the patch on: a short read that needs no dispatch of its own.
-    const limits = await (patched(FEWER_DISPATCHES_PATCH) ? localDb : db).resolveLimits.executeWithOptions(
-      { summary: `world: ${world} limits` },
-      [{ world, ...(input.limits ? { overrides: input.limits } : {}) }],
-    );
+    // Read at every turn, so a change to the world's limits applies from the next message on: by the turn as it
+    // begins, or (histories from before) here, in a local activity from the fewer-dispatches patch on.
+    const overrides = input.limits ? { overrides: input.limits } : {};
+    const limits = patched(LIMITS_IN_TURN_PATCH)
+      ? { limitsFromWorld: overrides }
+      : {
+          limits: await (patched(FEWER_DISPATCHES_PATCH) ? localDb : db).resolveLimits.executeWithOptions(
+            { summary: `world: ${world} limits` },
+            [{ world, ...overrides }],
+          ),
+        };
     const turnInput: AgentTurnInput = {
       rootThreadId,
       threadId: rootThreadId,
@@ -127,7 +139,7 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
       epoch: epoch ?? 0,
       chain: [agent],
       world,
-      limits,
+      ...limits,
     };
     try {
       const result = await executeChild(agentTurnWorkflow, {

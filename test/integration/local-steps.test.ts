@@ -108,7 +108,6 @@ test('local steps: model calls and tool runs are local activity markers with the
     'local:callModel (model: quick step 1)',
     'local:runToolsThenCallModel (step: quick runs think, then model step 2)',
     'local:runToolsThenCallModel (step: quick runs think, then model step 3)',
-    'local:finishTurn (thread: quick completed)',
   ]);
   // Each reply once, each tool result once, right after the reply that asked for it.
   const transcript = await listMessages(harness.pool, threadId);
@@ -118,6 +117,14 @@ test('local steps: model calls and tool runs are local activity markers with the
   );
   for (const at of [2, 4]) assert.equal(transcript[at]?.toolCallId, transcript[at - 1]?.toolCalls?.[0]?.id);
   assert.equal(transcript.at(-1)?.content, 'Quick.');
+  // The last model call recorded the turn completed (no step of its own for that), and the thread's own workflow
+  // only started the turn: the turn read the world's delegation limits as it began.
+  const { rows } = await harness.pool.query<{ status: string }>('SELECT status FROM threads WHERE thread_id = $1', [
+    threadId,
+  ]);
+  assert.equal(rows[0]?.status, 'completed');
+  const threadHistory = await harness.client.temporal.workflow.getHandle(`baton/${threadId}`).fetchHistory();
+  assert.deepEqual(turnDispatches(threadHistory.events ?? []), ['ensureThread', 'child:agentTurnWorkflow']);
 });
 
 test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets none; an agent’s own steps win', async () => {
@@ -132,7 +139,6 @@ test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets
     'local:beginTurn (turn: plain starts, message from human)',
     'local:callModel (model: plain step 1)',
     'local:runToolsThenCallModel (step: plain runs think, then model step 2)',
-    'local:finishTurn (thread: plain completed)',
   ]);
   const pinned = uniqueThreadId('pinned');
   assert.equal(
@@ -143,7 +149,6 @@ test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets
     'local:beginTurn (turn: pinned starts, message from human)',
     'callModel',
     'runToolsThenCallModel',
-    'local:finishTurn (thread: pinned completed)',
   ]);
   // In the default world, the worker's default (activity) applies.
   const elsewhere = uniqueThreadId('plain');
@@ -197,7 +202,6 @@ test('local steps: local steps, a delegation that leaves the task, then local st
     'local:recordMessage (tool: helper result)',
     'local:callModel (model: lead step 3)',
     'local:runToolsThenCallModel (step: lead runs think, then model step 4)',
-    'local:finishTurn (thread: lead completed)',
   ]);
   // The helper sets no steps: its own turn runs its model call as an activity.
   const helperTurn = (await listMessages(harness.pool, `${threadId}/helper-1`)).map((message) => message.role);

@@ -10,11 +10,12 @@ import * as workflows from '../../workflows';
 import {
   CODE_ERRORS_FAIL_TURN_PATCH,
   FEWER_DISPATCHES_PATCH,
+  FINISH_WITH_ANSWER_PATCH,
   LOCAL_STEPS_PATCH,
   USER_TOOLS_PATCH,
 } from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
-import { DELIVERIES_ACROSS_RUNS_PATCH } from '../../workflows/thread';
+import { DELIVERIES_ACROSS_RUNS_PATCH, LIMITS_IN_TURN_PATCH } from '../../workflows/thread';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -172,6 +173,11 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   });
   assert.ok(localTypes.includes('callModel'), 'a recorded model call ran as a local activity');
   assert.ok(localTypes.includes('runToolsThenCallModel'), 'recorded tool calls ran with the next local model call');
+  // Turns that read their limits as they begin and end with their answer, and the turns recorded before, which ran a
+  // local activity for each.
+  assert.ok(patches.includes(LIMITS_IN_TURN_PATCH), "a recorded thread left its turns' limits to them");
+  assert.ok(patches.includes(FINISH_WITH_ANSWER_PATCH), 'a recorded turn ended with its answer');
+  assert.ok(localTypes.includes('resolveLimits') && localTypes.includes('finishTurn'), 'and older ones did not');
   // MCP tools (`<server>__<tool>`): a model reply calling a read-only one and one with side effects, whose calls ran
   // with the next model call.
   const plannedMcpCalls = events
