@@ -41,11 +41,13 @@ export function createTurnActivities(parts: TurnActivityParts) {
   async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
     const agent = await parts.resolveAgent({ name: input.scope.agent });
     const world = input.world ?? 'default';
-    const [steps, limits] = await Promise.all([
+    // The reads and the thread's mark go to Postgres at once; the message is recorded after the mark (the run feed
+    // shows the turn start before its message). Every one settles before a failure fails the attempt.
+    const [steps, limits] = await allSettledOrThrow([
       parts.stepModeOf(agent, world),
       input.limits && parts.resolveLimits({ world, ...input.limits }),
-    ]);
-    await parts.finishTurn({ threadId: input.scope.threadId, status: 'running' });
+      parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
+    ] as const);
     await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
     return { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
   }
@@ -57,11 +59,21 @@ export function createTurnActivities(parts: TurnActivityParts) {
    */
   async function runToolsThenCallModel(input: RunToolsThenCallModelInput): Promise<CallModelResult> {
     // Every call settles before an error fails the attempt, so a retry never starts a tool still running here.
-    const outcomes = await Promise.allSettled(input.toolCalls.map((call) => parts.executeToolCall(call)));
-    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
-    if (failed !== undefined) throw failed.reason;
+    await allSettledOrThrow(input.toolCalls.map((call) => parts.executeToolCall(call)));
     return parts.callModel(input.model);
   }
 
   return { beginTurn, runToolsThenCallModel };
+}
+
+/** Waits for every promise to settle, then throws the first rejection, if any; else the values, in order. */
+async function allSettledOrThrow<T extends readonly unknown[]>(
+  promises: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const outcomes = await Promise.allSettled(promises);
+  const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return outcomes.map((outcome) => (outcome as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
 }
