@@ -42,17 +42,67 @@ export async function lastRunFeedSeq(db: Queryable, rootThreadId: string): Promi
 }
 
 /**
+ * How long the first announcement of a batch waits for others to join it: the steps of every turn a worker runs
+ * announce their roots within milliseconds of each other, and one statement (one small transaction; notifying ones
+ * take turns at commit) then tells them all. Readers wake this much later, which a live view does not show.
+ */
+const RUN_ANNOUNCEMENT_GATHER_MS = 5;
+/** Most roots told in one statement. */
+const MAX_ROOTS_PER_ANNOUNCEMENT = 200;
+
+/** The announcer of each pool (a worker's), so every activity of the process shares its batches. */
+const runAnnouncers = new WeakMap<object, RunAnnouncer>();
+
+/**
  * Tells the root's readers that events may have committed. Best effort and never awaited by a step: a lost
- * announcement is caught up by a reader's periodic re-read.
+ * announcement is caught up by a reader's periodic re-read. Batched per pool: a root announced several times while a
+ * batch gathers is told once.
  */
 export function announceRunEvents(pool: Pick<Pool, 'query'>, rootThreadId: string): void {
-  void (async () => {
-    await pool.query({
-      name: 'baton-run-announce',
-      text: 'SELECT pg_notify($1, $2)',
-      values: [runEventsChannel(rootThreadId), JSON.stringify({ rootThreadId })],
-    });
-  })().catch(() => undefined);
+  let announcer = runAnnouncers.get(pool);
+  if (announcer === undefined) {
+    announcer = new RunAnnouncer(pool);
+    runAnnouncers.set(pool, announcer);
+  }
+  announcer.add(rootThreadId);
+}
+
+/**
+ * Sends the roots queued since the last batch, one statement per batch: the first root queued waits
+ * `RUN_ANNOUNCEMENT_GATHER_MS` for others; those queued while a batch is sent go in the next one at once.
+ */
+class RunAnnouncer {
+  private readonly roots = new Set<string>();
+  private gathering: NodeJS.Timeout | undefined;
+  private sending = false;
+
+  constructor(private readonly pool: Pick<Pool, 'query'>) {}
+
+  add(rootThreadId: string): void {
+    this.roots.add(rootThreadId);
+    if (this.gathering !== undefined || this.sending) return;
+    this.gathering = setTimeout(() => void this.send(), RUN_ANNOUNCEMENT_GATHER_MS);
+  }
+
+  private async send(): Promise<void> {
+    this.gathering = undefined;
+    this.sending = true;
+    try {
+      while (this.roots.size > 0) {
+        const batch = [...this.roots].slice(0, MAX_ROOTS_PER_ANNOUNCEMENT);
+        for (const root of batch) this.roots.delete(root);
+        await this.pool
+          .query({
+            name: 'baton-run-announce',
+            text: 'SELECT pg_notify(channel, payload) FROM unnest($1::text[], $2::text[]) AS a(channel, payload)',
+            values: [batch.map(runEventsChannel), batch.map((rootThreadId) => JSON.stringify({ rootThreadId }))],
+          })
+          .catch(() => undefined);
+      }
+    } finally {
+      this.sending = false;
+    }
+  }
 }
 
 export interface ModelCallStarted {

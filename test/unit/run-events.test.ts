@@ -1,8 +1,8 @@
 /**
  * The run feed's pure parts: what each feed row means (`runEventsOf`), which streams a reader is told to drop
  * (`StreamTracker`), reading a delta notification (`parseDeltaAnnouncement`), cutting a batch to fit one
- * notification (`splitDelta`), and gathering a streamed reply into numbered batches (`DeltaPublisher`, against a
- * pool that records what it is asked).
+ * notification (`splitDelta`), gathering a streamed reply into numbered batches (`DeltaPublisher`, against a
+ * pool that records what it is asked), and batching the announcements of stored events (`announceRunEvents`).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -20,7 +20,7 @@ import {
   type RunFeedRow,
   type StoredRunEvent,
 } from '../../common/run-events';
-import { splitDelta } from '../../db/run-events';
+import { announceRunEvents, splitDelta } from '../../db/run-events';
 
 const AT = new Date('2030-01-31T09:00:00.000Z');
 
@@ -695,4 +695,30 @@ test('DeltaPublisher: gathered chunks go out by themselves within the interval; 
       [0, 'after'],
     ],
   );
+});
+
+test('announceRunEvents: roots announced together go in one statement, each once; those during a send, in the next', async () => {
+  const pool = new RecordingPool(false);
+  announceRunEvents(pool.asPool(), 'root-a');
+  announceRunEvents(pool.asPool(), 'root-b');
+  announceRunEvents(pool.asPool(), 'root-a');
+  await pool.queriesArrived(1);
+  assert.deepEqual(pool.queries[0]?.channels, [runEventsChannel('root-a'), runEventsChannel('root-b')]);
+  assert.deepEqual(pool.batches(), [{ rootThreadId: 'root-a' }, { rootThreadId: 'root-b' }]);
+  // While that statement is under way, more roots wait for it, then go at once, together.
+  announceRunEvents(pool.asPool(), 'root-c');
+  announceRunEvents(pool.asPool(), 'root-a');
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(pool.queries.length, 1, 'nothing more is sent while a statement is under way');
+  pool.answer(new Error('connection lost'));
+  await pool.queriesArrived(2);
+  assert.deepEqual(pool.queries[1]?.channels, [runEventsChannel('root-c'), runEventsChannel('root-a')]);
+  pool.answer();
+  // A later announcement starts a batch of its own.
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  announceRunEvents(pool.asPool(), 'root-d');
+  await pool.queriesArrived(3);
+  assert.deepEqual(pool.queries[2]?.channels, [runEventsChannel('root-d')]);
+  pool.answer();
+  assert.ok(pool.queries.every((query) => query.name === 'baton-run-announce'));
 });
