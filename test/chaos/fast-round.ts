@@ -1,0 +1,45 @@
+/**
+ * The fast variant of `npm run chaos` that `npm test` runs: one seeded round on a stack of its own, with every check
+ * of a round, in one step mode (test/chaos/chaos-rounds.test.ts and chaos-rounds-local-steps.test.ts).
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { TestContext } from 'node:test';
+import type { StepMode } from '../../common/agent-definition';
+import { resolveTemporal } from '../../stack/temporal-cli';
+import { readTestEnv } from '../../testing/test-env';
+import { formatRow, runChaos, TABLE_HEADER } from './rounds';
+
+/** Runs one round from `seed` with every agent's steps in `steps`, and asserts that it kept every promise. */
+export async function runFastRound(t: TestContext, seed: number, steps: StepMode): Promise<void> {
+  const env = readTestEnv();
+  const dir = fs.mkdtempSync(path.join(env.stateDir, `chaos-rounds-${steps}-`));
+  const temporal = env.temporalCli
+    ? ({ kind: 'cli', path: env.temporalCli, source: 'TEMPORAL_CLI_PATH', attempts: [] } as const)
+    : await resolveTemporal({ env: process.env });
+  const result = await runChaos({ rounds: 1, seed, dir, temporal, steps, log: (line) => t.diagnostic(line) });
+  const [report] = result.reports;
+  assert.ok(report, 'the round ran');
+  t.diagnostic(TABLE_HEADER);
+  t.diagnostic(formatRow(report));
+  assert.deepEqual(
+    report.violations,
+    [],
+    `round violations (replay: npm run chaos -- --rounds 1 --seed ${seed} --steps ${steps})`,
+  );
+  assert.equal(report.faults.split(' ').length, 7, 'every planned fault ran');
+  assert.equal(report.rootsCompleted, 3);
+  assert.ok(report.moleRefused, 'the 401 thread failed with Model.AuthFailed');
+  assert.ok(report.modelUnauthorized > 0);
+  assert.equal(report.workerKills, 2);
+  assert.equal(report.mcpResults, 3, "each chief's MCP call stored the server's answer once");
+  const [where, other] =
+    steps === 'local' ? [report.localSteps, report.activitySteps] : [report.activitySteps, report.localSteps];
+  assert.ok(
+    where > 0 && other === 0,
+    `every model call ran as ${steps === 'local' ? 'a local activity' : 'an activity'}`,
+  );
+  assert.deepEqual(result.leftovers, [], 'no worker or shell process outlived the stack');
+  fs.rmSync(dir, { recursive: true, force: true });
+}
