@@ -202,7 +202,10 @@ class WorkerSupervisor {
         this.tally.crashes += 1;
         const reason = error instanceof Error ? error.message : String(error);
         this.remember(name, reason);
-        this.log(`${name} failed to start (${reason.split('\n')[0]}); trying again in ${delay} ms`);
+        // The worker's own last words say why (a server down, a stale workflow bundle): one line of them.
+        const [first, ...output] = reason.split('\n').filter((line) => line.trim() !== '');
+        const said = output.at(-1)?.trim();
+        this.log(`${name} failed to start (${first}${said ? ` … ${said}` : ''}); trying again in ${delay} ms`);
         await sleep(delay);
         delay = Math.min(delay * 2, MAX_RESTART_DELAY_MS);
         continue;
