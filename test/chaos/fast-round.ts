@@ -11,6 +11,13 @@ import { resolveTemporal } from '../../stack/temporal-cli';
 import { readTestEnv } from '../../testing/test-env';
 import { formatRow, runChaos, TABLE_HEADER } from './rounds';
 
+/**
+ * How long the round may take: a passing one takes 60 to 100 s here. Below the test runner's 300 s per file, less the
+ * stack's start and stop, so a round that cannot finish fails with its violations and tears its stack down, rather
+ * than being cancelled with its servers and workers still running.
+ */
+const ROUND_TIMEOUT_MS = 200_000;
+
 /** Runs one round from `seed` with every agent's steps in `steps`, and asserts that it kept every promise. */
 export async function runFastRound(t: TestContext, seed: number, steps: StepMode): Promise<void> {
   const env = readTestEnv();
@@ -18,7 +25,15 @@ export async function runFastRound(t: TestContext, seed: number, steps: StepMode
   const temporal = env.temporalCli
     ? ({ kind: 'cli', path: env.temporalCli, source: 'TEMPORAL_CLI_PATH', attempts: [] } as const)
     : await resolveTemporal({ env: process.env });
-  const result = await runChaos({ rounds: 1, seed, dir, temporal, steps, log: (line) => t.diagnostic(line) });
+  const result = await runChaos({
+    rounds: 1,
+    seed,
+    dir,
+    temporal,
+    steps,
+    roundTimeoutMs: ROUND_TIMEOUT_MS,
+    log: (line) => t.diagnostic(line),
+  });
   const [report] = result.reports;
   assert.ok(report, 'the round ran');
   t.diagnostic(TABLE_HEADER);

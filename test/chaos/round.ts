@@ -39,7 +39,10 @@ export const FORK_DEADLINE_S = 40;
 const FAULT_WINDOW_MS = 32_000;
 /** The longest a model fault waits for the requests it is meant to hit. */
 const MODEL_BURST_MAX_MS = 30_000;
-/** A round that has not finished after this long fails (it never hangs the run). */
+/**
+ * A round that has not finished after this long fails (it never hangs the run): every wait of the workload gives up
+ * at the deadline, and the round's checks report what was missing.
+ */
 export const ROUND_TIMEOUT_MS = 300_000;
 const SHELL_LOG = 'shell-runs.log';
 /** The chief's call that waits for approval (`approval: [think]`), and who approves it. */
@@ -211,6 +214,8 @@ export interface RoundContext {
    * sets its own). Unset: the workers' default (activities).
    */
   readonly steps?: StepMode;
+  /** @default ROUND_TIMEOUT_MS */
+  readonly timeoutMs?: number;
 }
 
 const answerFor = (root: string) => `Yes, start ${root}.`;
@@ -220,7 +225,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
   const random = seededRandom(seed);
   const plan = planFaults(random);
   const started = Date.now();
-  const deadline = started + ROUND_TIMEOUT_MS;
+  const deadline = started + (context.timeoutMs ?? ROUND_TIMEOUT_MS);
   const violations: string[] = [];
   const tag = `r${round}-${seed.toString(36)}`;
   const chiefs = Array.from({ length: ROOTS }, (_, i) => `chaos-${tag}-chief${i + 1}`);
@@ -836,7 +841,8 @@ async function retrying<T>(
 ): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await fn();
+      // One attempt may wait long (an Update waits for its turn's end): it too gives up at the deadline.
+      return await beforeDeadline(what, deadline, fn());
     } catch (error) {
       if (isFinal(error) || !isTransient(error) || Date.now() > deadline) {
         if (Date.now() > deadline) throw new Error(`${what}: gave up at the round deadline: ${describe(error)}`);
@@ -844,6 +850,26 @@ async function retrying<T>(
       }
       await sleep(Math.min(250 * attempt, 2_000));
     }
+  }
+}
+
+/**
+ * `promise`, or an error once `deadline` passes while it is pending. The call is left to settle unwatched; when the
+ * round's client closes under it, the SDK may still report it as an uncaught error, after the round has failed.
+ */
+async function beforeDeadline<T>(what: string, deadline: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what}: still waiting at the round deadline`)),
+      Math.max(0, deadline - Date.now()),
+    );
+  });
+  promise.catch(() => undefined);
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -23,6 +23,8 @@ export interface ChaosRunOptions {
   readonly signal?: AbortSignal;
   /** Where the rounds' agents run their steps (each round's world sets it); unset: the workers' default. */
   readonly steps?: StepMode;
+  /** How long a round may take before it fails. @default ROUND_TIMEOUT_MS */
+  readonly roundTimeoutMs?: number;
 }
 
 export interface ChaosRunResult {
@@ -98,6 +100,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
           dir: path.join(options.dir, `round-${index + 1}`),
           log: options.log,
           ...(options.steps === undefined ? {} : { steps: options.steps }),
+          ...(options.roundTimeoutMs === undefined ? {} : { timeoutMs: options.roundTimeoutMs }),
         });
       } catch (error) {
         report = failedRound(index + 1, seed, `the round could not run: ${describe(error)}`);
@@ -108,7 +111,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
       options.log(formatRow(report));
       for (const violation of report.violations) options.log(`  ! ${violation}`);
       // The next round starts with both workers polling, whatever this one left.
-      await stack.workersReady(120_000);
+      if (index + 1 < options.rounds && !options.signal?.aborted) await stack.workersReady(120_000);
     }
   } finally {
     workerPids = stack.workerPids();
