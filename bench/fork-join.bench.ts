@@ -13,6 +13,9 @@
  *   whose children each do a fork task's I/O by hand: record the task message, then one model call (transcript read,
  *   the same request Baton's child sent, reply insert), as two activities on a thread row of its own.
  *
+ * Baton runs twice per width: with its steps as activities (the default) and with local steps (`steps: local` on
+ * the lead and the child agents: model calls inside each turn's workflow task).
+ *
  * Interleaved rounds (bench/common.ts); it prints the median fork time per width and the ratio; it asserts nothing.
  * Flags (and those of bench/common.ts): `--widths LIST` (default `8,32,128`; `8,32` with `--quick`).
  */
@@ -45,6 +48,7 @@ import {
 /** Target of issue 14: fork/join at most this many times the plain fan-out, at every width. */
 const TARGET_RATIO = 1.3;
 const CHILD = 'kid';
+const LOCAL_CHILD = 'kid_local';
 /** The lead's turn: the fork_join call, then the answer. */
 const LEAD_STEPS = 2;
 
@@ -55,21 +59,28 @@ const widths = wholeNumbers(
 );
 
 const lead = (width: number) => `lead_${width}`;
+const localLead = (width: number) => `lead_local_${width}`;
+/** A lead's script: the fork of `width` tasks for `child`, then the answer. */
+const leadScript = (name: string, child: string, width: number) =>
+  `  ${name}:\n    - call: fork_join\n      args:\n        max_parallel: ${width}\n        tasks:\n` +
+  Array.from({ length: width }, (_, i) => `          - { agent: ${child}, message: "Task ${i + 1}." }\n`).join('') +
+  '    - say: "joined"\n';
 
 runBench(common, async (context) => {
   const agents = benchAgents({
     [CHILD]: benchAgentFile(CHILD),
+    [LOCAL_CHILD]: benchAgentFile(LOCAL_CHILD, [], { steps: 'local' }),
     ...Object.fromEntries(widths.map((w) => [lead(w), benchAgentFile(lead(w), ['fork_join', CHILD])])),
+    ...Object.fromEntries(
+      widths.map((w) => [localLead(w), benchAgentFile(localLead(w), ['fork_join', LOCAL_CHILD], { steps: 'local' })]),
+    ),
   });
   const script = benchScript(
     [
       `  ${CHILD}:\n    - say: "done"\n`,
-      ...widths.map(
-        (w) =>
-          `  ${lead(w)}:\n    - call: fork_join\n      args:\n        max_parallel: ${w}\n        tasks:\n` +
-          Array.from({ length: w }, (_, i) => `          - { agent: ${CHILD}, message: "Task ${i + 1}." }\n`).join('') +
-          '    - say: "joined"\n',
-      ),
+      `  ${LOCAL_CHILD}:\n    - say: "done"\n`,
+      ...widths.map((w) => leadScript(lead(w), CHILD, w)),
+      ...widths.map((w) => leadScript(localLead(w), LOCAL_CHILD, w)),
     ],
     'fork-join-bench',
   );
@@ -79,8 +90,8 @@ runBench(common, async (context) => {
     script,
     modelLogFile: modelLogFile(context, 'fork-join'),
   });
-  const batonFork = (w: number) =>
-    batonTurn(baton.client, lead(w), LEAD_STEPS, {
+  const batonFork = (w: number, leadOf = lead) =>
+    batonTurn(baton.client, leadOf(w), LEAD_STEPS, {
       thread: { limits: { maxForkTasks: w } },
       // A refused fork also ends the turn after two steps: count the children it ran.
       check: async (root) => {
@@ -104,6 +115,7 @@ runBench(common, async (context) => {
 
   const cases: BenchCase[] = widths.flatMap((w) => [
     { name: `baton fork_join ×${w}`, run: () => runConcurrently(1, batonFork(w)) },
+    { name: `baton local steps ×${w}`, run: () => runConcurrently(1, batonFork(w, localLead)) },
     { name: `plain fan-out ×${w}`, run: () => runConcurrently(1, fanOut(baseline, w)) },
     { name: `same-I/O fan-out ×${w}`, run: () => runConcurrently(1, fanOutTurns(baseline, CHILD, w)) },
   ]);
@@ -132,6 +144,12 @@ runBench(common, async (context) => {
           `fork/join ×${w}: Baton / same-I/O fan-out`,
           get(`baton fork_join ×${w}`),
           get(`same-I/O fan-out ×${w}`),
+        ),
+        compareCases(
+          `fork/join ×${w}: Baton with local steps / plain fan-out`,
+          get(`baton local steps ×${w}`),
+          get(`plain fan-out ×${w}`),
+          { target: TARGET_RATIO },
         ),
       ]),
     },
