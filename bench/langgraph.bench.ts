@@ -179,7 +179,7 @@ runBench(common, async (context) => {
         `the last request of a turn: ${requests.messages} messages and ${requests.tools} tools on both sides, ` +
           `${requests.batonChars} characters of messages and tools from Baton, ${requests.langGraphChars} from LangGraph`,
         `one Baton turn dispatched: ${ACTIVITY_AGENT} ${activityDispatches.activities} activities and ` +
-          `${activityDispatches.local} local ones; ${LOCAL_AGENT} ${localDispatches.activities} and ${localDispatches.local}`,
+          `${activityDispatches.local} local; ${LOCAL_AGENT} ${localDispatches.activities} and ${localDispatches.local}`,
       ],
     },
     common.json,
