@@ -171,10 +171,7 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
     .filter((event) => event.activityTaskScheduledEventAttributes || event.markerRecordedEventAttributes)
     .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'))
     .filter((summary) => summary !== '');
-  assert.deepEqual(summaries, [
-    '"turn: greeter starts, message from human"',
-    '"model: greeter step 1"',
-  ]);
+  assert.deepEqual(summaries, ['"turn: greeter starts, message from human"', '"model: greeter step 1"']);
   await thread.end();
 });
 
