@@ -170,7 +170,7 @@ const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch,
  * The statements every store call runs, prepared once per connection (named): parsing and planning them each time
  * costs more than running them.
  */
-/** `env_replace` (migrations 008 and 009): the common store and update in one round trip. */
+/** `env_replace` (migrations 008, 009 and 016): the common store and update in one round trip. */
 const REPLACE = {
   name: 'baton-env-replace',
   text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
@@ -574,8 +574,9 @@ export class EnvStore {
   }
 
   /**
-   * The common store or update in one round trip (`env_replace`, migrations 008 and 009): replaces the value of an
-   * existing entry of the writer's own scope, logs the event, and announces it once committed. Autocommitted, so it
+   * The common store or update in one round trip (`env_replace`, migrations 008, 009 and 016): replaces the value of
+   * an existing entry of the writer's own scope, or stores a key that scope does not hold yet (its versions going on
+   * after a delete), logs the event, and announces it once committed. Autocommitted, so it
    * holds its locks only through its own commit: the root's lock and the thread's epoch lock in shared mode (writers
    * of a root run and flush together; an epoch change waits for them, migration 009), and the entry's row. A version
    * conflict comes back from the same round trip and is thrown; nothing is written for it: a conflict changes
