@@ -5,6 +5,7 @@ import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentDefinition } from '../common/agent-definition';
+import { setBounded } from '../common/bounded-map';
 import { OMITTED_ASSISTANT_HEADER, trimContext, trimWindow } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
@@ -72,14 +73,8 @@ export function createModelActivities(options: ModelActivityOptions) {
    */
   const worldMessageLimits = new Map<string, number>();
   function rememberWorldMessageLimit(world: string, limit: number | undefined): void {
-    if (limit === undefined) {
-      worldMessageLimits.delete(world);
-      return;
-    }
-    if (!worldMessageLimits.has(world) && worldMessageLimits.size >= MAX_REMEMBERED_WORLDS) {
-      worldMessageLimits.delete(worldMessageLimits.keys().next().value ?? '');
-    }
-    worldMessageLimits.set(world, limit);
+    if (limit === undefined) worldMessageLimits.delete(world);
+    else setBounded(worldMessageLimits, world, limit, MAX_REMEMBERED_WORLDS);
   }
   /** Stored MCP tool lists by id: an id names one list for ever, so a list read once serves every later step. */
   const mcpToolLists = new Map<string, string[]>();
@@ -89,8 +84,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     if (cached !== undefined) return cached;
     const names = await loadMcpToolList(pool, listId);
     if (names === undefined) return undefined;
-    if (mcpToolLists.size >= MAX_CACHED_TOOL_LISTS) mcpToolLists.delete(mcpToolLists.keys().next().value ?? '');
-    mcpToolLists.set(listId, names);
+    setBounded(mcpToolLists, listId, names, MAX_CACHED_TOOL_LISTS);
     return names;
   }
 

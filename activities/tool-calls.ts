@@ -1,5 +1,6 @@
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
+import { setBounded } from '../common/bounded-map';
 import type { ExecuteToolCallInput, ExecuteToolCallResult, ThreadScope } from '../common/types';
 import { storableText, truncateBytes } from '../common/text';
 import { appendMessage } from '../db/transcripts';
@@ -162,8 +163,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       await finishToolRun(pool, scope.rootThreadId, input.operationId, outcome);
     } catch (error) {
       // The transcript write below will likely fail too; the retry finds the outcome here if it lands on this worker.
-      if (unrecorded.size >= MAX_UNRECORDED_OUTCOMES) unrecorded.delete(unrecorded.keys().next().value ?? '');
-      unrecorded.set(key, outcome);
+      setBounded(unrecorded, key, outcome, MAX_UNRECORDED_OUTCOMES);
       throw error;
     }
     return outcome;

@@ -576,12 +576,12 @@ export class EnvStore {
   /**
    * The common store or update in one round trip (`env_replace`, migrations 008, 009 and 016): replaces the value of
    * an existing entry of the writer's own scope, or stores a key that scope does not hold yet (its versions going on
-   * after a delete), logs the event, and announces it once committed. Autocommitted, so it
-   * holds its locks only through its own commit: the root's lock and the thread's epoch lock in shared mode (writers
-   * of a root run and flush together; an epoch change waits for them, migration 009), and the entry's row. A version
-   * conflict comes back from the same round trip and is thrown; nothing is written for it: a conflict changes
-   * nothing, and logging every refused attempt of a contended key would make each one commit (a WAL flush) and grow
-   * the log. `versionConflicts` counts them.
+   * after a delete), logs the event, and announces it once committed. Autocommitted, so it holds its locks only
+   * through its own commit: the root's lock and the thread's epoch lock in shared mode (writers of a root run and
+   * flush together; an epoch change waits for them, migration 009), and the entry's row. A version conflict comes
+   * back from the same round trip and is thrown; nothing is written for it: a conflict changes nothing, and logging
+   * every refused attempt of a contended key would make each one commit (a WAL flush) and grow the log.
+   * `versionConflicts` counts them.
    * Returns `undefined` for everything else (see the function), and the full transaction (`write`) runs instead.
    * @throws EnvDataError `EnvData.VersionConflict`
    */

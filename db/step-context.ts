@@ -52,7 +52,7 @@ const MODEL_CALL_CONTEXT = {
 
 /**
  * The transcript's first human message and its newest $5 messages (and the stored reply, wherever it is), with the
- * count of those between that were not read. Counting them walks the thread's key, but reads no message.
+ * count of those between that were not read: one pass over their rows in Postgres, none of them sent back.
  */
 const MODEL_CALL_CONTEXT_WINDOW = {
   name: 'baton-model-call-context-window',
