@@ -31,13 +31,15 @@ export interface ForkActivityOptions {
   pool: Pool;
   agentStore: AgentStore;
   env: EnvStore;
+  /** Wakes the watchers of the root after a merge changed its shared data (every key: `undefined`). @default none */
+  envChanged?: (rootThreadId: string, keys?: readonly string[]) => Promise<void>;
 }
 
 /** Characters of each task's reply quoted in the `fork_join` result; the whole reply stays in its thread. */
 export const MAX_FORK_REPLY_CHARS = 4000;
 
 /** Activities behind `fork_join`: opening the tasks, reclaiming the ones given up on, merging and reporting. */
-export function createForkActivities({ pool, agentStore, env }: ForkActivityOptions) {
+export function createForkActivities({ pool, agentStore, env, envChanged }: ForkActivityOptions) {
   /**
    * Opens a fork: reads the `fork_join` call's arguments from the stored reply, builds each task's message (the
    * delegation preamble, saying which task of how many it is and who its siblings are, then the task's message) and
@@ -145,7 +147,11 @@ export function createForkActivities({ pool, agentStore, env }: ForkActivityOpti
       const statuses = input.outcomes.map((outcome) => outcome.status);
       const status = forkAggregate(statuses, input.stoppedBy);
       const recorded = await findMessageByOperation(pool, input.operationId, scope);
-      if (recorded) return { status, seq: recorded.seq };
+      if (recorded) {
+        // An earlier attempt merged and recorded; it may have died before it woke the watchers.
+        if (fork.store === 'isolated') await envChanged?.(scope.rootThreadId);
+        return { status, seq: recorded.seq };
+      }
 
       const tasks = [];
       for (const outcome of input.outcomes) {
@@ -174,6 +180,7 @@ export function createForkActivities({ pool, agentStore, env }: ForkActivityOpti
         }
         tasks.push({ task, outcome, reply, merge });
       }
+      if (tasks.some(({ merge }) => merge !== undefined)) await envChanged?.(scope.rootThreadId);
       await recordForkOutcome(
         pool,
         scope.rootThreadId,

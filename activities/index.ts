@@ -21,6 +21,13 @@ import { toApplicationFailure } from './failures';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
 import { createTurnActivities } from './turns';
+import {
+  createWatcherActivities,
+  createWatchTrigger,
+  registerFrontmatterWatchers,
+  startWatchers,
+  type WatchFaults,
+} from './watchers';
 import { createWorldActivities, loadWorldVariables, stepModeFor } from './worlds';
 import type { ToolRegistry } from './tools';
 
@@ -43,12 +50,22 @@ export interface ActivityDependencies {
   modelStream?: boolean;
   /** Where turns run their steps when neither their agent nor their world says (`BATON_STEPS`). @default 'activity' */
   steps?: StepMode;
+  /** Faults tests inject (`BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL`). @default none */
+  watchFaults?: WatchFaults;
 }
 
 export function createActivities(deps: ActivityDependencies) {
   const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
   const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
-  const shared = { pool: deps.pool, agentStore, tools: deps.tools, heartbeatIntervalMs: deps.heartbeatIntervalMs, env };
+  const envChanged = createWatchTrigger(deps.pool, deps.watchFaults);
+  const shared = {
+    pool: deps.pool,
+    agentStore,
+    tools: deps.tools,
+    heartbeatIntervalMs: deps.heartbeatIntervalMs,
+    env,
+    envChanged,
+  };
   const threads = createThreadActivities({ pool: deps.pool });
   const modelCalls = createModelActivities({
     ...shared,
@@ -68,6 +85,12 @@ export function createActivities(deps: ActivityDependencies) {
     if (definition.steps !== undefined) return definition.steps;
     return stepModeFor(definition, await loadWorldVariables(deps.pool, world), workerDefault);
   };
+  /** Registers the watchers the agent's frontmatter declares in the turn's root, starting those that are new. */
+  const registerWatchersOf = async (agent: ResolvedAgent, rootThreadId: string): Promise<void> => {
+    const definition = await agentStore.load(agent.version);
+    if (definition.watches === undefined || definition.watches.length === 0) return;
+    await startWatchers(await registerFrontmatterWatchers(deps.pool, rootThreadId, definition));
+  };
   const worlds = createWorldActivities({ pool: deps.pool });
   return withTypedFailuresAndAnnouncements(deps.pool, {
     ...threads,
@@ -76,7 +99,8 @@ export function createActivities(deps: ActivityDependencies) {
     ...modelCalls,
     ...toolCalls,
     ...delegations,
-    ...createForkActivities({ pool: deps.pool, agentStore, env }),
+    ...createForkActivities({ pool: deps.pool, agentStore, env, envChanged }),
+    ...createWatcherActivities({ pool: deps.pool }),
     ...worlds,
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
     ...createDeliveryActivities(),
@@ -88,6 +112,7 @@ export function createActivities(deps: ActivityDependencies) {
       ...worlds,
       resolveAgent,
       stepModeOf,
+      registerWatchersOf,
     }),
     resolveAgent,
   });

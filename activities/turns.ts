@@ -25,6 +25,8 @@ export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
   /** Where a turn of `agent` in `world` runs its steps. */
   stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
+  /** Registers (and starts) the watchers the agent's frontmatter declares, in the turn's root. */
+  registerWatchersOf(agent: ResolvedAgent, rootThreadId: string): Promise<void>;
   resolveLimits(input: ResolveLimitsInput): Promise<DelegationLimits>;
   finishTurn(input: FinishTurnInput): Promise<void>;
   recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
@@ -35,7 +37,7 @@ export interface TurnActivityParts {
 export function createTurnActivities(parts: TurnActivityParts) {
   /**
    * A turn's start: resolves the agent's version, where its steps run and (a root turn's) delegation limits, marks
-   * the thread running and records the incoming message. Short Postgres work, run as a local activity.
+   * the thread running, registers the watchers the agent declares in this root and records the incoming message. Short Postgres work, run as a local activity.
    * @throws ApplicationFailure `Agent.NotFound`, `Thread.StaleEpoch`, `Thread.NotFound`
    */
   async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
@@ -47,6 +49,7 @@ export function createTurnActivities(parts: TurnActivityParts) {
       parts.stepModeOf(agent, world),
       input.limits && parts.resolveLimits({ world, ...input.limits }),
       parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
+      parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
     await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
     return { ...agent, steps, ...(limits === undefined ? {} : { limits }) };

@@ -19,7 +19,24 @@ import { randomUUID } from 'node:crypto';
 import { messageIdProblem } from '../common/deliveries';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
-import { threadStartOptions } from '../common/thread-start';
+import { threadStartOptions, watcherSignalWithStartOptions } from '../common/thread-start';
+import {
+  ENV_CHANGED_SIGNAL,
+  watcherNameProblem,
+  watcherWorkflowId,
+  watchSpecProblem,
+  type Watcher,
+  type WatchSpec,
+} from '../common/watchers';
+import {
+  endWatcher,
+  listWakeups,
+  listWatchers,
+  registerWatcher,
+  WatcherExistsError,
+  WatcherNotFoundError,
+  type WakeupRow,
+} from '../db/watchers';
 import type {
   AnswerQuestionResult,
   SendMessageInput,
@@ -51,6 +68,7 @@ import { listRefusedWrites, type RefusedWrite } from '../db/refusals';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
 import { findThread } from '../db/threads';
+import { ThreadNotFoundError } from '../db/errors';
 import type { EnvManifestPage } from '../db/env-data';
 import {
   findLastReply,
@@ -62,7 +80,7 @@ import {
 } from '../db/transcripts';
 import pg, { type Pool } from 'pg';
 import type { threadWorkflow } from '../workflows';
-import { findStoredAgent, listStoredAgents, type StoredAgent } from './agents';
+import { checkKnownAgent, findStoredAgent, listStoredAgents, type StoredAgent } from './agents';
 import { BatonClientError } from './errors';
 import { newThreadId } from './thread-ids';
 import { Schedules } from './schedules';
@@ -958,6 +976,103 @@ export class ThreadHandle {
   /** Token usage of every model call in this thread's tree. */
   async usage(): Promise<ThreadUsage> {
     return sumUsage(this.client.database(), this.threadId);
+  }
+
+  /** The watchers of this root (removed and stopped ones too, with why), by name. */
+  async watchers(): Promise<Watcher[]> {
+    return listWatchers(this.client.database(), this.threadId);
+  }
+
+  /** This root's watcher wake-ups, newest first, each with the changes that caused it and how its turn ended. */
+  async wakeups(options: { watcher?: string; limit?: number } = {}): Promise<WakeupRow[]> {
+    return listWakeups(this.client.database(), this.threadId, options);
+  }
+
+  /**
+   * Adds a watcher to this root: from now on a committed change to one of `keys` wakes a turn of `agent` in a thread
+   * of its own under the root, told what changed (and `message`). Named `name`, else after its agent. Its workflow
+   * starts at once, waiting for changes.
+   * @throws BatonClientError for bad patterns, an unknown agent, a name in use or a thread that does not exist.
+   */
+  async addWatcher(request: WatchSpec & { agent: string; name?: string; createdBy?: string }): Promise<Watcher> {
+    const name = request.name ?? request.agent;
+    const problem = watcherNameProblem(name) ?? watchSpecProblem(request);
+    if (problem !== undefined) throw new BatonClientError(problem);
+    const db = this.client.database();
+    await checkKnownAgent(db, request.agent);
+    await this.threadRecorded();
+    try {
+      const { watcher } = await registerWatcher(db, {
+        rootThreadId: this.threadId,
+        name,
+        agent: request.agent,
+        spec: {
+          keys: request.keys,
+          ...(request.debounceS === undefined ? {} : { debounceS: request.debounceS }),
+          ...(request.message === undefined ? {} : { message: request.message }),
+        },
+        origin: 'run_time',
+        createdBy: request.createdBy ?? 'client',
+      });
+      await this.client.temporal.workflow.signalWithStart(
+        'envWatcherWorkflow',
+        watcherSignalWithStartOptions(watcher, this.client.taskQueue),
+      );
+      return watcher;
+    } catch (error) {
+      if (error instanceof WatcherExistsError || error instanceof ThreadNotFoundError) {
+        throw new BatonClientError(error.message);
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Waits for the root's record in Postgres, which its workflow writes in its first task (a thread just started may
+   * not have it yet).
+   * @throws BatonClientError for a thread that does not exist.
+   */
+  private async threadRecorded(): Promise<void> {
+    const deadline = Date.now() + POST_ACCEPT_WAIT_MS;
+    while (!(await findThread(this.client.database(), this.threadId))) {
+      try {
+        await this.workflow.describe();
+      } catch (error) {
+        throw this.notFound(error);
+      }
+      if (Date.now() > deadline) {
+        throw new BatonClientError(`thread '${this.threadId}' has not started: is a worker running?`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /**
+   * Removes a watcher of this root: it wakes no more (a wake-up running finishes). Its wake-ups stay on record.
+   * @throws BatonClientError when the root has no watcher of that name.
+   */
+  async removeWatcher(name: string, options: { by?: string } = {}): Promise<Watcher> {
+    let watcher: Watcher;
+    try {
+      watcher = await endWatcher(
+        this.client.database(),
+        this.threadId,
+        name,
+        'removed',
+        `removed by ${options.by ?? 'a client'}`,
+      );
+    } catch (error) {
+      if (error instanceof WatcherNotFoundError) throw new BatonClientError(error.message);
+      throw error;
+    }
+    // Its workflow ends at its next look; tell it to look now (this starts none that is not running).
+    await this.client.temporal.workflow
+      .getHandle(watcherWorkflowId(this.threadId, name))
+      .signal(ENV_CHANGED_SIGNAL)
+      .catch((error: unknown) => {
+        if (!(error instanceof WorkflowNotFoundError)) throw error;
+      });
+    return watcher;
   }
 }
 

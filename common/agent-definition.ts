@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AGENT_NAME_PATTERN } from './ids';
+import { MAX_DEBOUNCE_SECONDS, MAX_WATCH_MESSAGE_CHARS, MAX_WATCH_PATTERNS, watchPatternProblem } from './watchers';
 
 /** The longest an approval may wait for a decision: 30 days, like a question. */
 export const MAX_APPROVAL_WAIT_S = 30 * 24 * 3600;
@@ -66,6 +67,28 @@ export const agentFrontmatterSchema = z.strictObject({
       max_messages: z.int().min(1, 'must be at least 1').optional(),
       max_tokens: z.int().min(1, 'must be at least 1').optional(),
     })
+    .optional(),
+  /**
+   * Env-data keys this agent watches in every root it runs in (`common/watchers.ts`): a committed change to one wakes
+   * a turn of it, in a thread of its own, told what changed. Optional (no default), so the versions of agents that
+   * set none stay as they were.
+   */
+  watches: z
+    .array(
+      z.strictObject({
+        keys: z
+          .array(
+            z.string().refine((pattern) => watchPatternProblem(pattern) === undefined, {
+              error: "must be a key pattern: key characters, '*' within a segment, '**' as a whole segment",
+            }),
+          )
+          .min(1, 'must name at least one key pattern')
+          .max(MAX_WATCH_PATTERNS),
+        debounce_s: z.number().min(0).max(MAX_DEBOUNCE_SECONDS).optional(),
+        message: z.string().trim().min(1, 'must not be empty').max(MAX_WATCH_MESSAGE_CHARS).optional(),
+      }),
+    )
+    .max(10)
     .optional(),
 });
 

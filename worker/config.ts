@@ -162,6 +162,11 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   ),
   /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
   BATON_PROVIDERS: optionalText,
+  /**
+   * Fault injection for tests only: the worker kills itself (SIGKILL) after a write of this env-data key commits and
+   * before it signals the key's watchers, as a crash there would (the chaos test of watchers sets it).
+   */
+  BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL: optionalText,
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
   BATON_ARC_DIR: optionalText,
@@ -245,6 +250,8 @@ export interface WorkerConfig {
   readonly modelStream: boolean;
   /** Where turns run their steps when their agent and world set none (BATON_STEPS). */
   readonly steps: StepMode;
+  /** Faults a test injects (BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL); none in normal use. */
+  readonly watchFaults?: { killBeforeSignalForKey?: string };
   /** Answer from this scripted-model script (no API key set). */
   readonly modelScript?: string;
   readonly agentsDir: string;
@@ -505,6 +512,9 @@ export function readWorkerConfig(
     providers: readProviders(env),
     modelStream: value.BATON_MODEL_STREAM === 'on',
     steps: value.BATON_STEPS,
+    ...(value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL === undefined
+      ? {}
+      : { watchFaults: { killBeforeSignalForKey: value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL } }),
     ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
     ...(workflowBundle === undefined ? {} : { workflowBundle }),

@@ -60,6 +60,8 @@ export interface BatonWorkerOptions {
    * (`BATON_STEPS`). @default 'activity'
    */
   steps?: StepMode;
+  /** Faults a test injects (`BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL`). @default none */
+  watchFaults?: { killBeforeSignalForKey?: string };
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -144,6 +146,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
+      ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
     }),
     ...(workflowBundle
       ? { workflowBundle }

@@ -82,6 +82,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       modelStream: config.modelStream,
       steps: config.steps,
+      ...(config.watchFaults === undefined ? {} : { watchFaults: config.watchFaults }),
       tuning: config.worker,
       ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
     });

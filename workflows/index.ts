@@ -5,3 +5,4 @@
 export { agentTurnWorkflow } from './agent-turn';
 export { threadWorkflow, sendMessageUpdate, statusQuery, endThreadSignal, wakeUpdate } from './thread';
 export { scheduledRunWorkflow } from './scheduled-run';
+export { envWatcherWorkflow, envChangedSignal, watcherStateQuery } from './watcher';

@@ -11,6 +11,9 @@ import type {
   EnvWriteResult,
 } from '../../db/env-data';
 
+/** Wakes the watchers of a root after a change to `keys` committed (`activities/watchers.ts`). */
+export type EnvChanged = (rootThreadId: string, keys: readonly string[]) => Promise<void>;
+
 /**
  * The shared environment data as one tool call sees it: read and written as the calling agent, in its thread's
  * view (a fork task's own isolated store first, then the shared data), fenced by its epoch, every write idempotent.
@@ -27,6 +30,7 @@ export class AgentEnv {
     private readonly envStore: EnvStore,
     private readonly scope: ThreadScope,
     private readonly operationId: string,
+    private readonly changed?: EnvChanged,
   ) {}
 
   /** The value under `key` that the calling thread sees, or `undefined`. */
@@ -54,7 +58,7 @@ export class AgentEnv {
    * @throws EnvDataError for a refused key, description or value (the model reads it as an `Error:` result)
    */
   store(entry: EnvStoreInput): Promise<EnvWriteResult> {
-    return this.envStore.store(this.scope, this.nextOperationId(), entry);
+    return this.told(entry.key, this.envStore.store(this.scope, this.nextOperationId(), entry));
   }
 
   /**
@@ -63,17 +67,28 @@ export class AgentEnv {
    * @throws EnvDataError for a missing key or a stale `expectedVersion`
    */
   update(change: EnvUpdateInput): Promise<EnvWriteResult> {
-    return this.envStore.update(this.scope, this.nextOperationId(), change);
+    return this.told(change.key, this.envStore.update(this.scope, this.nextOperationId(), change));
   }
 
   /** Deletes an entry (its history stays in the event log); `reason` is kept in the event. */
   delete(key: string, reason?: string): Promise<EnvWriteResult> {
-    return this.envStore.delete(this.scope, this.nextOperationId(), key, reason);
+    return this.told(key, this.envStore.delete(this.scope, this.nextOperationId(), key, reason));
   }
 
   /** Applies a pending proposal to its entry, as the calling agent. */
   acceptProposal(key: string, proposalId: string): Promise<EnvWriteResult> {
-    return this.envStore.acceptProposal(this.scope, this.nextOperationId(), { key, proposalId });
+    return this.told(key, this.envStore.acceptProposal(this.scope, this.nextOperationId(), { key, proposalId }));
+  }
+
+  /**
+   * Once a write committed (or was found committed by an earlier attempt), wakes the watchers of its key; a failure
+   * to tell them fails the call, and its retry (which finds the write done) tells them again. A proposal changed
+   * nothing yet.
+   */
+  private async told(key: string, write: Promise<EnvWriteResult>): Promise<EnvWriteResult> {
+    const result = await write;
+    if (this.changed !== undefined && result.action !== 'proposed') await this.changed(this.scope.rootThreadId, [key]);
+    return result;
   }
 
   private view() {

@@ -1,7 +1,7 @@
 import type { AgentDefinition } from '../../common/agent-definition';
 import type { ThreadScope } from '../../common/types';
 import type { EnvStore } from '../../db/env-data';
-import { AgentEnv } from './agent-env';
+import { AgentEnv, type EnvChanged } from './agent-env';
 import type { ToolContext, WorldContext } from './types';
 
 /** What one tool call runs with; everything else in its context is derived from these. */
@@ -11,6 +11,8 @@ export interface ToolCallParts {
   operationId: string;
   world: WorldContext;
   envStore: EnvStore;
+  /** Wakes the watchers of a changed key. @default none */
+  envChanged?: EnvChanged;
   signal: AbortSignal;
   heartbeat(details?: unknown): void;
 }
@@ -24,7 +26,7 @@ export function createToolContext(parts: ToolCallParts): ToolContext {
     rootThreadId: scope.rootThreadId,
     scope,
     agent: parts.agent,
-    env: new AgentEnv(parts.envStore, scope, parts.operationId),
+    env: new AgentEnv(parts.envStore, scope, parts.operationId, parts.envChanged),
     world: parts.world,
     signal: parts.signal,
     heartbeat: (details) => parts.heartbeat(details),

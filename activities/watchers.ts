@@ -1,0 +1,292 @@
+/**
+ * Watchers' I/O: waking a root's watchers after a change commits (Signal-with-Start of each matching watcher's
+ * workflow), the watcher workflow's reads and records, and registering the watchers an agent's frontmatter declares.
+ */
+import { Context, log } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Pool } from 'pg';
+import type { AgentDefinition } from '../common/agent-definition';
+import { ErrorType } from '../common/errors';
+import { threadWorkflowId } from '../common/ids';
+import { watcherSignalWithStartOptions } from '../common/thread-start';
+import {
+  DEFAULT_WATCH_LIMITS,
+  frontmatterWatcherName,
+  keyMatches,
+  MAX_CHANGES_PER_WAKEUP,
+  watchMessage,
+  WATCH_LIMIT_VARIABLES,
+  type WatchChange,
+  type Watcher,
+  type WatchLimits,
+} from '../common/watchers';
+import {
+  changesAfter,
+  endWatcher,
+  findWatcher,
+  finishWakeup,
+  openWakeup,
+  registerWatcher,
+  setWatcherPause,
+  settleWatchChanges,
+  wakeableWatchers,
+  type OpenedWakeup,
+} from '../db/watchers';
+import { loadWorldVariables } from './worlds';
+
+/** Env events one look of a watcher reads. */
+const EVENTS_PER_LOOK = 1000;
+
+/**
+ * Something that wakes the watchers of a root after a change to `keys` (every watcher when `keys` is undefined)
+ * committed. Called by the writer after its commit, and again by a retried writer (which finds its write done), so a
+ * worker that dies between the two still wakes them: a watcher reads the log after its cursor, so an extra signal
+ * finds nothing new and wakes nothing.
+ */
+export type WatchTrigger = (rootThreadId: string, keys?: readonly string[]) => Promise<void>;
+
+/** Fault injection for tests (`BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL`): the key whose write kills the worker. */
+export interface WatchFaults {
+  killBeforeSignalForKey?: string;
+}
+
+export function createWatchTrigger(pool: Pool, faults: WatchFaults = {}): WatchTrigger {
+  return async (rootThreadId, keys) => {
+    const watchers = await wakeableWatchers(pool, rootThreadId);
+    const woken = watchers.filter((watcher) => keys === undefined || keys.some((key) => keyMatches(watcher.keys, key)));
+    if (woken.length === 0) return;
+    if (faults.killBeforeSignalForKey !== undefined && keys?.includes(faults.killBeforeSignalForKey)) {
+      log.warn('fault injection: killing this worker between an env write and its watchers signal', { keys });
+      process.kill(process.pid, 'SIGKILL');
+    }
+    const context = Context.current();
+    await Promise.all(
+      woken.map((watcher) =>
+        context.client.workflow.signalWithStart(
+          'envWatcherWorkflow',
+          watcherSignalWithStartOptions({ rootThreadId, ...watcher }, context.info.taskQueue),
+        ),
+      ),
+    );
+  };
+}
+
+/** Registers the watchers an agent's frontmatter declares in a root (at each of its turns there; idempotent). */
+export async function registerFrontmatterWatchers(
+  pool: Pool,
+  rootThreadId: string,
+  agent: Pick<AgentDefinition, 'name' | 'watches'>,
+): Promise<Watcher[]> {
+  const watches = agent.watches ?? [];
+  const created: Watcher[] = [];
+  for (const [index, entry] of watches.entries()) {
+    const registered = await registerWatcher(pool, {
+      rootThreadId,
+      name: frontmatterWatcherName(agent.name, index, watches.length),
+      agent: agent.name,
+      spec: {
+        keys: entry.keys,
+        ...(entry.debounce_s === undefined ? {} : { debounceS: entry.debounce_s }),
+        ...(entry.message === undefined ? {} : { message: entry.message }),
+      },
+      origin: 'frontmatter',
+      createdBy: `frontmatter of ${agent.name}`,
+    });
+    if (registered.created) created.push(registered.watcher);
+  }
+  return created;
+}
+
+/** Starts the workflows of watchers just added (each waits for changes; the Web UI lists it from now on). */
+export async function startWatchers(watchers: readonly Watcher[]): Promise<void> {
+  if (watchers.length === 0) return;
+  const context = Context.current();
+  await Promise.all(
+    watchers.map((watcher) =>
+      context.client.workflow.signalWithStart(
+        'envWatcherWorkflow',
+        watcherSignalWithStartOptions(watcher, context.info.taskQueue),
+      ),
+    ),
+  );
+}
+
+/** What one look of a watcher found. */
+export type WatchLook =
+  | { state: 'ended'; reason: string }
+  | {
+      state: 'active';
+      /** Changes it wakes for (its keys, not its own, within the depth limit), oldest first. */
+      changes: WatchChange[];
+      /** The depth a wake-up for them runs at. */
+      depth: number;
+      /** Keys left because their chain reached the depth limit. */
+      overDepth: { keys: string[]; depth: number };
+      /** Where the cursor goes once these are handled. */
+      cursor: number;
+      /** More events are waiting after `cursor`. */
+      more: boolean;
+      limits: WatchLimits;
+      debounceS: number;
+      /** The watcher is paused until then (rate limit). */
+      pausedUntil?: string;
+    };
+
+/** The watch limits of a world: its variables over the defaults. */
+export function watchLimitsFrom(variables: Readonly<Record<string, string>>): WatchLimits {
+  const limits: WatchLimits = { ...DEFAULT_WATCH_LIMITS };
+  for (const [field, name] of Object.entries(WATCH_LIMIT_VARIABLES) as [keyof WatchLimits, string][]) {
+    const raw = variables[name]?.trim();
+    if (raw === undefined || raw === '') continue;
+    const value = /^[0-9]{1,9}(\.[0-9]+)?$/.test(raw) ? Number(raw) : Number.NaN;
+    // Depth and the hourly count must be at least 1; the two durations may be 0.
+    const least = field === 'maxDepth' || field === 'maxPerHour' ? 1 : 0;
+    if (Number.isFinite(value) && value >= least) limits[field] = value;
+    else log.warn('ignoring a watch limit that is not a number', { name, value: raw, least });
+  }
+  return limits;
+}
+
+export interface WatcherActivityOptions {
+  pool: Pool;
+}
+
+export function createWatcherActivities({ pool }: WatcherActivityOptions) {
+  /**
+   * A watcher's look at its root: whether it still runs (removed, or its root thread ended: then it is stopped and
+   * says why), and the changes after its cursor that it wakes for.
+   */
+  async function lookForWatchChanges(input: { rootThreadId: string; watcher: string }): Promise<WatchLook> {
+    const watcher = await findWatcher(pool, input.rootThreadId, input.watcher);
+    if (watcher === undefined) return { state: 'ended', reason: 'no such watcher' };
+    if (watcher.status === 'removed' || watcher.status === 'stopped') {
+      return { state: 'ended', reason: watcher.reason ?? watcher.status };
+    }
+    if (!(await rootRunning(input.rootThreadId))) {
+      const reason = `its root thread '${input.rootThreadId}' has ended`;
+      await endWatcher(pool, input.rootThreadId, input.watcher, 'stopped', reason);
+      return { state: 'ended', reason };
+    }
+    const world = await rootWorld(input.rootThreadId);
+    const limits = watchLimitsFrom(await loadWorldVariables(pool, world));
+    const read = await changesAfter(pool, input.rootThreadId, watcher.cursor, EVENTS_PER_LOOK);
+    const changes: WatchChange[] = [];
+    const overDepth = { keys: [] as string[], depth: 0 };
+    let depth = 1;
+    for (const change of read.changes) {
+      // Only the shared data; never its own writes nor those of the turns its wake-ups started.
+      if (change.scope !== '' || change.writerWatcher === watcher.name || !keyMatches(watcher.keys, change.key))
+        continue;
+      const changeDepth = change.writerDepth + 1;
+      if (changeDepth > limits.maxDepth) {
+        overDepth.keys.push(change.key);
+        overDepth.depth = Math.max(overDepth.depth, changeDepth);
+        continue;
+      }
+      depth = Math.max(depth, changeDepth);
+      const { scope: _scope, writerWatcher: _watcher, writerDepth: _depth, ...plain } = change;
+      changes.push(plain);
+    }
+    return {
+      state: 'active',
+      changes,
+      depth,
+      overDepth,
+      cursor: read.lastSeq,
+      more: read.full,
+      limits,
+      debounceS: watcher.debounceS ?? limits.debounceS,
+      ...(watcher.pausedUntil === undefined ? {} : { pausedUntil: watcher.pausedUntil }),
+    };
+  }
+
+  async function rootRunning(rootThreadId: string): Promise<boolean> {
+    try {
+      const described = await Context.current().client.workflow.getHandle(threadWorkflowId(rootThreadId)).describe();
+      return described.status.name === 'RUNNING';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    }
+  }
+
+  async function rootWorld(rootThreadId: string): Promise<string> {
+    const { rows } = await pool.query<{ world: string }>('SELECT world FROM threads WHERE thread_id = $1', [
+      rootThreadId,
+    ]);
+    return rows[0]?.world ?? 'default';
+  }
+
+  /** Moves the cursor past changes that woke nothing, reporting those the depth limit left. */
+  async function settleWatch(input: {
+    rootThreadId: string;
+    watcher: string;
+    cursor: number;
+    skipped?: { keys: string[]; depth: number; maxDepth: number };
+  }): Promise<void> {
+    await settleWatchChanges(pool, input);
+  }
+
+  /** Opens a wake-up: its thread, its `[Watch Context]` message, its record; once per operation id. */
+  async function openWatchWakeup(input: {
+    rootThreadId: string;
+    watcher: string;
+    operationId: string;
+    changes: WatchChange[];
+    depth: number;
+    cursor: number;
+  }): Promise<OpenedWakeup> {
+    const watcher = await findWatcher(pool, input.rootThreadId, input.watcher);
+    if (watcher === undefined) {
+      throw ApplicationFailure.create({
+        type: ErrorType.InvalidInput,
+        message: `no watcher named '${input.watcher}' in thread '${input.rootThreadId}'`,
+        nonRetryable: true,
+      });
+    }
+    const listed = input.changes.slice(-MAX_CHANGES_PER_WAKEUP);
+    return openWakeup(pool, {
+      rootThreadId: input.rootThreadId,
+      watcher: input.watcher,
+      operationId: input.operationId,
+      depth: input.depth,
+      changes: listed,
+      cursor: input.cursor,
+      message: (wakeup) =>
+        watchMessage({
+          watcher: watcher.name,
+          agent: watcher.agent,
+          rootThreadId: input.rootThreadId,
+          keys: watcher.keys,
+          changes: listed,
+          moreChanges: input.changes.length - listed.length,
+          depth: input.depth,
+          wakeup,
+          ...(watcher.message === undefined ? {} : { message: watcher.message }),
+        }),
+    });
+  }
+
+  /** Records how a wake-up's turn ended. */
+  async function finishWatchWakeup(input: {
+    rootThreadId: string;
+    watcher: string;
+    wakeup: number;
+    status: string;
+    error?: string;
+  }): Promise<void> {
+    await finishWakeup(pool, input);
+  }
+
+  /** Pauses a watcher (its rate limit) until a time, saying why, or resumes it. */
+  async function pauseWatcher(input: {
+    rootThreadId: string;
+    watcher: string;
+    pause?: { reason: string; until: string };
+  }): Promise<void> {
+    await setWatcherPause(pool, input.rootThreadId, input.watcher, input.pause);
+  }
+
+  return { lookForWatchChanges, settleWatch, openWatchWakeup, finishWatchWakeup, pauseWatcher };
+}

@@ -1,0 +1,483 @@
+/**
+ * Watchers in Postgres (migration 017): a root's watchers, the changes after a watcher's cursor, its wake-ups (each
+ * in a thread of its own), pauses and removal. Every change of a watcher's state and every wake-up is a run-feed event
+ * (triggers on `env_watchers` and `env_watch_wakeups`), in the transaction that makes it.
+ */
+import type { Pool } from 'pg';
+import { wakeupThreadId, type WatchChange, type Watcher, type WatcherOrigin, type WatchSpec } from '../common/watchers';
+import { BatonDbError, ThreadNotFoundError } from './errors';
+import type { Queryable } from './threads';
+import { inTransaction } from './transaction';
+
+/** A watcher of that name exists in the root already (and is not removed). */
+export class WatcherExistsError extends BatonDbError {}
+/** No watcher of that name in the root. */
+export class WatcherNotFoundError extends BatonDbError {}
+
+const WATCHER_COLUMNS = `root_thread_id AS "rootThreadId", name, agent, keys, debounce_s AS "debounceS", message,
+  origin, created_by AS "createdBy", status, reason, paused_until AS "pausedUntil", cursor_seq AS cursor, wakeups,
+  last_woke_at AS "lastWokeAt", created_at AS "createdAt"`;
+
+interface WatcherRow {
+  rootThreadId: string;
+  name: string;
+  agent: string;
+  keys: string[];
+  debounceS: number | null;
+  message: string | null;
+  origin: WatcherOrigin;
+  createdBy: string;
+  status: Watcher['status'];
+  reason: string | null;
+  pausedUntil: Date | null;
+  cursor: string;
+  wakeups: number;
+  lastWokeAt: Date | null;
+  createdAt: Date;
+}
+
+function toWatcher(row: WatcherRow): Watcher {
+  return {
+    rootThreadId: row.rootThreadId,
+    name: row.name,
+    agent: row.agent,
+    keys: row.keys,
+    ...(row.debounceS === null ? {} : { debounceS: row.debounceS }),
+    ...(row.message === null ? {} : { message: row.message }),
+    origin: row.origin,
+    createdBy: row.createdBy,
+    status: row.status,
+    ...(row.reason === null ? {} : { reason: row.reason }),
+    ...(row.pausedUntil === null ? {} : { pausedUntil: row.pausedUntil.toISOString() }),
+    cursor: Number(row.cursor),
+    wakeups: row.wakeups,
+    ...(row.lastWokeAt === null ? {} : { lastWokeAt: row.lastWokeAt.toISOString() }),
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+export interface RegisterWatcherInput {
+  rootThreadId: string;
+  name: string;
+  agent: string;
+  spec: WatchSpec;
+  origin: WatcherOrigin;
+  /** Who asked: `frontmatter of <agent>`, `cli`, an agent's name (its tool). */
+  createdBy: string;
+}
+
+/**
+ * Registers a watcher in a root. Its cursor starts where the root's event log stands (read under the root's lock, so
+ * a change committing later has a higher number): it wakes for changes from now on.
+ *
+ * A frontmatter watcher is registered at every turn of its agent: a second registration changes nothing, except that
+ * a changed frontmatter (keys, debounce, message) replaces what was stored; one removed stays removed. A run-time
+ * watcher refuses a name in use (a removed one is replaced).
+ * @throws WatcherExistsError, ThreadNotFoundError (no such root)
+ */
+export async function registerWatcher(
+  pool: Pool,
+  input: RegisterWatcherInput,
+): Promise<{ watcher: Watcher; created: boolean }> {
+  return inTransaction(pool, async (client) => {
+    const { rows: roots } = await client.query(
+      'SELECT 1 FROM threads WHERE thread_id = $1 AND parent_thread_id IS NULL',
+      [input.rootThreadId],
+    );
+    if (roots.length === 0) {
+      throw new ThreadNotFoundError(input.rootThreadId, `root thread '${input.rootThreadId}' does not exist`);
+    }
+    const { rows: existing } = await client.query<WatcherRow>(
+      `SELECT ${WATCHER_COLUMNS} FROM env_watchers WHERE root_thread_id = $1 AND name = $2 FOR UPDATE`,
+      [input.rootThreadId, input.name],
+    );
+    const current = existing[0];
+    const values = [
+      input.rootThreadId,
+      input.name,
+      input.agent,
+      input.spec.keys,
+      input.spec.debounceS ?? null,
+      input.spec.message ?? null,
+      input.origin,
+      input.createdBy,
+    ];
+    if (current === undefined) {
+      const { rows } = await client.query<WatcherRow>(
+        `INSERT INTO env_watchers (root_thread_id, name, agent, keys, debounce_s, message, origin, created_by, cursor_seq)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, run_feed_last($1)) RETURNING ${WATCHER_COLUMNS}`,
+        values,
+      );
+      return { watcher: toWatcher(rows[0] as WatcherRow), created: true };
+    }
+    if (input.origin === 'frontmatter') {
+      const same =
+        current.origin !== 'frontmatter' ||
+        current.status === 'removed' ||
+        (JSON.stringify(current.keys) === JSON.stringify(input.spec.keys) &&
+          current.debounceS === (input.spec.debounceS ?? null) &&
+          current.message === (input.spec.message ?? null) &&
+          current.agent === input.agent);
+      if (same) return { watcher: toWatcher(current), created: false };
+      const { rows } = await client.query<WatcherRow>(
+        `UPDATE env_watchers SET agent = $3, keys = $4, debounce_s = $5, message = $6, updated_at = now()
+          WHERE root_thread_id = $1 AND name = $2 RETURNING ${WATCHER_COLUMNS}`,
+        values.slice(0, 6),
+      );
+      return { watcher: toWatcher(rows[0] as WatcherRow), created: false };
+    }
+    if (current.status !== 'removed') {
+      throw new WatcherExistsError(
+        `a watcher named '${input.name}' already watches thread '${input.rootThreadId}' (agent ${current.agent}, ` +
+          `keys ${current.keys.join(', ')}); remove it first or pick another name`,
+      );
+    }
+    const { rows } = await client.query<WatcherRow>(
+      `UPDATE env_watchers SET agent = $3, keys = $4, debounce_s = $5, message = $6, origin = $7, created_by = $8,
+              status = 'active', reason = NULL, paused_until = NULL, cursor_seq = run_feed_last($1),
+              created_at = now(), updated_at = now()
+        WHERE root_thread_id = $1 AND name = $2 RETURNING ${WATCHER_COLUMNS}`,
+      values,
+    );
+    return { watcher: toWatcher(rows[0] as WatcherRow), created: true };
+  });
+}
+
+/** The watchers of a root (removed ones too, with why), by name. */
+export async function listWatchers(db: Queryable, rootThreadId: string): Promise<Watcher[]> {
+  const { rows } = await db.query<WatcherRow>(
+    `SELECT ${WATCHER_COLUMNS} FROM env_watchers WHERE root_thread_id = $1 ORDER BY name`,
+    [rootThreadId],
+  );
+  return rows.map(toWatcher);
+}
+
+/** One watcher of a root, or `undefined`. */
+export async function findWatcher(db: Queryable, rootThreadId: string, name: string): Promise<Watcher | undefined> {
+  const { rows } = await db.query<WatcherRow>(
+    `SELECT ${WATCHER_COLUMNS} FROM env_watchers WHERE root_thread_id = $1 AND name = $2`,
+    [rootThreadId, name],
+  );
+  return rows[0] === undefined ? undefined : toWatcher(rows[0]);
+}
+
+/** The watchers of a root that a change may wake: active and paused ones (a paused one catches up later). */
+export async function wakeableWatchers(
+  db: Queryable,
+  rootThreadId: string,
+): Promise<Pick<Watcher, 'name' | 'agent' | 'keys'>[]> {
+  const { rows } = await db.query<Pick<Watcher, 'name' | 'agent' | 'keys'>>({
+    name: 'baton-wakeable-watchers',
+    text: `SELECT name, agent, keys FROM env_watchers WHERE root_thread_id = $1 AND status IN ('active', 'paused')`,
+    values: [rootThreadId],
+  });
+  return rows;
+}
+
+/**
+ * Ends a watcher: `removed` (by a person or an agent) or `stopped` (its root ended). Its workflow ends at its next look.
+ * Removing one that is already removed changes nothing.
+ * @throws WatcherNotFoundError
+ */
+export async function endWatcher(
+  db: Queryable,
+  rootThreadId: string,
+  name: string,
+  status: 'removed' | 'stopped',
+  reason: string,
+): Promise<Watcher> {
+  const { rows } = await db.query<WatcherRow>(
+    `UPDATE env_watchers SET status = CASE WHEN status = 'removed' THEN status ELSE $3 END,
+            reason = CASE WHEN status = 'removed' THEN reason ELSE $4 END, paused_until = NULL, updated_at = now()
+      WHERE root_thread_id = $1 AND name = $2 RETURNING ${WATCHER_COLUMNS}`,
+    [rootThreadId, name, status, reason],
+  );
+  if (rows[0] === undefined) {
+    throw new WatcherNotFoundError(`no watcher named '${name}' in thread '${rootThreadId}'`);
+  }
+  return toWatcher(rows[0]);
+}
+
+/** Pauses an active watcher until `until` (rate limit), saying why; `until` undefined resumes a paused one. */
+export async function setWatcherPause(
+  db: Queryable,
+  rootThreadId: string,
+  name: string,
+  pause: { reason: string; until: string } | undefined,
+): Promise<void> {
+  await db.query(
+    pause === undefined
+      ? `UPDATE env_watchers SET status = 'active', reason = NULL, paused_until = NULL, updated_at = now()
+          WHERE root_thread_id = $1 AND name = $2 AND status = 'paused'`
+      : `UPDATE env_watchers SET status = 'paused', reason = $3, paused_until = $4, updated_at = now()
+          WHERE root_thread_id = $1 AND name = $2 AND status = 'active'`,
+    pause === undefined ? [rootThreadId, name] : [rootThreadId, name, pause.reason, pause.until],
+  );
+}
+
+/** One change after a watcher's cursor, with what the watcher needs to decide about it. */
+export interface LoggedChange extends WatchChange {
+  /** The shared data (`''`) or a fork task's isolated store. */
+  scope: string;
+  /** The watcher whose wake-up made it (its thread or one below it), if any. */
+  writerWatcher: string | null;
+  /** The chain depth of that wake-up (0: no watcher's). */
+  writerDepth: number;
+}
+
+/**
+ * The root's env-data changes after `cursor`, oldest first, at most `limit` events read (read under the root's lock,
+ * as every reader of the log, so none that commits later has a lower number), and the last number read: what the
+ * cursor moves to once these are handled. Refusals and proposals are not changes and are left out.
+ */
+export async function changesAfter(
+  db: Queryable,
+  rootThreadId: string,
+  cursor: number,
+  limit: number,
+): Promise<{ changes: LoggedChange[]; lastSeq: number; full: boolean }> {
+  const { rows } = await db.query<{
+    seq: string;
+    key: string;
+    action: string;
+    scope: string;
+    version: number | null;
+    agent: string;
+    thread: string;
+    at: Date;
+    previous: string | null;
+    watcher: string | null;
+    depth: number | null;
+  }>(
+    `SELECT e.seq, e.key, e.action, e.scope, e.version, e.actor_agent AS agent, e.actor_thread AS thread,
+            e.created_at AS at, t.watcher, t.watch_depth AS depth,
+            CASE WHEN e.action = 'stored' AND e.version > 1 THEN
+              (SELECT p.action FROM env_events p
+                WHERE p.root_thread_id = e.root_thread_id AND p.scope = e.scope AND p.key = e.key AND p.seq < e.seq
+                  AND p.action IN ('stored', 'updated', 'deleted')
+                ORDER BY p.seq DESC LIMIT 1)
+            END AS previous
+       FROM env_events_after($1, $2, $3) e LEFT JOIN threads t ON t.thread_id = e.actor_thread
+      ORDER BY e.seq`,
+    [rootThreadId, cursor, limit],
+  );
+  const last = rows.at(-1);
+  const changes: LoggedChange[] = [];
+  for (const row of rows) {
+    if (row.action !== 'stored' && row.action !== 'updated' && row.action !== 'deleted') continue;
+    const version = row.version ?? 0;
+    // A store of a key that existed replaced it (its version went on); one after a delete, or the first, created it.
+    const created = row.action === 'stored' && (version <= 1 || row.previous === null || row.previous === 'deleted');
+    changes.push({
+      seq: Number(row.seq),
+      key: row.key,
+      action: row.action,
+      oldVersion: row.action === 'deleted' ? version : created ? null : version - 1,
+      newVersion: row.action === 'deleted' ? null : version,
+      writer: { agent: row.agent, thread: row.thread },
+      at: row.at.toISOString(),
+      scope: row.scope,
+      writerWatcher: row.watcher,
+      writerDepth: row.depth ?? 0,
+    });
+  }
+  return { changes, lastSeq: last === undefined ? cursor : Number(last.seq), full: rows.length >= limit };
+}
+
+/**
+ * Moves a watcher's cursor past changes it did not wake for. Changes left because of the depth limit are said in the
+ * run feed (`watch_skipped`), with the keys and the depth.
+ */
+export async function settleWatchChanges(
+  pool: Pool,
+  input: {
+    rootThreadId: string;
+    watcher: string;
+    cursor: number;
+    skipped?: { keys: string[]; depth: number; maxDepth: number };
+  },
+): Promise<void> {
+  await inTransaction(pool, async (client) => {
+    await client.query(
+      `UPDATE env_watchers SET cursor_seq = GREATEST(cursor_seq, $3), updated_at = now()
+        WHERE root_thread_id = $1 AND name = $2`,
+      [input.rootThreadId, input.watcher, input.cursor],
+    );
+    if (input.skipped !== undefined) {
+      await client.query(
+        `SELECT run_event($1, $1, NULL, 'watch_skipped',
+           jsonb_build_object('watcher', $2::text, 'keys', $3::jsonb, 'depth', $4::integer, 'maxDepth', $5::integer,
+                              'reason', 'depth_limit'))`,
+        [
+          input.rootThreadId,
+          input.watcher,
+          JSON.stringify(input.skipped.keys),
+          input.skipped.depth,
+          input.skipped.maxDepth,
+        ],
+      );
+    }
+  });
+}
+
+export interface OpenWakeupInput {
+  rootThreadId: string;
+  watcher: string;
+  operationId: string;
+  depth: number;
+  changes: WatchChange[];
+  /** The cursor once this wake-up's changes are handled. */
+  cursor: number;
+  /** Builds the turn's message from the wake-up's number. */
+  message: (wakeup: number) => string;
+}
+
+export interface OpenedWakeup {
+  wakeup: number;
+  threadId: string;
+  workflowId: string;
+  agent: string;
+  world: string;
+  epoch: number;
+  message: string;
+}
+
+/**
+ * Opens a wake-up, once per operation id: numbers it, creates its thread under the root (marked with the watcher and
+ * the depth, which every thread below it inherits), records the changes it is about (a `watch_woke` event) and moves
+ * the watcher's cursor past them, in one transaction.
+ * @throws WatcherNotFoundError, ThreadNotFoundError
+ */
+export async function openWakeup(pool: Pool, input: OpenWakeupInput): Promise<OpenedWakeup> {
+  return inTransaction(pool, async (client) => {
+    const { rows: watchers } = await client.query<{ agent: string; wakeups: number; world: string | null }>(
+      `SELECT w.agent, w.wakeups, t.world FROM env_watchers w LEFT JOIN threads t ON t.thread_id = w.root_thread_id
+        WHERE w.root_thread_id = $1 AND w.name = $2 FOR UPDATE OF w`,
+      [input.rootThreadId, input.watcher],
+    );
+    const watcher = watchers[0];
+    if (watcher === undefined) {
+      throw new WatcherNotFoundError(`no watcher named '${input.watcher}' in thread '${input.rootThreadId}'`);
+    }
+    if (watcher.world === null) throw new ThreadNotFoundError(input.rootThreadId);
+    const { rows: done } = await client.query<{
+      number: number;
+      threadId: string;
+      workflowId: string;
+      message: string;
+    }>(
+      `SELECT number, thread_id AS "threadId", workflow_id AS "workflowId", message FROM env_watch_wakeups
+        WHERE root_thread_id = $1 AND operation_id = $2`,
+      [input.rootThreadId, input.operationId],
+    );
+    const earlier = done[0];
+    if (earlier !== undefined) {
+      const { rows } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+        earlier.threadId,
+      ]);
+      return {
+        wakeup: earlier.number,
+        threadId: earlier.threadId,
+        workflowId: earlier.workflowId,
+        agent: watcher.agent,
+        world: watcher.world,
+        epoch: rows[0]?.epoch ?? 0,
+        message: earlier.message,
+      };
+    }
+    const wakeup = watcher.wakeups + 1;
+    const threadId = wakeupThreadId(input.rootThreadId, input.watcher, wakeup);
+    const workflowId = `baton/${threadId}`;
+    const message = input.message(wakeup);
+    await client.query(
+      `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain, world, env_scopes,
+                            watcher, watch_depth)
+       SELECT $1, $2, $2, $3, NULL, $4, world, env_scopes, $5, $6 FROM threads WHERE thread_id = $2`,
+      [threadId, input.rootThreadId, watcher.agent, JSON.stringify([watcher.agent]), input.watcher, input.depth],
+    );
+    await client.query(
+      `INSERT INTO env_watch_wakeups (root_thread_id, watcher, number, operation_id, thread_id, workflow_id, depth,
+                                      changes, message)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [
+        input.rootThreadId,
+        input.watcher,
+        wakeup,
+        input.operationId,
+        threadId,
+        workflowId,
+        input.depth,
+        JSON.stringify(input.changes),
+        message,
+      ],
+    );
+    await client.query(
+      `UPDATE env_watchers SET wakeups = $3, cursor_seq = GREATEST(cursor_seq, $4), last_woke_at = now(),
+              updated_at = now()
+        WHERE root_thread_id = $1 AND name = $2`,
+      [input.rootThreadId, input.watcher, wakeup, input.cursor],
+    );
+    return { wakeup, threadId, workflowId, agent: watcher.agent, world: watcher.world, epoch: 0, message };
+  });
+}
+
+/** Records how a wake-up's turn ended (a `watch_finished` event). Idempotent. */
+export async function finishWakeup(
+  db: Queryable,
+  input: { rootThreadId: string; watcher: string; wakeup: number; status: string; error?: string },
+): Promise<void> {
+  await db.query(
+    `UPDATE env_watch_wakeups SET status = $4, error = $5, finished_at = now()
+      WHERE root_thread_id = $1 AND watcher = $2 AND number = $3 AND status = 'running'`,
+    [input.rootThreadId, input.watcher, input.wakeup, input.status, input.error ?? null],
+  );
+}
+
+/** One wake-up of a watcher, as recorded. */
+export interface WakeupRow {
+  watcher: string;
+  wakeup: number;
+  threadId: string;
+  depth: number;
+  changes: WatchChange[];
+  status: string;
+  error?: string;
+  startedAt: string;
+  finishedAt?: string;
+}
+
+/** A root's wake-ups, newest first (at most `limit`), optionally of one watcher. */
+export async function listWakeups(
+  db: Queryable,
+  rootThreadId: string,
+  options: { watcher?: string; limit?: number } = {},
+): Promise<WakeupRow[]> {
+  const { rows } = await db.query<{
+    watcher: string;
+    wakeup: number;
+    threadId: string;
+    depth: number;
+    changes: WatchChange[];
+    status: string;
+    error: string | null;
+    startedAt: Date;
+    finishedAt: Date | null;
+  }>(
+    `SELECT watcher, number AS wakeup, thread_id AS "threadId", depth, changes, status, error,
+            started_at AS "startedAt", finished_at AS "finishedAt"
+       FROM env_watch_wakeups WHERE root_thread_id = $1 AND ($2::text IS NULL OR watcher = $2)
+      ORDER BY started_at DESC, number DESC LIMIT $3`,
+    [rootThreadId, options.watcher ?? null, options.limit ?? 100],
+  );
+  return rows.map((row) => ({
+    watcher: row.watcher,
+    wakeup: row.wakeup,
+    threadId: row.threadId,
+    depth: row.depth,
+    changes: row.changes,
+    status: row.status,
+    ...(row.error === null ? {} : { error: row.error }),
+    startedAt: row.startedAt.toISOString(),
+    ...(row.finishedAt === null ? {} : { finishedAt: row.finishedAt.toISOString() }),
+  }));
+}

@@ -1,0 +1,242 @@
+import {
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  executeChild,
+  log,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { operationId } from '../common/ids';
+import { BatonSearchAttributes } from '../common/search-attributes';
+import { truncateBytes, turnSummary } from '../common/text';
+import { TurnStatus } from '../common/types';
+import { ENV_CHANGED_SIGNAL, type WatcherWorkflowInput } from '../common/watchers';
+import { localDb } from './activity-profiles';
+import { agentTurnWorkflow } from './agent-turn';
+import { rootMessage } from './failure-text';
+
+/** A change that may concern the watcher committed (or it was added, or removed): it looks at the log. */
+export const envChangedSignal = defineSignal(ENV_CHANGED_SIGNAL);
+
+/** What the watcher is doing, for `baton watch list` and the explorer. */
+export interface WatcherState {
+  rootThreadId: string;
+  watcher: string;
+  wakeups: number;
+  running?: { wakeup: number; threadId: string };
+  pausedUntil?: string;
+}
+export const watcherStateQuery = defineQuery<WatcherState>('watcherState');
+
+/** Wake-ups one run takes before it continues as new (the history of a run stays short). */
+const WAKEUPS_PER_RUN = 50;
+const HOUR_MS = 3600_000;
+
+/**
+ * One watcher of one root: sleeps (no activity, no timer) until a writer signals that a change may concern it, then
+ * waits out its debounce window, reads the root's env events after its cursor and, for the changes to its keys that
+ * are not its own, runs a turn of its agent in a thread of its own under the root (`<root>/watch.<name>.<n>`), told
+ * what changed (`[Watch Context]`). One turn at a time: a change during a turn is handled by the next wake-up, and
+ * nothing is lost, because the cursor (in Postgres, moved with each wake-up) says what was handled. A chain of
+ * watchers waking each other stops at the world's depth limit; past its wake-ups per hour it pauses and says so; it
+ * ends when removed or when its root thread ends. A new workflow type: no recorded history changes.
+ */
+export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<WatcherState> {
+  const { rootThreadId, watcher } = input;
+  const { runId } = workflowInfo();
+  // Signals received and those already looked at: a signal that arrives during a look or a turn means another look.
+  // The first look is due at once (the start came with a signal, or the previous run left one pending).
+  let signals = 0;
+  let looked = -1;
+  if (input.carried !== undefined && !input.carried.pending) looked = 0;
+  let recent = input.carried?.recentWakeups ?? [];
+  let lastEndedAt = input.carried?.lastEndedAt;
+  let wakeupsThisRun = 0;
+  const state: WatcherState = { rootThreadId, watcher, wakeups: input.carried?.wakeupsSoFar ?? 0 };
+  setHandler(envChangedSignal, () => {
+    signals += 1;
+  });
+  setHandler(watcherStateQuery, () => state);
+
+  /** Continues as new, carrying what the rate limit and the cooldown count; the next run looks at the log at once. */
+  const carryOn = () =>
+    continueAsNew<typeof envWatcherWorkflow>({
+      rootThreadId,
+      watcher,
+      carried: {
+        recentWakeups: recent,
+        ...(lastEndedAt === undefined ? {} : { lastEndedAt }),
+        pending: true,
+        wakeupsSoFar: state.wakeups,
+      },
+    });
+
+  const look = () =>
+    localDb.lookForWatchChanges.executeWithOptions({ summary: `watch: ${watcher} looks at the log` }, [
+      { rootThreadId, watcher },
+    ]);
+
+  for (;;) {
+    setCurrentDetails(`Watcher ${watcher}: waiting for changes (${state.wakeups} wake-up(s) so far).`);
+    await condition(() => signals > looked);
+    looked = signals;
+    let found = await look();
+    if (found.state === 'ended') {
+      setCurrentDetails(`Watcher ${watcher} ended: ${found.reason}.`);
+      return state;
+    }
+    if (found.changes.length > 0 && found.debounceS > 0) {
+      // Changes within the window are one wake-up: wait it out from the first, then look again.
+      setCurrentDetails(`Watcher ${watcher}: a change came; waiting ${found.debounceS} s for more.`);
+      await sleep(found.debounceS * 1000);
+      looked = signals;
+      found = await look();
+      if (found.state === 'ended') return state;
+    }
+    if (found.overDepth.keys.length > 0 && found.changes.length === 0) {
+      await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} skips a chain too deep` }, [
+        {
+          rootThreadId,
+          watcher,
+          cursor: found.cursor,
+          skipped: { ...found.overDepth, maxDepth: found.limits.maxDepth },
+        },
+      ]);
+      continue;
+    }
+    if (found.changes.length === 0) {
+      if (found.cursor > 0) {
+        await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} has nothing to do` }, [
+          { rootThreadId, watcher, cursor: found.cursor },
+        ]);
+      }
+      if (found.more) signals += 1;
+      if (workflowInfo().continueAsNewSuggested) return carryOn();
+      continue;
+    }
+    if (found.overDepth.keys.length > 0) {
+      // Reported now; the changes within the limit wake the watcher below and move the cursor past both.
+      await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} skips a chain too deep` }, [
+        {
+          rootThreadId,
+          watcher,
+          // The wake-up below moves the cursor past both.
+          cursor: 0,
+          skipped: { ...found.overDepth, maxDepth: found.limits.maxDepth },
+        },
+      ]);
+    }
+
+    // The rate limit: past `maxPerHour` wake-ups in the last hour, pause until the oldest of them is an hour old.
+    const now = Date.now();
+    recent = recent.filter((at) => now - at < HOUR_MS);
+    if (recent.length >= found.limits.maxPerHour) {
+      const until = (recent[0] ?? now) + HOUR_MS;
+      const untilText = new Date(until).toISOString();
+      state.pausedUntil = untilText;
+      await localDb.pauseWatcher.executeWithOptions({ summary: `watch: ${watcher} paused (rate limit)` }, [
+        {
+          rootThreadId,
+          watcher,
+          pause: {
+            reason: `${recent.length} wake-ups in the last hour, the most allowed (BATON_WATCH_MAX_WAKEUPS_PER_HOUR)`,
+            until: untilText,
+          },
+        },
+      ]);
+      setCurrentDetails(`Watcher ${watcher}: paused until ${untilText} (rate limit); changes wait, none is lost.`);
+      // Changes wait for the pause to end; a removal does not.
+      while (Date.now() < until) {
+        await condition(() => signals > looked, until - Date.now());
+        if (signals > looked) {
+          looked = signals;
+          const during = await look();
+          if (during.state === 'ended') return state;
+        }
+      }
+      delete state.pausedUntil;
+      await localDb.pauseWatcher.executeWithOptions({ summary: `watch: ${watcher} resumes` }, [
+        { rootThreadId, watcher },
+      ]);
+      signals += 1;
+      continue;
+    }
+    // The cooldown: the next wake-up starts this long after the last one ended.
+    if (lastEndedAt !== undefined && now - lastEndedAt < found.limits.cooldownS * 1000) {
+      const wait = found.limits.cooldownS * 1000 - (now - lastEndedAt);
+      setCurrentDetails(`Watcher ${watcher}: cooling down for ${Math.ceil(wait / 1000)} s before the next wake-up.`);
+      await sleep(wait);
+      signals += 1;
+      continue;
+    }
+
+    const opened = await localDb.openWatchWakeup.executeWithOptions(
+      { summary: `watch: ${watcher} wakes for ${found.changes.length} change(s)` },
+      [
+        {
+          rootThreadId,
+          watcher,
+          operationId: operationId(runId, 'wake', wakeupsThisRun),
+          changes: found.changes,
+          depth: found.depth,
+          cursor: found.cursor,
+        },
+      ],
+    );
+    wakeupsThisRun += 1;
+    state.wakeups = opened.wakeup;
+    state.running = { wakeup: opened.wakeup, threadId: opened.threadId };
+    recent.push(Date.now());
+    setCurrentDetails(
+      `Watcher ${watcher}: wake-up ${opened.wakeup} running in ${opened.threadId} for ` +
+        truncateBytes(found.changes.map((change) => change.key).join(', '), 300),
+    );
+    let status: string;
+    let error: string | undefined;
+    try {
+      const result = await executeChild(agentTurnWorkflow, {
+        workflowId: opened.workflowId,
+        args: [
+          {
+            rootThreadId,
+            threadId: opened.threadId,
+            parentThreadId: rootThreadId,
+            agent: opened.agent,
+            message: opened.message,
+            sender: `watcher ${watcher}`,
+            epoch: opened.epoch,
+            chain: [opened.agent],
+            world: opened.world,
+            limitsFromWorld: {},
+          },
+        ],
+        staticSummary: turnSummary(opened.agent, `watch ${watcher}: ${found.changes.map((c) => c.key).join(', ')}`),
+        typedSearchAttributes: [
+          { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },
+          { key: BatonSearchAttributes.threadId, value: opened.threadId },
+          { key: BatonSearchAttributes.parentThreadId, value: rootThreadId },
+          { key: BatonSearchAttributes.agent, value: opened.agent },
+        ],
+      });
+      status = result.status === TurnStatus.Completed ? 'completed' : 'max_steps';
+    } catch (failure) {
+      // A failed wake-up does not stop the watcher: the next change wakes it again.
+      status = 'failed';
+      error = rootMessage(failure);
+      log.warn('a watcher wake-up failed', { watcher, wakeup: opened.wakeup, error });
+    }
+    await localDb.finishWatchWakeup.executeWithOptions(
+      { summary: `watch: ${watcher} wake-up ${opened.wakeup} ${status}` },
+      [{ rootThreadId, watcher, wakeup: opened.wakeup, status, ...(error === undefined ? {} : { error }) }],
+    );
+    delete state.running;
+    lastEndedAt = Date.now();
+    // What changed during the turn (its own writes among it) is looked at now.
+    signals += 1;
+    if (wakeupsThisRun >= WAKEUPS_PER_RUN || workflowInfo().continueAsNewSuggested) return carryOn();
+  }
+}
