@@ -23,7 +23,9 @@ import { createToolCallActivities } from './tool-calls';
 import { createTurnActivities } from './turns';
 import {
   createWatcherActivities,
+  addWatcherFromTool,
   createWatchTrigger,
+  type AddWatcherRequest,
   registerFrontmatterWatchers,
   startWatchers,
   type WatchFaults,
@@ -64,7 +66,7 @@ export function createActivities(deps: ActivityDependencies) {
     tools: deps.tools,
     heartbeatIntervalMs: deps.heartbeatIntervalMs,
     env,
-    envChanged,
+    watchers: { changed: envChanged, add: (request: AddWatcherRequest) => addWatcherFromTool(deps.pool, request) },
   };
   const threads = createThreadActivities({ pool: deps.pool });
   const modelCalls = createModelActivities({

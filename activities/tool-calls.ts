@@ -15,7 +15,7 @@ import type { AgentStore } from './agent-store';
 import { describeDataError, isDataError, toApplicationFailure } from './failures';
 import type { ToolRegistry } from './tools';
 import { approvalFor } from './tools/approval-rule';
-import type { EnvChanged } from './tools/agent-env';
+import type { EnvWatchers } from './tools/agent-env';
 import { createToolContext } from './tools/context';
 import { isToolError, type ToolDefinition, type ToolOutput, type WorldContext } from './tools/types';
 import { mcpWorldRefusal } from './tools/mcp-world';
@@ -25,8 +25,8 @@ import { worldVariablesOf } from './worlds';
 export interface ToolCallActivityOptions {
   pool: Pool;
   env: EnvStore;
-  /** Wakes the watchers of a key a tool changed. @default none */
-  envChanged?: EnvChanged;
+  /** The root's watchers: woken by a key a tool changed, added by `watch_env_data`. @default none */
+  watchers?: EnvWatchers;
   agentStore: AgentStore;
   tools: ToolRegistry;
   /** @default 2000 */
@@ -212,7 +212,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         agent,
         operationId: input.operationId,
         envStore: options.env,
-        ...(options.envChanged === undefined ? {} : { envChanged: options.envChanged }),
+        ...(options.watchers === undefined ? {} : { watchers: options.watchers }),
         world,
         signal: AbortSignal.any([activity.cancellationSignal, timedOut.signal]),
         heartbeat: (reported) => {

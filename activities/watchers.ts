@@ -7,19 +7,26 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import type { AgentDefinition } from '../common/agent-definition';
+import { isKnownAgent } from '../db/agent-versions';
+import { ToolError } from './tools/types';
 import { ErrorType } from '../common/errors';
 import { threadWorkflowId } from '../common/ids';
 import { watcherSignalWithStartOptions } from '../common/thread-start';
 import {
   DEFAULT_WATCH_LIMITS,
   frontmatterWatcherName,
+  ENV_CHANGED_SIGNAL,
   keyMatches,
+  watcherWorkflowId,
   MAX_CHANGES_PER_WAKEUP,
+  watcherNameProblem,
   watchMessage,
+  watchSpecProblem,
   WATCH_LIMIT_VARIABLES,
   type WatchChange,
   type Watcher,
   type WatchLimits,
+  type WatchSpec,
 } from '../common/watchers';
 import {
   changesAfter,
@@ -30,7 +37,9 @@ import {
   registerWatcher,
   setWatcherPause,
   settleWatchChanges,
+  stopRootWatchers,
   wakeableWatchers,
+  WatcherExistsError,
   type OpenedWakeup,
 } from '../db/watchers';
 import { loadWorldVariables } from './worlds';
@@ -288,5 +297,70 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     await setWatcherPause(pool, input.rootThreadId, input.watcher, input.pause);
   }
 
-  return { lookForWatchChanges, settleWatch, openWatchWakeup, finishWatchWakeup, pauseWatcher };
+  /** Stops every watcher of a root that ended, and tells their workflows, which end at their look. */
+  async function stopWatchers(input: { rootThreadId: string; reason: string }): Promise<{ stopped: string[] }> {
+    const stopped = await stopRootWatchers(pool, input.rootThreadId, input.reason);
+    const { client } = Context.current();
+    await Promise.all(
+      stopped.map((name) =>
+        client.workflow
+          .getHandle(watcherWorkflowId(input.rootThreadId, name))
+          .signal(ENV_CHANGED_SIGNAL)
+          .catch((error: unknown) => {
+            // A watcher no change ever woke has no workflow yet; one that ended needs no word.
+            if (!(error instanceof WorkflowNotFoundError)) throw error;
+          }),
+      ),
+    );
+    return { stopped };
+  }
+
+  return { lookForWatchChanges, settleWatch, openWatchWakeup, finishWatchWakeup, pauseWatcher, stopWatchers };
+}
+
+/** A run-time watcher an agent asks for (`watch_env_data`). */
+export interface AddWatcherRequest extends WatchSpec {
+  rootThreadId: string;
+  agent: string;
+  name?: string;
+  createdBy: string;
+}
+
+/**
+ * Adds a run-time watcher for an agent's tool call and starts its workflow. A retried call finds the watcher it added
+ * (same agent and spec) and returns it; any other watcher of that name is a refusal the model reads.
+ */
+export async function addWatcherFromTool(pool: Pool, request: AddWatcherRequest): Promise<Watcher> {
+  const name = request.name ?? request.agent;
+  const problem = watcherNameProblem(name) ?? watchSpecProblem(request);
+  if (problem !== undefined) throw new ToolError(problem);
+  if (!(await isKnownAgent(pool, request.agent))) throw new ToolError(`no agent named '${request.agent}' is defined`);
+  const spec: WatchSpec = {
+    keys: request.keys,
+    ...(request.debounceS === undefined ? {} : { debounceS: request.debounceS }),
+    ...(request.message === undefined ? {} : { message: request.message }),
+  };
+  try {
+    const { watcher } = await registerWatcher(pool, {
+      rootThreadId: request.rootThreadId,
+      name,
+      agent: request.agent,
+      spec,
+      origin: 'run_time',
+      createdBy: request.createdBy,
+    });
+    await startWatchers([watcher]);
+    return watcher;
+  } catch (error) {
+    if (!(error instanceof WatcherExistsError)) throw error;
+    const existing = await findWatcher(pool, request.rootThreadId, name);
+    const same =
+      existing !== undefined &&
+      existing.agent === request.agent &&
+      JSON.stringify(existing.keys) === JSON.stringify(spec.keys) &&
+      existing.debounceS === spec.debounceS &&
+      existing.message === spec.message;
+    if (same) return existing;
+    throw new ToolError(error.message);
+  }
 }

@@ -198,6 +198,16 @@ export async function endWatcher(
   return toWatcher(rows[0]);
 }
 
+/** Stops every active or paused watcher of a root (its thread ended), saying why; returns their names. */
+export async function stopRootWatchers(db: Queryable, rootThreadId: string, reason: string): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `UPDATE env_watchers SET status = 'stopped', reason = $2, paused_until = NULL, updated_at = now()
+      WHERE root_thread_id = $1 AND status IN ('active', 'paused') RETURNING name`,
+    [rootThreadId, reason],
+  );
+  return rows.map((row) => row.name);
+}
+
 /** Pauses an active watcher until `until` (rate limit), saying why; `until` undefined resumes a paused one. */
 export async function setWatcherPause(
   db: Queryable,

@@ -48,6 +48,12 @@ export const DELIVERIES_ACROSS_RUNS_PATCH = 'baton-deliveries-across-runs';
  */
 export const LIMITS_IN_TURN_PATCH = 'baton-limits-in-turn';
 
+/**
+ * A thread that ends stops the watchers of its root (they wake no more, and their workflows end). Threads that ended
+ * before watchers existed had none.
+ */
+export const STOP_WATCHERS_PATCH = 'baton-thread-end-stops-watchers';
+
 export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
 
 /** Sends a human message to the thread; resolves with the agent's reply once its turn ends. */
@@ -222,7 +228,14 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   epoch = opened.epoch;
   setCurrentDetails('Waiting for a message.');
   await condition(() => (ending || (shouldContinueAsNew() && !busy)) && allHandlersFinished());
-  if (ending) return status();
+  if (ending) {
+    if (patched(STOP_WATCHERS_PATCH)) {
+      await localDb.stopWatchers.executeWithOptions({ summary: `thread: ${rootThreadId} ends; its watchers stop` }, [
+        { rootThreadId, reason: `its root thread '${rootThreadId}' has ended` },
+      ]);
+    }
+    return status();
+  }
   // Messages that arrive from here on are delivered to the next run: Temporal retries an Update that reaches a
   // run which has closed by continuing as new.
   return continueAsNew<typeof threadWorkflow>({

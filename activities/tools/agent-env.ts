@@ -1,4 +1,5 @@
 import type { ThreadScope } from '../../common/types';
+import type { Watcher, WatchSpec } from '../../common/watchers';
 import type {
   EnvEntry,
   EnvListFilters,
@@ -11,8 +12,22 @@ import type {
   EnvWriteResult,
 } from '../../db/env-data';
 
-/** Wakes the watchers of a root after a change to `keys` committed (`activities/watchers.ts`). */
-export type EnvChanged = (rootThreadId: string, keys: readonly string[]) => Promise<void>;
+/** A root's watchers, as a tool call reaches them (`activities/watchers.ts`). */
+export interface EnvWatchers {
+  /** Wakes the watchers of `keys` after a change to them committed. */
+  changed(rootThreadId: string, keys: readonly string[]): Promise<void>;
+  /**
+   * Adds a run-time watcher to a root and starts its workflow; the same request made again (a retried call) finds
+   * the watcher it added. @throws EnvDataError-like errors as `Error`s with a message for the model
+   */
+  add(request: WatchRequest & { rootThreadId: string; createdBy: string }): Promise<Watcher>;
+}
+
+/** What an agent asks to watch: a watcher of `agent` (by default its own) on `keys`. */
+export interface WatchRequest extends WatchSpec {
+  agent: string;
+  name?: string;
+}
 
 /**
  * The shared environment data as one tool call sees it: read and written as the calling agent, in its thread's
@@ -30,7 +45,7 @@ export class AgentEnv {
     private readonly envStore: EnvStore,
     private readonly scope: ThreadScope,
     private readonly operationId: string,
-    private readonly changed?: EnvChanged,
+    private readonly watchers?: EnvWatchers,
   ) {}
 
   /** The value under `key` that the calling thread sees, or `undefined`. */
@@ -87,8 +102,19 @@ export class AgentEnv {
    */
   private async told(key: string, write: Promise<EnvWriteResult>): Promise<EnvWriteResult> {
     const result = await write;
-    if (this.changed !== undefined && result.action !== 'proposed') await this.changed(this.scope.rootThreadId, [key]);
+    if (this.watchers !== undefined && result.action !== 'proposed') {
+      await this.watchers.changed(this.scope.rootThreadId, [key]);
+    }
     return result;
+  }
+
+  /**
+   * Adds a watcher of this conversation: from now on a committed change to one of its keys wakes a turn of its agent.
+   * @throws Error when this worker cannot add watchers, or the request is refused (the message says why)
+   */
+  watch(request: WatchRequest): Promise<Watcher> {
+    if (this.watchers === undefined) return Promise.reject(new Error('watchers cannot be added here'));
+    return this.watchers.add({ ...request, rootThreadId: this.scope.rootThreadId, createdBy: this.scope.agent });
   }
 
   private view() {

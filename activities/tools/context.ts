@@ -1,7 +1,7 @@
 import type { AgentDefinition } from '../../common/agent-definition';
 import type { ThreadScope } from '../../common/types';
 import type { EnvStore } from '../../db/env-data';
-import { AgentEnv, type EnvChanged } from './agent-env';
+import { AgentEnv, type EnvWatchers } from './agent-env';
 import type { ToolContext, WorldContext } from './types';
 
 /** What one tool call runs with; everything else in its context is derived from these. */
@@ -11,8 +11,8 @@ export interface ToolCallParts {
   operationId: string;
   world: WorldContext;
   envStore: EnvStore;
-  /** Wakes the watchers of a changed key. @default none */
-  envChanged?: EnvChanged;
+  /** The root's watchers: woken by a changed key, added by `watch_env_data`. @default none */
+  watchers?: EnvWatchers;
   signal: AbortSignal;
   heartbeat(details?: unknown): void;
 }
@@ -26,7 +26,7 @@ export function createToolContext(parts: ToolCallParts): ToolContext {
     rootThreadId: scope.rootThreadId,
     scope,
     agent: parts.agent,
-    env: new AgentEnv(parts.envStore, scope, parts.operationId, parts.envChanged),
+    env: new AgentEnv(parts.envStore, scope, parts.operationId, parts.watchers),
     world: parts.world,
     signal: parts.signal,
     heartbeat: (details) => parts.heartbeat(details),

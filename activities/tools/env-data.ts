@@ -1,5 +1,12 @@
 import { z } from 'zod';
+import { grantsCapability } from '../../common/capabilities';
 import { MAX_ENV_DESCRIPTION_LENGTH, MAX_ENV_KEY_LENGTH, envKeyProblem } from '../../common/env-data';
+import {
+  MAX_DEBOUNCE_SECONDS,
+  MAX_WATCH_MESSAGE_CHARS,
+  MAX_WATCH_PATTERNS,
+  watchPatternProblem,
+} from '../../common/watchers';
 import { EnvDataError, type EnvManifestEntry, type EnvProposal } from '../../db/env-data';
 import { defineTool, ToolError, type ToolDefinition } from './types';
 
@@ -73,7 +80,7 @@ function manifestView(entries: readonly EnvManifestEntry[], proposals: readonly 
 }
 
 /**
- * The five universal env-data capabilities. The scope (the root thread) comes from the tool context, which the
+ * The five universal env-data capabilities, and `watch_env_data` (granted by name). The scope (the root thread) comes from the tool context, which the
  * workflow sets; the strict schemas refuse any scope-like argument a model invents.
  */
 export function createEnvDataTools(): ToolDefinition[] {
@@ -230,6 +237,59 @@ export function createEnvDataTools(): ToolDefinition[] {
           await context.env.delete(args.key, args.reason);
           return `Deleted '${args.key}' from environment data.`;
         }),
+    }),
+    defineTool({
+      name: 'watch_env_data',
+      description:
+        'Watch keys of the shared environment data: from now on, whenever another agent changes a matching key, a ' +
+        'turn of the watching agent (you, or an agent you may call) runs in a thread of its own, told what changed. ' +
+        "Patterns use '/' between segments, '*' for one segment, '**' for any number.",
+      parameters: z.strictObject({
+        keys: z
+          .array(
+            z.string().refine((pattern) => watchPatternProblem(pattern) === undefined, {
+              error: "must be a key pattern: key characters, '*' within a segment, '**' as a whole segment",
+            }),
+          )
+          .min(1)
+          .max(MAX_WATCH_PATTERNS)
+          .describe("Key patterns to watch, e.g. ['findings/*', 'arc/**', 'arc_task']."),
+        agent: z.string().min(1).max(64).optional().describe('The agent that wakes: yourself when omitted.'),
+        message: z
+          .string()
+          .trim()
+          .min(1)
+          .max(MAX_WATCH_MESSAGE_CHARS)
+          .optional()
+          .describe('What the watching agent should do when it wakes.'),
+        debounce_s: z
+          .number()
+          .min(0)
+          .max(MAX_DEBOUNCE_SECONDS)
+          .optional()
+          .describe('Seconds to wait after a change for more, handled in the same wake-up.'),
+        name: z.string().min(1).max(64).optional().describe("The watcher's name: the agent's when omitted."),
+      }),
+      handledBy: 'activity',
+      run: async (args, context) => {
+        const agent = args.agent ?? context.agent.name;
+        if (agent !== context.agent.name && !grantsCapability(context.agent.capabilities, agent)) {
+          throw new ToolError(
+            `you may set a watcher only for yourself or an agent you may call, and '${agent}' is not one of them`,
+          );
+        }
+        const watcher = await context.env.watch({
+          agent,
+          keys: args.keys,
+          ...(args.debounce_s === undefined ? {} : { debounceS: args.debounce_s }),
+          ...(args.message === undefined ? {} : { message: args.message }),
+          ...(args.name === undefined ? {} : { name: args.name }),
+        });
+        return (
+          `Watcher '${watcher.name}' set: ${watcher.agent} wakes when ${watcher.keys.join(', ')} change ` +
+          '(not for its own writes).'
+        );
+      },
     }),
   ];
 }

@@ -42,6 +42,11 @@ const agents: AgentRegistry = new Map([
   agent('rlimited'),
   agent('mwriter'),
   agent('mremoved'),
+  agent('setter', 'capabilities: [watch_env_data, helperw]\n'),
+  agent('helperw'),
+  agent('outsider'),
+  agent('ender'),
+  agent('endwatch'),
 ]);
 
 const store = (key: string) =>
@@ -99,6 +104,17 @@ agents:
     - ${store('m/1')}
     - say: "Stored."
   mremoved:
+    - say: "Should not run."
+  setter:
+    - { call: watch_env_data, args: { agent: outsider, keys: ["t/*"] } }
+    - { call: watch_env_data, args: { agent: helperw, keys: ["t/*"], debounce_s: 0, message: "Check t." } }
+    - ${store('t/1')}
+    - say: "Set."
+  helperw:
+    - say: "Helped."
+  ender:
+    - say: "Bye."
+  endwatch:
     - say: "Should not run."
 `,
   'watchers',
@@ -322,4 +338,38 @@ test('a removed watcher ends its workflow and wakes no more', async () => {
   );
   await assert.rejects(thread.removeWatcher('nobody'), /no watcher named 'nobody'/);
   await assert.rejects(thread.addWatcher({ agent: 'mremoved', keys: ['bad//key'] }), /key pattern 'bad\/\/key'/);
+});
+
+test('an agent sets a watcher with watch_env_data, for an agent it may call and no other', async () => {
+  const thread = await harness.client.startThread({ agent: 'setter', threadId: uniqueThreadId('tool') });
+  assert.equal((await thread.send('Set a watcher.')).status, 'completed');
+  const results = (await thread.transcript()).filter((message) => message.role === 'tool').map((m) => m.content);
+  assert.match(results[0] ?? '', /only for yourself or an agent you may call, and 'outsider'/);
+  assert.match(results[1] ?? '', /Watcher 'helperw' set: helperw wakes when t\/\* change/);
+  const [watcher] = await thread.watchers();
+  assert.equal(watcher?.origin, 'run_time');
+  assert.equal(watcher?.createdBy, 'setter');
+  assert.equal(watcher?.message, 'Check t.');
+  const [wakeup] = await finishedWakeups(thread, 'helperw', 1);
+  assert.deepEqual(
+    wakeup?.changes.map((change) => change.key),
+    ['t/1'],
+  );
+});
+
+test('a root thread that ends stops its watchers, and their workflows end', async () => {
+  const thread = await harness.client.startThread({ agent: 'ender', threadId: uniqueThreadId('ended') });
+  await thread.addWatcher({ agent: 'endwatch', keys: ['e/*'] });
+  const handle = harness.client.temporal.workflow.getHandle(watcherWorkflowId(thread.threadId, 'endwatch'));
+  await thread.send('Hello.');
+  await thread.end();
+  await thread.result();
+  await handle.result();
+  const [watcher] = await thread.watchers();
+  assert.equal(watcher?.status, 'stopped');
+  assert.equal(watcher?.reason, `its root thread '${thread.threadId}' has ended`);
+  assert.deepEqual(
+    (await feedKinds(thread, 'watch_stopped')).map((event) => event.watcher),
+    ['endwatch'],
+  );
 });
