@@ -143,7 +143,12 @@ export type WatchLook =
     };
 
 /** The watch limits of a world: its variables over the defaults. */
-export function watchLimitsFrom(variables: Readonly<Record<string, string>>): WatchLimits {
+export function watchLimitsFrom(
+  variables: Readonly<Record<string, string>>,
+  warn: (message: string, attributes: Record<string, unknown>) => void = (message, attributes) => {
+    log.warn(message, attributes);
+  },
+): WatchLimits {
   const limits: WatchLimits = { ...DEFAULT_WATCH_LIMITS };
   for (const [field, name] of Object.entries(WATCH_LIMIT_VARIABLES) as [keyof WatchLimits, string][]) {
     const raw = variables[name]?.trim();
@@ -152,7 +157,7 @@ export function watchLimitsFrom(variables: Readonly<Record<string, string>>): Wa
     // Depth and the hourly count must be at least 1; the two durations may be 0.
     const least = field === 'maxDepth' || field === 'maxPerHour' ? 1 : 0;
     if (Number.isFinite(value) && value >= least) limits[field] = value;
-    else log.warn('ignoring a watch limit that is not a number', { name, value: raw, least });
+    else warn('ignoring a world variable that is not a watch limit', { name, value: raw, least });
   }
   return limits;
 }

@@ -34,6 +34,8 @@ import {
   formatStatus,
   formatTree,
   formatWake,
+  formatWatchers,
+  formatWatchEvents,
 } from '../client/format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
 import {
@@ -238,15 +240,19 @@ withOutputOptions(
   });
 });
 
-/** Words `baton watch` keeps for subcommands to come (`baton watch add|list|remove …`). */
+/**
+ * `baton watch <thread>` shows a thread live; `add`, `list` and `remove` are its subcommands, so a root thread that has
+ * one of those names is watched with `baton watch -- <thread>` (read as `--thread <thread>`).
+ */
 const WATCH_SUBCOMMANDS = ['add', 'list', 'remove'];
 
-program
+const watch = program
   .command('watch')
   .description(
-    'attach to a root thread and show its events live (the tree on a terminal, plain lines otherwise) until Ctrl-C, which detaches and stops nothing; `add`, `list` and `remove` are reserved for subcommands',
+    'attach to a root thread and show its events live (the tree on a terminal, plain lines otherwise) until Ctrl-C, which detaches and stops nothing; `baton watch add|list|remove` manage the agents that wake when its shared data changes',
   )
-  .argument('<thread>', 'the root thread id')
+  .argument('[thread]', 'the root thread id (`baton watch -- <thread>` for a thread named add, list or remove)')
+  .addOption(new Option('--thread <id>', 'the root thread id').hideHelp())
   .option(
     '--since <seq>',
     "show the events after this sequence number (default 0: the thread's whole feed, then what comes)",
@@ -254,33 +260,121 @@ program
   )
   .option('--json', 'print one JSON event a line (streamed deltas included)')
   .option('--no-deltas', 'leave out streamed text (text shows once its message is stored)')
-  .action(async (threadId: string, options: { since?: number; json?: boolean; deltas: boolean }) => {
-    if (WATCH_SUBCOMMANDS.includes(threadId)) {
-      throw new CliError(`\`baton watch ${threadId}\` is reserved for a subcommand to come; give a root thread id`);
-    }
-    const output = outputForWatch(Boolean(options.json), process.stdout, process.env);
-    const { interrupted, dispose } = onInterrupt();
-    const controller = new AbortController();
-    void interrupted.then(() => controller.abort());
-    try {
-      await withClient({ database: true }, async (client) => {
-        const thread = client.thread(threadId);
-        const root = await thread.tree(); // an unknown thread, or a delegation thread, is an error naming its root
-        process.stderr.write(`Watching thread ${threadId} (Ctrl-C to detach; nothing is stopped).\n`);
-        await watchEvents(thread, output, {
-          since: options.since ?? 0,
-          deltas: options.deltas,
-          signal: controller.signal,
-          rootAgent: root.agent,
-          out: process.stdout,
-          env: process.env,
+  .action(
+    async (
+      argument: string | undefined,
+      options: { thread?: string; since?: number; json?: boolean; deltas: boolean },
+    ) => {
+      const threadId = options.thread ?? argument;
+      if (threadId === undefined) throw new CliError('give a root thread id: baton watch <thread>');
+      const output = outputForWatch(Boolean(options.json), process.stdout, process.env);
+      const { interrupted, dispose } = onInterrupt();
+      const controller = new AbortController();
+      void interrupted.then(() => controller.abort());
+      try {
+        await withClient({ database: true }, async (client) => {
+          const thread = client.thread(threadId);
+          const root = await thread.tree(); // an unknown thread, or a delegation thread, is an error naming its root
+          process.stderr.write(`Watching thread ${threadId} (Ctrl-C to detach; nothing is stopped).\n`);
+          await watchEvents(thread, output, {
+            since: options.since ?? 0,
+            deltas: options.deltas,
+            signal: controller.signal,
+            rootAgent: root.agent,
+            out: process.stdout,
+            env: process.env,
+          });
         });
+        if (controller.signal.aborted) process.stderr.write(`Detached from thread ${threadId}; it goes on.\n`);
+      } finally {
+        dispose();
+      }
+    },
+  );
+
+/**
+ * `--json` of a `baton watch` subcommand: commander hands an option `watch` itself has to `watch` wherever it stands,
+ * so the subcommands read it there too.
+ */
+const watchJson = (options: { json?: boolean }): boolean =>
+  Boolean(options.json ?? watch.opts<{ json?: boolean }>().json);
+
+watch
+  .command('add')
+  .description(
+    'add a watcher to a root thread: from now on a committed change to one of its keys wakes a turn of <agent>, in a thread of its own, told what changed',
+  )
+  .argument('<thread>', 'the root thread id')
+  .argument('<agent>', 'the agent that wakes')
+  .requiredOption('--keys <pattern...>', "env-data key patterns: '*' one segment, '**' any number (e.g. 'findings/*')")
+  .option('--debounce <seconds>', 'wait this long after a change for more, handled in one wake-up', parseSeconds)
+  .option('--message <text>', 'what the agent should do when it wakes')
+  .option('--name <name>', "the watcher's name (default: the agent's)")
+  .option('--json', 'print the watcher as JSON')
+  .action(
+    async (
+      threadId: string,
+      agent: string,
+      options: { keys: string[]; debounce?: number; message?: string; name?: string; json?: boolean },
+    ) => {
+      await withClient({ database: true }, async (client) => {
+        const watcher = await client.thread(threadId).addWatcher({
+          agent,
+          keys: options.keys,
+          createdBy: 'cli',
+          ...(options.debounce === undefined ? {} : { debounceS: options.debounce }),
+          ...(options.message === undefined ? {} : { message: options.message }),
+          ...(options.name === undefined ? {} : { name: options.name }),
+        });
+        print(
+          watchJson(options),
+          watcher,
+          `watcher ${watcher.name} added to ${threadId}\n${formatWatchers([watcher])}`,
+        );
       });
-      if (controller.signal.aborted) process.stderr.write(`Detached from thread ${threadId}; it goes on.\n`);
-    } finally {
-      dispose();
-    }
+    },
+  );
+
+watch
+  .command('list')
+  .description("list a root thread's watchers and their recent wake-ups (each with the changes that caused it)")
+  .argument('<thread>', 'the root thread id')
+  .option('--wakeups <n>', 'wake-ups to show (default 10)', (value: string) => parseCount(value), 10)
+  .option('--json', 'print {watchers, wakeups} as JSON')
+  .action(async (threadId: string, options: { wakeups: number; json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const thread = client.thread(threadId);
+      await thread.tree(); // an unknown thread is an error
+      const watchers = await thread.watchers();
+      const wakeups = await thread.wakeups({ limit: options.wakeups });
+      print(watchJson(options), { watchers, wakeups }, formatWatchers(watchers, wakeups));
+    });
   });
+
+watch
+  .command('remove')
+  .description('remove a watcher of a root thread: it wakes no more (a wake-up running finishes); its record stays')
+  .argument('<thread>', 'the root thread id')
+  .argument('<name>', "the watcher's name")
+  .option('--json', 'print the watcher as JSON')
+  .action(async (threadId: string, name: string, options: { json?: boolean }) => {
+    await withClient({ database: true }, async (client) => {
+      const watcher = await client.thread(threadId).removeWatcher(name, { by: 'cli' });
+      print(watchJson(options), watcher, `watcher ${watcher.name} removed from ${threadId}`);
+    });
+  });
+
+/**
+ * `baton watch -- <thread>`: the thread, whatever its name, read as `--thread <thread>` (commander would take a name
+ * after `--` for a subcommand).
+ */
+function watchThreadArgument(argv: readonly string[]): string[] {
+  const [node = '', script = '', command, separator, threadId, ...rest] = argv;
+  if (command === 'watch' && separator === '--' && threadId !== undefined && WATCH_SUBCOMMANDS.includes(threadId)) {
+    return [node, script, command, '--thread', threadId, ...rest];
+  }
+  return [...argv];
+}
 
 program
   .command('status')
@@ -410,23 +504,42 @@ program
   .command('events')
   .description(
     "print every write of a root thread's tree that was refused because its turn had been reclaimed (env data, " +
-      'transcript messages, questions, delegations), with thread, operation id and both epochs',
+      'transcript messages, questions, delegations), with thread, operation id and both epochs; then what its ' +
+      'watchers did: each wake-up with the changes that caused it, pauses, chains stopped at the depth limit',
   )
   .argument('<thread>', 'the root thread id')
   .option('--since <seq>', 'only refusals after this sequence number', (value: string) => parseSeq(value))
-  .option('--json', 'print the rows as a JSON array')
-  .action(async (threadId: string, options: { since?: number; json?: boolean }) => {
+  .option('--watchers', "only the watchers' events (with --json: a JSON array of them)")
+  .option('--json', 'print the refused writes as a JSON array (with --watchers: the watcher events)')
+  .action(async (threadId: string, options: { since?: number; watchers?: boolean; json?: boolean }) => {
     await withClient({ database: true }, async (client) => {
       const thread = client.thread(threadId);
       await thread.tree(); // an unknown thread, or a delegation thread, is an error naming its root
+      const watchEvents = await thread.watchEvents();
+      if (options.watchers) return print(Boolean(options.json), watchEvents, formatWatchEvents(watchEvents));
       const rows = await thread.refusedWrites(options.since === undefined ? {} : { since: options.since });
-      print(Boolean(options.json), rows, formatRefusedWrites(rows));
+      const text =
+        watchEvents.length === 0
+          ? formatRefusedWrites(rows)
+          : `${formatRefusedWrites(rows)}\n\nwatchers:\n${formatWatchEvents(watchEvents)}`;
+      print(Boolean(options.json), rows, text);
     });
   });
 
 function parseSeq(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('a sequence number (0, 1, 2, …) is expected.');
   return Number(value);
+}
+
+function parseCount(value: string): number {
+  if (!/^[1-9]\d{0,5}$/.test(value)) throw new InvalidArgumentError('a whole number from 1 is expected.');
+  return Number(value);
+}
+
+function parseSeconds(value: string): number {
+  const seconds = /^\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isFinite(seconds)) throw new InvalidArgumentError('a number of seconds (e.g. 5 or 0.5) is expected.');
+  return seconds;
 }
 
 /** Env-data events read per query. */
@@ -1189,7 +1302,7 @@ program.hook('preAction', (_program, command) => {
     installRuntime(parseLogLevel(process.env.BATON_LOG_LEVEL));
   }
 });
-program.parseAsync(process.argv).catch((error: unknown) => {
+program.parseAsync(watchThreadArgument(process.argv)).catch((error: unknown) => {
   process.stderr.write(`baton: ${describeError(error)}\n`);
   if (process.env.BATON_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);
   process.exitCode = 1;

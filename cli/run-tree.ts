@@ -6,6 +6,7 @@
  * (for output that is not a terminal). Nothing here writes anywhere; `live-view.ts` does.
  */
 import type { RunEvent, StoredRunEvent } from '../common/run-events';
+import { describeWatchChange } from '../common/watchers';
 
 /** One agent's thread in the tree. */
 interface TreeNode {
@@ -194,6 +195,18 @@ export class RunTree {
           text: `refused a late ${event.write} (epoch ${event.writeEpoch}, now ${event.currentEpoch})`,
           error: true,
         });
+        break;
+      case 'watch_woke':
+        // The wake-up's thread hangs under the root, marked as the watcher's.
+        node.label ??= `watcher ${event.watcher}, wake-up ${event.wakeup}`;
+        if (node.parent === undefined && node.threadId !== this.rootThreadId) this.attach(node, this.rootThreadId);
+        node.entries.push({ kind: 'note', text: watchWoke(event) });
+        break;
+      case 'watcher_changed':
+        node.entries.push({ kind: 'note', text: watcherChanged(event), error: event.state === 'paused' });
+        break;
+      case 'watch_skipped':
+        node.entries.push({ kind: 'note', text: watchSkipped(event), error: true });
         break;
       default:
         // model_call_started (the stream says it), delegation/fork/fork task ends (the child's status says
@@ -479,6 +492,14 @@ function plainWhat(tree: RunTree, event: StoredRunEvent): string | undefined {
       return `env: refused a write of '${oneLine(event.key)}'${event.reason ? `: ${oneLine(event.reason)}` : ''}`;
     case 'write_refused':
       return `refused a late ${oneLine(event.write)} (epoch ${event.writeEpoch}, now ${event.currentEpoch})`;
+    case 'watch_woke':
+      return oneLine(watchWoke(event));
+    case 'watch_finished':
+      return `watcher ${oneLine(event.watcher)} wake-up ${event.wakeup} ${oneLine(event.status)}${event.error ? `: ${oneLine(event.error)}` : ''}`;
+    case 'watcher_changed':
+      return oneLine(watcherChanged(event));
+    case 'watch_skipped':
+      return oneLine(watchSkipped(event));
     default:
       return undefined;
   }
@@ -569,4 +590,32 @@ export function wrapToWidth(paragraph: string, width: number): string[] {
   }
   if (current !== '') lines.push(current.trimEnd());
   return lines;
+}
+
+/** A wake-up and the changes that caused it, in one line. */
+function watchWoke(event: Extract<StoredRunEvent, { type: 'watch_woke' }>): string {
+  const shown = event.changes.slice(0, 5).map(describeWatchChange).join('; ');
+  const more = event.changes.length > 5 ? ` and ${event.changes.length - 5} more` : '';
+  return `watcher ${event.watcher} woke (wake-up ${event.wakeup}, depth ${event.depth}): ${shown}${more}`;
+}
+
+function watcherChanged(event: Extract<StoredRunEvent, { type: 'watcher_changed' }>): string {
+  const keys = event.keys.join(', ');
+  switch (event.state) {
+    case 'added':
+      return `watcher ${event.watcher} added (${keys}${event.createdBy ? `, by ${event.createdBy}` : ''})`;
+    case 'paused':
+      return `watcher ${event.watcher} paused${event.until ? ` until ${event.until}` : ''}${event.reason ? `: ${event.reason}` : ''}`;
+    case 'resumed':
+      return `watcher ${event.watcher} resumed`;
+    default:
+      return `watcher ${event.watcher} ${event.state}${event.reason ? `: ${event.reason}` : ''}`;
+  }
+}
+
+function watchSkipped(event: Extract<StoredRunEvent, { type: 'watch_skipped' }>): string {
+  return (
+    `watcher ${event.watcher} did not wake for ${event.keys.join(', ')}: a chain of watchers ${event.depth} deep, ` +
+    `past the limit of ${event.maxDepth} (BATON_WATCH_MAX_DEPTH)`
+  );
 }

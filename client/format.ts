@@ -11,7 +11,9 @@ import type {
 } from '.';
 import { DEFAULT_PROVIDER } from '../activities/model-providers';
 import { describeWait, truncateBytes } from '../common/text';
+import type { StoredRunEvent } from '../common/run-events';
 import type { SendMessageResult, ThreadStatus, WaitInfo, WakeResult } from '../common/types';
+import { describeWatchChange, wakeupOfThread, type Watcher } from '../common/watchers';
 import type { MergeResult } from '../db/env-commits';
 import type { ApprovalRow } from '../db/approvals';
 import { sumByProvider } from '../db/transcripts';
@@ -194,7 +196,11 @@ export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): stri
     const items = [...plain.map((child) => ({ child })), ...groups.map((fork) => ({ fork }))];
     items.forEach((item, index) => {
       const last = index === items.length - 1;
-      if ('child' in item) return visit(item.child, inner, last ? '└─ ' : '├─ ');
+      if ('child' in item) {
+        const wakeup = wakeupOfThread(item.child.threadId);
+        const tag = wakeup === undefined ? '' : `[watcher ${wakeup.watcher}, wake-up ${wakeup.wakeup}] `;
+        return visit(item.child, inner, last ? '└─ ' : '├─ ', tag);
+      }
       const { fork } = item;
       const succeeded = fork.tasks.filter((task) => task.status === 'success').length;
       const store = fork.store === 'isolated' ? `isolated → ${fork.prefix}/` : 'shared';
@@ -359,4 +365,82 @@ export function formatScheduleDetails(details: ScheduleDetails): string {
     );
   }
   return lines.join('\n');
+}
+
+/**
+ * A root's watchers, one a line (name, agent, keys, status with why, wake-ups), then its recent wake-ups, newest
+ * first, each with the changes that caused it.
+ */
+export function formatWatchers(
+  watchers: readonly Watcher[],
+  wakeups: readonly {
+    watcher: string;
+    wakeup: number;
+    threadId: string;
+    depth: number;
+    status: string;
+    changes: Parameters<typeof describeWatchChange>[0][];
+    error?: string;
+    startedAt: string;
+  }[] = [],
+): string {
+  if (watchers.length === 0) return 'no watchers';
+  const lines = watchers.map((watcher) => {
+    const status =
+      watcher.status === 'paused'
+        ? `paused until ${watcher.pausedUntil ?? '?'}${watcher.reason ? `: ${watcher.reason}` : ''}`
+        : watcher.status === 'active'
+          ? 'active'
+          : `${watcher.status}${watcher.reason ? `: ${watcher.reason}` : ''}`;
+    const debounce = watcher.debounceS === undefined ? '' : `  debounce ${watcher.debounceS} s`;
+    return (
+      `${watcher.name}  agent ${watcher.agent}  keys ${watcher.keys.join(', ')}${debounce}  ${status}  ` +
+      `${watcher.wakeups} wake-up${watcher.wakeups === 1 ? '' : 's'}  (${watcher.origin === 'frontmatter' ? 'frontmatter' : `added by ${watcher.createdBy}`})`
+    );
+  });
+  if (wakeups.length > 0) lines.push('', 'wake-ups (newest first):');
+  for (const wakeup of wakeups) {
+    const changes = wakeup.changes.map(describeWatchChange).join('; ');
+    lines.push(
+      `  ${wakeup.watcher} #${wakeup.wakeup}  ${wakeup.status}  depth ${wakeup.depth}  ${wakeup.startedAt}  (${wakeup.threadId})`,
+      `     ${preview(changes, 300)}`,
+    );
+    if (wakeup.error) lines.push(`     ! ${preview(wakeup.error, 200)}`);
+  }
+  return lines.join('\n');
+}
+
+/** What a root's watchers did, one event a line, oldest first (`thread.watchEvents()`). */
+export function formatWatchEvents(events: readonly StoredRunEvent[]): string {
+  const lines: string[] = [];
+  for (const event of events) {
+    const at = `${String(event.seq).padStart(5)} ${event.at}`;
+    switch (event.type) {
+      case 'watch_woke':
+        lines.push(`${at}  ${event.watcher} woke (wake-up ${event.wakeup}, depth ${event.depth}) in ${event.threadId}`);
+        for (const change of event.changes) lines.push(`        ${describeWatchChange(change)}`);
+        break;
+      case 'watch_finished':
+        lines.push(
+          `${at}  ${event.watcher} wake-up ${event.wakeup} ${event.status}${event.error ? `: ${preview(event.error, 200)}` : ''}`,
+        );
+        break;
+      case 'watch_skipped':
+        lines.push(
+          `${at}  ${event.watcher} did not wake for ${event.keys.join(', ')}: a chain ${event.depth} watchers deep, ` +
+            `past the limit of ${event.maxDepth}`,
+        );
+        break;
+      case 'watcher_changed': {
+        const why = event.reason ? `: ${event.reason}` : '';
+        const until = event.until ? ` until ${event.until}` : '';
+        const detail = event.state === 'added' ? ` (${event.keys.join(', ')})` : `${until}${why}`;
+        lines.push(`${at}  ${event.watcher} ${event.state}${detail}`);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return lines.length === 0 ? 'no watcher events' : lines.join('\n');
 }

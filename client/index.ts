@@ -32,6 +32,7 @@ import {
   endWatcher,
   listWakeups,
   listWatchers,
+  listWatchFeed,
   registerWatcher,
   WatcherExistsError,
   WatcherNotFoundError,
@@ -90,13 +91,17 @@ import {
   parseDeltaAnnouncement,
   runDeltasChannel,
   runEventsChannel,
+  runEventsOf,
   type DeltaAnnouncement,
   type RunEvent,
   type RunFeedRow,
+  type StoredRunEvent,
 } from '../common/run-events';
 import { ThreadEvents, type ThreadEventsOptions } from './thread-events';
 
 export { BatonClientError } from './errors';
+export type { Watcher, WatchChange, WatchSpec, WatcherStatus, WatcherOrigin } from '../common/watchers';
+export type { WakeupRow } from '../db/watchers';
 export type { FeedWatch } from './feed-watch';
 export type { ThreadEvents, ThreadEventsOptions } from './thread-events';
 export type {
@@ -981,6 +986,15 @@ export class ThreadHandle {
   /** The watchers of this root (removed and stopped ones too, with why), by name. */
   async watchers(): Promise<Watcher[]> {
     return listWatchers(this.client.database(), this.threadId);
+  }
+
+  /**
+   * What this root's watchers did, oldest first: each added, paused (until when, why), resumed, removed or stopped;
+   * each wake-up with the changes that caused it, and its end; each chain left at the depth limit.
+   */
+  async watchEvents(options: { limit?: number } = {}): Promise<StoredRunEvent[]> {
+    const rows = await listWatchFeed(this.client.database(), this.threadId, options.limit);
+    return rows.flatMap(runEventsOf);
   }
 
   /** This root's watcher wake-ups, newest first, each with the changes that caused it and how its turn ended. */

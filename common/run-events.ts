@@ -3,6 +3,7 @@
  * streamed text of model replies as they are generated. Pure: the rows are read by `db/run-events.ts` and watched by
  * the client SDK; this file says what they mean.
  */
+import { wakeupOfThread, type WatchChange } from './watchers';
 
 /**
  * The channel a root's writers announce its stored events on after commit (`{ rootThreadId }`); readers then read the
@@ -171,6 +172,29 @@ export type RunEvent =
       currentEpoch: number;
       detail?: string;
     })
+  | (RunEventBase & {
+      type: 'watcher_changed';
+      watcher: string;
+      /** What happened to the watcher. */
+      state: 'added' | 'paused' | 'resumed' | 'removed' | 'stopped';
+      keys: string[];
+      reason?: string;
+      /** Until when a pause lasts. */
+      until?: string;
+      origin?: string;
+      createdBy?: string;
+    })
+  | (RunEventBase & {
+      /** A watcher woke: `threadId` is the wake-up's own thread. */
+      type: 'watch_woke';
+      watcher: string;
+      wakeup: number;
+      depth: number;
+      changes: WatchChange[];
+      workflowId: string;
+    })
+  | (RunEventBase & { type: 'watch_finished'; watcher: string; wakeup: number; status: string; error?: string })
+  | (RunEventBase & { type: 'watch_skipped'; watcher: string; keys: string[]; depth: number; maxDepth: number })
   | RunDeltaEvent
   | StreamAbandonedEvent;
 
@@ -204,6 +228,8 @@ export type StoredRunEvent = Exclude<RunEvent, RunDeltaEvent | StreamAbandonedEv
 const text = (value: unknown): string => (typeof value === 'string' ? value : '');
 const optionalText = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 const num = (value: unknown): number => (typeof value === 'number' ? value : Number(value ?? 0));
+const textList = (value: unknown): string[] =>
+  Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
 
 /**
  * The typed events of one feed row, in the order they happened. An unknown kind (a newer Baton's) is skipped, so an
@@ -236,7 +262,12 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
       });
       // A delegated thread's turn is its caller's delegation, an event of the caller's thread and agent (as its
       // delegation_started is); a fork task's end is its own row's event.
-      if (typeof d.parentThread === 'string' && d.forkTask === undefined) {
+      // A watcher's wake-up thread (`<root>/watch.<name>.<n>`) was not delegated: its end is its own.
+      if (
+        typeof d.parentThread === 'string' &&
+        d.forkTask === undefined &&
+        wakeupOfThread(row.threadId) === undefined
+      ) {
         push(
           {
             type: 'delegation_ended',
@@ -393,6 +424,55 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
         writeEpoch: num(d.writeEpoch),
         currentEpoch: num(d.currentEpoch),
         detail: optionalText(d.detail),
+      });
+      break;
+    case 'watch_added':
+    case 'watch_paused':
+    case 'watch_resumed':
+    case 'watch_removed':
+    case 'watch_stopped':
+      push({
+        type: 'watcher_changed',
+        watcher: text(d.watcher),
+        state: row.kind.slice('watch_'.length),
+        keys: textList(d.keys),
+        reason: optionalText(d.reason),
+        until: optionalText(d.until),
+        origin: optionalText(d.origin),
+        createdBy: optionalText(d.createdBy),
+      });
+      break;
+    case 'watch_woke':
+      push({
+        type: 'watch_woke',
+        watcher: text(d.watcher),
+        wakeup: num(d.wakeup),
+        depth: num(d.depth),
+        // The feed strips null fields: a change without an old (or new) version has it back as null.
+        changes: (Array.isArray(d.changes) ? (d.changes as Partial<WatchChange>[]) : []).map((change) => ({
+          ...change,
+          oldVersion: change.oldVersion ?? null,
+          newVersion: change.newVersion ?? null,
+        })),
+        workflowId: text(d.workflowId),
+      });
+      break;
+    case 'watch_finished':
+      push({
+        type: 'watch_finished',
+        watcher: text(d.watcher),
+        wakeup: num(d.wakeup),
+        status: text(d.status),
+        error: optionalText(d.error),
+      });
+      break;
+    case 'watch_skipped':
+      push({
+        type: 'watch_skipped',
+        watcher: text(d.watcher),
+        keys: textList(d.keys),
+        depth: num(d.depth),
+        maxDepth: num(d.maxDepth),
       });
       break;
     default:

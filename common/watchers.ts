@@ -104,6 +104,15 @@ export function wakeupThreadId(rootThreadId: string, name: string, wakeup: numbe
   return `${rootThreadId}/watch.${name}.${wakeup}`;
 }
 
+/**
+ * The watcher and wake-up a thread id names when it is a wake-up's thread (`<root>/watch.<name>.<n>`), else
+ * `undefined`. Agent names, which name delegation threads, hold no `.`, so no other thread id looks like one.
+ */
+export function wakeupOfThread(threadId: string): { watcher: string; wakeup: number } | undefined {
+  const match = /^[^/]+\/watch\.([a-z0-9][a-z0-9_-]*)\.([0-9]+)$/.exec(threadId);
+  return match === null ? undefined : { watcher: match[1] as string, wakeup: Number(match[2]) };
+}
+
 /** Why `pattern` is not a valid key pattern, or `undefined`. */
 export function watchPatternProblem(pattern: string): string | undefined {
   if (typeof pattern !== 'string' || pattern.length === 0) return 'a key pattern must not be empty';
@@ -214,15 +223,7 @@ export function watchMessage(input: {
       `'${input.rootThreadId}', because shared env data you watch (${input.keys.join(', ')}) changed:`,
   ];
   for (const change of input.changes) {
-    const versions =
-      change.action === 'deleted'
-        ? `deleted at version ${change.oldVersion ?? '?'}`
-        : change.oldVersion === null
-          ? `stored as version ${change.newVersion}`
-          : `updated from version ${change.oldVersion} to ${change.newVersion}`;
-    lines.push(
-      `- ${change.key}: ${versions} by ${change.writer.agent} (thread ${change.writer.thread}) at ${change.at}`,
-    );
+    lines.push(`- ${describeWatchChange(change)} (thread ${change.writer.thread}) at ${change.at}`);
   }
   if (input.moreChanges > 0) lines.push(`- … and ${input.moreChanges} more change(s) (read them with list_env_data).`);
   lines.push(
@@ -234,4 +235,17 @@ export function watchMessage(input: {
   lines.push('[/Watch Context]', '');
   lines.push(input.message ?? 'Look at these changes and act on them as your instructions say.');
   return lines.join('\n');
+}
+
+/** One change in a line: `findings/a: stored as version 1 by finder`. */
+export function describeWatchChange(
+  change: Pick<WatchChange, 'key' | 'action' | 'oldVersion' | 'newVersion' | 'writer'>,
+): string {
+  const versions =
+    change.action === 'deleted'
+      ? `deleted at version ${change.oldVersion ?? '?'}`
+      : change.oldVersion === null || change.oldVersion === undefined
+        ? `stored as version ${change.newVersion}`
+        : `updated from version ${change.oldVersion} to ${change.newVersion}`;
+  return `${change.key}: ${versions} by ${change.writer.agent}`;
 }

@@ -274,13 +274,15 @@ export interface TreeRow {
   totalTokens: number;
   /** The thread's model calls by the provider that answered them (see `listProviderUsage`). */
   providers: ProviderUsage[];
+  /** The watcher whose wake-up runs in this thread or above it (`null`: none). */
+  watcher?: string | null;
 }
 
 /** Every thread of a tree with its usage, oldest first. */
 export async function listTree(db: Queryable, rootThreadId: string): Promise<TreeRow[]> {
   const { rows } = await db.query<Omit<TreeRow, 'providers'> & { modelCalls: string; totalTokens: string }>(
     `SELECT t.thread_id AS "threadId", t.parent_thread_id AS "parentThreadId", t.agent, t.caller, t.status,
-            t.last_error AS "lastError", t.created_at AS "createdAt", t.finished_at AS "finishedAt",
+            t.last_error AS "lastError", t.created_at AS "createdAt", t.finished_at AS "finishedAt", t.watcher,
             COUNT(m.seq) FILTER (WHERE m.role = 'assistant' AND m.operation_id NOT LIKE '%:clone:%') AS "modelCalls",
             COALESCE(SUM((m.usage->>'totalTokens')::bigint), 0) AS "totalTokens"
        FROM threads t LEFT JOIN transcript_messages m ON m.thread_id = t.thread_id

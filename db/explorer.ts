@@ -1,8 +1,8 @@
 /**
  * Read-only queries of the thread explorer (`explorer/`) beyond what the client SDK offers: the list of root threads,
  * what the delegation tree leaves out (the message each child received, its workflow id), the
- * root-scope env data with scopes and fork attribution, proposals, and the env state as of an event. Nothing here
- * writes. Each query is keyed by one root thread, except the root list.
+ * root-scope env data with scopes and fork attribution, proposals, the env state as of an event, and which threads are
+ * watchers' wake-ups. Nothing here writes. Each query is keyed by one root thread, except the root list.
  */
 import type { Queryable } from './threads';
 
@@ -82,16 +82,45 @@ export interface ThreadDetails {
   forkTask: string | null;
   /** Env-data scopes it reads, nearest first ('' is the root scope). */
   envScopes: string[];
+  /** The watcher whose wake-up this thread is or runs under (threads below a wake-up inherit it), or `null`. */
+  watcher: string | null;
+  /** Set when this thread is a wake-up's own thread: its number, chain depth and turn's workflow. */
+  wakeup: ThreadWakeup | null;
 }
+
+/** The wake-up a thread was opened for (`<root>/watch.<name>.<n>`). */
+export interface ThreadWakeup {
+  watcher: string;
+  number: number;
+  depth: number;
+  workflowId: string;
+}
+
+const WAKEUP_OF_THREAD = `CASE WHEN w.number IS NULL THEN NULL ELSE json_build_object('watcher', w.watcher,
+  'number', w.number, 'depth', w.depth, 'workflowId', w.workflow_id) END`;
 
 export async function listThreadDetails(db: Queryable, rootThreadId: string): Promise<ThreadDetails[]> {
   const { rows } = await db.query<ThreadDetails>(
-    `SELECT thread_id AS "threadId", root_thread_id AS "rootThreadId", world, epoch, started_at AS "startedAt",
-            fork_task AS "forkTask", env_scopes AS "envScopes"
-       FROM threads WHERE root_thread_id = $1`,
+    `SELECT t.thread_id AS "threadId", t.root_thread_id AS "rootThreadId", t.world, t.epoch,
+            t.started_at AS "startedAt", t.fork_task AS "forkTask", t.env_scopes AS "envScopes", t.watcher,
+            ${WAKEUP_OF_THREAD} AS wakeup
+       FROM threads t
+       LEFT JOIN env_watch_wakeups w ON w.root_thread_id = t.root_thread_id AND w.thread_id = t.thread_id
+      WHERE t.root_thread_id = $1`,
     [rootThreadId],
   );
   return rows;
+}
+
+/** The wake-up a thread was opened for, or `undefined` (not a wake-up's own thread). */
+export async function findThreadWakeup(db: Queryable, threadId: string): Promise<ThreadWakeup | undefined> {
+  const { rows } = await db.query<{ wakeup: ThreadWakeup }>(
+    `SELECT ${WAKEUP_OF_THREAD} AS wakeup
+       FROM threads t JOIN env_watch_wakeups w ON w.root_thread_id = t.root_thread_id AND w.thread_id = t.thread_id
+      WHERE t.thread_id = $1`,
+    [threadId],
+  );
+  return rows[0]?.wakeup;
 }
 
 /** One delegation call: which workflow ran it and the message (preamble included) the callee received. */

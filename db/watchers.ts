@@ -4,6 +4,7 @@
  * (triggers on `env_watchers` and `env_watch_wakeups`), in the transaction that makes it.
  */
 import type { Pool } from 'pg';
+import type { RunFeedRow } from '../common/run-events';
 import { wakeupThreadId, type WatchChange, type Watcher, type WatcherOrigin, type WatchSpec } from '../common/watchers';
 import { BatonDbError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
@@ -490,4 +491,14 @@ export async function listWakeups(
     startedAt: row.startedAt.toISOString(),
     ...(row.finishedAt === null ? {} : { finishedAt: row.finishedAt.toISOString() }),
   }));
+}
+
+/** The run-feed rows of a root's watchers (added, paused, woke, finished, skipped, …), oldest first, at most `limit`. */
+export async function listWatchFeed(db: Queryable, rootThreadId: string, limit = 1000): Promise<RunFeedRow[]> {
+  const { rows } = await db.query<RunFeedRow & { seq: string }>(
+    `SELECT seq, thread_id AS "threadId", agent, kind, data, created_at AS "createdAt"
+       FROM run_events WHERE root_thread_id = $1 AND kind LIKE 'watch\\_%' ORDER BY seq LIMIT $2`,
+    [rootThreadId, limit],
+  );
+  return rows.map((row) => ({ ...row, seq: Number(row.seq) }));
 }

@@ -28,7 +28,7 @@ code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospac
 pre { white-space: pre-wrap; word-break: break-word; margin: .3em 0; background: #f1f3f6; padding: .5em .7em; border-radius: 4px; max-height: 32em; overflow: auto; }
 .status { display: inline-block; padding: 0 .5em; border-radius: 9px; font-size: 12px; background: #e4e7ec; }
 .status-completed, .status-success, .status-answered, .status-approved { background: #dcf3e2; color: var(--ok); }
-.status-running, .status-active, .status-pending, .status-open { background: #fff0d6; color: var(--run); }
+.status-running, .status-active, .status-pending, .status-open, .status-paused { background: #fff0d6; color: var(--run); }
 .status-failed, .status-timeout, .status-max_steps, .status-cancelled, .status-partial, .status-rejected, .status-expired { background: #fde2e0; color: var(--bad); }
 .badge { display: inline-block; padding: 0 .45em; border-radius: 9px; font-size: 11.5px; background: #e5ecfb; color: var(--accent); }
 .search { margin: .6em 0 1em; display: flex; gap: .5em; align-items: center; }
@@ -52,6 +52,10 @@ ul.tree ul { border-left: 2px solid var(--line); margin-left: .6em; }
 .question { background: #fffaf0; border: 1px solid #f0d9a8; border-radius: 6px; padding: .6em .8em; margin: .5em 0; }
 .question textarea { display: block; width: 100%; margin: .3em 0; font: inherit; }
 .badge-approval { background: #fff0d6; color: var(--run); }
+.badge-watcher { background: #efe7fb; color: #5b3fa3; text-decoration: none; }
+.watcher { background: var(--card); border: 1px solid var(--line); border-left: 4px solid #7b5cc4; border-radius: 6px; padding: .45em .7em; margin: .4em 0; }
+.watcher table.wakeups { margin-top: .4em; } .wakeups caption { text-align: left; color: var(--muted); font-size: 12.5px; }
+ul.changes { margin: 0; padding-left: 1.1em; }
 .approval { background: #f4f7ff; border: 1px solid #b9c8ee; border-radius: 6px; padding: .6em .8em; margin: .5em 0; }
 .approval pre.arguments { background: #fff; }
 .tool-call .approval, .tool-call .approval-note { margin: .3em 0 .3em 1.2em; }
@@ -402,6 +406,8 @@ export const EXPLORER_JS = `'use strict';
     }
     var changes = onTranscript ? TRANSCRIPT_CHANGES : TREE_CHANGES;
     if (changes.indexOf(event.type) >= 0 && (isMine(event.threadId) || event.type.indexOf('approval_') === 0)) refresh();
+    // A watcher added, paused, resumed, removed or stopped, woken or done: the tree's Watchers section shows it.
+    else if (!onTranscript && event.type.indexOf('watch') === 0) refresh();
   }
 
   // Open or closed as the person left them: a redrawn part keeps the state of each <details> it had.
@@ -437,6 +443,13 @@ export const EXPLORER_JS = `'use strict';
     replace(old, document.adoptNode(next));
     return true;
   }
+  // A part the page may not have had when it was served (the watchers, once the root has one) goes before \`before\`.
+  function swapOrAdd(doc, id, before) {
+    var old = document.getElementById(id), next = doc.getElementById(id), anchor = document.getElementById(before);
+    if (!old && next && anchor) { anchor.parentNode.insertBefore(document.adoptNode(next), anchor); return true; }
+    if (old && !next) { old.remove(); return true; }
+    return swap(doc, id, false);
+  }
   function mergeTranscript(doc, upTo) {
     var list = document.getElementById('transcript'), next = doc.getElementById('transcript');
     if (!list || !next) return true;
@@ -460,6 +473,7 @@ export const EXPLORER_JS = `'use strict';
       done = swap(doc, 'usage', false) && done;
       done = swap(doc, 'questions', true) && done;
       done = swap(doc, 'approvals', true) && done;
+      done = swapOrAdd(doc, 'watchers', 'tree') && done;
       done = swap(doc, 'tree', false) && done;
       // The new tree's cards take the streamed text and the replies shown so far.
       Object.keys(streams).forEach(function (stream) { place(streams[stream].box, streams[stream].thread); });

@@ -4,8 +4,10 @@
  */
 import type { BatonClient, QuestionRow, ThreadUsage, TranscriptMessage, TreeNode } from '../client';
 import { threadWorkflowId } from '../common/ids';
+import type { Watcher } from '../common/watchers';
 import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
 import {
+  findThreadWakeup,
   getRootScopeEntry,
   listDelegations,
   listEnvLog,
@@ -19,20 +21,37 @@ import {
   type EnvProposal,
   type RootThreadSummary,
   type ScopedEnvEntry,
+  type ThreadWakeup,
 } from '../db/explorer';
 import { listForks, type ForkRow, type ForkTaskRow } from '../db/forks';
 import { findThread, type ThreadRow } from '../db/threads';
+import { listWakeups, listWatchers, type WakeupRow } from '../db/watchers';
 
-export type { ApprovalRow, EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry };
+export type { ApprovalRow, EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry, ThreadWakeup, WakeupRow };
+
+/** Most wake-ups of one watcher the explorer shows (its `wakeups` counts them all). */
+export const WAKEUPS_SHOWN = 20;
+
+/** A watcher of a root with its latest wake-ups, newest first (at most `WAKEUPS_SHOWN`). */
+export interface ExplorerWatcher extends Watcher {
+  recentWakeups: WakeupRow[];
+}
 
 /** A thread of the tree with what the explorer adds to `TreeNode`. */
 export interface ExplorerNode extends Omit<TreeNode, 'children'> {
-  /** The workflow to open in the Temporal Web UI: the root's thread workflow, or the latest delegation's turn. */
+  /**
+   * The workflow to open in the Temporal Web UI: the root's thread workflow, the latest delegation's turn, or a
+   * watcher's wake-up's turn.
+   */
   workflowId: string;
   startedAt: Date | null;
   forkTask: string | null;
   world: string;
   epoch: number;
+  /** The watcher whose wake-up this thread runs under (threads below a wake-up inherit it), or `null`. */
+  watcher: string | null;
+  /** Set on a wake-up's own thread (`<root>/watch.<name>.<n>`): which wake-up of which watcher it runs. */
+  wakeup: ThreadWakeup | null;
   /** Each delegation to this thread, oldest first, with the message (preamble included) it received. */
   delegations: Omit<DelegationRecord, 'threadId' | 'parentThreadId'>[];
   /** Children started by plain delegation. */
@@ -52,6 +71,8 @@ export interface ThreadOverview {
   questions: QuestionRow[];
   /** Every approval of the tree, pending and decided, oldest first. */
   approvals: ApprovalRow[];
+  /** The root's watchers by name (removed and stopped ones too), each with its latest wake-ups. */
+  watchers: ExplorerWatcher[];
   usage: Pick<ThreadUsage, 'totalTokens' | 'modelCalls' | 'byProvider'>;
 }
 
@@ -72,16 +93,20 @@ export class ExplorerData {
     return findThread(this.db, threadId);
   }
 
-  /** A root thread's tree (forks grouped under their caller), its questions and approvals (all) and usage. */
+  /**
+   * A root thread's tree (forks grouped under their caller), its questions and approvals (all), its watchers with
+   * their latest wake-ups, and usage.
+   */
   async overview(root: ThreadRow): Promise<ThreadOverview> {
     const handle = this.client.thread(root.threadId);
-    const [plainTree, details, delegations, forks, questions, approvals, usage] = await Promise.all([
+    const [plainTree, details, delegations, forks, questions, approvals, watchers, usage] = await Promise.all([
       handle.tree(),
       listThreadDetails(this.db, root.threadId),
       listDelegations(this.db, root.threadId),
       listForks(this.db, root.threadId),
       handle.questions({ all: true }),
       handle.approvals({ all: true }),
+      this.watchers(root.threadId),
       handle.usage(),
     ]);
     const detailsOf = new Map(details.map((d) => [d.threadId, d]));
@@ -95,11 +120,13 @@ export class ExplorerData {
         workflowId:
           node.threadId === root.threadId
             ? threadWorkflowId(root.threadId)
-            : (mine.at(-1)?.workflowId ?? forkWorkflowId(forks, node.threadId) ?? ''),
+            : (mine.at(-1)?.workflowId ?? forkWorkflowId(forks, node.threadId) ?? detail?.wakeup?.workflowId ?? ''),
         startedAt: detail?.startedAt ?? null,
         forkTask: detail?.forkTask ?? null,
         world: detail?.world ?? 'default',
         epoch: detail?.epoch ?? 0,
+        watcher: detail?.watcher ?? null,
+        wakeup: detail?.wakeup ?? null,
         delegations: mine.map(({ threadId: _t, parentThreadId: _p, ...rest }) => rest),
         children: [],
         forks: [],
@@ -121,8 +148,28 @@ export class ExplorerData {
       tree,
       questions,
       approvals,
+      watchers,
       usage: { totalTokens: usage.totalTokens, modelCalls: usage.modelCalls, byProvider: usage.byProvider },
     };
+  }
+
+  /** A root's watchers by name (removed and stopped ones too), each with its latest wake-ups, newest first. */
+  async watchers(rootThreadId: string): Promise<ExplorerWatcher[]> {
+    const watchers = await listWatchers(this.db, rootThreadId);
+    return Promise.all(
+      watchers.map(async (watcher) => ({
+        ...watcher,
+        recentWakeups:
+          watcher.wakeups === 0
+            ? []
+            : await listWakeups(this.db, rootThreadId, { watcher: watcher.name, limit: WAKEUPS_SHOWN }),
+      })),
+    );
+  }
+
+  /** The wake-up a thread was opened for, or `undefined` (not a wake-up's own thread). */
+  wakeupOf(threadId: string): Promise<ThreadWakeup | undefined> {
+    return findThreadWakeup(this.db, threadId);
   }
 
   /** The highest number of a root's run feed so far: a page read after it follows the feed from there. */

@@ -2,9 +2,9 @@
  * The thread explorer: a web view of Baton's own data beside the Temporal Web UI (which stays the place for workflow
  * internals). Root threads, delegation trees with forks and their timelines, transcripts, live shared env data with
  * its log and its state as of any event, the questions waiting for a human and the tool calls waiting for approval
- * (answered and decided here too), with the same data as JSON under `/api/`. Served by `baton dev`, `baton demo` and
- * `baton explorer`; it has no authentication, so it listens on loopback unless told otherwise. Product code:
- * workflows/ and activities/ never import it.
+ * (answered and decided here too), a root's watchers with their wake-ups, with the same data as JSON under `/api/`.
+ * Served by `baton dev`, `baton demo` and `baton explorer`; it has no authentication, so it listens on loopback unless
+ * told otherwise. Product code: workflows/ and activities/ never import it.
  */
 export {
   DEFAULT_EXPLORER_HOST,

@@ -12,9 +12,12 @@ import type {
   EnvProposal,
   ExplorerFork,
   ExplorerNode,
+  ExplorerWatcher,
   RootThreadSummary,
   ScopedEnvEntry,
   ThreadOverview,
+  ThreadWakeup,
+  WakeupRow,
 } from './data';
 import { html, seg, type Html } from './html';
 
@@ -252,6 +255,10 @@ export function overviewSignature(overview: ThreadOverview): string {
   visit(overview.tree);
   parts.push(`q:${overview.questions.map((q) => `${q.questionId}=${q.status}`).join(',')}`);
   parts.push(`a:${overview.approvals.map((a) => `${a.approvalId}=${a.status}`).join(',')}`);
+  for (const watcher of overview.watchers) {
+    const wakeups = watcher.recentWakeups.map((w) => `${w.wakeup}=${w.status}`).join(',');
+    parts.push(`w:${watcher.name}=${watcher.status}:${watcher.pausedUntil ?? ''}:${wakeups}`);
+  }
   return parts.join('|');
 }
 
@@ -270,6 +277,11 @@ function nodeCard(node: ExplorerNode, context: PageContext): Html {
       <strong class="agent">${node.agent}</strong> ${status(node.status)}
       <a class="thread-id" href="${threadPath(node.threadId, '/transcript')}">${node.threadId}</a>
       ${node.forkTask ? html`<span class="badge">${node.forkTask}</span>` : ''}
+      ${
+        node.wakeup
+          ? html`<a class="badge badge-watcher" href="#watcher-${node.wakeup.watcher}">${wakeupLabel(node.wakeup)}</a>`
+          : ''
+      }
     </div>
     <div class="node-meta">
       ${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'} · ${node.totalTokens}
@@ -580,6 +592,124 @@ function approvalSection(root: string, approvals: readonly ApprovalRow[], now: D
   </section>`;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Watchers
+
+/** `watcher reviewer, wake-up 2` (and its chain depth when a watcher's write woke it). */
+export function wakeupLabel(wakeup: Pick<ThreadWakeup, 'watcher' | 'number' | 'depth'>): string {
+  return `watcher ${wakeup.watcher}, wake-up ${wakeup.number}${wakeup.depth > 1 ? ` (depth ${wakeup.depth})` : ''}`;
+}
+
+/** A key's versions across a change: `v0→1` for a new key, `v1→2`, `v2→deleted`. */
+export function versionChange(change: { oldVersion: number | null; newVersion: number | null }): string {
+  return `v${change.oldVersion ?? 0}→${change.newVersion ?? 'deleted'}`;
+}
+
+/** What a watcher does now: active; paused until when and why; removed or stopped, and why. */
+function watcherState(watcher: ExplorerWatcher, now: Date): Html {
+  const reason = watcher.reason ? html`: ${watcher.reason}` : '';
+  if (watcher.status === 'paused') {
+    const until = watcher.pausedUntil
+      ? html` until ${dateTime(new Date(watcher.pausedUntil))} (${relative(new Date(watcher.pausedUntil), now)})`
+      : '';
+    return html`${status('paused')}${until}${reason}`;
+  }
+  return html`${status(watcher.status)}${watcher.status === 'active' ? '' : reason}`;
+}
+
+function wakeupRow(wakeup: WakeupRow): Html {
+  return html`<tr data-wakeup="${wakeup.wakeup}">
+    <td class="num">${wakeup.wakeup}</td>
+    <td><a href="${threadPath(wakeup.threadId, '/transcript')}">${wakeup.threadId}</a></td>
+    <td class="num">${wakeup.depth}</td>
+    <td>
+      ${status(wakeup.status)}${wakeup.error ? html`<div class="error-text">${oneLine(wakeup.error, 300)}</div>` : ''}
+    </td>
+    <td>${dateTime(new Date(wakeup.startedAt))}</td>
+    <td>
+      ${
+        wakeup.changes.length === 0
+          ? html`<span class="muted">—</span>`
+          : html`<ul class="changes">
+              ${wakeup.changes.map(
+                (change) =>
+                  html`<li>
+                    <code>${change.key}</code> ${versionChange(change)} by ${change.writer.agent} (<a
+                      href="${threadPath(change.writer.thread, '/transcript')}"
+                      >${change.writer.thread}</a
+                    >)
+                  </li>`,
+              )}
+            </ul>`
+      }
+    </td>
+  </tr>`;
+}
+
+/** `declared in auditor's frontmatter`, `added at run time by cli`. */
+function watcherOrigin(watcher: ExplorerWatcher): string {
+  if (watcher.origin === 'run_time') return `added at run time by ${watcher.createdBy}`;
+  const declared = `declared in ${watcher.agent}'s frontmatter`;
+  return watcher.createdBy === `frontmatter of ${watcher.agent}` ? declared : `${declared} (${watcher.createdBy})`;
+}
+
+function watcherCard(watcher: ExplorerWatcher, now: Date): Html {
+  const shown = watcher.recentWakeups.length;
+  return html`<div class="watcher" id="watcher-${watcher.name}" data-watcher="${watcher.name}">
+    <div class="watcher-head">
+      <strong>${watcher.name}</strong> · agent <strong>${watcher.agent}</strong> · ${watcherState(watcher, now)}
+    </div>
+    <div class="node-meta">
+      keys ${watcher.keys.map((key, index) => html`${index > 0 ? ', ' : ''}<code>${key}</code>`)} ·
+      ${watcherOrigin(watcher)} · since
+      ${dateTime(new Date(watcher.createdAt))}${watcher.debounceS === undefined ? '' : ` · debounce ${watcher.debounceS} s`}
+      · ${watcher.wakeups}
+      wake-up${watcher.wakeups === 1 ? '' : 's'}${
+        watcher.lastWokeAt ? html` · last woke ${dateTime(new Date(watcher.lastWokeAt))}` : ''
+      }
+    </div>
+    ${
+      watcher.message
+        ? html`<details class="watch-message">
+            <summary>instruction</summary>
+            <pre>${watcher.message}</pre>
+          </details>`
+        : ''
+    }
+    ${
+      shown === 0
+        ? ''
+        : html`<table class="wakeups">
+            <caption>
+              ${shown < watcher.wakeups ? `latest ${shown} of ${watcher.wakeups} wake-ups` : 'wake-ups'}, newest first
+            </caption>
+            <thead>
+              <tr>
+                <th class="num">#</th>
+                <th>thread</th>
+                <th class="num">depth</th>
+                <th>status</th>
+                <th>woke</th>
+                <th>changes</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${watcher.recentWakeups.map(wakeupRow)}
+            </tbody>
+          </table>`
+    }
+  </div>`;
+}
+
+/** The root's watchers and their latest wake-ups; nothing when it has none. */
+function watcherSection(watchers: readonly ExplorerWatcher[], now: Date): Html {
+  if (watchers.length === 0) return html``;
+  return html`<section id="watchers">
+    <h2>Watchers</h2>
+    ${watchers.map((watcher) => watcherCard(watcher, now))}
+  </section>`;
+}
+
 export function overviewPage(overview: ThreadOverview, context: PageContext): Html {
   const root = overview.thread.threadId;
   const link = workflowUrl(context, overview.tree.workflowId);
@@ -606,7 +736,7 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
       <h2>Waiting for a human</h2>
       ${questionSection(root, overview.questions)}
     </section>
-    ${approvalSection(root, overview.approvals, context.now)}
+    ${approvalSection(root, overview.approvals, context.now)} ${watcherSection(overview.watchers, context.now)}
     <section id="tree">
       <h2>Delegation tree</h2>
       <ul class="tree">
@@ -723,6 +853,8 @@ export function transcriptPage(
   messages: readonly TranscriptMessage[],
   approvals: readonly ApprovalRow[],
   context: PageContext,
+  /** Set when the thread is a watcher's wake-up: it says so instead of naming a caller. */
+  wakeup?: ThreadWakeup,
 ): Html {
   const toolNames = new Map<string, string>();
   for (const message of messages) for (const call of message.toolCalls ?? []) toolNames.set(call.id, call.name);
@@ -736,11 +868,16 @@ export function transcriptPage(
       Transcript of ${thread.threadId} <small>${thread.agent} · ${status(thread.status)}</small>
     </h1>
     <p class="links">
-      ${thread.parentThreadId ? html`called by ${thread.caller ?? '?'} from <a href="${threadPath(thread.parentThreadId, '/transcript')}">${thread.parentThreadId}</a> · ` : ''}<a
-        href="${threadPath(thread.rootThreadId)}"
-        >tree</a
-      >
-      · <a href="/api/threads/${seg(thread.threadId)}/transcript">JSON</a>
+      ${
+        wakeup
+          ? html`<span class="badge badge-watcher">${wakeupLabel(wakeup)}</span> of
+              <a href="${threadPath(thread.rootThreadId, `#watcher-${wakeup.watcher}`)}">${thread.rootThreadId}</a> · `
+          : thread.parentThreadId
+            ? html`called by ${thread.caller ?? '?'} from
+                <a href="${threadPath(thread.parentThreadId, '/transcript')}">${thread.parentThreadId}</a> · `
+            : ''
+      }<a href="${threadPath(thread.rootThreadId)}">tree</a> ·
+      <a href="/api/threads/${seg(thread.threadId)}/transcript">JSON</a>
     </p>
     ${liveLine(context)}
     <p class="muted" id="transcript-empty" ${messages.length > 0 ? html` hidden` : ''}>No messages yet.</p>

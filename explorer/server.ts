@@ -233,8 +233,11 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       const feedSince = api ? undefined : await data.lastEventSeq(thread.rootThreadId);
       const messages = await data.transcript(threadId);
       if (api) return sendJson(res, 200, messages);
-      const approvals = await data.threadApprovals(thread);
-      return sendHtml(res, 200, transcriptPage(thread, messages, approvals, context(feedSince)));
+      const [approvals, wakeup] = await Promise.all([
+        data.threadApprovals(thread),
+        thread.parentThreadId === null || thread.caller !== null ? undefined : data.wakeupOf(threadId),
+      ]);
+      return sendHtml(res, 200, transcriptPage(thread, messages, approvals, context(feedSince), wakeup));
     }
     if (view === 'questions') {
       requireRoot(thread);
@@ -282,6 +285,11 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         return redirect(res, back, 303);
       }
       throw new HttpError(404, `nothing at ${url.pathname}`);
+    }
+    if (view === 'watchers' && rest.length === 1) {
+      requireRoot(thread);
+      if (!api) return redirect(res, threadPath(threadId, '#watchers'));
+      return sendJson(res, 200, await data.watchers(threadId));
     }
     if (view === 'env') {
       if (!isRoot) {

@@ -63,6 +63,13 @@ agents:
     - { say: "Second turn done.", chunk_delay_ms: 20 }
   quick_helper:
     - { say: "Helped.", chunk_delay_ms: 20 }
+  # Watchers from the CLI: the writer stores a key in its second turn; the watcher wakes for it.
+  cli_writer:
+    - { say: "Ready." }
+    - { call: store_env_data, args: { key: "findings/x", short_description: "A finding.", value: 1 } }
+    - { say: "Stored." }
+  cli_watcher:
+    - { say: "Looked at it." }
   # Watched mid-turn: each step after the first is held, so the test decides what happens while it watches.
   watched:
     - { call: think, args: { thought: "Before the watch." } }
@@ -89,6 +96,8 @@ before(async () => {
       'quick_lead.md': agentFile('quick_lead', ['quick_helper', 'fork_join']),
       'quick_helper.md': agentFile('quick_helper'),
       'watched.md': agentFile('watched'),
+      'cli_writer.md': agentFile('cli_writer'),
+      'cli_watcher.md': agentFile('cli_watcher'),
     },
     script,
     // What this issue is about: a `baton worker` that asks the model for streamed replies.
@@ -475,7 +484,7 @@ test('baton watch attaches mid-turn, shows what happens next, and Ctrl-C detache
   );
 });
 
-test('baton watch refuses an unknown thread, a delegation thread and the words kept for subcommands: one line, exit 1', async () => {
+test('baton watch refuses an unknown thread and a delegation thread: one line, exit 1', async () => {
   const threadId = uniqueThreadId('quick');
   const run = await cli('run', 'quick_lead', 'Go.', '--thread', threadId, '--quiet');
   assert.equal(run.code, 0, describeRun(run));
@@ -485,7 +494,6 @@ test('baton watch refuses an unknown thread, a delegation thread and the words k
       `${threadId}/quick_helper-1`,
       `baton: '${threadId}/quick_helper-1' is a delegation thread; its tree is the tree of root thread '${threadId}'\n`,
     ],
-    ['list', 'baton: `baton watch list` is reserved for a subcommand to come; give a root thread id\n'],
   ];
   for (const [target, message] of cases) {
     const result = await cli('watch', target);
@@ -493,4 +501,66 @@ test('baton watch refuses an unknown thread, a delegation thread and the words k
     assert.equal(result.stdout, '');
     assert.equal(result.stderr, message);
   }
+});
+
+test('baton watch add, list and remove: a watcher from the command line wakes for a change, and events and tree show it', async () => {
+  const threadId = uniqueThreadId('cliwatch');
+  const run = await cli('run', 'cli_writer', 'Get ready.', '--thread', threadId, '--quiet');
+  assert.equal(run.code, 0, describeRun(run));
+  const added = await cli('watch', 'add', threadId, 'cli_watcher', '--keys', 'findings/*', '--debounce', '0', '--json');
+  assert.equal(added.code, 0, describeRun(added));
+  const watcher = parseJson(added);
+  assert.deepEqual(
+    [watcher.name, watcher.agent, watcher.keys, watcher.origin, watcher.createdBy],
+    ['cli_watcher', 'cli_watcher', ['findings/*'], 'run_time', 'cli'],
+  );
+  const again = await cli('watch', 'add', threadId, 'cli_watcher', '--keys', 'other/*');
+  assert.equal(again.code, 1, describeRun(again));
+  assert.match(again.stderr, /^baton: a watcher named 'cli_watcher' already watches thread/);
+
+  assert.equal((await cli('send', threadId, 'Store it.', '--quiet')).code, 0);
+  let listed = '';
+  await waitFor(
+    'the wake-up to finish',
+    async () => {
+      const list = await cli('watch', 'list', threadId);
+      listed = list.stdout;
+      return list.code === 0 && /cli_watcher #1 {2}completed/.test(listed);
+    },
+    { timeoutMs: 60_000, describe: () => listed },
+  );
+  assert.match(
+    listed,
+    /^cli_watcher {2}agent cli_watcher {2}keys findings\/\* {2}debounce 0 s {2}active {2}1 wake-up {2}\(added by cli\)/,
+  );
+  assert.match(listed, /findings\/x: stored as version 1 by cli_writer/);
+  const json = parseJson(await cli('watch', 'list', threadId, '--json')) as {
+    watchers: unknown[];
+    wakeups: { changes: { key: string }[] }[];
+  };
+  assert.equal(json.watchers.length, 1);
+  assert.deepEqual(
+    json.wakeups[0]?.changes.map((change) => change.key),
+    ['findings/x'],
+  );
+
+  const events = await cli('events', threadId);
+  assert.equal(events.code, 0, describeRun(events));
+  assert.match(
+    events.stdout,
+    /cli_watcher woke \(wake-up 1, depth 1\) in [^\n]+\/watch\.cli_watcher\.1\n +findings\/x: stored as version 1 by cli_writer/,
+  );
+  const tree = await cli('tree', threadId);
+  assert.match(tree.stdout, /\[watcher cli_watcher, wake-up 1\] cli_watcher {2}completed/);
+
+  const removed = await cli('watch', 'remove', threadId, 'cli_watcher');
+  assert.equal(removed.code, 0, describeRun(removed));
+  assert.equal(removed.stdout, `watcher cli_watcher removed from ${threadId}\n`);
+  const missing = await cli('watch', 'remove', threadId, 'nobody');
+  assert.equal(missing.code, 1);
+  assert.equal(missing.stderr, `baton: no watcher named 'nobody' in thread '${threadId}'\n`);
+  // A thread named like a subcommand is watched after `--`.
+  const named = await cli('watch', '--', 'list');
+  assert.equal(named.code, 1);
+  assert.equal(named.stderr, "baton: thread 'list' does not exist\n");
 });

@@ -5,7 +5,15 @@ import { test } from 'node:test';
 import { escapeHtml, exposedHostWarning, validThreadId } from '../../explorer';
 import { html } from '../../explorer/html';
 import type { ApprovalRow } from '../../db/approvals';
-import { compactJson, outcomeText, prettyJson, splitPreamble, workflowUrl } from '../../explorer/pages';
+import {
+  compactJson,
+  outcomeText,
+  prettyJson,
+  splitPreamble,
+  versionChange,
+  wakeupLabel,
+  workflowUrl,
+} from '../../explorer/pages';
 
 test('explorer html: every interpolated value is escaped; markup built by html`` is kept', () => {
   const value = `<script>alert("x" + 'y') && 1</script>`;
@@ -66,6 +74,14 @@ test('explorer approvals: how an approval ended, in the words shown by its call 
     'cancelled (its turn was stopped)',
   );
   assert.equal(outcomeText(row({ status: 'pending' })), 'waiting for a decision');
+});
+
+test('explorer watchers: a wake-up is named by its watcher and number, a change by its versions', () => {
+  assert.equal(wakeupLabel({ watcher: 'reviewer', number: 2, depth: 1 }), 'watcher reviewer, wake-up 2');
+  assert.equal(wakeupLabel({ watcher: 'reviewer', number: 3, depth: 2 }), 'watcher reviewer, wake-up 3 (depth 2)');
+  assert.equal(versionChange({ oldVersion: null, newVersion: 1 }), 'v0→1');
+  assert.equal(versionChange({ oldVersion: 1, newVersion: 2 }), 'v1→2');
+  assert.equal(versionChange({ oldVersion: 2, newVersion: null }), 'v2→deleted');
 });
 
 test('explorer links: a workflow opens at <uiUrl>/namespaces/<ns>/workflows/<id>, encoded; no UI, no link', () => {
