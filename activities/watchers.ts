@@ -189,9 +189,10 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     const overDepth = { keys: [] as string[], depth: 0 };
     let depth = 1;
     for (const change of read.changes) {
-      // Only the shared data; never its own writes nor those of the turns its wake-ups started.
-      if (change.scope !== '' || change.writerWatcher === watcher.name || !keyMatches(watcher.keys, change.key))
-        continue;
+      // Only the shared data; never its own writes: those of its agent, wherever it runs, and those of the turns its
+      // wake-ups started (their threads carry the watcher's name).
+      const own = change.writerWatcher === watcher.name || change.writer.agent === watcher.agent;
+      if (change.scope !== '' || own || !keyMatches(watcher.keys, change.key)) continue;
       const changeDepth = change.writerDepth + 1;
       if (changeDepth > limits.maxDepth) {
         overDepth.keys.push(change.key);

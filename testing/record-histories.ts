@@ -4,6 +4,7 @@
  * behaviour, and keep the files older code recorded: `test/replay` then proves they still replay (a change to what
  * they exercise goes behind `patched()`).
  */
+import { watcherWorkflowId } from '../common/watchers';
 import fs from 'node:fs';
 import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
@@ -61,6 +62,9 @@ const agents = new Map(
     `---\nname: mcp-user\ndescription: Calls an MCP server.\ncapabilities: [mcp:${MCP_SERVER}]\n---\nYou use MCP.\n`,
     '---\nname: local\ndescription: Steps inside the workflow task.\nsteps: local\ncapabilities: [leaf, load_arc_task]\n' +
       '---\nYou step locally.\n',
+    '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
+    '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
+      '    message: "Look at w."\n---\nYou watch.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -184,6 +188,16 @@ agents:
     - call: think
       args: { thought: "back inside the task" }
     - say: "Stepped locally."
+  watchlead:
+    - call: watchful
+      args: { message: "Stand by." }
+    - call: store_env_data
+      args: { key: w/1, short_description: "A watched value.", value: 1 }
+    - say: "Done."
+  watchful:
+    - call: store_env_data
+      args: { key: w/mine, short_description: "The watcher's own value.", value: 2 }
+    - say: "Looked."
 `,
   'record-histories',
 );
@@ -218,6 +232,8 @@ interface Scenario {
   resend?: { index: number; afterRuns: number };
   /** Instead of a thread's turns: the agent's turn started by hand with input its workflow code cannot handle. */
   throwingTurn?: boolean;
+  /** Watchers whose wake-ups (this many) finish before the thread ends; their workflows' histories are written too. */
+  watchers?: { name: string; wakeups: number }[];
 }
 
 const scenarios: Scenario[] = [
@@ -304,6 +320,14 @@ const scenarios: Scenario[] = [
   // The thread starts each turn without reading the world's limits (the turn does, as it begins), and each turn's
   // answer records it completed: no local activity at either end. The same conversation as `local-steps`.
   { name: 'turn-ends-with-answer', agent: 'local', messages: ['Step locally.'] },
+  // A frontmatter watcher registered by its agent's delegated turn wakes once for the lead's write (its own writes,
+  // in both its turns, wake nothing); the thread's end stops it and its workflow ends.
+  {
+    name: 'watcher-wakes',
+    agent: 'watchlead',
+    messages: ['Write something watched.'],
+    watchers: [{ name: 'watchful', wakeups: 1 }],
+  },
 ];
 
 /**
@@ -388,8 +412,19 @@ async function main(): Promise<void> {
           const again = await thread.send(scenario.messages[index] ?? '', { messageId: scenario.messageIds?.[index] });
           if (again.turn !== index + 1) throw new Error(`the message sent again ran as turn ${again.turn}`);
         }
+        for (const watcher of scenario.watchers ?? []) {
+          await until(`${watcher.wakeups} wake-up(s) of ${watcher.name}`, async () => {
+            const wakeups = await thread.wakeups({ watcher: watcher.name });
+            return wakeups.length === watcher.wakeups && wakeups.every((wakeup) => wakeup.status !== 'running')
+              ? true
+              : undefined;
+          });
+        }
         await thread.end();
         await thread.result();
+        for (const watcher of scenario.watchers ?? []) {
+          await harness.client.temporal.workflow.getHandle(watcherWorkflowId(thread.threadId, watcher.name)).result();
+        }
         // Every run of every workflow of the conversation (a thread that continued as new has several).
         const runs: { workflowId: string; runId: string }[] = [];
         for await (const execution of harness.client.temporal.workflow.list({

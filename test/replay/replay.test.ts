@@ -15,7 +15,7 @@ import {
   USER_TOOLS_PATCH,
 } from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
-import { DELIVERIES_ACROSS_RUNS_PATCH, LIMITS_IN_TURN_PATCH } from '../../workflows/thread';
+import { DELIVERIES_ACROSS_RUNS_PATCH, LIMITS_IN_TURN_PATCH, STOP_WATCHERS_PATCH } from '../../workflows/thread';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -178,6 +178,21 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(patches.includes(LIMITS_IN_TURN_PATCH), "a recorded thread left its turns' limits to them");
   assert.ok(patches.includes(FINISH_WITH_ANSWER_PATCH), 'a recorded turn ended with its answer');
   assert.ok(localTypes.includes('resolveLimits') && localTypes.includes('finishTurn'), 'and older ones did not');
+  // A watcher: its workflow looked at the log, opened one wake-up and ran its turn as a child; the thread that ended
+  // stopped it (older threads ended without that step).
+  assert.ok(localTypes.includes('lookForWatchChanges'), 'a recorded watcher looked at the env log');
+  assert.ok(localTypes.includes('openWatchWakeup'), 'a recorded watcher woke');
+  assert.ok(patches.includes(STOP_WATCHERS_PATCH), 'a recorded thread stopped its watchers as it ended');
+  assert.ok(localTypes.includes('stopWatchers'), "a recorded thread's end ran stopWatchers");
+  const watcherRuns = histories.filter(
+    (h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name === 'envWatcherWorkflow',
+  );
+  assert.ok(
+    watcherRuns.some((h) =>
+      (h.history.events ?? []).some((e) => e.startChildWorkflowExecutionInitiatedEventAttributes),
+    ),
+    "a recorded watcher ran its wake-up's turn as a child workflow",
+  );
   // MCP tools (`<server>__<tool>`): a model reply calling a read-only one and one with side effects, whose calls ran
   // with the next model call.
   const plannedMcpCalls = events
