@@ -47,6 +47,12 @@ const agents: AgentRegistry = new Map([
   agent('outsider'),
   agent('ender'),
   agent('endwatch'),
+  agent('dstarter'),
+  agent('delegwatch', 'capabilities: [subwriter]\n'),
+  agent('subwriter'),
+  agent('forkwriter', 'capabilities: [fork_join, ftask]\n'),
+  agent('ftask'),
+  agent('mergewatch'),
 ]);
 
 const store = (key: string) =>
@@ -116,6 +122,23 @@ agents:
     - say: "Bye."
   endwatch:
     - say: "Should not run."
+  dstarter:
+    - ${store('d/go')}
+    - say: "Go."
+  delegwatch:
+    - { call: subwriter, args: { message: "Write d/sub." } }
+    - say: "Delegated."
+  subwriter:
+    - ${store('d/sub')}
+    - say: "Wrote."
+  forkwriter:
+    - { call: fork_join, args: { tasks: [{ agent: ftask, message: "Find." }], prefix: found } }
+    - say: "Forked."
+  ftask:
+    - ${store('x')}
+    - say: "Found."
+  mergewatch:
+    - say: "Saw the merge."
 `,
   'watchers',
 );
@@ -372,4 +395,47 @@ test('a root thread that ends stops its watchers, and their workflows end', asyn
     (await feedKinds(thread, 'watch_stopped')).map((event) => event.watcher),
     ['endwatch'],
   );
+});
+
+test('writes of the turns a wake-up started (its delegations) do not wake the watcher either', async () => {
+  const thread = await harness.client.startThread({ agent: 'dstarter', threadId: uniqueThreadId('deleg') });
+  await thread.addWatcher({ agent: 'delegwatch', keys: ['d/*'], debounceS: 0 });
+  await thread.send('Go.');
+  const [wakeup] = await finishedWakeups(thread, 'delegwatch', 1);
+  assert.deepEqual(
+    wakeup?.changes.map((change) => change.key),
+    ['d/go'],
+  );
+  // d/sub was stored by subwriter, in a thread its wake-up delegated to (which carries the watcher's name).
+  const sub = await seqOfWrite(thread.threadId, 'd/sub');
+  assert.ok(sub > 0, 'the delegated turn stored d/sub');
+  const { rows } = await harness.pool.query<{ watcher: string; depth: number }>(
+    'SELECT watcher, watch_depth AS depth FROM threads WHERE thread_id = $1',
+    [`${thread.threadId}/subwriter-1`],
+  );
+  assert.deepEqual(rows[0], { watcher: 'delegwatch', depth: 1 });
+  await lookedPast(thread, 'delegwatch', sub);
+  assert.equal((await thread.wakeups({ watcher: 'delegwatch' })).length, 1);
+});
+
+test("a fork's merge into the shared data wakes the watchers of the merged keys, and the Web UI lists the watcher", async () => {
+  const thread = await harness.client.startThread({ agent: 'forkwriter', threadId: uniqueThreadId('merge') });
+  await thread.addWatcher({ agent: 'mergewatch', keys: ['found/**'], debounceS: 0 });
+  assert.equal((await thread.send('Fork.')).status, 'completed');
+  const [wakeup] = await finishedWakeups(thread, 'mergewatch', 1);
+  assert.deepEqual(
+    wakeup?.changes.map((change) => [change.key, change.action]),
+    [['found/1/x', 'stored']],
+  );
+  // The watcher's workflow is found as every workflow of the conversation is: by BatonRootThreadId.
+  const listed = await until('the watcher in visibility', async () => {
+    const ids: string[] = [];
+    for await (const execution of harness.client.temporal.workflow.list({
+      query: `BatonRootThreadId="${thread.threadId}" AND WorkflowType="envWatcherWorkflow"`,
+    })) {
+      ids.push(execution.workflowId);
+    }
+    return ids.length > 0 ? ids : undefined;
+  });
+  assert.deepEqual(listed, [watcherWorkflowId(thread.threadId, 'mergewatch')]);
 });
