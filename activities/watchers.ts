@@ -251,7 +251,7 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     changes: WatchChange[];
     depth: number;
     cursor: number;
-  }): Promise<OpenedWakeup> {
+  }): Promise<OpenedWakeup | { ended: string }> {
     const watcher = await findWatcher(pool, input.rootThreadId, input.watcher);
     if (watcher === undefined) {
       throw ApplicationFailure.create({

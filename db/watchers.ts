@@ -356,13 +356,20 @@ export interface OpenedWakeup {
 /**
  * Opens a wake-up, once per operation id: numbers it, creates its thread under the root (marked with the watcher and
  * the depth, which every thread below it inherits), records the changes it is about (a `watch_woke` event) and moves
- * the watcher's cursor past them, in one transaction.
+ * the watcher's cursor past them, in one transaction. A watcher removed or stopped since its look opens none.
  * @throws WatcherNotFoundError, ThreadNotFoundError
  */
-export async function openWakeup(pool: Pool, input: OpenWakeupInput): Promise<OpenedWakeup> {
+export async function openWakeup(pool: Pool, input: OpenWakeupInput): Promise<OpenedWakeup | { ended: string }> {
   return inTransaction(pool, async (client) => {
-    const { rows: watchers } = await client.query<{ agent: string; wakeups: number; world: string | null }>(
-      `SELECT w.agent, w.wakeups, t.world FROM env_watchers w LEFT JOIN threads t ON t.thread_id = w.root_thread_id
+    const { rows: watchers } = await client.query<{
+      agent: string;
+      wakeups: number;
+      world: string | null;
+      status: string;
+      reason: string | null;
+    }>(
+      `SELECT w.agent, w.wakeups, t.world, w.status, w.reason
+         FROM env_watchers w LEFT JOIN threads t ON t.thread_id = w.root_thread_id
         WHERE w.root_thread_id = $1 AND w.name = $2 FOR UPDATE OF w`,
       [input.rootThreadId, input.watcher],
     );
@@ -396,6 +403,9 @@ export async function openWakeup(pool: Pool, input: OpenWakeupInput): Promise<Op
         message: earlier.message,
       };
     }
+    // Removed (or its root ended) since it looked: it wakes no more.
+    if (watcher.status === 'removed' || watcher.status === 'stopped')
+      return { ended: watcher.reason ?? watcher.status };
     const wakeup = watcher.wakeups + 1;
     const threadId = wakeupThreadId(input.rootThreadId, input.watcher, wakeup);
     const workflowId = `baton/${threadId}`;

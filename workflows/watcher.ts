@@ -118,19 +118,6 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       if (workflowInfo().continueAsNewSuggested) return carryOn();
       continue;
     }
-    if (found.overDepth.keys.length > 0) {
-      // Reported now; the changes within the limit wake the watcher below and move the cursor past both.
-      await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} skips a chain too deep` }, [
-        {
-          rootThreadId,
-          watcher,
-          // The wake-up below moves the cursor past both.
-          cursor: 0,
-          skipped: { ...found.overDepth, maxDepth: found.limits.maxDepth },
-        },
-      ]);
-    }
-
     // The rate limit: past `maxPerHour` wake-ups in the last hour, pause until the oldest of them is an hour old.
     const now = Date.now();
     recent = recent.filter((at) => now - at < HOUR_MS);
@@ -174,6 +161,12 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       continue;
     }
 
+    if (found.overDepth.keys.length > 0) {
+      // Said once, as the wake-up for the changes within the limit opens (it moves the cursor past both).
+      await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} skips a chain too deep` }, [
+        { rootThreadId, watcher, cursor: 0, skipped: { ...found.overDepth, maxDepth: found.limits.maxDepth } },
+      ]);
+    }
     const opened = await localDb.openWatchWakeup.executeWithOptions(
       { summary: `watch: ${watcher} wakes for ${found.changes.length} change(s)` },
       [
@@ -188,6 +181,10 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       ],
     );
     wakeupsThisRun += 1;
+    if ('ended' in opened) {
+      setCurrentDetails(`Watcher ${watcher} ended: ${opened.ended}.`);
+      return state;
+    }
     state.wakeups = opened.wakeup;
     state.running = { wakeup: opened.wakeup, threadId: opened.threadId };
     recent.push(Date.now());
