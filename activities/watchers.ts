@@ -21,6 +21,7 @@ import {
   MAX_CHANGES_PER_WAKEUP,
   watcherNameProblem,
   watchMessage,
+  watchSpecOf,
   watchSpecProblem,
   WATCH_LIMIT_VARIABLES,
   type WatchChange,
@@ -341,11 +342,7 @@ export async function addWatcherFromTool(pool: Pool, request: AddWatcherRequest)
   const problem = watcherNameProblem(name) ?? watchSpecProblem(request);
   if (problem !== undefined) throw new ToolError(problem);
   if (!(await isKnownAgent(pool, request.agent))) throw new ToolError(`no agent named '${request.agent}' is defined`);
-  const spec: WatchSpec = {
-    keys: request.keys,
-    ...(request.debounceS === undefined ? {} : { debounceS: request.debounceS }),
-    ...(request.message === undefined ? {} : { message: request.message }),
-  };
+  const spec: WatchSpec = watchSpecOf(request);
   try {
     const { watcher } = await registerWatcher(pool, {
       rootThreadId: request.rootThreadId,

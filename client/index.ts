@@ -24,6 +24,7 @@ import {
   ENV_CHANGED_SIGNAL,
   watcherNameProblem,
   watcherWorkflowId,
+  watchSpecOf,
   watchSpecProblem,
   type Watcher,
   type WatchSpec,
@@ -1020,11 +1021,7 @@ export class ThreadHandle {
         rootThreadId: this.threadId,
         name,
         agent: request.agent,
-        spec: {
-          keys: request.keys,
-          ...(request.debounceS === undefined ? {} : { debounceS: request.debounceS }),
-          ...(request.message === undefined ? {} : { message: request.message }),
-        },
+        spec: watchSpecOf(request),
         origin: 'run_time',
         createdBy: request.createdBy ?? 'client',
       });

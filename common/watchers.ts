@@ -153,6 +153,15 @@ export function keyMatches(patterns: readonly string[], key: string): boolean {
   return patterns.some((pattern) => segmentsMatch(pattern.split('/'), segments));
 }
 
+/** What of a request a watcher stores: its keys, and its debounce and message when given. */
+export function watchSpecOf(request: WatchSpec): WatchSpec {
+  return {
+    keys: request.keys,
+    ...(request.debounceS === undefined ? {} : { debounceS: request.debounceS }),
+    ...(request.message === undefined ? {} : { message: request.message }),
+  };
+}
+
 /** Why a watch request is not valid, or `undefined`. */
 export function watchSpecProblem(spec: { keys?: unknown; debounceS?: unknown; message?: unknown }): string | undefined {
   if (!Array.isArray(spec.keys) || spec.keys.length === 0) return 'a watcher needs at least one key pattern';

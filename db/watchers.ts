@@ -473,17 +473,13 @@ export async function listWakeups(
   rootThreadId: string,
   options: { watcher?: string; limit?: number } = {},
 ): Promise<WakeupRow[]> {
-  const { rows } = await db.query<{
-    watcher: string;
-    wakeup: number;
-    threadId: string;
-    depth: number;
-    changes: WatchChange[];
-    status: string;
-    error: string | null;
-    startedAt: Date;
-    finishedAt: Date | null;
-  }>(
+  const { rows } = await db.query<
+    Omit<WakeupRow, 'error' | 'startedAt' | 'finishedAt'> & {
+      error: string | null;
+      startedAt: Date;
+      finishedAt: Date | null;
+    }
+  >(
     `SELECT watcher, number AS wakeup, thread_id AS "threadId", depth, changes, status, error,
             started_at AS "startedAt", finished_at AS "finishedAt"
        FROM env_watch_wakeups WHERE root_thread_id = $1 AND ($2::text IS NULL OR watcher = $2)
