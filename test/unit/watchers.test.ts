@@ -4,6 +4,7 @@ import { watchLimitsFrom } from '../../activities/watchers';
 import { formatWatchers } from '../../client/format';
 import { parseAgentFile } from '../../worker/agents';
 import { runEventsOf, type RunFeedRow } from '../../common/run-events';
+import { buildSystemContext } from '../../common/system-context';
 import {
   DEFAULT_WATCH_LIMITS,
   frontmatterWatcherName,
@@ -239,4 +240,9 @@ test('watchers are listed with their status, and wake-ups with their changes', (
   assert.match(text, /reviewer #60 {2}completed {2}depth 1/);
   assert.match(text, /findings\/a: stored as version 1 by f/);
   assert.equal(formatWatchers([]), 'no watchers');
+});
+
+test('every agent is told what a [Watch Context] block is', () => {
+  const text = buildSystemContext({ name: 'a', declared: [], universal: [], hasEnvData: false });
+  assert.match(text, /wakes you because shared data you\nwatch changed starts with a \[Watch Context\] block/);
 });
