@@ -1067,12 +1067,18 @@ program
   .description('run the example agents end to end on the local stack')
   .option('--exit', 'stop the stack after the reply instead of keeping it up for inspection')
   .option('--json', 'print the result as JSON')
-  .action(async (options: { exit?: boolean; json?: boolean }) => {
+  .option(
+    '--reactive',
+    'run the reactive ARC team instead: a verifier watcher checks every candidate rule the lead stores against the ' +
+      'training pairs; prints the verdicts',
+  )
+  .action(async (options: { exit?: boolean; json?: boolean; reactive?: boolean }) => {
     await runDemo({
       stateDir: globals().stateDir,
       env: process.env,
       exit: Boolean(options.exit),
       json: Boolean(options.json),
+      reactive: Boolean(options.reactive),
     });
   });
 

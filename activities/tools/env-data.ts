@@ -10,7 +10,8 @@ import {
 import { EnvDataError, type EnvManifestEntry, type EnvProposal } from '../../db/env-data';
 import { defineTool, ToolError, type ToolDefinition } from './types';
 
-const key = z
+/** An env-data key as a tool argument: the store's own rule, said in the model's terms. */
+export const envKeyArgument = z
   .string()
   .min(1)
   .max(MAX_ENV_KEY_LENGTH)
@@ -18,6 +19,7 @@ const key = z
     error: "may hold only letters, digits and _ - . / ('/' separates namespaces, e.g. 'arc/task')",
   })
   .describe("The entry's key, e.g. 'arc_task' or 'arc/observations'.");
+const key = envKeyArgument;
 const shortDescription = z
   .string()
   .trim()

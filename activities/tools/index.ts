@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { mcpServerOfCapability, mcpServersOfWorld, UNIVERSAL_CAPABILITIES } from '../../common/capabilities';
-import { createArcTool } from './arc';
+import { createArcCandidateTool, createArcTool } from './arc';
 import { delegationDescription, delegationParameters } from './delegation';
 import { createEnvDataTools } from './env-data';
 import { createFileTools } from './files';
@@ -103,6 +103,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
       ...(options.shellSandbox === undefined ? {} : { sandbox: options.shellSandbox }),
     }),
     createArcTool({ dataDir: options.arcDataDir }),
+    createArcCandidateTool({ dataDir: options.arcDataDir }),
     forkJoinTool,
   ];
   for (const tool of all) tools.set(tool.name, tool);

@@ -109,10 +109,11 @@ test('agent directory: a missing or empty directory is a clear error', () => {
 
 test('agent directory: the example agents load', () => {
   const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), {
-    toolNames: ['load_arc_task', 'fork_join', 'list_files'],
+    toolNames: ['load_arc_task', 'fork_join', 'list_files', 'check_arc_candidate', 'watch_env_data'],
   });
   assert.deepEqual([...agents.keys()].sort(), [
     'arc_lead',
+    'arc_verified_lead',
     'coordinator',
     'daily_summary',
     'fractal_tester',
@@ -121,5 +122,6 @@ test('agent directory: the example agents load', () => {
     'scaling_tester',
     'solver',
     'tiling_tester',
+    'verifier',
   ]);
 });
