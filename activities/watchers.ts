@@ -39,7 +39,7 @@ import {
   setWatcherPause,
   settleWatchChanges,
   stopRootWatchers,
-  wakeableWatchers,
+  watchersToWake,
   WatcherExistsError,
   type OpenedWakeup,
 } from '../db/watchers';
@@ -63,22 +63,13 @@ export interface WatchFaults {
 
 export function createWatchTrigger(pool: Pool, faults: WatchFaults = {}): WatchTrigger {
   return async (rootThreadId, keys) => {
-    const watchers = await wakeableWatchers(pool, rootThreadId);
-    const woken = watchers.filter((watcher) => keys === undefined || keys.some((key) => keyMatches(watcher.keys, key)));
+    const woken = await watchersToWake(pool, rootThreadId, keys);
     if (woken.length === 0) return;
     if (faults.killBeforeSignalForKey !== undefined && keys?.includes(faults.killBeforeSignalForKey)) {
       log.warn('fault injection: killing this worker between an env write and its watchers signal', { keys });
       process.kill(process.pid, 'SIGKILL');
     }
-    const context = Context.current();
-    await Promise.all(
-      woken.map((watcher) =>
-        context.client.workflow.signalWithStart(
-          'envWatcherWorkflow',
-          watcherSignalWithStartOptions({ rootThreadId, ...watcher }, context.info.taskQueue),
-        ),
-      ),
-    );
+    await startWatchers(woken);
   };
 }
 
@@ -108,8 +99,13 @@ export async function registerFrontmatterWatchers(
   return created;
 }
 
-/** Starts the workflows of watchers just added (each waits for changes; the Web UI lists it from now on). */
-export async function startWatchers(watchers: readonly Watcher[]): Promise<void> {
+/**
+ * Signals the workflows of watchers (starting those that do not run): a change they watch committed, or they were
+ * just added (each then waits for changes; the Web UI lists it from now on).
+ */
+export async function startWatchers(
+  watchers: readonly Pick<Watcher, 'rootThreadId' | 'name' | 'agent' | 'keys'>[],
+): Promise<void> {
   if (watchers.length === 0) return;
   const context = Context.current();
   await Promise.all(

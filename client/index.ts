@@ -35,6 +35,7 @@ import {
   listWatchers,
   listWatchFeed,
   registerWatcher,
+  watchersToWake,
   WatcherExistsError,
   WatcherNotFoundError,
   type WakeupRow,
@@ -958,12 +959,21 @@ export class ThreadHandle {
     if (!proposal) throw new BatonClientError(`there is no proposal '${proposalId}' in thread '${this.threadId}'`);
     const thread = await findThread(db, this.threadId);
     const scope = { rootThreadId: this.threadId, threadId: this.threadId, agent: 'human', epoch: thread?.epoch ?? 0 };
+    let accepted: EnvWriteResult;
     try {
-      return await store.acceptProposal(scope, `human:accept:${proposalId}`, { key: proposal.key, proposalId });
+      accepted = await store.acceptProposal(scope, `human:accept:${proposalId}`, { key: proposal.key, proposalId });
     } catch (error) {
       if (error instanceof EnvDataError) throw new BatonClientError(error.message);
       throw error;
     }
+    // The change is committed: wake the watchers of its key, as an agent's write does (accepting again does again).
+    for (const watcher of await watchersToWake(db, this.threadId, [proposal.key])) {
+      await this.client.temporal.workflow.signalWithStart(
+        'envWatcherWorkflow',
+        watcherSignalWithStartOptions(watcher, this.client.taskQueue),
+      );
+    }
+    return accepted;
   }
 
   /** The forks of this root's tree (`fork_join` calls), oldest first, with each task's status and merge. */

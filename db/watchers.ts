@@ -5,7 +5,14 @@
  */
 import type { Pool } from 'pg';
 import type { RunFeedRow } from '../common/run-events';
-import { wakeupThreadId, type WatchChange, type Watcher, type WatcherOrigin, type WatchSpec } from '../common/watchers';
+import {
+  keyMatches,
+  wakeupThreadId,
+  type WatchChange,
+  type Watcher,
+  type WatcherOrigin,
+  type WatchSpec,
+} from '../common/watchers';
 import { BatonDbError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
 import { inTransaction } from './transaction';
@@ -162,17 +169,23 @@ export async function findWatcher(db: Queryable, rootThreadId: string, name: str
   return rows[0] === undefined ? undefined : toWatcher(rows[0]);
 }
 
-/** The watchers of a root that a change may wake: active and paused ones (a paused one catches up later). */
-export async function wakeableWatchers(
+/**
+ * The watchers of a root that a change to `keys` wakes (any key: `undefined`): active and paused ones whose patterns
+ * match (a paused one catches up later). Whoever committed the change signals each.
+ */
+export async function watchersToWake(
   db: Queryable,
   rootThreadId: string,
-): Promise<Pick<Watcher, 'name' | 'agent' | 'keys'>[]> {
+  keys?: readonly string[],
+): Promise<Pick<Watcher, 'rootThreadId' | 'name' | 'agent' | 'keys'>[]> {
   const { rows } = await db.query<Pick<Watcher, 'name' | 'agent' | 'keys'>>({
     name: 'baton-wakeable-watchers',
     text: `SELECT name, agent, keys FROM env_watchers WHERE root_thread_id = $1 AND status IN ('active', 'paused')`,
     values: [rootThreadId],
   });
-  return rows;
+  return rows
+    .filter((watcher) => keys === undefined || keys.some((key) => keyMatches(watcher.keys, key)))
+    .map((watcher) => ({ rootThreadId, ...watcher }));
 }
 
 /**

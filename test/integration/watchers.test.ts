@@ -53,6 +53,9 @@ const agents: AgentRegistry = new Map([
   agent('forkwriter', 'capabilities: [fork_join, ftask]\n'),
   agent('ftask'),
   agent('mergewatch'),
+  agent('proposer', 'capabilities: [fork_join, ptask]\n'),
+  agent('ptask'),
+  agent('propwatch'),
 ]);
 
 const store = (key: string) =>
@@ -139,6 +142,15 @@ agents:
     - say: "Found."
   mergewatch:
     - say: "Saw the merge."
+  proposer:
+    - ${store('p/base')}
+    - { call: fork_join, args: { tasks: [{ agent: ptask, message: "Propose." }] } }
+    - say: "Proposed."
+  ptask:
+    - { call: update_env_data, args: { key: p/base, value: 2 } }
+    - say: "Staged."
+  propwatch:
+    - say: "Saw the accepted proposal."
 `,
   'watchers',
 );
@@ -438,4 +450,24 @@ test("a fork's merge into the shared data wakes the watchers of the merged keys,
     return ids.length > 0 ? ids : undefined;
   });
   assert.deepEqual(listed, [watcherWorkflowId(thread.threadId, 'mergewatch')]);
+});
+
+test("a person accepting a fork worker's proposal wakes the watchers of its key", async () => {
+  const thread = await harness.client.startThread({ agent: 'proposer', threadId: uniqueThreadId('accept') });
+  assert.equal((await thread.send('Propose.')).status, 'completed');
+  const [proposal] = await thread.envProposals();
+  assert.ok(proposal, 'the fork worker staged a proposal');
+  await thread.addWatcher({ agent: 'propwatch', keys: ['p/*'], debounceS: 0 });
+  await thread.envAccept(proposal.proposalId);
+  const [wakeup] = await finishedWakeups(thread, 'propwatch', 1);
+  assert.deepEqual(
+    wakeup?.changes.map((change) => [
+      change.key,
+      change.action,
+      change.oldVersion,
+      change.newVersion,
+      change.writer.agent,
+    ]),
+    [['p/base', 'updated', 1, 2, 'human']],
+  );
 });
