@@ -158,3 +158,55 @@ test('lines fit the terminal: cut with … or wrapped at spaces, wide characters
   assert.match(lines[1] ?? '', /^ {2}→ shell x+… \*$/, 'the running call is cut before its spinner');
   assert.equal(lines.at(-1), '  … (21 more lines)', 'a long text shows its first lines');
 });
+
+test('a watcher wake-up hangs under the root, marked, with the changes that woke it; its pause is a line of the root', () => {
+  const tree = new RunTree(ROOT, 'lead');
+  const wake = `${ROOT}/watch.reviewer.1`;
+  const change = {
+    seq: 3,
+    key: 'findings/a',
+    action: 'stored',
+    oldVersion: null,
+    newVersion: 1,
+    writer: { agent: 'finder', thread: `${ROOT}/finder-1` },
+    at: 'T',
+  };
+  const events: StoredRunEvent[] = [
+    stored(ROOT, 'lead', 0, { type: 'turn_started' }),
+    stored(ROOT, 'lead', 5, { type: 'turn_ended', status: 'completed' }),
+    stored(wake, '', 10, {
+      type: 'watch_woke',
+      agent: null,
+      watcher: 'reviewer',
+      wakeup: 1,
+      depth: 1,
+      changes: [change],
+      workflowId: `baton/${wake}`,
+    }),
+    stored(wake, 'reviewer', 20, { type: 'turn_started', parentThread: ROOT }),
+    stored(wake, 'reviewer', 30, { type: 'turn_ended', status: 'completed', parentThread: ROOT }),
+    stored(ROOT, 'reviewer', 40, {
+      type: 'watcher_changed',
+      watcher: 'reviewer',
+      state: 'paused',
+      keys: ['findings/*'],
+      reason: '60 wake-ups in the last hour',
+      until: '2026-01-01T01:00:00.000Z',
+    }),
+  ];
+  for (const event of events) tree.apply(event);
+  const lines = render(tree, 120);
+  const at = lines.findIndex((line) => line.includes('watcher reviewer, wake-up 1'));
+  assert.ok(at > 0, `the wake-up is drawn: ${lines.join('\n')}`);
+  assert.ok(lines[at]?.startsWith('  '), 'under the root');
+  assert.ok(
+    lines.some((line) =>
+      line.includes('watcher reviewer woke (wake-up 1, depth 1): findings/a: stored as version 1 by finder'),
+    ),
+  );
+  assert.ok(lines.some((line) => line.includes('watcher reviewer paused until 2026-01-01T01:00:00.000Z: 60 wake-ups')));
+  assert.match(
+    plainEventLine(tree, events[2] as StoredRunEvent) ?? '',
+    /watcher reviewer woke \(wake-up 1, depth 1\): findings\/a: stored as version 1 by finder$/,
+  );
+});
