@@ -24,6 +24,7 @@ import { StaleEpochError } from '../../db/errors';
 import { listMessages } from '../../db/transcripts';
 import { shellRunProcesses } from '../../activities/tools/shell';
 import { parseScript, type Script } from '../../scripted-model';
+import { keyMatches } from '../../common/watchers';
 import { turnDispatches } from '../../testing/turn-dispatches';
 import { STEPS_VARIABLE } from '../../activities/worlds';
 import type { ChaosStack } from './chaos-stack';
@@ -66,10 +67,20 @@ export const AGENT_FILES: Readonly<Record<string, string>> = {
   'analyst.md': '---\nname: analyst\ndescription: Analyses.\ncapabilities: [shell]\n---\nYou analyse.\n',
   'laggard.md': '---\nname: laggard\ndescription: Never in time.\n---\nYou are late.\n',
   'mole.md': '---\nname: mole\ndescription: Refused by the model.\n---\nYou are refused.\n',
+  'auditor.md': '---\nname: auditor\ndescription: Watches the study as it is written.\n---\nYou audit.\n',
 };
 
+/** The watcher every chief's root gets at the round's start: it wakes for the study's writes and the fork's merge. */
+const AUDITOR = { agent: 'auditor', keys: ['chief/*', 'manager/*', 'fork/**'] } as const;
+
 /** Steps (model replies) each agent's transcript holds once it completed. */
-const ASSISTANT_STEPS: Readonly<Record<string, number>> = { chief: 4, manager: 4, researcher: 2, analyst: 3 };
+const ASSISTANT_STEPS: Readonly<Record<string, number>> = {
+  chief: 4,
+  manager: 4,
+  researcher: 2,
+  analyst: 3,
+  auditor: 1,
+};
 
 export const SCRIPT: Script = parseScript(
   `
@@ -112,6 +123,8 @@ agents:
       delay_ms: 3600000
   mole:
     - say: "never heard"
+  auditor:
+    - say: "audited"
 `,
   'chaos-round',
 );
@@ -194,6 +207,8 @@ export interface RoundReport {
   forkTasksMerged: number;
   forkTasksGivenUp: number;
   shellRuns: number;
+  /** Wake-ups of the chiefs' watchers (each change to their keys handled by exactly one). */
+  watchWakeups: number;
   /** Model calls of the roots' turns (every agent of each tree) run as local activities, and as activities. */
   localSteps: number;
   activitySteps: number;
@@ -249,6 +264,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     const sends = [...chiefs, mole].map((threadId) =>
       sendOnce(client, threadId, threadId === mole ? 'mole' : 'chief', world, 'Run the study.', deadline),
     );
+    const watching = settle(Promise.all(chiefs.map((root) => addAuditor(client, root, deadline))));
     const answering = settle(answerQuestions(client, chiefs, deadline));
     const approving = settle(approveCalls(client, chiefs, deadline));
     const cas = chiefs.map((root) => incrementCounter(pool, root, deadline));
@@ -256,6 +272,8 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
 
     const outcomes = await Promise.all(sends);
     const faulted = await faulting;
+    const watched = await watching;
+    if (!watched.ok) violations.push(`adding the watchers failed: ${describe(watched.error)}`);
     const answered = await answering;
     const approved = await approving;
     const casResults = await Promise.all(cas);
@@ -289,6 +307,11 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     if (moleMessages.some((message) => message.role !== 'user')) {
       violations.push(`mole: a refused model call stored ${moleMessages.length - 1} message(s)`);
     }
+
+    // 1b. Every change to a watched key after its watcher was added woke it exactly once, one wake-up at a time
+    // (checked first: the trees below must have no wake-up still running).
+    let watchWakeups = 0;
+    for (const root of chiefs) watchWakeups += await checkAuditor(client, pool, root, deadline, violations);
 
     // 2. Each tree: one thread per delegation and task, each transcript with one reply per step.
     let forkTasksMerged = 0;
@@ -356,6 +379,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       forkTasksMerged,
       forkTasksGivenUp,
       shellRuns,
+      watchWakeups,
       localSteps: steps.local,
       activitySteps: steps.activity,
       violations,
@@ -364,6 +388,90 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     stack.model.clearFault();
     await client.close().catch(() => undefined);
   }
+}
+
+/**
+ * Adds the auditor watcher to a chief's root as soon as the thread exists (retried through the faults). A retry
+ * whose first attempt registered it (its answer lost) finds it there.
+ */
+async function addAuditor(client: BatonClient, root: string, deadline: number): Promise<void> {
+  const thread = client.thread(root);
+  for (;;) {
+    try {
+      await thread.addWatcher({ ...AUDITOR, keys: [...AUDITOR.keys], debounceS: 0, createdBy: 'chaos round' });
+      return;
+    } catch (error) {
+      const text = describe(error);
+      if (/already watches/.test(text)) return;
+      // The thread may not have started yet (sendOnce retries its start through the faults).
+      const early = /does not exist|has not started/.test(text);
+      if ((!early && !isTransient(error)) || Date.now() > deadline) throw error;
+      await sleep(500);
+    }
+  }
+}
+
+/**
+ * Waits (to the round's deadline) until the root's auditor has looked past the last change to its keys and runs no
+ * wake-up, then checks that every such change after it was added is in exactly one wake-up's changes, that nothing
+ * else is, that its wake-ups ran one at a time and completed. Returns the number of wake-ups.
+ */
+async function checkAuditor(
+  client: BatonClient,
+  pool: Pool,
+  root: string,
+  deadline: number,
+  violations: string[],
+): Promise<number> {
+  const { rows: added } = await pool.query<{ seq: string }>(
+    `SELECT min(seq) AS seq FROM run_events WHERE root_thread_id = $1 AND kind = 'watch_added' AND data->>'watcher' = $2`,
+    [root, AUDITOR.agent],
+  );
+  if (added[0]?.seq === null || added[0]?.seq === undefined) {
+    violations.push(`${root}: the auditor was never added`);
+    return 0;
+  }
+  const since = Number(added[0].seq);
+  const { rows: writes } = await pool.query<{ seq: string; key: string }>(
+    `SELECT seq, key FROM env_events WHERE root_thread_id = $1 AND scope = '' AND seq > $2
+        AND action IN ('stored', 'updated', 'deleted') ORDER BY seq`,
+    [root, since],
+  );
+  const watched = writes.filter((write) => keyMatches(AUDITOR.keys, write.key)).map((write) => Number(write.seq));
+  // Every chief's study writes its summary and its plan after the round's start: none watched means none checked.
+  if (watched.length === 0) violations.push(`${root}: no change to ${AUDITOR.keys.join(', ')} after the auditor came`);
+  const last = Math.max(0, ...watched);
+  const thread = client.thread(root);
+  let wakeups: Awaited<ReturnType<typeof thread.wakeups>> = [];
+  const settled = await retrying(`${root} auditor settles`, deadline, async () => {
+    for (;;) {
+      const [watcher] = (await thread.watchers()).filter((candidate) => candidate.name === AUDITOR.agent);
+      wakeups = await thread.wakeups({ watcher: AUDITOR.agent, limit: 1000 });
+      if (watcher !== undefined && watcher.cursor >= last && wakeups.every((w) => w.status !== 'running')) return true;
+      if (Date.now() > deadline) return false;
+      await sleep(250);
+    }
+  });
+  if (!settled) {
+    violations.push(`${root}: the auditor did not handle the changes up to event ${last} in time`);
+    return wakeups.length;
+  }
+  const handled = wakeups.flatMap((wakeup) => wakeup.changes.map((change) => change.seq));
+  for (const seq of watched) {
+    const times = handled.filter((candidate) => candidate === seq).length;
+    if (times !== 1) violations.push(`${root}: change ${seq} woke the auditor ${times} times, expected once`);
+  }
+  const stray = handled.filter((seq) => !watched.includes(seq));
+  if (stray.length > 0) violations.push(`${root}: the auditor woke for changes it does not watch: ${stray.join(',')}`);
+  const ordered = [...wakeups].sort((a, b) => a.wakeup - b.wakeup);
+  for (const [index, wakeup] of ordered.entries()) {
+    if (wakeup.status !== 'completed') violations.push(`${root}: auditor wake-up ${wakeup.wakeup} ${wakeup.status}`);
+    const next = ordered[index + 1];
+    if (next !== undefined && (wakeup.finishedAt === undefined || wakeup.finishedAt > next.startedAt)) {
+      violations.push(`${root}: auditor wake-ups ${wakeup.wakeup} and ${next.wakeup} overlapped`);
+    }
+  }
+  return wakeups.length;
 }
 
 /** The activity types of a turn's model calls (with or without the tool calls before them). */
