@@ -22,7 +22,7 @@ import { rootMessage } from './failure-text';
 /** A change that may concern the watcher committed (or it was added, or removed): it looks at the log. */
 export const envChangedSignal = defineSignal(ENV_CHANGED_SIGNAL);
 
-/** What the watcher is doing, for `baton watch list` and the explorer. */
+/** What the watcher is doing now, for the Web UI's queries (the CLI and the explorer read the rows in Postgres). */
 export interface WatcherState {
   rootThreadId: string;
   watcher: string;
