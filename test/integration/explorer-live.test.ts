@@ -48,6 +48,7 @@ const agents: AgentRegistry = new Map(
       ['lead', 'capabilities: [helper, fork_join, scout]'],
       ['helper', ''],
       ['scout', ''],
+      ['noted', ''],
     ] as const
   ).map(([name, extra]) => [
     name,
@@ -67,6 +68,8 @@ agents:
     - { say: ${JSON.stringify(HELPER_REPLY)}, chunk_delay_ms: 20, hold: helper-start, hold_end: helper-end }
   scout:
     - { say: "Checked.", hold: scout-go }
+  noted:
+    - say: "Noted."
 `,
   'explorer-live.yaml',
 );
@@ -281,5 +284,26 @@ test(
       await page.close();
       await server.close();
     }
+  },
+);
+
+test(
+  'explorer live: a watcher added to an open root page shows in its Watchers section without a reload, and so does its removal',
+  { skip: isCi() ? false : missingChromium, timeout: 120_000 },
+  async () => {
+    assert.ok(harness && explorer);
+    const root = uniqueThreadId('watched');
+    const thread = await harness.client.startThread({ agent: 'noted', threadId: root });
+    await thread.send('Hello.');
+    const page = await livePage(`${explorer.url}/threads/${encodeURIComponent(root)}`);
+    assert.equal(await page.locator('#watchers').count(), 0, 'no Watchers section before there is a watcher');
+    await thread.addWatcher({ agent: 'noted', keys: ['notes/*'], debounceS: 0 });
+    const card = page.locator('#watchers .watcher[data-watcher="noted"]');
+    await card.waitFor({ timeout: UI_TIMEOUT_MS });
+    assert.match(await card.innerText(), /active/);
+    await thread.removeWatcher('noted', { by: 'the browser test' });
+    await card.locator('text=removed by the browser test').waitFor({ timeout: UI_TIMEOUT_MS });
+    await notReloaded(page, 'the root page');
+    await page.close();
   },
 );
