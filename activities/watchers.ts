@@ -118,18 +118,24 @@ export async function startWatchers(
   );
 }
 
-/** What one look of a watcher found. */
+/** Most keys a look names (in its summaries, and in a `watch_skipped` event); the changes themselves stay in Postgres. */
+const KEYS_NAMED = 20;
+
+/**
+ * What one look of a watcher found: counts and a few keys, for the workflow to decide with. The changes stay in
+ * Postgres (the wake-up reads them again, up to `cursor`), so none of them goes through the workflow's history.
+ */
 export type WatchLook =
   | { state: 'ended'; reason: string }
   | {
       state: 'active';
-      /** Changes it wakes for (its keys, not its own, within the depth limit), oldest first. */
-      changes: WatchChange[];
-      /** The depth a wake-up for them runs at. */
-      depth: number;
-      /** Keys left because their chain reached the depth limit. */
+      /** How many changes it wakes for (its keys, not its own, within the depth limit). */
+      count: number;
+      /** The first of their keys, at most `KEYS_NAMED`. */
+      keys: string[];
+      /** Keys left because their chain reached the depth limit (at most `KEYS_NAMED`), and that depth. */
       overDepth: { keys: string[]; depth: number };
-      /** Where the cursor goes once these are handled. */
+      /** Where the cursor goes once these are handled: the last event the look read. */
       cursor: number;
       /** More events are waiting after `cursor`. */
       more: boolean;
@@ -138,6 +144,44 @@ export type WatchLook =
       /** The watcher is paused until then (rate limit). */
       pausedUntil?: string;
     };
+
+/**
+ * The changes after `watcher`'s cursor (up to `upTo` when given) that wake it: in the shared data, to its keys, not
+ * its own (its agent's, wherever it runs, or those of the turns its wake-ups started, whose threads carry its name),
+ * and within the depth limit; the depth a wake-up for them runs at; and the keys the depth limit left.
+ */
+async function watchedChanges(
+  pool: Pool,
+  watcher: Watcher,
+  maxDepth: number,
+  upTo?: number,
+): Promise<{
+  changes: WatchChange[];
+  depth: number;
+  overDepth: { keys: string[]; depth: number };
+  lastSeq: number;
+  full: boolean;
+}> {
+  const read = await changesAfter(pool, watcher.rootThreadId, watcher.cursor, EVENTS_PER_LOOK);
+  const changes: WatchChange[] = [];
+  const overDepth = { keys: [] as string[], depth: 0 };
+  let depth = 1;
+  for (const change of read.changes) {
+    if (upTo !== undefined && change.seq > upTo) break;
+    const own = change.writerWatcher === watcher.name || change.writer.agent === watcher.agent;
+    if (change.scope !== '' || own || !keyMatches(watcher.keys, change.key)) continue;
+    const changeDepth = change.writerDepth + 1;
+    if (changeDepth > maxDepth) {
+      overDepth.keys.push(change.key);
+      overDepth.depth = Math.max(overDepth.depth, changeDepth);
+      continue;
+    }
+    depth = Math.max(depth, changeDepth);
+    const { scope: _scope, writerWatcher: _watcher, writerDepth: _depth, ...plain } = change;
+    changes.push(plain);
+  }
+  return { changes, depth, overDepth, lastSeq: read.lastSeq, full: read.full };
+}
 
 /** The watch limits of a world: its variables over the defaults. */
 export function watchLimitsFrom(
@@ -181,32 +225,14 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     }
     const world = await rootWorld(input.rootThreadId);
     const limits = watchLimitsFrom(await loadWorldVariables(pool, world));
-    const read = await changesAfter(pool, input.rootThreadId, watcher.cursor, EVENTS_PER_LOOK);
-    const changes: WatchChange[] = [];
-    const overDepth = { keys: [] as string[], depth: 0 };
-    let depth = 1;
-    for (const change of read.changes) {
-      // Only the shared data; never its own writes: those of its agent, wherever it runs, and those of the turns its
-      // wake-ups started (their threads carry the watcher's name).
-      const own = change.writerWatcher === watcher.name || change.writer.agent === watcher.agent;
-      if (change.scope !== '' || own || !keyMatches(watcher.keys, change.key)) continue;
-      const changeDepth = change.writerDepth + 1;
-      if (changeDepth > limits.maxDepth) {
-        overDepth.keys.push(change.key);
-        overDepth.depth = Math.max(overDepth.depth, changeDepth);
-        continue;
-      }
-      depth = Math.max(depth, changeDepth);
-      const { scope: _scope, writerWatcher: _watcher, writerDepth: _depth, ...plain } = change;
-      changes.push(plain);
-    }
+    const found = await watchedChanges(pool, watcher, limits.maxDepth);
     return {
       state: 'active',
-      changes,
-      depth,
-      overDepth,
-      cursor: read.lastSeq,
-      more: read.full,
+      count: found.changes.length,
+      keys: [...new Set(found.changes.map((change) => change.key))].slice(0, KEYS_NAMED),
+      overDepth: { keys: [...new Set(found.overDepth.keys)].slice(0, KEYS_NAMED), depth: found.overDepth.depth },
+      cursor: found.lastSeq,
+      more: found.full,
       limits,
       debounceS: watcher.debounceS ?? limits.debounceS,
       ...(watcher.pausedUntil === undefined ? {} : { pausedUntil: watcher.pausedUntil }),
@@ -240,13 +266,15 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     await settleWatchChanges(pool, input);
   }
 
-  /** Opens a wake-up: its thread, its `[Watch Context]` message, its record; once per operation id. */
+  /**
+   * Opens a wake-up for the changes a look found (read again from Postgres, after the watcher's cursor up to the look's
+   * `cursor`: the same ones, since the log and the writers' threads do not change): its thread, its `[Watch Context]`
+   * message, its record; once per operation id.
+   */
   async function openWatchWakeup(input: {
     rootThreadId: string;
     watcher: string;
     operationId: string;
-    changes: WatchChange[];
-    depth: number;
     cursor: number;
   }): Promise<OpenedWakeup | { ended: string }> {
     const watcher = await findWatcher(pool, input.rootThreadId, input.watcher);
@@ -257,12 +285,14 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
         nonRetryable: true,
       });
     }
-    const listed = input.changes.slice(-MAX_CHANGES_PER_WAKEUP);
+    const limits = watchLimitsFrom(await loadWorldVariables(pool, await rootWorld(input.rootThreadId)));
+    const found = await watchedChanges(pool, watcher, limits.maxDepth, input.cursor);
+    const listed = found.changes.slice(-MAX_CHANGES_PER_WAKEUP);
     return openWakeup(pool, {
       rootThreadId: input.rootThreadId,
       watcher: input.watcher,
       operationId: input.operationId,
-      depth: input.depth,
+      depth: found.depth,
       changes: listed,
       cursor: input.cursor,
       message: (wakeup) =>
@@ -272,8 +302,8 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
           rootThreadId: input.rootThreadId,
           keys: watcher.keys,
           changes: listed,
-          moreChanges: input.changes.length - listed.length,
-          depth: input.depth,
+          moreChanges: found.changes.length - listed.length,
+          depth: found.depth,
           wakeup,
           ...(watcher.message === undefined ? {} : { message: watcher.message }),
         }),

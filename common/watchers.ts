@@ -253,7 +253,7 @@ export function describeWatchChange(
   const versions =
     change.action === 'deleted'
       ? `deleted at version ${change.oldVersion ?? '?'}`
-      : change.oldVersion === null || change.oldVersion === undefined
+      : change.oldVersion === null
         ? `stored as version ${change.newVersion}`
         : `updated from version ${change.oldVersion} to ${change.newVersion}`;
   return `${change.key}: ${versions} by ${change.writer.agent}`;

@@ -89,7 +89,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       setCurrentDetails(`Watcher ${watcher} ended: ${found.reason}.`);
       return state;
     }
-    if (found.changes.length > 0 && found.debounceS > 0) {
+    if (found.count > 0 && found.debounceS > 0) {
       // Changes within the window are one wake-up: wait it out from the first, then look again.
       setCurrentDetails(`Watcher ${watcher}: a change came; waiting ${found.debounceS} s for more.`);
       await sleep(found.debounceS * 1000);
@@ -97,7 +97,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       found = await look();
       if (found.state === 'ended') return state;
     }
-    if (found.overDepth.keys.length > 0 && found.changes.length === 0) {
+    if (found.overDepth.keys.length > 0 && found.count === 0) {
       await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} skips a chain too deep` }, [
         {
           rootThreadId,
@@ -108,7 +108,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       ]);
       continue;
     }
-    if (found.changes.length === 0) {
+    if (found.count === 0) {
       if (found.cursor > 0) {
         await localDb.settleWatch.executeWithOptions({ summary: `watch: ${watcher} has nothing to do` }, [
           { rootThreadId, watcher, cursor: found.cursor },
@@ -168,14 +168,12 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       ]);
     }
     const opened = await localDb.openWatchWakeup.executeWithOptions(
-      { summary: `watch: ${watcher} wakes for ${found.changes.length} change(s)` },
+      { summary: `watch: ${watcher} wakes for ${found.count} change(s)` },
       [
         {
           rootThreadId,
           watcher,
           operationId: operationId(runId, 'wake', wakeupsThisRun),
-          changes: found.changes,
-          depth: found.depth,
           cursor: found.cursor,
         },
       ],
@@ -190,7 +188,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
     recent.push(Date.now());
     setCurrentDetails(
       `Watcher ${watcher}: wake-up ${opened.wakeup} running in ${opened.threadId} for ` +
-        truncateBytes(found.changes.map((change) => change.key).join(', '), 300),
+        truncateBytes(found.keys.join(', '), 300),
     );
     let status: string;
     let error: string | undefined;
@@ -211,7 +209,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
             limitsFromWorld: {},
           },
         ],
-        staticSummary: turnSummary(opened.agent, `watch ${watcher}: ${found.changes.map((c) => c.key).join(', ')}`),
+        staticSummary: turnSummary(opened.agent, `watch ${watcher}: ${found.keys.join(', ')}`),
         typedSearchAttributes: [
           { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },
           { key: BatonSearchAttributes.threadId, value: opened.threadId },

@@ -14,6 +14,7 @@ import { wakeupThreadId } from '../../common/watchers';
 import { EnvStore } from '../../db/env-data';
 import { findDemoProblems, formatDemoProblem } from '../../dev/demo-check';
 import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
+import { waitFor } from '../chaos/waiting';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 
@@ -38,16 +39,6 @@ before(async () => {
 after(async () => {
   await harness?.close();
 });
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
 
 /** The results of the agent's calls to `tool` in `thread`, in call order, parsed as JSON. */
 function toolResults(thread: string, agent: string, tool: string): unknown[] {
@@ -94,7 +85,7 @@ test('reactive ARC: one wake-up of the verifier checks both candidates for real 
   assert.equal(watcher?.debounceS, 1);
 
   // One wake-up, in <root>/watch.verifier.1, for both candidates.
-  const [wakeup] = await until('the verifier to finish its wake-up', async () => {
+  const [wakeup] = await waitFor('the verifier to finish its wake-up', 60_000, async () => {
     const wakeups = await thread.wakeups({ watcher: 'verifier' });
     return wakeups.length > 0 && wakeups.every((w) => w.status !== 'running') ? wakeups : undefined;
   });
@@ -114,7 +105,7 @@ test('reactive ARC: one wake-up of the verifier checks both candidates for real 
     [root],
   );
   const lastSeq = Number(rows[0]?.seq ?? 0);
-  await until('the verifier to look past the verdicts', async () =>
+  await waitFor('the verifier to look past the verdicts', 60_000, async () =>
     ((await watcherCursor(thread)) ?? 0) >= lastSeq ? true : undefined,
   );
   assert.equal((await thread.wakeups({ watcher: 'verifier' })).length, 1);

@@ -12,6 +12,7 @@ import { wakeupThreadId, watcherWorkflowId } from '../../common/watchers';
 import { setWorldVariablesText } from '../../db/worlds';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
+import { waitFor } from '../chaos/waiting';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import type { ThreadHandle } from '../../client';
@@ -165,19 +166,9 @@ after(async () => {
   await harness?.close();
 });
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 /** Waits for the watcher's wake-ups to number `count`, all finished; returns them oldest first. */
 async function finishedWakeups(thread: ThreadHandle, watcher: string, count: number) {
-  return until(`${count} finished wake-up(s) of ${watcher}`, async () => {
+  return waitFor(`${count} finished wake-up(s) of ${watcher}`, 60_000, async () => {
     const wakeups = await thread.wakeups({ watcher });
     return wakeups.length === count && wakeups.every((wakeup) => wakeup.status !== 'running')
       ? wakeups.reverse()
@@ -196,7 +187,7 @@ async function seqOfWrite(rootThreadId: string, key: string): Promise<number> {
 
 /** Waits until the watcher has looked at the log past event `seq` (its cursor moved there). */
 async function lookedPast(thread: ThreadHandle, watcher: string, seq: number): Promise<void> {
-  await until(`${watcher} to look past event ${seq}`, async () => {
+  await waitFor(`${watcher} to look past event ${seq}`, 60_000, async () => {
     const found = (await thread.watchers()).find((candidate) => candidate.name === watcher);
     return found !== undefined && found.cursor >= seq ? true : undefined;
   });
@@ -274,7 +265,7 @@ test('a change during a running wake-up wakes the watcher again once that turn e
   const thread = await harness.client.startThread({ agent: 'writer2', threadId: uniqueThreadId('during') });
   await thread.addWatcher({ agent: 'slowrev', keys: ['j/*'], debounceS: 0 });
   await thread.send('First.');
-  await until('the first wake-up to run', async () =>
+  await waitFor('the first wake-up to run', 60_000, async () =>
     (await thread.wakeups({ watcher: 'slowrev' })).length === 1 ? true : undefined,
   );
   await thread.send('Second.');
@@ -314,7 +305,7 @@ test('two watchers writing each other’s keys stop at the depth limit, and the 
   await thread.addWatcher({ agent: 'pong', keys: ['ping/*'], debounceS: 0 });
   await thread.send('Start.');
   // pong/start (a human's turn) → ping at depth 1 → pong at depth 2 → ping at depth 3 → pong would be 4 > 3.
-  const skipped = await until('the chain to stop', async () => {
+  const skipped = await waitFor('the chain to stop', 60_000, async () => {
     const events = await feedKinds(thread, 'watch_skipped');
     return events.length > 0 ? events : undefined;
   });
@@ -341,7 +332,7 @@ test('past its wake-ups per hour a watcher pauses and says until when; the chang
   await thread.send('One.');
   await finishedWakeups(thread, 'rlimited', 1);
   await thread.send('Two.');
-  const paused = await until('the watcher to pause', async () => {
+  const paused = await waitFor('the watcher to pause', 60_000, async () => {
     const found = (await thread.watchers()).find((watcher) => watcher.name === 'rlimited');
     return found?.status === 'paused' ? found : undefined;
   });
@@ -440,7 +431,7 @@ test("a fork's merge into the shared data wakes the watchers of the merged keys,
     [['found/1/x', 'stored']],
   );
   // The watcher's workflow is found as every workflow of the conversation is: by BatonRootThreadId.
-  const listed = await until('the watcher in visibility', async () => {
+  const listed = await waitFor('the watcher in visibility', 60_000, async () => {
     const ids: string[] = [];
     for await (const execution of harness.client.temporal.workflow.list({
       query: `BatonRootThreadId="${thread.threadId}" AND WorkflowType="envWatcherWorkflow"`,
