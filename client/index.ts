@@ -966,6 +966,8 @@ export class ThreadHandle {
       if (error instanceof EnvDataError) throw new BatonClientError(error.message);
       throw error;
     }
+    // Announced now rather than after the store's gathering delay: a short-lived caller (the CLI) ends its pool next.
+    await store.flushAnnouncements();
     // The change is committed: wake the watchers of its key, as an agent's write does (accepting again does again).
     for (const watcher of await watchersToWake(db, this.threadId, [proposal.key])) {
       await this.client.temporal.workflow.signalWithStart(

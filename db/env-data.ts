@@ -10,6 +10,8 @@ import { hasUnstorableText } from '../common/text';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import type { Queryable } from './threads';
 import { recordRefusedWrite } from './refusals';
+import { EnvWriteBatches } from './env-write-batches';
+import { GatheredSends } from './gathered-sends';
 import { checkOut, transactionOn } from './transaction';
 
 /** Stable names of env-data refusals (also the `ApplicationFailure` types when they cross Temporal). */
@@ -170,11 +172,6 @@ const PROPOSAL_COLUMNS = `proposal_id AS "proposalId", scope, key, value, patch,
  * The statements every store call runs, prepared once per connection (named): parsing and planning them each time
  * costs more than running them.
  */
-/** `env_replace` (migrations 008, 009 and 016): the common store and update in one round trip. */
-const REPLACE = {
-  name: 'baton-env-replace',
-  text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
-};
 /** An entry of the root's shared data. */
 const GET_SHARED = {
   name: 'baton-env-get-shared',
@@ -186,11 +183,6 @@ const GET_IN_VIEW = {
   text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
           WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
 };
-
-/** The constraint that makes an operation id write once per root. */
-const OPERATION_ID_CONSTRAINT = 'env_events_root_thread_id_operation_id_key';
-/** What `env_replace` raises when the thread's epoch moved on between its read and its lock. */
-const FENCE_MOVED = 'BTN01';
 
 /**
  * The scopes a view reads, nearest first, as a SQL fragment over `$n` (a thread id, or NULL for the root's shared
@@ -217,13 +209,35 @@ export class EnvStore {
    * changed; see `replace`), so this count is where contention shows.
    */
   versionConflicts = 0;
-  private readonly announcer = new Announcer();
+  /** Change-feed announcements of committed writes, sent in batches after their commits (`announce`). */
+  private readonly announcements: GatheredSends<EnvAnnouncement>;
+  /** The one-call writes, sent in batches when writers overlap. */
+  private readonly oneCallWrites: EnvWriteBatches;
 
   constructor(
     private readonly pool: Pool,
     options: EnvStoreOptions = {},
   ) {
     this.maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_ENV_VALUE_BYTES;
+    this.oneCallWrites = new EnvWriteBatches(pool);
+    this.announcements = new GatheredSends({
+      gatherMs: ENV_ANNOUNCEMENT_GATHER_MS,
+      maxPerBatch: MAX_ANNOUNCEMENTS_PER_BATCH,
+      send: (batch) => announce(pool, batch),
+    });
+  }
+
+  /**
+   * Writes this store's calls of several answered (how often its writers overlapped), and writes it ran alone again
+   * after their call failed as a whole.
+   */
+  get batchCounts(): { batched: number; rerunAlone: number } {
+    return { ...this.oneCallWrites.counts };
+  }
+
+  /** Sends the announcements still gathering now; resolves once every write announced so far has been. */
+  flushAnnouncements(): Promise<void> {
+    return this.announcements.flush();
   }
 
   /**
@@ -576,12 +590,13 @@ export class EnvStore {
   /**
    * The common store or update in one round trip (`env_replace`, migrations 008, 009 and 016): replaces the value of
    * an existing entry of the writer's own scope, or stores a key that scope does not hold yet (its versions going on
-   * after a delete), logs the event, and announces it once committed. Autocommitted, so it holds its locks only
-   * through its own commit: the root's lock and the thread's epoch lock in shared mode (writers of a root run and
-   * flush together; an epoch change waits for them, migration 009), and the entry's row. A version conflict comes
-   * back from the same round trip and is thrown; nothing is written for it: a conflict changes nothing, and logging
-   * every refused attempt of a contended key would make each one commit (a WAL flush) and grow the log.
-   * `versionConflicts` counts them.
+   * after a delete), logs the event, and announces it once committed. Writes of this store that overlap share one
+   * call (`env_replace_many`, migration 018; `EnvWriteBatches`), each answered as it would be alone. Autocommitted, so
+   * it holds its locks only through its call's commit: the root's lock and the thread's epoch lock in shared mode
+   * (writers of a root run and flush together; an epoch change waits for them, migration 009), and the entry's row.
+   * A version conflict comes back from the same round trip and is thrown; nothing is written for it: a conflict
+   * changes nothing, and logging every refused attempt of a contended key would make each one commit (a WAL flush) and
+   * grow the log. `versionConflicts` counts them.
    * Returns `undefined` for everything else (see the function), and the full transaction (`write`) runs instead.
    * @throws EnvDataError `EnvData.VersionConflict`
    */
@@ -598,52 +613,31 @@ export class EnvStore {
       expectedVersion?: number | null;
     },
   ): Promise<EnvWriteResult | undefined> {
-    const client = await checkOut(this.pool);
-    let announcing = false;
-    try {
-      let rows: { outcome: 'written' | 'conflict' | 'general'; seq: number | null; version: number | null }[];
-      try {
-        ({ rows } = await client.query({
-          ...REPLACE,
-          values: [
-            scope.threadId,
-            scope.rootThreadId,
-            scope.epoch,
-            key,
-            operationId,
-            action,
-            json,
-            Buffer.byteLength(json, 'utf8'),
-            scope.agent,
-            fields.shortDescription,
-            fields.type ?? null,
-            fields.tags ?? [],
-            fields.expectedVersion ?? null,
-          ],
-        }));
-      } catch (error) {
-        // The operation ran before, or the epoch moved during the write: rolled back, and the full transaction
-        // returns the first outcome or refuses the stale write.
-        const { constraint, code } = error as { constraint?: unknown; code?: unknown };
-        if (constraint === OPERATION_ID_CONSTRAINT || code === FENCE_MOVED) return undefined;
-        throw error;
-      }
-      const row = rows[0];
-      if (row?.outcome === 'conflict' && row.version !== null && fields.expectedVersion != null) {
-        this.versionConflicts += 1;
-        throw new EnvDataError(
-          EnvDataErrorType.VersionConflict,
-          versionConflictMessage(key, row.version, fields.expectedVersion),
-          row.version,
-        );
-      }
-      if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
-      announcing = true;
-      this.announcer.announceThenRelease(client, [{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
-      return { action, key, version: row.version };
-    } finally {
-      if (!announcing) client.release();
+    const row = await this.oneCallWrites.submit({
+      threadId: scope.threadId,
+      rootThreadId: scope.rootThreadId,
+      epoch: scope.epoch,
+      key,
+      operationId,
+      action,
+      json,
+      agent: scope.agent,
+      shortDescription: fields.shortDescription,
+      type: fields.type ?? null,
+      tags: fields.tags ?? [],
+      expectedVersion: fields.expectedVersion ?? null,
+    });
+    if (row?.outcome === 'conflict' && row.version !== null && fields.expectedVersion != null) {
+      this.versionConflicts += 1;
+      throw new EnvDataError(
+        EnvDataErrorType.VersionConflict,
+        versionConflictMessage(key, row.version, fields.expectedVersion),
+        row.version,
+      );
     }
+    if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
+    this.announcements.add([{ rootThreadId: scope.rootThreadId, seq: row.seq, key, action }]);
+    return { action, key, version: row.version };
   }
 
   /**
@@ -657,7 +651,6 @@ export class EnvStore {
     change: (client: PoolClient, target: WriteTarget) => Promise<Change | Refusal>,
   ): Promise<EnvWriteResult> {
     const client = await checkOut(this.pool);
-    let announcing = false;
     try {
       for (let attempt = 1; ; attempt += 1) {
         const announcements: EnvAnnouncement[] = [];
@@ -672,8 +665,7 @@ export class EnvStore {
           if (error instanceof OperationTaken && attempt < 3) continue;
           throw error;
         }
-        announcing = true;
-        this.announcer.announceThenRelease(client, announcements);
+        this.announcements.add(announcements);
         if (outcome instanceof StaleEpochError) throw outcome;
         if ('refused' in outcome) {
           if (outcome.type === EnvDataErrorType.VersionConflict) this.versionConflicts += 1;
@@ -682,7 +674,7 @@ export class EnvStore {
         return outcome;
       }
     } finally {
-      if (!announcing) client.release();
+      client.release();
     }
   }
 
@@ -840,42 +832,14 @@ export async function announce(db: Queryable, announcements: readonly EnvAnnounc
 
 /** Most announcements sent in one statement. */
 const MAX_ANNOUNCEMENTS_PER_BATCH = 100;
-
 /**
- * Sends the change-feed announcements of a store's writers after their commits, batched: one statement (one small
- * transaction) announces the writes of every writer that committed while the previous one ran, instead of one each.
- * The writer is not made to wait: its result does not depend on the announcement.
+ * How long the first announcement of a batch waits for others to join it. Writers of a busy store commit every few
+ * hundred microseconds, and one statement then announces them all; a listener hears of a change this much later.
+ * Each announcing transaction has a commit record of its own, which the WAL writer flushes beside the writers'
+ * commits: sent every 5 ms they still cost a store with one writer about a tenth of its puts, every 20 ms no
+ * measurable share (bench/env-data.bench.ts).
  */
-class Announcer {
-  private readonly queued: EnvAnnouncement[] = [];
-  private sending = false;
-
-  /**
-   * Queues `announcements` and returns `client` (which just committed them) to the pool, or, when no batch is under
-   * way, keeps it to send what is queued, batch after batch until nothing is, and then returns it. `pool.end()`
-   * waits for that.
-   */
-  announceThenRelease(client: PoolClient, announcements: readonly EnvAnnouncement[]): void {
-    this.queued.push(...announcements);
-    if (this.sending || this.queued.length === 0) {
-      client.release();
-      return;
-    }
-    this.sending = true;
-    void this.sendQueued(client);
-  }
-
-  private async sendQueued(client: PoolClient): Promise<void> {
-    try {
-      // What is queued while a batch is sent goes in the next: nothing queued is left behind (`announce` does not
-      // throw).
-      while (this.queued.length > 0) await announce(client, this.queued.splice(0, MAX_ANNOUNCEMENTS_PER_BATCH));
-    } finally {
-      this.sending = false;
-      client.release();
-    }
-  }
-}
+const ENV_ANNOUNCEMENT_GATHER_MS = 20;
 
 /** The message of a version conflict. */
 function versionConflictMessage(key: string, version: number, expectedVersion: number): string {

@@ -11,6 +11,7 @@ import {
   type DeltaAnnouncement,
   type RunFeedRow,
 } from '../common/run-events';
+import { GatheredSends } from './gathered-sends';
 import type { Queryable } from './threads';
 
 /**
@@ -51,58 +52,31 @@ const RUN_ANNOUNCEMENT_GATHER_MS = 5;
 const MAX_ROOTS_PER_ANNOUNCEMENT = 200;
 
 /** The announcer of each pool (a worker's), so every activity of the process shares its batches. */
-const runAnnouncers = new WeakMap<object, RunAnnouncer>();
+const runAnnouncers = new WeakMap<object, GatheredSends<string>>();
 
 /**
  * Tells the root's readers that events may have committed. Best effort and never awaited by a step: a lost
- * announcement is caught up by a reader's periodic re-read. Batched per pool: a root announced several times while a
- * batch gathers is told once.
+ * announcement is caught up by a reader's periodic re-read. Batched per pool: the first root queued waits
+ * `RUN_ANNOUNCEMENT_GATHER_MS` for others, and a root announced several times while a batch gathers is told once.
  */
 export function announceRunEvents(pool: Pick<Pool, 'query'>, rootThreadId: string): void {
   let announcer = runAnnouncers.get(pool);
   if (announcer === undefined) {
-    announcer = new RunAnnouncer(pool);
+    announcer = new GatheredSends<string>({
+      gatherMs: RUN_ANNOUNCEMENT_GATHER_MS,
+      maxPerBatch: MAX_ROOTS_PER_ANNOUNCEMENT,
+      keyOf: (root) => root,
+      send: async (roots) => {
+        await pool.query({
+          name: 'baton-run-announce',
+          text: 'SELECT pg_notify(channel, payload) FROM unnest($1::text[], $2::text[]) AS a(channel, payload)',
+          values: [roots.map(runEventsChannel), roots.map((rootThreadId) => JSON.stringify({ rootThreadId }))],
+        });
+      },
+    });
     runAnnouncers.set(pool, announcer);
   }
-  announcer.add(rootThreadId);
-}
-
-/**
- * Sends the roots queued since the last batch, one statement per batch: the first root queued waits
- * `RUN_ANNOUNCEMENT_GATHER_MS` for others; those queued while a batch is sent go in the next one at once.
- */
-class RunAnnouncer {
-  private readonly roots = new Set<string>();
-  private gathering: NodeJS.Timeout | undefined;
-  private sending = false;
-
-  constructor(private readonly pool: Pick<Pool, 'query'>) {}
-
-  add(rootThreadId: string): void {
-    this.roots.add(rootThreadId);
-    if (this.gathering !== undefined || this.sending) return;
-    this.gathering = setTimeout(() => void this.send(), RUN_ANNOUNCEMENT_GATHER_MS);
-  }
-
-  private async send(): Promise<void> {
-    this.gathering = undefined;
-    this.sending = true;
-    try {
-      while (this.roots.size > 0) {
-        const batch = [...this.roots].slice(0, MAX_ROOTS_PER_ANNOUNCEMENT);
-        for (const root of batch) this.roots.delete(root);
-        await this.pool
-          .query({
-            name: 'baton-run-announce',
-            text: 'SELECT pg_notify(channel, payload) FROM unnest($1::text[], $2::text[]) AS a(channel, payload)',
-            values: [batch.map(runEventsChannel), batch.map((rootThreadId) => JSON.stringify({ rootThreadId }))],
-          })
-          .catch(() => undefined);
-      }
-    } finally {
-      this.sending = false;
-    }
-  }
+  announcer.add([rootThreadId]);
 }
 
 export interface ModelCallStarted {

@@ -1073,6 +1073,210 @@ test('env store: N concurrent plain stores are last-write-wins: every write land
 });
 
 // ---------------------------------------------------------------------------------------------------------------
+// Writes in batches (migration 018)
+
+test('env store: writes that overlap go in one call, and each gets the answer it would have had alone', async () => {
+  const solver = await openRoot('solver');
+  const other = await openChild(solver, 'other');
+  const reclaimed = await openChild(solver, 'reclaimed');
+  await pool.query('UPDATE threads SET epoch = epoch + 1 WHERE thread_id = $1', [reclaimed.threadId]);
+  // A store of its own: nothing else of the suite writes beside these.
+  const batches = new EnvStore(pool);
+  const seed = (key: string, value: unknown) =>
+    batches.store(solver, opId(solver, `seed-${key}`), { key, shortDescription: `Seed ${key}.`, value });
+  for (const key of ['a', 'c', 'd', 'f']) await seed(key, 0);
+  await batches.delete(solver, opId(solver, 'delete-f'), 'f');
+  const seeded = (await batches.events(solver.rootThreadId)).length;
+  await batches.flushAnnouncements();
+  const feed = await listen(solver.rootThreadId);
+  try {
+    const before = batches.batchCounts;
+    // The first write goes alone; every other one is issued while it is in flight, so they queue and go together.
+    const outcomes = await Promise.allSettled([
+      batches.store(solver, opId(solver, 'first'), { key: 'first', shortDescription: 'Alone.', value: 1 }),
+      batches.store(solver, opId(solver, 'a'), { key: 'a', shortDescription: 'Replaced.', value: 1 }),
+      batches.store(other, opId(other, 'b'), { key: 'b', shortDescription: 'New.', value: 'new', type: 't1' }),
+      batches.store(solver, opId(solver, 'b'), {
+        key: 'b',
+        shortDescription: 'New, again.',
+        value: 'again',
+        type: 't2',
+        tags: ['x', 'y'],
+      }),
+      batches.update(other, opId(other, 'c'), { key: 'c', value: 5, expectedVersion: 3 }),
+      batches.update(solver, opId(solver, 'd'), { key: 'd', value: 6, expectedVersion: 1 }),
+      batches.update(other, opId(other, 'd'), { key: 'd', value: 7, expectedVersion: 1 }),
+      batches.store(solver, opId(solver, 'f'), { key: 'f', shortDescription: 'Back.', value: 'back' }),
+      batches.update(solver, opId(solver, 'e'), { key: 'e', value: 1 }),
+      batches.store(reclaimed, opId(reclaimed, 's'), { key: 's', shortDescription: 'Stale.', value: 1 }),
+    ]);
+    const answer = (outcome: PromiseSettledResult<EnvWriteResult>) =>
+      outcome.status === 'fulfilled'
+        ? outcome.value
+        : outcome.reason instanceof EnvDataError
+          ? { refused: outcome.reason.type, currentVersion: outcome.reason.currentVersion }
+          : { refused: (outcome.reason as Error).constructor.name };
+    assert.deepEqual(outcomes.map(answer), [
+      { action: 'stored', key: 'first', version: 1 },
+      { action: 'stored', key: 'a', version: 2 },
+      { action: 'stored', key: 'b', version: 1 },
+      // The second write of an entry in the batch takes effect after the first.
+      { action: 'stored', key: 'b', version: 2 },
+      { refused: EnvDataErrorType.VersionConflict, currentVersion: 1 },
+      { action: 'updated', key: 'd', version: 2 },
+      // Expecting the version the update before it replaced: a conflict, as it would be alone.
+      { refused: EnvDataErrorType.VersionConflict, currentVersion: 2 },
+      // A key created again after a delete goes on from its versions.
+      { action: 'stored', key: 'f', version: 2 },
+      { refused: EnvDataErrorType.NotFound, currentVersion: undefined },
+      { refused: 'StaleEpochError' },
+    ]);
+    assert.deepEqual(
+      batches.batchCounts,
+      { batched: before.batched + 9, rerunAlone: before.rerunAlone },
+      'every write after the first went in one call',
+    );
+
+    const entries = Object.fromEntries(
+      await Promise.all(
+        ['a', 'b', 'c', 'd', 'f', 'e', 's'].map(async (key) => [key, await batches.get(solver.rootThreadId, key)]),
+      ),
+    ) as Record<string, EnvEntry | undefined>;
+    assert.deepEqual(
+      Object.entries(entries).map(([key, entry]) => [key, entry?.value, entry?.version]),
+      [
+        ['a', 1, 2],
+        ['b', 'again', 2],
+        ['c', 0, 1],
+        ['d', 6, 2],
+        ['f', 'back', 2],
+        ['e', undefined, undefined],
+        ['s', undefined, undefined],
+      ],
+    );
+    assert.deepEqual(
+      [entries.b?.type, entries.b?.tags, entries.b?.shortDescription, entries.b?.storedBy],
+      ['t2', ['x', 'y'], 'New, again.', actorOf(solver)],
+    );
+    const events = (await batches.events(solver.rootThreadId)).slice(seeded);
+    // Logged in the order they took effect (replacements, new keys, then the rest; refusals by the full transaction
+    // after the call): each key's events in the order of its versions.
+    const byKey = (key: string) => events.filter((event) => event.key === key);
+    assert.deepEqual(
+      byKey('b').map((event) => [event.version, event.actor.agent]),
+      [
+        [1, 'other'],
+        [2, 'solver'],
+      ],
+    );
+    assert.deepEqual(
+      events
+        .map((event) => [event.key, event.action, event.version, event.actor.agent])
+        .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y))),
+      [
+        ['a', 'stored', 2, 'solver'],
+        ['b', 'stored', 1, 'other'],
+        ['b', 'stored', 2, 'solver'],
+        ['d', 'updated', 2, 'solver'],
+        ['e', 'rejected', null, 'solver'],
+        ['f', 'stored', 2, 'solver'],
+        ['first', 'stored', 1, 'solver'],
+        ['s', 'rejected', null, 'reclaimed'],
+      ],
+    );
+    // Each change is announced once, as a write alone is.
+    await batches.flushAnnouncements();
+    assert.deepEqual(
+      await feed.until(events.length),
+      events.map((event) => ({
+        rootThreadId: solver.rootThreadId,
+        seq: event.seq,
+        key: event.key,
+        action: event.action,
+      })),
+    );
+  } finally {
+    await feed.close();
+  }
+});
+
+test('env store: a batch that fails as a whole (an operation id seen before) is run write by write', async () => {
+  const solver = await openRoot('solver');
+  const batches = new EnvStore(pool);
+  const first = await batches.store(solver, opId(solver, 'x'), { key: 'x', shortDescription: 'X.', value: 1 });
+  // Past the first write's call: the writes below queue together.
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const before = batches.batchCounts;
+  const outcomes = await Promise.all([
+    batches.store(solver, opId(solver, 'alone'), { key: 'alone', shortDescription: 'Alone.', value: 0 }),
+    // The retry of a write that committed: its event's operation id fails the whole call.
+    batches.store(solver, opId(solver, 'x'), { key: 'x', shortDescription: 'X.', value: 1 }),
+    batches.store(solver, opId(solver, 'y'), { key: 'y', shortDescription: 'Y.', value: 2 }),
+    batches.update(solver, opId(solver, 'x2'), { key: 'x', value: 3 }),
+  ]);
+  assert.deepEqual(outcomes, [
+    { action: 'stored', key: 'alone', version: 1 },
+    first,
+    { action: 'stored', key: 'y', version: 1 },
+    { action: 'updated', key: 'x', version: 2 },
+  ]);
+  assert.deepEqual(
+    batches.batchCounts,
+    { batched: before.batched, rerunAlone: before.rerunAlone + 3 },
+    'the call of the three queued writes failed, and each ran alone again',
+  );
+  // Run alone, side by side: each once, in no set order.
+  assert.deepEqual(
+    (await batches.events(solver.rootThreadId))
+      .map((event) => [event.key, event.action, event.version])
+      .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y))),
+    [
+      ['alone', 'stored', 1],
+      ['x', 'stored', 1],
+      ['x', 'updated', 2],
+      ['y', 'stored', 1],
+    ],
+  );
+});
+
+test('env store: a write waiting for a lock does not hold up the other writes of its store', async () => {
+  const solver = await openRoot('solver');
+  const batches = new EnvStore(pool);
+  await batches.store(solver, opId(solver, 'seed'), { key: 'held', shortDescription: 'Held.', value: 0 });
+  // Another session holds the entry's row, as a long transaction would.
+  const holder = await pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM env_data WHERE root_thread_id = $1 AND key = 'held' FOR UPDATE`, [
+      solver.rootThreadId,
+    ]);
+    let heldDone = false;
+    const held = batches
+      .store(solver, opId(solver, 'held'), { key: 'held', shortDescription: 'Held.', value: 1 })
+      .finally(() => (heldDone = true));
+    // Queued behind the held call, then sent in a call of its own once that one has stalled.
+    const others = await Promise.all(
+      ['one', 'two'].map((key) =>
+        batches.store(solver, opId(solver, key), { key, shortDescription: `${key}.`, value: key }),
+      ),
+    );
+    assert.deepEqual(
+      others.map((result) => [result.key, result.version]),
+      [
+        ['one', 1],
+        ['two', 1],
+      ],
+    );
+    assert.equal(heldDone, false, 'the held write is still waiting for the row');
+    await holder.query('ROLLBACK');
+    assert.deepEqual(await held, { action: 'stored', key: 'held', version: 2 });
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    holder.release();
+  }
+});
+
+// ---------------------------------------------------------------------------------------------------------------
 // Change feed
 
 interface EnvNotification {
@@ -1082,8 +1286,12 @@ interface EnvNotification {
   action: EnvEvent['action'];
 }
 
-/** A separate connection listening on the change feed, keeping only one root's notifications. */
+/**
+ * A separate connection listening on the change feed, keeping only one root's notifications. The shared store's
+ * announcements still gathering are sent first, so none of a write made before arrives after.
+ */
 async function listen(rootThreadId: string) {
+  await store.flushAnnouncements();
   const client = new pg.Client({ connectionString: env.databaseUrl });
   await client.connect();
   const received: EnvNotification[] = [];
@@ -1169,6 +1377,7 @@ test('env store: every change is announced once on baton_env_events with rootThr
     );
     assert.deepEqual(await feed.until(expected.length), expected);
     // The duplicate operation and the invalid key announced nothing: had they, it would have arrived before the fence.
+    await store.flushAnnouncements();
     await feed.fence();
     assert.equal(feed.received.length, expected.length);
   } finally {
@@ -1183,6 +1392,8 @@ test('env store: every change is announced once on baton_env_events with rootThr
 function poolHeldAtCommit(gate: Promise<void>, atCommit: () => void): pg.Pool {
   return new Proxy(pool, {
     get(target, property, receiver) {
+      // A query of the pool itself (the store's announcements) is not held: only checked-out clients are.
+      if (property === 'query') return target.query.bind(target);
       if (property !== 'connect') return Reflect.get(target, property, receiver) as unknown;
       return async () => {
         const client = await target.connect();
