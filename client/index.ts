@@ -390,13 +390,20 @@ export class BatonClient {
   }
 }
 
-/** gRPC's status code for a call that ran out of time. */
+/** gRPC's status codes for a call that ran out of time, and for one cancelled. */
 const GRPC_DEADLINE_EXCEEDED = 4;
+const GRPC_CANCELLED = 1;
 
-/** Whether a call to Temporal failed because its deadline passed. */
-function deadlineExceeded(error: unknown): boolean {
+/**
+ * Whether a call to Temporal failed because its deadline (`deadline`, epoch ms) passed. A call whose deadline passes
+ * while the server is still forwarding it can come back cancelled instead (seen on a loaded machine): past the
+ * deadline, that is the same thing.
+ */
+function deadlineExceeded(error: unknown, deadline: number): boolean {
   const cause = error instanceof ServiceError ? error.cause : error;
-  return isGrpcServiceError(cause) && Number(cause.code) === GRPC_DEADLINE_EXCEEDED;
+  if (!isGrpcServiceError(cause)) return false;
+  const code = Number(cause.code);
+  return code === GRPC_DEADLINE_EXCEEDED || (code === GRPC_CANCELLED && Date.now() >= deadline);
 }
 
 /** A closed question's status, with the reason it was cancelled: `answered`, `cancelled: its turn failed: …`. */
@@ -596,12 +603,11 @@ export class ThreadHandle {
   async status(options: { timeoutMs?: number } = {}): Promise<ThreadStatus> {
     const { timeoutMs } = options;
     const query = () => this.workflow.query<ThreadStatus>('status');
+    const deadline = Date.now() + (timeoutMs ?? 0);
     try {
-      return await (timeoutMs === undefined
-        ? query()
-        : this.client.temporal.connection.withDeadline(Date.now() + timeoutMs, query));
+      return await (timeoutMs === undefined ? query() : this.client.temporal.connection.withDeadline(deadline, query));
     } catch (error) {
-      if (timeoutMs !== undefined && deadlineExceeded(error)) {
+      if (timeoutMs !== undefined && deadlineExceeded(error, deadline)) {
         throw new BatonClientError(
           `thread '${this.threadId}' did not answer within ${timeoutMs / 1000} s (is a worker polling its task queue?)`,
           { cause: error },
