@@ -47,9 +47,16 @@ const OPERATION_ID_CONSTRAINT = 'env_events_root_thread_id_operation_id_key';
 const FENCE_MOVED = 'BTN01';
 /** Most writes sent in one call. */
 const MAX_WRITES_PER_BATCH = 64;
+/**
+ * Most bytes of values sent in one call, unless its first write alone is larger: a store's values may reach 16 MiB
+ * each (`BATON_ENV_MAX_VALUE_BYTES`), and a call must stay far below what one Postgres message may hold (1 GiB).
+ */
+const MAX_BYTES_PER_BATCH = 4 * 1024 * 1024;
 
 interface Queued {
   write: OneCallWrite;
+  /** The value's size in bytes of UTF-8 (its `value_size`). */
+  bytes: number;
   resolve: (outcome: OneCallOutcome | undefined) => void;
   reject: (error: unknown) => void;
 }
@@ -68,8 +75,8 @@ export class EnvWriteBatches {
    * the writers queued into two smaller batches, and measured no faster. Another starts only when one stalls.
    */
   private senders = 0;
-  /** When the newest call was sent (`performance.now()`). */
-  private lastSentAt = 0;
+  /** Calls sent so far. */
+  private callsSent = 0;
   private stallCheck: NodeJS.Timeout | undefined;
   /**
    * Writes answered by calls of several (how often writers overlapped), and writes run alone again after their call
@@ -86,7 +93,7 @@ export class EnvWriteBatches {
    */
   submit(write: OneCallWrite): Promise<OneCallOutcome | undefined> {
     return new Promise((resolve, reject) => {
-      this.queued.push({ write, resolve, reject });
+      this.queued.push({ write, bytes: Buffer.byteLength(write.json, 'utf8'), resolve, reject });
       if (this.senders === 0) void this.sendQueued();
       else this.checkForStall();
     });
@@ -95,10 +102,12 @@ export class EnvWriteBatches {
   /** Once `STALLED_CALL_MS` passed, sends what is still queued beside a call that has not come back. */
   private checkForStall(): void {
     if (this.stallCheck !== undefined) return;
+    const newestCall = this.callsSent;
     this.stallCheck = setTimeout(() => {
       this.stallCheck = undefined;
       if (this.queued.length === 0) return;
-      if (this.senders > 0 && performance.now() - this.lastSentAt < STALLED_CALL_MS) this.checkForStall();
+      // No call was sent since: the newest one is still in flight, that long.
+      if (this.senders > 0 && this.callsSent !== newestCall) this.checkForStall();
       else void this.sendQueued();
     }, STALLED_CALL_MS);
   }
@@ -108,7 +117,7 @@ export class EnvWriteBatches {
     try {
       while (this.queued.length > 0) {
         const batch = this.takeBatch();
-        this.lastSentAt = performance.now();
+        this.callsSent += 1;
         if (batch.length === 1) await this.sendOne(batch[0] as Queued);
         else await this.sendMany(batch);
         // The writers just answered may write again at once (an agent's next step, a loop): let them all queue
@@ -120,20 +129,27 @@ export class EnvWriteBatches {
     }
   }
 
-  /** The queued writes of the next call, oldest first. */
+  /** The queued writes of the next call, oldest first, as many as fit (`MAX_WRITES_PER_BATCH`, `MAX_BYTES_PER_BATCH`). */
   private takeBatch(): Queued[] {
-    return this.queued.splice(0, MAX_WRITES_PER_BATCH);
+    let count = 0;
+    let bytes = 0;
+    for (const queued of this.queued) {
+      if (count === MAX_WRITES_PER_BATCH || (count > 0 && bytes + queued.bytes > MAX_BYTES_PER_BATCH)) break;
+      count += 1;
+      bytes += queued.bytes;
+    }
+    return this.queued.splice(0, count);
   }
 
-  private async sendOne({ write, resolve, reject }: Queued): Promise<void> {
+  private async sendOne({ write, bytes, resolve, reject }: Queued): Promise<void> {
     try {
-      resolve(await this.replaceOne(write));
+      resolve(await this.replaceOne(write, bytes));
     } catch (error) {
       reject(error);
     }
   }
 
-  private async replaceOne(write: OneCallWrite): Promise<OneCallOutcome | undefined> {
+  private async replaceOne(write: OneCallWrite, bytes: number): Promise<OneCallOutcome | undefined> {
     const client = await checkOut(this.pool);
     try {
       const { rows } = await client.query<OneCallOutcome>({
@@ -146,7 +162,7 @@ export class EnvWriteBatches {
           write.operationId,
           write.action,
           write.json,
-          Buffer.byteLength(write.json, 'utf8'),
+          bytes,
           write.agent,
           write.shortDescription,
           write.type,
@@ -180,7 +196,7 @@ export class EnvWriteBatches {
           writes.map((w) => w.operationId),
           writes.map((w) => w.action),
           writes.map((w) => w.json),
-          writes.map((w) => Buffer.byteLength(w.json, 'utf8')),
+          batch.map((queued) => queued.bytes),
           writes.map((w) => w.agent),
           writes.map((w) => w.shortDescription),
           writes.map((w) => w.type),
