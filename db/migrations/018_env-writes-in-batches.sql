@@ -1,20 +1,21 @@
 -- Concurrent one-call writes of one process in one round trip. When several writers of an `EnvStore` (the activities
 -- of a worker) write at once, the store sends the writes that queued while its previous call ran as one call of
--- `env_replace_many`: one transaction, one commit and one WAL flush for all of them, instead of one each. Postgres
--- spends about half the CPU per write that way (bench/env-data.bench.ts), which is what a busy store runs out of.
+-- `env_replace_many`: one transaction, one commit and one WAL flush for all of them, instead of one each. The machine
+-- spends about half the time per write that way (8 writes a call against one statement each, measured on this
+-- project's 2-core machine; README Performance), which is what a busy store runs out of.
 --
 -- Each write keeps what `env_replace` (migrations 009 and 016) gives it alone:
 --   * the root's lock and the writing thread's epoch lock, both in shared mode, are taken for every write of the
 --     batch before any statement reads, so each statement's snapshot comes after them and sees an epoch change that
 --     committed before (the fence); they are held to the commit, as a single write holds them;
---   * replacements, in one statement: the first write of each entry of its writer's own scope, at the expected
---     version when one is given, replaced and logged with the write's operation id;
---   * new keys, in three: the first store of each key its writer's scope does not hold creates the entry (unless
---     another writer created it meanwhile), then its versions go on after a delete (a statement of its own, whose
---     snapshot sees every writer of the key that committed before, as in `env_replace`), then its event is logged;
---   * every other write (a version conflict, a stale epoch, a second write of an entry in the batch, a key created
---     meanwhile, anything else) is then run by `env_replace` itself, in the same transaction, one after another in
---     the batch's order, and answers as it would alone after the writes before it;
+--   * stores and updates, in one statement: the first write of each entry of its writer's own scope (a store creates
+--     the entry at version 1 or replaces it; an update replaces it, at the expected version when one is given), each
+--     logged with its operation id, but for the entries created;
+--   * those then go on from the versions of a key created again after a delete (in a statement of their own, whose
+--     snapshot sees every writer of the key that committed before, as in `env_replace`), and are logged last;
+--   * every other write (a version conflict, a stale epoch, a second write of an entry in the batch, an update of a
+--     missing entry, anything else) is then run by `env_replace` itself, in the same transaction, one after another
+--     in the batch's order, and answers as it would alone after the writes before it;
 --   * an error (a repeated operation id, a deadlock) rolls the whole call back, and the store runs each write of the
 --     batch alone again: each then gets the answer it would have had.
 -- The writes of a batch overlapped in the store (no caller has two in one batch), so any order of them is one they
@@ -56,57 +57,57 @@ BEGIN
       FROM item i JOIN threads t ON t.thread_id = i.thread AND t.root_thread_id = i.root AND t.epoch = i.epoch
      WHERE EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = i.root)
      ORDER BY i.root, scope, i.key, i.n),
-  entry AS (
-    UPDATE env_data e
-       SET short_description = COALESCE(x.description, e.short_description),
-           type = CASE WHEN x.action = 'stored' THEN x.type ELSE e.type END,
-           tags = CASE WHEN x.action = 'stored' THEN ARRAY(SELECT jsonb_array_elements_text(x.tags)) ELSE e.tags END,
-           value = x.value, stored_by_agent = x.agent, stored_by_thread = x.thread, stored_by_task = x.fork_task,
-           version = e.version + 1, updated_at = now()
-      FROM target x
-     WHERE e.root_thread_id = x.root AND e.scope = x.scope AND e.key = x.key
-       AND (x.expected IS NULL OR e.version = x.expected)
-    RETURNING x.n, x.root, x.key, x.action, x.agent, x.thread, x.op, x.size, x.value, e.scope, e.stored_by_task,
-              e.version, e.short_description),
-  logged AS (
-    INSERT INTO env_events AS ev (root_thread_id, scope, key, action, actor_agent, actor_thread, actor_task,
-                                  operation_id, version, value_size, value, short_description)
-    SELECT root, scope, key, action, agent, thread, stored_by_task, op, version, size, value, short_description
-      FROM entry
-    RETURNING ev.root_thread_id, ev.operation_id, ev.seq, ev.version)
-  SELECT array_agg(entry.n::integer), array_agg(logged.seq), array_agg(logged.version)
-    INTO v_items, v_seqs, v_versions
-    FROM logged JOIN entry ON entry.root = logged.root_thread_id AND entry.op = logged.operation_id;
-  RETURN QUERY SELECT u.item, 'written'::text, u.seq, u.version
-                 FROM unnest(v_items, v_seqs, v_versions) AS u(item, seq, version);
-  -- Stores of keys their writer's scope does not hold, created together: the entries first (a key another writer
-  -- created meanwhile is left to `env_replace` below) ...
-  WITH item AS (
-    SELECT *
-      FROM unnest(p_thread, p_root, p_epoch, p_key, p_action, p_value, p_agent, p_description, p_type, p_tags,
-                  p_expected)
-           WITH ORDINALITY AS i(thread, root, epoch, key, action, value, agent, description, type, tags, expected, n)
-     WHERE NOT (n::integer = ANY (COALESCE(v_items, '{}'))) AND action = 'stored' AND expected IS NULL
-       AND description IS NOT NULL),
-  target AS MATERIALIZED (
-    SELECT DISTINCT ON (i.root, scope, i.key) i.*, COALESCE(t.env_scopes[1], '') AS scope, t.fork_task
-      FROM item i JOIN threads t ON t.thread_id = i.thread AND t.root_thread_id = i.root AND t.epoch = i.epoch
-     WHERE EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = i.root)
-     ORDER BY i.root, scope, i.key, i.n),
-  created AS (
+  -- Stores: the entry created at version 1, or replaced.
+  stored AS (
     INSERT INTO env_data AS e (root_thread_id, scope, key, short_description, value, type, tags, stored_by_agent,
                                stored_by_thread, stored_by_task, version)
     SELECT root, scope, key, description, value, type, ARRAY(SELECT jsonb_array_elements_text(tags)), agent, thread,
            fork_task, 1
       FROM target
-    ON CONFLICT (root_thread_id, scope, key) DO NOTHING
-    RETURNING e.root_thread_id, e.scope, e.key)
-  SELECT array_agg(x.n::integer), array_agg(x.root), array_agg(x.scope), array_agg(x.key)
-    INTO v_new, v_new_roots, v_new_scopes, v_new_keys
-    FROM created c JOIN target x ON x.root = c.root_thread_id AND x.scope = c.scope AND x.key = c.key;
+     WHERE action = 'stored' AND expected IS NULL AND description IS NOT NULL
+    ON CONFLICT (root_thread_id, scope, key) DO UPDATE
+       SET short_description = EXCLUDED.short_description, value = EXCLUDED.value, type = EXCLUDED.type,
+           tags = EXCLUDED.tags, stored_by_agent = EXCLUDED.stored_by_agent,
+           stored_by_thread = EXCLUDED.stored_by_thread, stored_by_task = EXCLUDED.stored_by_task,
+           version = e.version + 1, updated_at = now()
+    RETURNING e.root_thread_id AS root, e.scope, e.key, e.version, e.stored_by_task AS task,
+              e.short_description AS description),
+  -- Updates: an entry of the writer's scope replaced, at the expected version when one is given.
+  updated AS (
+    UPDATE env_data e
+       SET short_description = COALESCE(x.description, e.short_description), value = x.value,
+           stored_by_agent = x.agent, stored_by_thread = x.thread, stored_by_task = x.fork_task,
+           version = e.version + 1, updated_at = now()
+      FROM target x
+     WHERE x.action = 'updated' AND e.root_thread_id = x.root AND e.scope = x.scope AND e.key = x.key
+       AND (x.expected IS NULL OR e.version = x.expected)
+    RETURNING e.root_thread_id AS root, e.scope, e.key, e.version, e.stored_by_task AS task,
+              e.short_description AS description),
+  written AS (
+    SELECT x.n, x.root, x.key, x.action, x.agent, x.thread, x.op, x.size, x.value, w.scope, w.version, w.task,
+           w.description
+      FROM (SELECT * FROM stored UNION ALL SELECT * FROM updated) w
+      JOIN target x ON x.root = w.root AND x.scope = w.scope AND x.key = w.key),
+  -- The events of every write but the entries just created (a replaced entry is at version 2 at least): those wait
+  -- for their versions below.
+  logged AS (
+    INSERT INTO env_events AS ev (root_thread_id, scope, key, action, actor_agent, actor_thread, actor_task,
+                                  operation_id, version, value_size, value, short_description)
+    SELECT root, scope, key, action, agent, thread, task, op, version, size, value, description
+      FROM written
+     WHERE NOT (action = 'stored' AND version = 1)
+    RETURNING ev.root_thread_id, ev.operation_id, ev.seq, ev.version)
+  SELECT array_agg(w.n::integer) FILTER (WHERE l.seq IS NOT NULL), array_agg(l.seq) FILTER (WHERE l.seq IS NOT NULL),
+         array_agg(l.version) FILTER (WHERE l.seq IS NOT NULL),
+         array_agg(w.n::integer) FILTER (WHERE l.seq IS NULL), array_agg(w.root) FILTER (WHERE l.seq IS NULL),
+         array_agg(w.scope) FILTER (WHERE l.seq IS NULL), array_agg(w.key) FILTER (WHERE l.seq IS NULL)
+    INTO v_items, v_seqs, v_versions, v_new, v_new_roots, v_new_scopes, v_new_keys
+    FROM written w LEFT JOIN logged l ON l.root_thread_id = w.root AND l.operation_id = w.op;
+  RETURN QUERY SELECT u.item, 'written'::text, u.seq, u.version
+                 FROM unnest(v_items, v_seqs, v_versions) AS u(item, seq, version);
   IF v_new IS NOT NULL THEN
-    -- ... then, in a statement of its own (its snapshot sees every writer of the key that committed before), the
-    -- versions of a key created again after a delete go on from its last one, as in `env_replace` ...
+    -- The entries created: in a statement of their own (its snapshot sees every writer of the key that committed
+    -- before), the versions of a key created again after a delete go on from its last one, as in `env_replace` ...
     UPDATE env_data e SET version = last.version + 1
       FROM (SELECT c.root, c.scope, c.key, MAX(ev.version) AS version
               FROM unnest(v_new_roots, v_new_scopes, v_new_keys) AS c(root, scope, key)

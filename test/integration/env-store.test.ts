@@ -1184,10 +1184,11 @@ test('env store: writes that overlap go in one call, and each gets the answer it
         ['s', 'rejected', null, 'reclaimed'],
       ],
     );
-    // Each change is announced once, as a write alone is.
+    // Each change is announced once, as a write alone is (the refusals' transactions ran side by side, so their
+    // announcements may come in either order).
     await batches.flushAnnouncements();
     assert.deepEqual(
-      await feed.until(events.length),
+      (await feed.until(events.length)).sort((x, y) => x.seq - y.seq),
       events.map((event) => ({
         rootThreadId: solver.rootThreadId,
         seq: event.seq,
