@@ -1159,8 +1159,8 @@ test('env store: writes that overlap go in one call, and each gets the answer it
       ['t2', ['x', 'y'], 'New, again.', actorOf(solver)],
     );
     const events = (await batches.events(solver.rootThreadId)).slice(seeded);
-    // Logged in the order they took effect (replacements, new keys, then the rest; refusals by the full transaction
-    // after the call): each key's events in the order of its versions.
+    // Logged in the order they took effect (stores and updates, the entries created, then the rest; refusals by the
+    // full transaction after the call): each key's events in the order of its versions.
     const byKey = (key: string) => events.filter((event) => event.key === key);
     assert.deepEqual(
       byKey('b').map((event) => [event.version, event.actor.agent]),
