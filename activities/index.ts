@@ -105,7 +105,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...createWatcherActivities({ pool: deps.pool }),
     ...worlds,
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
-    ...createDeliveryActivities(),
+    ...createDeliveryActivities({ pool: deps.pool }),
     ...createTurnActivities({
       ...threads,
       ...modelCalls,

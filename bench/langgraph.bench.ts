@@ -16,10 +16,12 @@
  * round, as many turns as threads), `--threads LIST` (default `1,10`), `--langgraph-durability async|sync|exit`
  * (default `async`, LangGraph's own).
  */
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { rootTurnWorkflowId } from '../common/ids';
 import type { ModelLogEntry } from '../testing/harness';
 import { uniqueThreadId } from '../testing/test-env';
+import { turnDispatches } from '../testing/turn-dispatches';
 import {
   batonTurn,
   benchAgentFile,
@@ -202,8 +204,9 @@ function compareStepsPerSecond(name: string, subject: Measured, baseline: Measur
 }
 
 /**
- * Runs one turn of `agent` on a fresh thread (untimed) and counts what its turn workflow dispatched: activity tasks
- * scheduled, and local activities (their markers in the history).
+ * Runs one turn of `agent` on a fresh thread (untimed) and counts what the turn dispatched, in its thread's workflow
+ * (where a turn begins, and a local-step turn runs its steps) and in its own workflow if it ran one: activity tasks
+ * scheduled, and local activities (their markers in the history). The thread's own opening is not counted.
  */
 async function dispatchedSteps(baton: BatonSide, agent: string): Promise<{ activities: number; local: number }> {
   const threadId = uniqueThreadId(`bench-${agent}`);
@@ -213,11 +216,23 @@ async function dispatchedSteps(baton: BatonSide, agent: string): Promise<{ activ
     throw new Error(`${agent}'s turn ended ${result.status} after ${result.steps} steps, not completed after ${STEPS}`);
   }
   await thread.end();
-  const history = await baton.client.temporal.workflow.getHandle(rootTurnWorkflowId(threadId, 1)).fetchHistory();
-  const events: temporal.api.history.v1.IHistoryEvent[] = history.events ?? [];
+  const workflow = baton.client.temporal.workflow;
+  const events: temporal.api.history.v1.IHistoryEvent[] =
+    (await workflow.getHandle(thread.workflowId).fetchHistory()).events ?? [];
+  const turn = workflow.getHandle(rootTurnWorkflowId(threadId, 1));
+  const ranTurnWorkflow = await turn.describe().then(
+    () => true,
+    (error: unknown) => {
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    },
+  );
+  if (ranTurnWorkflow) events.push(...((await turn.fetchHistory()).events ?? []));
+  // What the turn dispatched: the thread's opening (an activity, or a local one) is not the turn's.
+  const dispatched = turnDispatches(events).filter((dispatch) => !/^(local:)?ensureThread\b/.test(dispatch));
   return {
-    activities: events.filter((event) => event.activityTaskScheduledEventAttributes).length,
-    local: events.filter((event) => event.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
+    activities: dispatched.filter((dispatch) => !/^(local|child):/.test(dispatch)).length,
+    local: dispatched.filter((dispatch) => dispatch.startsWith('local:')).length,
   };
 }
 

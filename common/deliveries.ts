@@ -5,11 +5,21 @@
  * into its next run, each with the turn it ran as, and answers a repeat with that turn's outcome.
  */
 
+import type { TokenUsage } from './types';
+
 /** A message delivered under an Update id, and the turn of the thread it ran as. */
 export interface Delivery {
   id: string;
   turn: number;
+  /**
+   * How the turn ended when it ended in the thread's own workflow, where no turn workflow keeps its outcome: the
+   * operation id its answer is stored under (with its steps and usage), or why it failed. Absent for a turn that ran
+   * (or went on) as a turn workflow, whose outcome that workflow keeps.
+   */
+  ended?: EndedInThread;
 }
+
+export type EndedInThread = { answerOperationId: string; steps: number; usage: TokenUsage } | { failed: string };
 
 /** The longest message id a client may give (`messageId`, `--message-id`): a carried id costs history. */
 export const MAX_MESSAGE_ID_CHARS = 200;

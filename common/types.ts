@@ -3,7 +3,7 @@
  * instances (the default converter is `JSON.stringify`), and nothing large: transcripts stay in Postgres.
  */
 import type { ResolvedAgent } from './agent-definition';
-import type { Delivery } from './deliveries';
+import type { Delivery, EndedInThread } from './deliveries';
 
 /**
  * Where a write lands and under which fence. The workflow builds it; no model argument can name another scope
@@ -392,6 +392,21 @@ export interface AgentTurnInput {
    * first line for logs; the full text never passes through workflow history.
    */
   delegationOperationId?: string;
+  /**
+   * A root turn its thread began (`beginTurn` in the thread's workflow, the `baton-turns-begin-in-thread` patch): the
+   * message is recorded and the agent and limits resolved, so the turn does not begin again. With `progress`, the
+   * thread also ran the turn's first local steps, and the turn goes on from the reply whose calls it did not run.
+   */
+  begun?: { agent: ResolvedAgent; limits: DelegationLimits; progress?: TurnProgress };
+}
+
+/** Where a turn's steps left off: the reply of step `step`, whose calls have not run yet, and the usage so far. */
+export interface TurnProgress {
+  step: number;
+  usage: TokenUsage;
+  reply: { seq: number; toolCalls: PlannedToolCall[] };
+  /** The MCP tool list the turn's first model call offered, which its later calls keep. */
+  mcpToolList?: string;
 }
 
 export const TurnStatus = {
@@ -438,6 +453,8 @@ export interface DeliveredTurnInput {
   turn: number;
   /** The message's Update id, for the error when that turn failed. */
   messageId: string;
+  /** How the turn ended when it ended in the thread's workflow (`Delivery.ended`); else its workflow has the outcome. */
+  ended?: EndedInThread;
 }
 
 /** What `beginTurn` resolves: the agent and where its steps run, and the turn's delegation limits when asked. */

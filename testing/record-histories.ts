@@ -36,8 +36,8 @@ const MCP_SERVER = 'everything';
  * waiting for approval (a user tool's, approved and rejected, and one of Baton's own that expires), a delegated
  * turn and a fork task stopped by their own `timeout_s` and fenced by their caller, a message sent again under its
  * id after the thread continued as new, a turn whose own workflow code throws, and calls of an MCP server's tools
- * (server-everything over stdio: a read-only one and one with side effects, in one reply), and a turn whose steps run
- * as local activities (`steps: local`).
+ * (server-everything over stdio: a read-only one and one with side effects, in one reply), a turn whose steps run
+ * as local activities (`steps: local`), and turns begun (and, with local steps, answered) in their thread's workflow.
  */
 const agents = new Map(
   [
@@ -62,6 +62,7 @@ const agents = new Map(
     `---\nname: mcp-user\ndescription: Calls an MCP server.\ncapabilities: [mcp:${MCP_SERVER}]\n---\nYou use MCP.\n`,
     '---\nname: local\ndescription: Steps inside the workflow task.\nsteps: local\ncapabilities: [leaf, load_arc_task]\n' +
       '---\nYou step locally.\n',
+    '---\nname: quickstep\ndescription: Answers inside its thread.\nsteps: local\n---\nYou answer at once.\n',
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
       '    message: "Look at w."\n---\nYou watch.\n',
@@ -188,6 +189,9 @@ agents:
     - call: think
       args: { thought: "back inside the task" }
     - say: "Stepped locally."
+  quickstep:
+    - say: "Answered in the thread."
+    - say: "Again in the thread."
   watchlead:
     - call: watchful
       args: { message: "Stand by." }
@@ -320,6 +324,21 @@ const scenarios: Scenario[] = [
   // The thread starts each turn without reading the world's limits (the turn does, as it begins), and each turn's
   // answer records it completed: no local activity at either end. The same conversation as `local-steps`.
   { name: 'turn-ends-with-answer', agent: 'local', messages: ['Step locally.'] },
+  // Turns that begin in the thread's workflow (baton-turns-begin-in-thread): the same local-step turn as
+  // `local-steps`, whose steps run in the thread until the delegation, and whose turn workflow goes on from there.
+  { name: 'turn-begins-in-thread', agent: 'local', messages: ['Step locally.'] },
+  // A turn with steps as activities: begun in the thread, its steps in its own workflow.
+  { name: 'activity-turn-begins-in-thread', agent: 'caller', messages: ['Load the task'] },
+  // Turns answered whole in the thread (no turn workflow), under message ids; the first sent again after two
+  // continue-as-new gets its answer back from what the thread carried and the transcript.
+  {
+    name: 'answered-in-thread',
+    agent: 'quickstep',
+    messages: ['Hi', 'Hi again'],
+    messageIds: ['quick-1', 'quick-2'],
+    continueAsNewAfterTurns: 1,
+    resend: { index: 0, afterRuns: 3 },
+  },
   // A frontmatter watcher registered by its agent's delegated turn wakes once for the lead's write (its own writes,
   // in both its turns, wake nothing); the thread's end stops it and its workflow ends.
   {

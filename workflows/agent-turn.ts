@@ -6,14 +6,12 @@ import {
   defineQuery,
   defineUpdate,
   isCancellation,
-  log,
   patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   setWorkflowOptions,
-  TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
@@ -36,24 +34,20 @@ import {
   type PlannedToolCall,
   type ThreadScope,
 } from '../common/types';
-import { addUsage, ZERO_USAGE } from '../common/usage';
 import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
 import {
   db,
   localDb,
-  localModel,
   localProfile,
-  localSteps,
   localTools,
   MAX_CARRIED_TOOL_SECONDS,
-  model,
-  steps,
   tools,
   userToolProfile,
 } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
+import { runStepLoop, stepProfiles, toolCallInput, turnFailure } from './turn-steps';
 import { createTurnWaits } from './wait';
 
 /** The longest answer a human may give (it travels through workflow history). */
@@ -83,13 +77,6 @@ export const FEWER_DISPATCHES_PATCH = 'baton-fewer-dispatches-per-step';
 export const USER_TOOLS_PATCH = 'baton-user-tools-and-approvals';
 
 /**
- * An error the turn's own workflow code throws (a bug, or input it cannot handle) fails the turn with a reason saying
- * so (`Turn.CodeFailed`), where it used to fail the workflow task, which Temporal retries for ever while the thread's
- * queue waits behind the turn. Histories recorded before this patch never threw there.
- */
-export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
-
-/**
  * A turn whose agent's steps are `local` (resolved by `beginTurn` and recorded with it) runs its model calls and the
  * tool calls its activity runs as local activities, inside its workflow task. Turns begun before this code never
  * resolved a step mode, so their histories never reach the patch.
@@ -102,14 +89,6 @@ export const LOCAL_STEPS_PATCH = 'baton-local-steps';
  * Histories recorded before ran that step.
  */
 export const FINISH_WITH_ANSWER_PATCH = 'baton-finish-with-answer';
-
-/**
- * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
- * approval and fits in that activity's time beside the model call.
- */
-function runsWithNextModelCall(call: PlannedToolCall): boolean {
-  return call.kind === 'tool' && call.approval === undefined && (call.timeoutSeconds ?? 0) <= MAX_CARRIED_TOOL_SECONDS;
-}
 
 /**
  * One agent handling one incoming message until it answers: resolve the agent's version, record the message, then
@@ -230,7 +209,10 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       ? { role: 'user' as const, content: input.message }
       : { role: 'user' as const, delegationOperationId: input.delegationOperationId };
   let agent: ResolvedAgent;
-  if (fewerDispatches) {
+  if (input.begun !== undefined) {
+    // Begun by the thread (and maybe stepped): the message is recorded, the agent and limits resolved.
+    ({ agent, limits } = input.begun);
+  } else if (fewerDispatches) {
     const begun = await localDb.beginTurn.executeWithOptions(
       { summary: `turn: ${input.agent} starts, message from ${input.sender}` },
       [
@@ -262,11 +244,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
    */
   const localStepsOn = agent.steps === 'local' && patched(LOCAL_STEPS_PATCH);
   const finishWithAnswer = patched(FINISH_WITH_ANSWER_PATCH);
-  /** Set when the model call that got the answer recorded the turn completed. */
-  let finishedWithAnswer = false;
-  const stepActivities = localStepsOn
-    ? { model: localModel, steps: localSteps, tools: localTools }
-    : { model, steps, tools };
+  const toolActivities = localStepsOn ? localTools : tools;
   /** Short Postgres steps on the turn's path: local activities from the patch on, no dispatch of their own. */
   const pg = fewerDispatches ? localDb : db;
   /** Records how the turn ended on the thread's row (for `baton tree`). */
@@ -417,20 +395,13 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     await record(content);
   }
 
-  /** What `executeToolCall` needs to run call `index` of the reply stored at `messageSeq` in step `step`. */
-  const toolCallInput = (call: PlannedToolCall, step: number, index: number, messageSeq: number) => ({
-    scope,
-    world,
-    agentVersion: agent.version,
-    operationId: operationId(runId, 'tool', step, index),
-    messageSeq,
-    toolCallId: call.id,
-  });
+  /** The turn's steps, whose operation ids start with this run's id. */
+  const loop = { scope, world, agent, operationBase: runId };
 
   /** Runs one tool call as an activity: a user tool with its own timeout and retries, Baton's under the tool profile. */
   async function runToolActivity(call: PlannedActivityToolCall, step: number, index: number, messageSeq: number) {
     const options = { summary: `tool: ${call.name}` };
-    const args = [toolCallInput(call, step, index, messageSeq)] as const;
+    const args = [toolCallInput(loop, call, step, index, messageSeq)] as const;
     if (call.timeoutSeconds !== undefined && patched(USER_TOOLS_PATCH)) {
       const profile = userToolProfile({ ...call, timeoutSeconds: call.timeoutSeconds });
       const own =
@@ -439,7 +410,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
           : proxyActivities<Activities>(profile);
       return own.executeToolCall.executeWithOptions(options, [...args]);
     }
-    return stepActivities.tools.executeToolCall.executeWithOptions(options, [...args]);
+    return toolActivities.executeToolCall.executeWithOptions(options, [...args]);
   }
 
   /**
@@ -572,58 +543,17 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     );
   }
 
-  async function runLoop(): Promise<AgentTurnResult> {
-    let usage = ZERO_USAGE;
-    // With fewer dispatches: the previous reply's tool calls, when the activity runs them all, left to run in the
-    // same activity as the next model call.
-    let carried: { names: string[]; calls: ReturnType<typeof toolCallInput>[] } | undefined;
-    // The id of the MCP tool list the first model call offered: the turn keeps that list whatever the servers list
-    // later. Data only, no command: histories recorded before it replay the same way.
-    let mcpToolList: string | undefined;
-    for (let step = 0; step < agent.maxSteps; step++) {
-      const modelCall = {
-        scope,
-        world,
-        agentVersion: agent.version,
-        operationId: operationId(runId, 'model', step),
-        step,
-        ...(mcpToolList === undefined ? {} : { mcpToolList }),
-        ...(finishWithAnswer ? { finishTurnOnAnswer: true } : {}),
-      };
-      const reply =
-        carried === undefined
-          ? await stepActivities.model.callModel.executeWithOptions(
-              { summary: `model: ${input.agent} step ${step + 1}` },
-              [modelCall],
-            )
-          : await stepActivities.steps.runToolsThenCallModel.executeWithOptions(
-              { summary: `step: ${input.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
-              [{ toolCalls: carried.calls, model: modelCall }],
-            );
-      carried = undefined;
-      mcpToolList ??= reply.mcpToolList;
-      usage = addUsage(usage, reply.usage);
-      if (reply.toolCalls.length === 0) {
-        finishedWithAnswer = reply.turnFinished === true;
-        return { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage };
-      }
-      if (fewerDispatches && step + 1 < agent.maxSteps && reply.toolCalls.every(runsWithNextModelCall)) {
-        carried = {
-          names: reply.toolCalls.map((call) => call.name),
-          calls: reply.toolCalls.map((call, index) => toolCallInput(call, step, index, reply.seq)),
-        };
-      } else {
-        await runToolCalls(reply, step);
-      }
-    }
-    log.warn('turn ran out of steps', { agent: input.agent, maxSteps: agent.maxSteps });
-    return { status: TurnStatus.MaxSteps, reply: '', steps: agent.maxSteps, usage };
-  }
-
   try {
-    const result = await runLoop();
-    if (!finishedWithAnswer) await finishTurn(result.status);
-    return result;
+    const end = await runStepLoop({
+      ...loop,
+      activities: stepProfiles(localStepsOn),
+      carryToolCalls: fewerDispatches,
+      finishTurnOnAnswer: finishWithAnswer,
+      ...(input.begun?.progress === undefined ? {} : { from: input.begun.progress }),
+      runCalls: runToolCalls,
+    });
+    if (!end.finishedWithAnswer) await finishTurn(end.result.status);
+    return end.result;
   } catch (error) {
     const failure = turnFailure(error);
     // Recorded even when the turn is being cancelled, so the tree shows why it stopped.
@@ -635,18 +565,3 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
 // Anything else the turn's workflow code throws (its handlers, its start) fails the turn too, never its workflow task
 // for ever. Not a command: histories replay as they were recorded.
 setWorkflowOptions({ failureExceptionTypes: [Error] }, agentTurnWorkflow);
-
-/**
- * What ends a failed turn: a Temporal failure (an activity's, a child's, a cancellation) as it is; a throw of the
- * turn's own code as a non-retryable `Turn.CodeFailed` saying what was thrown.
- */
-function turnFailure(error: unknown): unknown {
-  if (error instanceof TemporalFailure || !patched(CODE_ERRORS_FAIL_TURN_PATCH)) return error;
-  log.error("the turn's workflow code failed", { error });
-  const thrown = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-  return ApplicationFailure.create({
-    type: ErrorType.TurnCodeFailed,
-    message: `the turn's workflow code failed (${truncateBytes(thrown, 500)}), so the turn cannot go on`,
-    nonRetryable: true,
-  });
-}

@@ -32,6 +32,8 @@ import type {
 } from '../common/types';
 import { db, localDb } from './activity-profiles';
 import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH } from './agent-turn';
+import { rootMessage } from './failure-text';
+import { beginTurnInThread } from './thread-turns';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
 
 /**
@@ -53,6 +55,20 @@ export const LIMITS_IN_TURN_PATCH = 'baton-limits-in-turn';
  * before watchers existed had none.
  */
 export const STOP_WATCHERS_PATCH = 'baton-thread-end-stops-watchers';
+
+/**
+ * A turn begins in the thread's own workflow task, and a turn whose steps are local runs them there too until it
+ * answers or needs a turn workflow (`beginTurnInThread`): one workflow start and end fewer per turn. Histories recorded
+ * before started every turn as a child workflow that began itself.
+ */
+export const TURNS_BEGIN_IN_THREAD_PATCH = 'baton-turns-begin-in-thread';
+
+/**
+ * The thread opens its record in Postgres in a local activity, inside its first workflow task: a message sent as the
+ * thread starts no longer waits for an activity task's round trip through the server. Histories recorded before ran
+ * an activity.
+ */
+export const THREAD_OPENS_IN_ITS_TASK_PATCH = 'baton-thread-opens-in-its-task';
 
 export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
 
@@ -90,8 +106,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   let pending = 0;
   // `wait` calls in progress in the running turn's tree, as the waiting turns reported them.
   const waits = new Map<string, WaitInfo>();
-  // Messages by Update id: those earlier runs handled (id → turn), and those this run handled, carried on.
-  const earlierDeliveries = new Map((input.deliveries ?? []).map((delivery) => [delivery.id, delivery.turn]));
+  // Messages by Update id: those earlier runs handled, and those this run handled, carried on.
+  const earlierDeliveries = new Map((input.deliveries ?? []).map((delivery) => [delivery.id, delivery]));
   const deliveries: Delivery[] = [];
 
   const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy, runs, waits: [...waits.values()] });
@@ -122,7 +138,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     await condition(() => epoch !== undefined);
     turns += 1;
     const turn = turns;
-    if (messageId !== undefined) deliveries.push({ id: messageId, turn });
+    const delivery: Delivery | undefined = messageId === undefined ? undefined : { id: messageId, turn };
+    if (delivery !== undefined) deliveries.push(delivery);
     busy = true;
     setCurrentDetails(turnDetails(turn));
     // Read at every turn, so a change to the world's limits applies from the next message on: by the turn as it
@@ -148,9 +165,25 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
       ...limits,
     };
     try {
+      let childInput = turnInput;
+      if (patched(TURNS_BEGIN_IN_THREAD_PATCH)) {
+        let begun;
+        try {
+          begun = await beginTurnInThread(turnInput, turn, workflowInfo().runId);
+        } catch (error) {
+          // The turn failed here, so no turn workflow keeps why: the delivery carries it.
+          if (delivery !== undefined) delivery.ended = { failed: rootMessage(error) };
+          throw error;
+        }
+        if (begun.kind === 'answered') {
+          if (delivery !== undefined) delivery.ended = begun.ended;
+          return { ...begun.result, threadId: rootThreadId, turn };
+        }
+        childInput = { ...turnInput, begun: begun.begun };
+      }
       const result = await executeChild(agentTurnWorkflow, {
         workflowId: rootTurnWorkflowId(rootThreadId, turn),
-        args: [turnInput],
+        args: [childInput],
         staticSummary: turnSummary(agent, message),
         typedSearchAttributes: [
           { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },
@@ -171,11 +204,18 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     sendMessageUpdate,
     (update) => {
       const messageId = currentUpdateInfo()?.id;
-      const earlierTurn = messageId === undefined ? undefined : earlierDeliveries.get(messageId);
-      if (messageId !== undefined && earlierTurn !== undefined && patched(DELIVERIES_ACROSS_RUNS_PATCH)) {
+      const earlier = messageId === undefined ? undefined : earlierDeliveries.get(messageId);
+      if (messageId !== undefined && earlier !== undefined && patched(DELIVERIES_ACROSS_RUNS_PATCH)) {
         return localDb.deliveredTurnResult.executeWithOptions(
-          { summary: `thread: message ${messageId} was turn ${earlierTurn}` },
-          [{ rootThreadId, turn: earlierTurn, messageId }],
+          { summary: `thread: message ${messageId} was turn ${earlier.turn}` },
+          [
+            {
+              rootThreadId,
+              turn: earlier.turn,
+              messageId,
+              ...(earlier.ended === undefined ? {} : { ended: earlier.ended }),
+            },
+          ],
         );
       }
       pending += 1;
@@ -222,9 +262,10 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     ending = true;
   });
 
-  const opened = await db.ensureThread.executeWithOptions({ summary: `thread: open ${rootThreadId}` }, [
-    { threadId: rootThreadId, rootThreadId, agent, world },
-  ]);
+  const opened = await (patched(THREAD_OPENS_IN_ITS_TASK_PATCH) ? localDb : db).ensureThread.executeWithOptions(
+    { summary: `thread: open ${rootThreadId}` },
+    [{ threadId: rootThreadId, rootThreadId, agent, world }],
+  );
   epoch = opened.epoch;
   setCurrentDetails('Waiting for a message.');
   await condition(() => (ending || (shouldContinueAsNew() && !busy)) && allHandlersFinished());

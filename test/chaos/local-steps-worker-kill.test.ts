@@ -1,7 +1,7 @@
 /**
- * Crash exactness of local steps: a `steps: local` turn runs its model calls and tool runs inside its workflow task,
- * so when its worker is SIGKILLed mid-turn the task times out and the next worker runs again every step since the
- * last completed workflow task. Nothing may happen twice for that: a step whose reply was stored returns it without
+ * Crash exactness of local steps: a `steps: local` root turn runs its model calls and tool runs inside its thread's
+ * workflow task, so when its worker is SIGKILLed mid-turn the task times out and the next worker runs again every step
+ * since the last completed workflow task. Nothing may happen twice for that: a step whose reply was stored returns it without
  * asking the model, a write finds its operation id, and the `shell` command (side effects) is claimed once. Only the
  * model call cut off by the kill is asked again. `baton worker` runs as a real process; the scripted model holds the
  * third step's reply, so "mid-turn" is a state the test sets, not a moment it hopes for.
@@ -102,7 +102,8 @@ test(
     const workerA = await startWorker('worker A');
     t.diagnostic(`worker A polling after ${elapsed()}`);
     const threadId = uniqueThreadId('local-kill');
-    const turnId = `baton/${threadId}/turn-1`;
+    // The turn begins and steps in its thread's workflow: its history is the thread's.
+    const turnId = `baton/${threadId}`;
     let thread: ThreadHandle | undefined;
     try {
       thread = await client.startThread({ agent: 'scribe', threadId });
@@ -182,12 +183,14 @@ test(
         ['think', 'shell', 'think'],
       );
       assert.equal(transcript.at(-1)?.content, REPLY);
-      // Every message written by one run of the turn, under the operation id of its step, each once.
+      // Every message written by one run of the thread, as its first turn, under the operation id of its step, once.
       const runIds = new Set(transcript.map((message) => message.operationId.split(':')[0]));
-      assert.equal(runIds.size, 1, 'one workflow run wrote the transcript');
+      assert.equal(runIds.size, 1, "one run of the thread's workflow wrote the transcript");
       assert.deepEqual(
         transcript.map((message) => message.operationId.split(':').slice(1).join(':')),
-        ['in', 'model:0', 'tool:0:0', 'model:1', 'tool:1:0', 'model:2', 'tool:2:0', 'model:3'],
+        ['in', 'model:0', 'tool:0:0', 'model:1', 'tool:1:0', 'model:2', 'tool:2:0', 'model:3'].map(
+          (step) => `turn:1:${step}`,
+        ),
       );
 
       // The run feed, by the turn's own step numbers: the third call started twice, once per worker, each attempt its
@@ -205,21 +208,25 @@ test(
       );
       assert.notEqual(starts[2]?.stream, starts[3]?.stream, 'the two attempts of the third call stream apart');
 
-      // The history (the Web UI's view): every step a local activity marker with its summary, once (the answer's
-      // model call also records the turn completed); no activity scheduled on the server; and the kill seen as a
-      // workflow task that timed out.
+      // The thread's history (the Web UI's view): the thread opened, then every step a local activity marker with its
+      // summary, once (the answer's model call also records the turn completed); no turn workflow and no activity
+      // scheduled on the server for the turn; and the kill seen as a workflow task that timed out.
       const events = (await client.temporal.workflow.getHandle(turnId).fetchHistory()).events ?? [];
       const dispatches = turnDispatches(events);
       assert.deepEqual(dispatches, [
-        'local:beginTurn (turn: scribe starts, message from human)',
+        `local:ensureThread (thread: open ${threadId})`,
+        'local:beginTurn (turn 1: scribe starts, message from human)',
         'local:callModel (model: scribe step 1)',
         'local:runToolsThenCallModel (step: scribe runs think, then model step 2)',
         'local:runToolsThenCallModel (step: scribe runs shell, then model step 3)',
         'local:runToolsThenCallModel (step: scribe runs think, then model step 4)',
       ]);
       assert.ok(
-        !events.some((event) => event.activityTaskScheduledEventAttributes),
-        'no activity was scheduled on the server',
+        !events.some(
+          (event) =>
+            event.startChildWorkflowExecutionInitiatedEventAttributes || event.activityTaskScheduledEventAttributes,
+        ),
+        'no workflow was started and no activity scheduled on the server',
       );
       const timedOut = events.findIndex((event) => event.workflowTaskTimedOutEventAttributes);
       assert.ok(timedOut >= 0, 'the workflow task held by worker A timed out');

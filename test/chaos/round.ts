@@ -478,8 +478,9 @@ async function checkAuditor(
 const MODEL_STEPS = ['callModel', 'runToolsThenCallModel'];
 
 /**
- * Counts the model calls of every turn workflow of the roots' trees, as their histories show them (local activity
- * markers, or scheduled activities), and reports a tree whose steps ran in the other mode.
+ * Counts the model calls of every turn workflow of the roots' trees and of their threads' workflows (where a root
+ * turn with local steps runs them), as their histories show them (local activity markers, or scheduled activities),
+ * and reports a tree whose steps ran in the other mode.
  */
 async function checkStepModes(
   client: BatonClient,
@@ -491,7 +492,7 @@ async function checkStepModes(
   for (const root of roots) {
     const before = { ...counts };
     for await (const execution of client.temporal.workflow.list({
-      query: `BatonRootThreadId="${root}" AND WorkflowType="agentTurnWorkflow"`,
+      query: `BatonRootThreadId="${root}" AND (WorkflowType="agentTurnWorkflow" OR WorkflowType="threadWorkflow")`,
     })) {
       const history = await client.temporal.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
       for (const dispatch of turnDispatches(history.events ?? [])) {

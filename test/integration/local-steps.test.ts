@@ -1,14 +1,16 @@
 /**
- * Local steps (`steps: local`): a turn runs its model calls and the tool calls its activity runs as local activities,
- * inside its workflow task, and its history shows each of them as a local activity marker with its summary. The step
- * mode comes from the agent, else the world (`BATON_STEPS`), else the worker. A model call longer than the workflow
- * task timeout keeps its task alive, a failed call is retried inside the task, and a delegation in the middle of a
- * local-step turn leaves the task as it always does.
+ * Local steps (`steps: local`): a root turn begins in its thread's workflow and runs its model calls and the tool
+ * calls its activity runs as local activities, inside the thread's workflow task, and the thread's history shows each
+ * of them as a local activity marker with its summary; a turn that answers there starts no workflow of its own. The
+ * step mode comes from the agent, else the world (`BATON_STEPS`), else the worker. A model call longer than the
+ * workflow task timeout keeps its task alive, a failed call is retried inside the task, and a delegation in the middle
+ * of a local-step turn makes the turn a workflow of its own, which goes on from there.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
@@ -78,14 +80,36 @@ after(async () => {
   await harness?.close();
 });
 
-async function history(threadId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
-  const fetched = await harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory();
+/** The history of the thread's workflow, or (`turn`) of its first turn's own workflow. */
+async function history(
+  threadId: string,
+  of: 'thread' | 'turn' = 'thread',
+): Promise<temporal.api.history.v1.IHistoryEvent[]> {
+  const workflowId = of === 'thread' ? `baton/${threadId}` : `baton/${threadId}/turn-1`;
+  const fetched = await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory();
   return fetched.events ?? [];
 }
 
-/** What a turn's history dispatched, in order: activity types, local ones as `local:<type> (<summary>)`, children. */
-async function dispatches(threadId: string): Promise<string[]> {
-  return turnDispatches(await history(threadId));
+/**
+ * What a history dispatched, in order: activity types, local ones as `local:<type> (<summary>)`, children. The
+ * thread's history starts with its opening, a local activity inside its first task, which is not the turn's.
+ */
+async function dispatches(threadId: string, of: 'thread' | 'turn' = 'thread'): Promise<string[]> {
+  const all = turnDispatches(await history(threadId, of));
+  if (of === 'turn') return all;
+  assert.equal(all[0], `local:ensureThread (thread: open ${threadId})`);
+  return all.slice(1);
+}
+
+/** Whether the thread's first turn ran a workflow of its own. */
+async function turnWorkflowExists(threadId: string): Promise<boolean> {
+  try {
+    await harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).describe();
+    return true;
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
 }
 
 /** Requests the scripted model received for `agent`, from its log. */
@@ -104,11 +128,12 @@ test('local steps: model calls and tool runs are local activity markers with the
   assert.equal(result.status, 'completed');
   assert.equal(result.reply, 'Quick.');
   assert.deepEqual(await dispatches(threadId), [
-    'local:beginTurn (turn: quick starts, message from human)',
+    'local:beginTurn (turn 1: quick starts, message from human)',
     'local:callModel (model: quick step 1)',
     'local:runToolsThenCallModel (step: quick runs think, then model step 2)',
     'local:runToolsThenCallModel (step: quick runs think, then model step 3)',
   ]);
+  assert.equal(await turnWorkflowExists(threadId), false, 'the turn answered in the thread: no workflow of its own');
   // Each reply once, each tool result once, right after the reply that asked for it.
   const transcript = await listMessages(harness.pool, threadId);
   assert.deepEqual(
@@ -117,14 +142,11 @@ test('local steps: model calls and tool runs are local activity markers with the
   );
   for (const at of [2, 4]) assert.equal(transcript[at]?.toolCallId, transcript[at - 1]?.toolCalls?.[0]?.id);
   assert.equal(transcript.at(-1)?.content, 'Quick.');
-  // The last model call recorded the turn completed (no step of its own for that), and the thread's own workflow
-  // only started the turn: the turn read the world's delegation limits as it began.
+  // The last model call recorded the turn completed (no step of its own for that).
   const { rows } = await harness.pool.query<{ status: string }>('SELECT status FROM threads WHERE thread_id = $1', [
     threadId,
   ]);
   assert.equal(rows[0]?.status, 'completed');
-  const threadHistory = await harness.client.temporal.workflow.getHandle(`baton/${threadId}`).fetchHistory();
-  assert.deepEqual(turnDispatches(threadHistory.events ?? []), ['ensureThread', 'child:agentTurnWorkflow']);
 });
 
 test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets none; an agent’s own steps win', async () => {
@@ -136,7 +158,7 @@ test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets
     'Plain.',
   );
   assert.deepEqual(await dispatches(plain), [
-    'local:beginTurn (turn: plain starts, message from human)',
+    'local:beginTurn (turn 1: plain starts, message from human)',
     'local:callModel (model: plain step 1)',
     'local:runToolsThenCallModel (step: plain runs think, then model step 2)',
   ]);
@@ -145,15 +167,16 @@ test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets
     (await (await harness.client.startThread({ agent: 'pinned', threadId: pinned, world })).send('Go.')).reply,
     'Pinned.',
   );
+  // Steps as activities: the thread begins the turn, whose own workflow runs them.
   assert.deepEqual(await dispatches(pinned), [
-    'local:beginTurn (turn: pinned starts, message from human)',
-    'callModel',
-    'runToolsThenCallModel',
+    'local:beginTurn (turn 1: pinned starts, message from human)',
+    'child:agentTurnWorkflow',
   ]);
+  assert.deepEqual(await dispatches(pinned, 'turn'), ['callModel', 'runToolsThenCallModel']);
   // In the default world, the worker's default (activity) applies.
   const elsewhere = uniqueThreadId('plain');
   await (await harness.client.startThread({ agent: 'plain', threadId: elsewhere })).send('Go.');
-  assert.deepEqual((await dispatches(elsewhere)).slice(1, 3), ['callModel', 'runToolsThenCallModel']);
+  assert.deepEqual(await dispatches(elsewhere, 'turn'), ['callModel', 'runToolsThenCallModel']);
 });
 
 test('local steps: a model call longer than the workflow task timeout keeps its task alive, and runs once', async () => {
@@ -193,10 +216,14 @@ test('local steps: local steps, a delegation that leaves the task, then local st
   const thread = await harness.client.startThread({ agent: 'lead', threadId });
   const result = await thread.send('Lead.');
   assert.equal(result.reply, 'Led.');
+  // The thread runs the turn's local steps until the delegation, then the turn's own workflow goes on from there.
   assert.deepEqual(await dispatches(threadId), [
-    'local:beginTurn (turn: lead starts, message from human)',
+    'local:beginTurn (turn 1: lead starts, message from human)',
     'local:callModel (model: lead step 1)',
     'local:runToolsThenCallModel (step: lead runs think, then model step 2)',
+    'child:agentTurnWorkflow',
+  ]);
+  assert.deepEqual(await dispatches(threadId, 'turn'), [
     'local:openDelegation (delegate: lead → helper)',
     'child:agentTurnWorkflow',
     'local:recordMessage (tool: helper result)',

@@ -5,17 +5,24 @@ import { test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
+import type { AgentTurnInput } from '../../common/types';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import * as workflows from '../../workflows';
 import {
-  CODE_ERRORS_FAIL_TURN_PATCH,
   FEWER_DISPATCHES_PATCH,
   FINISH_WITH_ANSWER_PATCH,
   LOCAL_STEPS_PATCH,
   USER_TOOLS_PATCH,
 } from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
-import { DELIVERIES_ACROSS_RUNS_PATCH, LIMITS_IN_TURN_PATCH, STOP_WATCHERS_PATCH } from '../../workflows/thread';
+import { CODE_ERRORS_FAIL_TURN_PATCH } from '../../workflows/turn-steps';
+import {
+  DELIVERIES_ACROSS_RUNS_PATCH,
+  LIMITS_IN_TURN_PATCH,
+  STOP_WATCHERS_PATCH,
+  THREAD_OPENS_IN_ITS_TASK_PATCH,
+  TURNS_BEGIN_IN_THREAD_PATCH,
+} from '../../workflows/thread';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -221,6 +228,48 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
           .includes('everything__echo'),
     ),
     'the recorded MCP calls ran with the next model call',
+  );
+  // Turns begun in their thread's workflow: a thread whose history holds a turn's local model steps, one that handed
+  // a turn on to its own workflow (begun, mid-way), and one that answered a message sent again from what it carried.
+  assert.ok(patches.includes(TURNS_BEGIN_IN_THREAD_PATCH), 'a recorded thread began its turns itself');
+  const threadRuns = histories.filter(
+    (h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name === 'threadWorkflow',
+  );
+  const threadLocalTypes = threadRuns.flatMap((h) =>
+    (h.history.events ?? []).flatMap((e) => {
+      const data = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
+      return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { activity_type?: string }).activity_type] : [];
+    }),
+  );
+  assert.ok(patches.includes(THREAD_OPENS_IN_ITS_TASK_PATCH), 'a recorded thread opened itself in its first task');
+  for (const type of ['ensureThread', 'beginTurn', 'callModel', 'runToolsThenCallModel', 'deliveredTurnResult']) {
+    assert.ok(threadLocalTypes.includes(type), `a recorded thread ran ${type} as a local activity`);
+  }
+  const childInputs = threadRuns.flatMap((h) =>
+    (h.history.events ?? []).flatMap(
+      (e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.input?.payloads ?? [],
+    ),
+  );
+  const begunChildren = childInputs
+    .map((payload) => JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as AgentTurnInput)
+    .filter((input) => input.begun !== undefined);
+  assert.ok(
+    begunChildren.some((input) => input.begun?.progress !== undefined),
+    'a recorded thread handed a turn it had stepped on to its own workflow',
+  );
+  assert.ok(
+    begunChildren.some((input) => input.begun?.progress === undefined),
+    'a recorded thread began a turn with steps as activities and started its workflow',
+  );
+  assert.ok(
+    events.some((e) =>
+      e.workflowExecutionContinuedAsNewEventAttributes?.input?.payloads?.some((payload) =>
+        Buffer.from(payload.data ?? [])
+          .toString('utf8')
+          .includes('"deliveries":[{"id":"quick-1","turn":1,"ended":{"answerOperationId"'),
+      ),
+    ),
+    'a recorded thread carried how a turn that ended in it ended',
   );
 });
 

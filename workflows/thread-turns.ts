@@ -1,0 +1,88 @@
+import { CancellationScope } from '@temporalio/workflow';
+import type { EndedInThread } from '../common/deliveries';
+import { operationId } from '../common/ids';
+import {
+  DEFAULT_DELEGATION_LIMITS,
+  type AgentTurnInput,
+  type AgentTurnResult,
+  type ThreadScope,
+} from '../common/types';
+import { localDb } from './activity-profiles';
+import { rootMessage } from './failure-text';
+import { runStepLoop, stepProfiles, threadTurnOperationBase, turnFailure } from './turn-steps';
+
+/** How a root turn begun in its thread's workflow goes on. */
+export type TurnBegunInThread =
+  | { kind: 'answered'; result: AgentTurnResult; ended: EndedInThread }
+  /** In a turn workflow of its own, from where the thread left it (`AgentTurnInput.begun`). */
+  | { kind: 'go on'; begun: NonNullable<AgentTurnInput['begun']> };
+
+/**
+ * Begins a root turn inside its thread's workflow task (from the `baton-turns-begin-in-thread` patch): `beginTurn`
+ * as a local activity, then, when the agent's steps are `local`, its model calls and the tool calls they carry as
+ * local activities too, until the answer. The turn only becomes a workflow of its own when it needs what only a turn
+ * workflow does (a question, an approval, a delegation, a fork, a wait, a tool too long to carry, its last step's
+ * calls), or when its steps are activities: it then goes on from the reply whose calls the thread did not run. A turn
+ * that answers here costs no workflow start or end: the thread's task that takes the message runs it whole.
+ *
+ * Operation ids start with the thread run's id and the turn's number, so a re-run after a crash (the thread's task
+ * again, on another worker) finds every step it stored. A step that fails fails the turn here as it would in a turn
+ * workflow: the thread's row records it, and the message's Update fails with the reason.
+ */
+export async function beginTurnInThread(
+  input: AgentTurnInput,
+  turn: number,
+  runId: string,
+): Promise<TurnBegunInThread> {
+  const scope: ThreadScope = {
+    rootThreadId: input.rootThreadId,
+    threadId: input.threadId,
+    agent: input.agent,
+    epoch: input.epoch,
+  };
+  const world = input.world ?? 'default';
+  const operationBase = threadTurnOperationBase(runId, turn);
+  const { limits, ...agent } = await localDb.beginTurn.executeWithOptions(
+    { summary: `turn ${turn}: ${input.agent} starts, message from ${input.sender}` },
+    [
+      {
+        scope,
+        operationId: operationId(operationBase, 'in'),
+        message: { role: 'user', content: input.message },
+        world,
+        ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
+      },
+    ],
+  );
+  const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
+  if (agent.steps !== 'local') return { kind: 'go on', begun };
+  const finishTurn = (status: 'completed' | 'failed', error?: string) =>
+    localDb.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
+      { threadId: input.threadId, status, ...(error === undefined ? {} : { error }) },
+    ]);
+  try {
+    const end = await runStepLoop({
+      scope,
+      world,
+      agent,
+      operationBase,
+      activities: stepProfiles(true),
+      carryToolCalls: true,
+      finishTurnOnAnswer: true,
+    });
+    if (end.kind === 'calls') return { kind: 'go on', begun: { ...begun, progress: end.progress } };
+    // Without `runCalls` the loop stops at the last step's calls, so what ends here is an answer.
+    if (!end.finishedWithAnswer) await finishTurn('completed');
+    const { steps, usage } = end.result;
+    return {
+      kind: 'answered',
+      result: end.result,
+      ended: { answerOperationId: operationId(operationBase, 'model', steps - 1), steps, usage },
+    };
+  } catch (error) {
+    const failure = turnFailure(error);
+    // Recorded even when the thread is being cancelled, so the tree shows why the turn stopped.
+    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(failure)));
+    throw failure;
+  }
+}

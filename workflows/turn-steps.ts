@@ -1,0 +1,178 @@
+import { ApplicationFailure, log, patched, TemporalFailure } from '@temporalio/workflow';
+import type { ResolvedAgent } from '../common/agent-definition';
+import { ErrorType } from '../common/errors';
+import { operationId } from '../common/ids';
+import { truncateBytes } from '../common/text';
+import {
+  TurnStatus,
+  type AgentTurnResult,
+  type ExecuteToolCallInput,
+  type PlannedToolCall,
+  type ThreadScope,
+  type TurnProgress,
+} from '../common/types';
+import { addUsage, ZERO_USAGE } from '../common/usage';
+import { localModel, localSteps, MAX_CARRIED_TOOL_SECONDS, model, steps } from './activity-profiles';
+
+/**
+ * An error the turn's own workflow code throws (a bug, or input it cannot handle) fails the turn with a reason saying
+ * so (`Turn.CodeFailed`), where it used to fail the workflow task, which Temporal retries for ever while the thread's
+ * queue waits behind the turn. Histories recorded before this patch never threw there.
+ */
+export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
+
+/** Where a turn's model calls and the tool calls carried with them run: activities, or local activities. */
+export function stepProfiles(local: boolean) {
+  return local ? { model: localModel, steps: localSteps } : { model, steps };
+}
+
+/**
+ * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
+ * approval and fits in that activity's time beside the model call.
+ */
+export function runsWithNextModelCall(call: PlannedToolCall): boolean {
+  return call.kind === 'tool' && call.approval === undefined && (call.timeoutSeconds ?? 0) <= MAX_CARRIED_TOOL_SECONDS;
+}
+
+/** What a turn's steps are run with, wherever the turn runs (its own workflow, or its thread's). */
+export interface StepLoopInput {
+  scope: ThreadScope;
+  world: string;
+  agent: ResolvedAgent;
+  /**
+   * What the turn's operation ids start with: the run id of a turn's own workflow, or, for a turn whose steps run in
+   * its thread's workflow, that run's id and the turn's number (`threadTurnOperationBase`).
+   */
+  operationBase: string;
+  /** Activities (or local activities) for model calls and combined steps (`stepProfiles`). */
+  activities: ReturnType<typeof stepProfiles>;
+  /** Tool calls the activity runs go with the next model call (the fewer-dispatches patch). */
+  carryToolCalls: boolean;
+  /** The model call that gets the answer records the turn completed (the finish-with-answer patch). */
+  finishTurnOnAnswer: boolean;
+  /** Where an earlier part of the turn left off: its last reply's calls are run first, then the next step. */
+  from?: TurnProgress;
+  /**
+   * Runs the calls of a reply the loop does not carry into the next model call. Without it the loop stops at such a
+   * reply and hands back where it is (`{ kind: 'calls' }`), for a turn workflow to go on from there.
+   */
+  runCalls?: (reply: TurnProgress['reply'], step: number) => Promise<void>;
+}
+
+export type StepLoopEnd =
+  { kind: 'done'; result: AgentTurnResult; finishedWithAnswer: boolean } | { kind: 'calls'; progress: TurnProgress };
+
+/** Operation-id base of turn `turn` when its steps run in its thread's workflow run `runId`. */
+export function threadTurnOperationBase(runId: string, turn: number): string {
+  return operationId(runId, 'turn', turn);
+}
+
+/** What `executeToolCall` needs to run call `index` of the reply stored at `messageSeq` in step `step`. */
+export function toolCallInput(
+  loop: Pick<StepLoopInput, 'scope' | 'world' | 'agent' | 'operationBase'>,
+  call: PlannedToolCall,
+  step: number,
+  index: number,
+  messageSeq: number,
+): ExecuteToolCallInput {
+  return {
+    scope: loop.scope,
+    world: loop.world,
+    agentVersion: loop.agent.version,
+    operationId: operationId(loop.operationBase, 'tool', step, index),
+    messageSeq,
+    toolCallId: call.id,
+  };
+}
+
+/**
+ * A turn's steps: model call → tool calls → model call … until an answer or the agent's `max_steps`. Tool calls the
+ * activity runs itself go with the next model call, in one activity; the others go to `runCalls` (or, without it, end
+ * the loop). Control flow only.
+ */
+export async function runStepLoop(
+  loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls'>>,
+): Promise<Extract<StepLoopEnd, { kind: 'done' }>>;
+export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd>;
+export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
+  const { agent } = loop;
+  let usage = loop.from?.usage ?? ZERO_USAGE;
+  // The previous reply's tool calls, when the activity runs them all, left to run in the same activity as the next
+  // model call.
+  let carried: { names: string[]; calls: ExecuteToolCallInput[] } | undefined;
+  // The id of the MCP tool list the first model call offered: the turn keeps that list whatever the servers list
+  // later. Data only, no command: histories recorded before it replay the same way.
+  let mcpToolList = loop.from?.mcpToolList;
+  let firstStep = 0;
+  if (loop.from !== undefined && loop.runCalls !== undefined) {
+    await loop.runCalls(loop.from.reply, loop.from.step);
+    firstStep = loop.from.step + 1;
+  }
+  for (let step = firstStep; step < agent.maxSteps; step++) {
+    const modelCall = {
+      scope: loop.scope,
+      world: loop.world,
+      agentVersion: agent.version,
+      operationId: operationId(loop.operationBase, 'model', step),
+      step,
+      ...(mcpToolList === undefined ? {} : { mcpToolList }),
+      ...(loop.finishTurnOnAnswer ? { finishTurnOnAnswer: true } : {}),
+    };
+    const reply =
+      carried === undefined
+        ? await loop.activities.model.callModel.executeWithOptions(
+            { summary: `model: ${loop.scope.agent} step ${step + 1}` },
+            [modelCall],
+          )
+        : await loop.activities.steps.runToolsThenCallModel.executeWithOptions(
+            { summary: `step: ${loop.scope.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
+            [{ toolCalls: carried.calls, model: modelCall }],
+          );
+    carried = undefined;
+    mcpToolList ??= reply.mcpToolList;
+    usage = addUsage(usage, reply.usage);
+    if (reply.toolCalls.length === 0) {
+      return {
+        kind: 'done',
+        result: { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage },
+        finishedWithAnswer: reply.turnFinished === true,
+      };
+    }
+    if (loop.carryToolCalls && step + 1 < agent.maxSteps && reply.toolCalls.every(runsWithNextModelCall)) {
+      carried = {
+        names: reply.toolCalls.map((call) => call.name),
+        calls: reply.toolCalls.map((call, index) => toolCallInput(loop, call, step, index, reply.seq)),
+      };
+      continue;
+    }
+    const made = { seq: reply.seq, toolCalls: reply.toolCalls };
+    if (loop.runCalls === undefined) {
+      return {
+        kind: 'calls',
+        progress: { step, usage, reply: made, ...(mcpToolList === undefined ? {} : { mcpToolList }) },
+      };
+    }
+    await loop.runCalls(made, step);
+  }
+  log.warn('turn ran out of steps', { agent: agent.name, maxSteps: agent.maxSteps });
+  return {
+    kind: 'done',
+    result: { status: TurnStatus.MaxSteps, reply: '', steps: agent.maxSteps, usage },
+    finishedWithAnswer: false,
+  };
+}
+
+/**
+ * What ends a failed turn: a Temporal failure (an activity's, a child's, a cancellation) as it is; a throw of the
+ * turn's own code as a non-retryable `Turn.CodeFailed` saying what was thrown.
+ */
+export function turnFailure(error: unknown): unknown {
+  if (error instanceof TemporalFailure || !patched(CODE_ERRORS_FAIL_TURN_PATCH)) return error;
+  log.error("the turn's workflow code failed", { error });
+  const thrown = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return ApplicationFailure.create({
+    type: ErrorType.TurnCodeFailed,
+    message: `the turn's workflow code failed (${truncateBytes(thrown, 500)}), so the turn cannot go on`,
+    nonRetryable: true,
+  });
+}
