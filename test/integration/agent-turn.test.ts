@@ -164,14 +164,19 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
   });
   assert.deepEqual(listed, [`baton/${threadId}`, `baton/${threadId}/turn-1`]);
 
-  const history = await turn.fetchHistory();
-  // Local activities (the turn's start) carry their summaries on their markers; the patch markers have none. The
-  // model call that got the answer recorded the turn completed: no step ends it.
-  const summaries = (history.events ?? [])
-    .filter((event) => event.activityTaskScheduledEventAttributes || event.markerRecordedEventAttributes)
-    .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'))
-    .filter((summary) => summary !== '');
-  assert.deepEqual(summaries, ['"turn: greeter starts, message from human"', '"model: greeter step 1"']);
+  // Local activities (the thread's opening, the turn's start, which the thread runs) carry their summaries on their
+  // markers; the patch markers have none. The model call that got the answer recorded the turn completed: no step
+  // ends it.
+  const summaries = async (handle: typeof turn) =>
+    ((await handle.fetchHistory()).events ?? [])
+      .filter((event) => event.activityTaskScheduledEventAttributes || event.markerRecordedEventAttributes)
+      .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'))
+      .filter((summary) => summary !== '');
+  assert.deepEqual(await summaries(thread.workflow), [
+    `"thread: open ${threadId}"`,
+    '"turn 1: greeter starts, message from human"',
+  ]);
+  assert.deepEqual(await summaries(turn), ['"model: greeter step 1"']);
   await thread.end();
 });
 

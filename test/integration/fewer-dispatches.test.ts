@@ -66,17 +66,24 @@ after(async () => {
   await harness?.close();
 });
 
-/** What a turn's history dispatched, in order: activity types, local ones prefixed `local:`. */
+/**
+ * What a turn dispatched, in order: activity types, local ones prefixed `local:`. Its thread's history first (the
+ * thread begins the turn), without the thread's own opening, then the turn workflow's.
+ */
 async function dispatches(threadId: string): Promise<string[]> {
-  const history = await harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory();
-  return (history.events ?? []).flatMap((event: temporal.api.history.v1.IHistoryEvent) => {
+  const { workflow } = harness.client.temporal;
+  const events = [
+    ...((await workflow.getHandle(`baton/${threadId}`).fetchHistory()).events ?? []),
+    ...((await workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory()).events ?? []),
+  ];
+  return events.flatMap((event: temporal.api.history.v1.IHistoryEvent) => {
     const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
     if (scheduled) return [scheduled];
     const marker = event.markerRecordedEventAttributes;
     if (marker?.markerName !== 'core_local_activity') return [];
     const data = marker.details?.data?.payloads?.[0]?.data;
     const type = (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type;
-    return [`local:${type ?? '?'}`];
+    return type === 'ensureThread' ? [] : [`local:${type ?? '?'}`];
   });
 }
 
