@@ -454,6 +454,14 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         ? resumeAfterEventId(lastEventId)
         : { since: parseSeqParam(url.searchParams.get('since'), 'since') ?? 0 };
     const events = options.client.thread(root).events({ since: resume.since });
+    // The page shows itself live once its stream opens, so the stream opens only once the feed listens: streamed text
+    // is announced and never stored, and what was announced before the LISTEN took effect is lost to this reader.
+    // A feed that cannot be read fails the loop below, which ends the stream.
+    await events.catchUp().catch(() => undefined);
+    if (req.socket.destroyed) {
+      await events.return();
+      return;
+    }
     const entry = openEventStream(req, res, () => events.return());
     try {
       for await (const event of events) {

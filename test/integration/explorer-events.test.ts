@@ -276,6 +276,45 @@ describe('the explorer run feed', () => {
     }
   });
 
+  test('explorer feed: once its stream opens it listens, so streamed text announced at that moment reaches it', async () => {
+    // A page shows itself live when its stream opens (`#run-live.connected`); streamed text is announced and never
+    // stored, so text announced before the feed's LISTEN took effect would be lost to it for good.
+    const operationId = `${helper}:opened-op`;
+    const stream = `${operationId}#1`;
+    await recordModelCallStarted(pool, {
+      rootThreadId: root,
+      threadId: helper,
+      agent: 'helper',
+      operationId,
+      step: 2,
+      attempt: 1,
+      stream,
+      streaming: true,
+      provider: 'default',
+      model: 'scripted',
+    });
+    const since = Number((await storedIds()).at(-1)?.split('.')[0]);
+    const feed = await openFeed(feedPath(`?since=${since - 1}`));
+    try {
+      await publishDeltas(pool, [
+        {
+          rootThreadId: root,
+          threadId: helper,
+          agent: 'helper',
+          stream,
+          step: 2,
+          attempt: 1,
+          part: 0,
+          text: 'At once',
+        },
+      ]);
+      const delta = await feed.next('the delta announced as the stream opened', (f) => f.event.type === 'delta');
+      assert.deepEqual(delta.event.type === 'delta' && [delta.event.stream, delta.event.text], [stream, 'At once']);
+    } finally {
+      feed.close();
+    }
+  });
+
   test('explorer feed: the tree and transcript pages point their script at the feed from where their data was read', async () => {
     const [{ seq }] = (
       await pool.query<{ seq: string }>('SELECT max(seq) AS seq FROM run_events WHERE root_thread_id = $1', [root])
