@@ -5,7 +5,7 @@
  * into its next run, each with the turn it ran as, and answers a repeat with that turn's outcome.
  */
 
-import type { TokenUsage } from './types';
+import type { TokenUsage } from './usage';
 
 /** A message delivered under an Update id, and the turn of the thread it ran as. */
 export interface Delivery {

@@ -4,6 +4,7 @@
  */
 import type { ResolvedAgent } from './agent-definition';
 import type { Delivery, EndedInThread } from './deliveries';
+import type { TokenUsage } from './usage';
 
 /**
  * Where a write lands and under which fence. The workflow builds it; no model argument can name another scope
@@ -25,11 +26,7 @@ export interface ToolCallRequest {
   arguments: string;
 }
 
-export interface TokenUsage {
-  promptTokens: number;
-  completionTokens: number;
-  totalTokens: number;
-}
+export type { TokenUsage } from './usage';
 
 export interface EnsureThreadInput {
   threadId: string;

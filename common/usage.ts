@@ -1,4 +1,9 @@
-import type { TokenUsage } from './types';
+/** Tokens a model call used, as its endpoint reported them. */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
 
 export const ZERO_USAGE: TokenUsage = Object.freeze({ promptTokens: 0, completionTokens: 0, totalTokens: 0 });
 
