@@ -6,9 +6,18 @@ import type { ThreadWorkflowInput } from './types';
 import { ENV_CHANGED_SIGNAL, watcherWorkflowId, type WatcherWorkflowInput } from './watchers';
 
 /**
+ * A root thread's workflow task timeout, half Temporal's default. A turn whose steps are local runs them in the
+ * thread's task, and the SDK renews a task held by local activities at 80% of this timeout: until then the thread
+ * answers no query (`status`) and accepts no message. Renewed every 4 s rather than 8, and a dead worker's task
+ * noticed after 5 s rather than 10. Each of the thread's own tasks is short work (its history is bounded by
+ * continue-as-new), far below it.
+ */
+export const THREAD_TASK_TIMEOUT_MS = 5_000;
+
+/**
  * How a root thread's `threadWorkflow` is started, by the client SDK and by a scheduled run alike: its derived
- * workflow id, Baton's search attributes, and a reuse policy that never starts an ended thread again (a thread id
- * names one conversation and its data forever).
+ * workflow id, Baton's search attributes, a reuse policy that never starts an ended thread again (a thread id names
+ * one conversation and its data forever), and its workflow task timeout (`THREAD_TASK_TIMEOUT_MS`).
  */
 export function threadStartOptions(input: ThreadWorkflowInput, taskQueue: string) {
   const threadId = input.rootThreadId;
@@ -17,6 +26,7 @@ export function threadStartOptions(input: ThreadWorkflowInput, taskQueue: string
     taskQueue,
     args: [input] as [ThreadWorkflowInput],
     workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+    workflowTaskTimeout: THREAD_TASK_TIMEOUT_MS,
     staticSummary: truncateBytes(`thread: ${input.agent}`, 200),
     typedSearchAttributes: [
       { key: BatonSearchAttributes.rootThreadId, value: threadId },

@@ -44,7 +44,7 @@ agents:
 );
 
 /**
- * Two worker start-ups, the 10 s workflow task timeout that notices the dead worker and four quick model calls:
+ * Two worker start-ups, the thread's 5 s workflow task timeout that notices the dead worker and four quick model calls:
  * well under a minute on an idle machine. Every step waits on a state (a request logged, a process exited, a reply),
  * so the budget is only a backstop against a hang: generous, so that a loaded machine does not fail it.
  */

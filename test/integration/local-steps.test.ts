@@ -12,12 +12,14 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
+import { THREAD_TASK_TIMEOUT_MS } from '../../common/thread-start';
 import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { turnDispatches } from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { waitFor } from '../chaos/waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'local-steps-'));
@@ -182,7 +184,24 @@ test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets
 test('local steps: a model call longer than the workflow task timeout keeps its task alive, and runs once', async () => {
   const threadId = uniqueThreadId('slow');
   const thread = await harness.client.startThread({ agent: 'slow', threadId });
-  const result = await thread.send('Take your time.');
+  const sending = thread.send('Take your time.');
+  // While the call runs in the thread's task, the thread still answers: the SDK renews the task at 80% of the
+  // thread's task timeout (5 s), and a query waits for that, not for the call.
+  await waitFor('the slow model request', 30_000, () =>
+    Promise.resolve(modelRequests('slow') === 1 ? true : undefined),
+  );
+  assert.equal((await thread.status()).busy, true, 'the thread answered while the turn ran');
+  assert.deepEqual(
+    (await listMessages(harness.pool, threadId)).map((message) => message.role),
+    ['user'],
+    'the model call had not returned when the thread answered',
+  );
+  const described = await thread.workflow.describe();
+  assert.deepEqual(
+    described.raw.executionConfig?.defaultWorkflowTaskTimeout?.seconds?.toString(),
+    String(THREAD_TASK_TIMEOUT_MS / 1000),
+  );
+  const result = await sending;
   assert.equal(result.reply, 'Slow.');
   const events = await history(threadId);
   const types = events.map((event) => String(event.eventType));
