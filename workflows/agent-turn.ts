@@ -562,6 +562,24 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   }
 }
 
+/**
+ * A root turn its thread began (`AgentTurnInput.begun`, from the `baton-turns-begin-in-thread` patch on): the same
+ * turn, under a workflow type of its own. A worker from before threads began their turns would begin it again (its
+ * message recorded twice, its steps from the first); it does not know this type, so in a rolling upgrade such a turn
+ * waits for a worker that does.
+ */
+export async function rootTurnWorkflow(input: AgentTurnInput): Promise<AgentTurnResult> {
+  if (input.begun === undefined) {
+    throw ApplicationFailure.create({
+      type: ErrorType.InvalidInput,
+      message: 'rootTurnWorkflow runs a turn its thread began: its input needs `begun`',
+      nonRetryable: true,
+    });
+  }
+  return agentTurnWorkflow(input);
+}
+
 // Anything else the turn's workflow code throws (its handlers, its start) fails the turn too, never its workflow task
 // for ever. Not a command: histories replay as they were recorded.
 setWorkflowOptions({ failureExceptionTypes: [Error] }, agentTurnWorkflow);
+setWorkflowOptions({ failureExceptionTypes: [Error] }, rootTurnWorkflow);

@@ -31,7 +31,7 @@ import type {
   WakeResult,
 } from '../common/types';
 import { db, localDb } from './activity-profiles';
-import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH } from './agent-turn';
+import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH, rootTurnWorkflow } from './agent-turn';
 import { rootMessage } from './failure-text';
 import { beginTurnInThread } from './thread-turns';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
@@ -166,6 +166,7 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     };
     try {
       let childInput = turnInput;
+      let childType = agentTurnWorkflow;
       if (patched(TURNS_BEGIN_IN_THREAD_PATCH)) {
         let begun;
         try {
@@ -180,8 +181,9 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
           return { ...begun.result, threadId: rootThreadId, turn };
         }
         childInput = { ...turnInput, begun: begun.begun };
+        childType = rootTurnWorkflow;
       }
-      const result = await executeChild(agentTurnWorkflow, {
+      const result = await executeChild(childType, {
         workflowId: rootTurnWorkflowId(rootThreadId, turn),
         args: [childInput],
         staticSummary: turnSummary(agent, message),

@@ -76,7 +76,7 @@ describe('baton replay', () => {
       assert.deepEqual(
         outcomes.map((o) => [o.workflowId, o.workflowType, o.source, o.ok]),
         [
-          [`baton/${threadId}/turn-1`, 'agentTurnWorkflow', 'server', true],
+          [`baton/${threadId}/turn-1`, 'rootTurnWorkflow', 'server', true],
           [`baton/${threadId}`, 'threadWorkflow', 'server', true],
         ],
       );

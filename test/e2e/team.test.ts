@@ -260,7 +260,7 @@ describe('the ARC team through the CLI, with `baton dev --agents agents` on the 
         },
         {
           workflowId: `baton/${threadId}/turn-1`,
-          type: 'agentTurnWorkflow',
+          type: 'rootTurnWorkflow',
           thread: threadId,
           parent: undefined,
           agent: 'coordinator',

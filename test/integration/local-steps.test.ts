@@ -172,7 +172,7 @@ test('local steps: the world’s BATON_STEPS sets the mode of an agent that sets
   // Steps as activities: the thread begins the turn, whose own workflow runs them.
   assert.deepEqual(await dispatches(pinned), [
     'local:beginTurn (turn 1: pinned starts, message from human)',
-    'child:agentTurnWorkflow',
+    'child:rootTurnWorkflow',
   ]);
   assert.deepEqual(await dispatches(pinned, 'turn'), ['callModel', 'runToolsThenCallModel']);
   // In the default world, the worker's default (activity) applies.
@@ -240,7 +240,7 @@ test('local steps: local steps, a delegation that leaves the task, then local st
     'local:beginTurn (turn 1: lead starts, message from human)',
     'local:callModel (model: lead step 1)',
     'local:runToolsThenCallModel (step: lead runs think, then model step 2)',
-    'child:agentTurnWorkflow',
+    'child:rootTurnWorkflow',
   ]);
   assert.deepEqual(await dispatches(threadId, 'turn'), [
     'local:openDelegation (delegate: lead → helper)',

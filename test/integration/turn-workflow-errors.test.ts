@@ -143,3 +143,29 @@ test('a turn whose workflow code throws fails once with a reason saying so, and 
   assert.match(rows[0]?.lastError ?? '', expected);
   await thread.end();
 });
+
+test('a rootTurnWorkflow started without what its thread began is refused as invalid input, and begins nothing', async () => {
+  const threadId = uniqueThreadId('unbegun-turn');
+  const input: AgentTurnInput = {
+    rootThreadId: threadId,
+    threadId,
+    agent: 'relay',
+    message: 'Hello.',
+    sender: 'human',
+    epoch: 0,
+  };
+  const handle = await harness.client.temporal.workflow.start('rootTurnWorkflow', {
+    workflowId: `baton/${threadId}/unbegun`,
+    taskQueue: harness.taskQueue,
+    args: [input],
+  });
+  await assert.rejects(handle.result(), (error: unknown) => {
+    assert.ok(error instanceof WorkflowFailedError, String(error));
+    assert.ok(error.cause instanceof ApplicationFailure, String(error.cause));
+    assert.equal(error.cause.type, ErrorType.InvalidInput);
+    assert.match(error.cause.message, /needs `begun`/);
+    return true;
+  });
+  const { rows } = await harness.pool.query('SELECT 1 FROM transcript_messages WHERE thread_id = $1', [threadId]);
+  assert.equal(rows.length, 0, 'no message was recorded');
+});
