@@ -443,8 +443,8 @@ export class ThreadHandle {
    *
    * With `messageId`, the message is delivered once however often it is sent: a program that lost its connection
    * (a Temporal restart, a network cut) sends it again with the same id and gets the one turn's reply, also after the
-   * thread continued as new (it carries the ids of its last 100 messages into its next run). At most 200 characters.
-   * Without one, each call is a new message.
+   * thread continued as new (it carries the ids of its last 100 messages, at most 48 KiB of them, into its next run).
+   * At most 200 characters. Without one, each call is a new message.
    */
   async send(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
     const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);

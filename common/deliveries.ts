@@ -5,6 +5,7 @@
  * into its next run, each with the turn it ran as, and answers a repeat with that turn's outcome.
  */
 
+import { utf8Length } from './text';
 import type { TokenUsage } from './usage';
 
 /** A message delivered under an Update id, and the turn of the thread it ran as. */
@@ -27,11 +28,35 @@ export const MAX_MESSAGE_ID_CHARS = 200;
 /** How many of the most recent deliveries a thread carries into its next run. */
 export const MAX_CARRIED_DELIVERIES = 100;
 
-/** What a run hands its successor: the deliveries it was handed and those it handled, the most recent ones. */
+/**
+ * The most of a failed turn's reason a delivery carries (`EndedInThread.failed`): with the longest ids, the deliveries
+ * a run hands its successor stay under 64 KiB.
+ */
+export const MAX_CARRIED_FAILURE_BYTES = 240;
+
+/**
+ * The most bytes of deliveries (as JSON) a run hands its successor: far below a payload's 64 KiB however long the ids
+ * (200 characters of up to 3 UTF-8 bytes each) and what their turns' ends carry.
+ */
+export const MAX_CARRIED_DELIVERY_BYTES = 48 * 1024;
+
+/**
+ * What a run hands its successor: the deliveries it was handed and those it handled, the most recent ones, at most
+ * `MAX_CARRIED_DELIVERIES` of them and `MAX_CARRIED_DELIVERY_BYTES` in all.
+ */
 export function carriedDeliveries(earlier: readonly Delivery[], handled: readonly Delivery[]): Delivery[] {
-  return [...earlier, ...handled]
+  const recent = [...earlier, ...handled]
     .filter((delivery) => delivery.id.length <= MAX_MESSAGE_ID_CHARS)
     .slice(-MAX_CARRIED_DELIVERIES);
+  let bytes = 0;
+  let from = recent.length;
+  while (from > 0) {
+    const size = utf8Length(JSON.stringify(recent[from - 1])) + 1;
+    if (bytes + size > MAX_CARRIED_DELIVERY_BYTES) break;
+    bytes += size;
+    from -= 1;
+  }
+  return recent.slice(from);
 }
 
 /** Why a message id cannot be used, or undefined when it can. */

@@ -15,11 +15,11 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { carriedDeliveries, type Delivery } from '../common/deliveries';
+import { carriedDeliveries, MAX_CARRIED_FAILURE_BYTES, type Delivery } from '../common/deliveries';
 import { ErrorType } from '../common/errors';
 import { rootTurnWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
-import { describeWait, hasUnstorableText, turnSummary } from '../common/text';
+import { describeWait, hasUnstorableText, truncateBytes, turnSummary } from '../common/text';
 import type {
   AgentTurnInput,
   SendMessageInput,
@@ -172,8 +172,10 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
         try {
           begun = await beginTurnInThread(turnInput, turn, workflowInfo().runId);
         } catch (error) {
-          // The turn failed here, so no turn workflow keeps why: the delivery carries it.
-          if (delivery !== undefined) delivery.ended = { failed: rootMessage(error) };
+          // The turn failed here, so no turn workflow keeps why: the delivery carries it, cut so that the last 100
+          // deliveries a run hands its successor stay far below a payload's limit.
+          if (delivery !== undefined)
+            delivery.ended = { failed: truncateBytes(rootMessage(error), MAX_CARRIED_FAILURE_BYTES) };
           throw error;
         }
         if (begun.kind === 'answered') {
