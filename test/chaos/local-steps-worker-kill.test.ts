@@ -112,6 +112,15 @@ test(
       await waitFor('the third model request, held by the scripted model', 60_000, () =>
         (requestsPerStep(threadId)[3] ?? 0) > 0 ? true : undefined,
       );
+      // The call's start mark goes to Postgres beside its request, not before it: killed before the mark committed,
+      // worker A would leave no start of the call's first attempt, which the run feed's check below counts.
+      await waitFor("the third call's start mark", 30_000, async () => {
+        const { rows } = await pool.query(
+          `SELECT 1 FROM run_events WHERE thread_id = $1 AND kind = 'model_call_started' AND (data->>'step')::int = 2`,
+          [threadId],
+        );
+        return rows.length > 0 ? true : undefined;
+      });
       assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' }, 'worker A died by the signal');
       t.diagnostic(`worker A killed during the third model call after ${elapsed()}`);
 
