@@ -32,7 +32,6 @@ import {
   type DecideApprovalResult,
   type PlannedActivityToolCall,
   type PlannedToolCall,
-  type ThreadScope,
 } from '../common/types';
 import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
@@ -47,7 +46,7 @@ import {
 } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
-import { runStepLoop, stepProfiles, toolCallInput, turnFailure } from './turn-steps';
+import { runStepsToTheEnd, stepProfiles, toolCallInput, turnFinisher, turnScope } from './turn-steps';
 import { createTurnWaits } from './wait';
 
 /** The longest answer a human may give (it travels through workflow history). */
@@ -98,12 +97,7 @@ export const FINISH_WITH_ANSWER_PATCH = 'baton-finish-with-answer';
  */
 export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTurnResult> {
   const { runId, workflowId } = workflowInfo();
-  const scope: ThreadScope = {
-    rootThreadId: input.rootThreadId,
-    threadId: input.threadId,
-    agent: input.agent,
-    epoch: input.epoch,
-  };
+  const scope = turnScope(input);
 
   // Questions waiting for a human: id → answer once given. Handlers are registered before the first await.
   const waiting = new Map<string, string | undefined>();
@@ -247,11 +241,6 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   const toolActivities = localStepsOn ? localTools : tools;
   /** Short Postgres steps on the turn's path: local activities from the patch on, no dispatch of their own. */
   const pg = fewerDispatches ? localDb : db;
-  /** Records how the turn ended on the thread's row (for `baton tree`). */
-  const finishTurn = (status: 'completed' | 'max_steps' | 'failed', error?: string) =>
-    pg.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
-      { threadId: input.threadId, status, ...(error === undefined ? {} : { error }) },
-    ]);
 
   async function askHuman(call: Extract<PlannedToolCall, { kind: 'ask_human' }>, opId: string): Promise<void> {
     const { questionId } = await pg.openQuestion.executeWithOptions({ summary: `question: ${input.agent} asks` }, [
@@ -543,23 +532,18 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     );
   }
 
-  try {
-    const end = await runStepLoop({
+  const end = await runStepsToTheEnd(
+    {
       ...loop,
       activities: stepProfiles(localStepsOn),
       carryToolCalls: fewerDispatches,
       finishTurnOnAnswer: finishWithAnswer,
       ...(input.begun?.progress === undefined ? {} : { from: input.begun.progress }),
       runCalls: runToolCalls,
-    });
-    if (!end.finishedWithAnswer) await finishTurn(end.result.status);
-    return end.result;
-  } catch (error) {
-    const failure = turnFailure(error);
-    // Recorded even when the turn is being cancelled, so the tree shows why it stopped.
-    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(failure)));
-    throw failure;
-  }
+    },
+    turnFinisher(pg, input),
+  );
+  return end.result;
 }
 
 /**

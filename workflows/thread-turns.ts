@@ -1,15 +1,8 @@
-import { CancellationScope } from '@temporalio/workflow';
 import type { EndedInThread } from '../common/deliveries';
 import { operationId } from '../common/ids';
-import {
-  DEFAULT_DELEGATION_LIMITS,
-  type AgentTurnInput,
-  type AgentTurnResult,
-  type ThreadScope,
-} from '../common/types';
+import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } from '../common/types';
 import { localDb } from './activity-profiles';
-import { rootMessage } from './failure-text';
-import { runStepLoop, stepProfiles, threadTurnOperationBase, turnFailure } from './turn-steps';
+import { runStepsToTheEnd, stepProfiles, threadTurnOperationBase, turnFinisher, turnScope } from './turn-steps';
 
 /** How a root turn begun in its thread's workflow goes on. */
 export type TurnBegunInThread =
@@ -34,12 +27,7 @@ export async function beginTurnInThread(
   turn: number,
   runId: string,
 ): Promise<TurnBegunInThread> {
-  const scope: ThreadScope = {
-    rootThreadId: input.rootThreadId,
-    threadId: input.threadId,
-    agent: input.agent,
-    epoch: input.epoch,
-  };
+  const scope = turnScope(input);
   const world = input.world ?? 'default';
   const operationBase = threadTurnOperationBase(runId, turn);
   const { limits, ...agent } = await localDb.beginTurn.executeWithOptions(
@@ -56,12 +44,8 @@ export async function beginTurnInThread(
   );
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
   if (agent.steps !== 'local') return { kind: 'go on', begun };
-  const finishTurn = (status: 'completed' | 'failed', error?: string) =>
-    localDb.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
-      { threadId: input.threadId, status, ...(error === undefined ? {} : { error }) },
-    ]);
-  try {
-    const end = await runStepLoop({
+  const end = await runStepsToTheEnd(
+    {
       scope,
       world,
       agent,
@@ -69,20 +53,15 @@ export async function beginTurnInThread(
       activities: stepProfiles(true),
       carryToolCalls: true,
       finishTurnOnAnswer: true,
-    });
-    if (end.kind === 'calls') return { kind: 'go on', begun: { ...begun, progress: end.progress } };
-    // Without `runCalls` the loop stops at the last step's calls, so what ends here is an answer.
-    if (!end.finishedWithAnswer) await finishTurn('completed');
-    const { steps, usage } = end.result;
-    return {
-      kind: 'answered',
-      result: end.result,
-      ended: { answerOperationId: operationId(operationBase, 'model', steps - 1), steps, usage },
-    };
-  } catch (error) {
-    const failure = turnFailure(error);
-    // Recorded even when the thread is being cancelled, so the tree shows why the turn stopped.
-    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(failure)));
-    throw failure;
-  }
+    },
+    turnFinisher(localDb, input),
+  );
+  if (end.kind === 'calls') return { kind: 'go on', begun: { ...begun, progress: end.progress } };
+  // Without `runCalls` the loop stops at the last step's calls, so what ends here is an answer.
+  const { steps, usage } = end.result;
+  return {
+    kind: 'answered',
+    result: end.result,
+    ended: { answerOperationId: operationId(operationBase, 'model', steps - 1), steps, usage },
+  };
 }

@@ -1,10 +1,11 @@
-import { ApplicationFailure, log, patched, TemporalFailure } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, log, patched, TemporalFailure } from '@temporalio/workflow';
 import type { ResolvedAgent } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
 import { operationId } from '../common/ids';
 import { truncateBytes } from '../common/text';
 import {
   TurnStatus,
+  type AgentTurnInput,
   type AgentTurnResult,
   type ExecuteToolCallInput,
   type PlannedToolCall,
@@ -12,7 +13,8 @@ import {
   type TurnProgress,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
-import { localModel, localSteps, MAX_CARRIED_TOOL_SECONDS, model, steps } from './activity-profiles';
+import { localModel, localSteps, MAX_CARRIED_TOOL_SECONDS, model, steps, type localDb } from './activity-profiles';
+import { rootMessage } from './failure-text';
 
 /**
  * An error the turn's own workflow code throws (a bug, or input it cannot handle) fails the turn with a reason saying
@@ -30,7 +32,7 @@ export function stepProfiles(local: boolean) {
  * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
  * approval and fits in that activity's time beside the model call.
  */
-export function runsWithNextModelCall(call: PlannedToolCall): boolean {
+function runsWithNextModelCall(call: PlannedToolCall): boolean {
   return call.kind === 'tool' && call.approval === undefined && (call.timeoutSeconds ?? 0) <= MAX_CARRIED_TOOL_SECONDS;
 }
 
@@ -61,6 +63,22 @@ export interface StepLoopInput {
 
 export type StepLoopEnd =
   { kind: 'done'; result: AgentTurnResult; finishedWithAnswer: boolean } | { kind: 'calls'; progress: TurnProgress };
+
+/** Where a turn's writes go, fenced by the epoch it was started with. */
+export function turnScope(input: AgentTurnInput): ThreadScope {
+  return { rootThreadId: input.rootThreadId, threadId: input.threadId, agent: input.agent, epoch: input.epoch };
+}
+
+/** Records how a turn ended on its thread's row (for `baton tree`), through `pg`'s `finishTurn`. */
+export type FinishTurn = (status: 'completed' | 'max_steps' | 'failed', error?: string) => Promise<void>;
+
+/** `FinishTurn` for `input`'s thread, as an activity or a local one (`pg`). */
+export function turnFinisher(pg: Pick<typeof localDb, 'finishTurn'>, input: AgentTurnInput): FinishTurn {
+  return (status, error) =>
+    pg.finishTurn.executeWithOptions({ summary: `thread: ${input.agent} ${status}` }, [
+      { threadId: input.threadId, status, ...(error === undefined ? {} : { error }) },
+    ]);
+}
 
 /** Operation-id base of turn `turn` when its steps run in its thread's workflow run `runId`. */
 export function threadTurnOperationBase(runId: string, turn: number): string {
@@ -160,6 +178,28 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
     result: { status: TurnStatus.MaxSteps, reply: '', steps: agent.maxSteps, usage },
     finishedWithAnswer: false,
   };
+}
+
+/**
+ * Runs the turn's steps (`runStepLoop`) and records how the turn ended: a turn that ends here without its answer
+ * having recorded it, and a failed one (even while it is being cancelled, so the tree shows why it stopped), whose
+ * failure is rethrown as `turnFailure` says. A loop stopped at calls it hands back ended nothing.
+ */
+export async function runStepsToTheEnd(
+  loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls'>>,
+  finishTurn: FinishTurn,
+): Promise<Extract<StepLoopEnd, { kind: 'done' }>>;
+export async function runStepsToTheEnd(loop: StepLoopInput, finishTurn: FinishTurn): Promise<StepLoopEnd>;
+export async function runStepsToTheEnd(loop: StepLoopInput, finishTurn: FinishTurn): Promise<StepLoopEnd> {
+  try {
+    const end = await runStepLoop(loop);
+    if (end.kind === 'done' && !end.finishedWithAnswer) await finishTurn(end.result.status);
+    return end;
+  } catch (error) {
+    const failure = turnFailure(error);
+    await CancellationScope.nonCancellable(() => finishTurn('failed', rootMessage(failure)));
+    throw failure;
+  }
 }
 
 /**
