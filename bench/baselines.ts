@@ -121,9 +121,9 @@ export function modelLogFile(context: BenchContext, name: string): string {
 }
 
 /**
- * Prepares a Baton turn: a fresh thread (not timed); the timed part sends one message and checks that the turn
- * completed after `steps` model calls. `check` (timed too, keep it short) may look at what the turn did. The thread
- * is ended after, untimed.
+ * Prepares a Baton turn on a fresh thread id; the timed part starts the thread with its message in one call
+ * (`client.run`, as the baselines start their workflows in theirs) and checks that the turn completed after `steps`
+ * model calls. `check` (timed too, keep it short) may look at what the turn did. The thread is ended after, untimed.
  */
 export function batonTurn(
   client: BatonClient,
@@ -131,17 +131,16 @@ export function batonTurn(
   steps: number,
   options: { thread?: Partial<StartThreadOptions>; check?: (threadId: string) => Promise<void> } = {},
 ): () => Promise<() => Promise<void>> {
-  return async () => {
+  return () => {
     const threadId = uniqueThreadId(`bench-${agent}`);
-    const thread = await client.startThread({ ...options.thread, agent, threadId });
-    return async () => {
-      const result = await thread.send(TURN_MESSAGE);
+    return Promise.resolve(async () => {
+      const { thread, result } = await client.run({ ...options.thread, agent, threadId, message: TURN_MESSAGE });
       if (result.status !== 'completed' || result.steps !== steps) {
         throw new Error(`Baton turn ended ${result.status} after ${result.steps} steps, not completed after ${steps}`);
       }
       await options.check?.(threadId);
       void thread.end().catch(() => undefined);
-    };
+    });
   };
 }
 

@@ -207,7 +207,13 @@ export async function sendShowingEvents(
   thread: ThreadHandle,
   message: string,
   output: EventOutput,
-  options: Pick<SendOptions, 'messageId'> & { rootAgent?: string; out: NodeJS.WriteStream; env: NodeJS.ProcessEnv },
+  options: Pick<SendOptions, 'messageId'> & {
+    rootAgent?: string;
+    out: NodeJS.WriteStream;
+    env: NodeJS.ProcessEnv;
+    /** How the message goes out (`thread.send` unless given; `baton run` starts the thread with it). */
+    send?: (message: string, options: SendOptions) => Promise<SendMessageResult>;
+  },
 ): Promise<SendMessageResult> {
   const view = createEventView(output, {
     out: options.out,
@@ -224,7 +230,8 @@ export async function sendShowingEvents(
   };
   if (output === 'live') process.once('SIGINT', onInterrupt);
   try {
-    return await thread.send(message, {
+    const send = options.send ?? ((text: string, sendOptions: SendOptions) => thread.send(text, sendOptions));
+    return await send(message, {
       ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
       // Plain lines show stored messages only: streamed text would only be dropped.
       deltas: output !== 'lines',

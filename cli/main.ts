@@ -15,11 +15,14 @@ import {
   type OverlapPolicy,
   type ConnectOptions,
   type EnvEvent,
+  type SendOptions,
   type ThreadHandle,
   type WorldHandle,
 } from '../client';
 import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/env-text';
 import { describeError } from '../client/errors';
+import { newThreadId } from '../client/thread-ids';
+import { threadIdProblem } from '../common/ids';
 import {
   describeTurn,
   formatEnvEvent,
@@ -199,17 +202,23 @@ withOutputOptions(
 ).action(async (agent: string, message: string, options: OutputFlags & { thread?: string; world: string }) => {
   const output = sendOutput(options);
   await withClient({ database: output !== undefined }, async (client) => {
-    const thread = await client.startThread({
-      agent,
-      world: options.world,
-      ...(options.thread ? { threadId: options.thread } : {}),
-    });
+    // The thread and its first message go out in one call; its id, chosen here, is shown before the reply comes.
+    const threadId = options.thread ?? newThreadId();
+    const thread = client.thread(threadId);
+    const start = { agent, world: options.world, threadId };
     // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
-    if (!options.json) process.stderr.write(`thread ${thread.threadId}\n`);
+    if (!options.json && threadIdProblem(threadId) === undefined) process.stderr.write(`thread ${threadId}\n`);
+    const run = async (text: string, send: SendOptions) =>
+      (await client.run({ ...start, ...send, message: text })).result;
     const result =
       output === undefined
-        ? await thread.send(message)
-        : await sendShowingEvents(thread, message, output, { rootAgent: agent, out: process.stdout, env: process.env });
+        ? await run(message, {})
+        : await sendShowingEvents(thread, message, output, {
+            rootAgent: agent,
+            out: process.stdout,
+            env: process.env,
+            send: run,
+          });
     printResult(output, Boolean(options.json), { ...result, workflowId: thread.workflowId }, describeTurn(result));
   });
 });

@@ -5,6 +5,7 @@
 import {
   Client,
   Connection,
+  WorkflowIdConflictPolicy,
   isGrpcServiceError,
   ServiceError,
   WorkflowExecutionAlreadyStartedError,
@@ -12,11 +13,12 @@ import {
   WorkflowUpdateFailedError,
   WorkflowUpdateRPCTimeoutOrCancelledError,
   WorkflowUpdateStage,
+  WithStartWorkflowOperation,
   type WorkflowHandle,
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { messageIdProblem } from '../common/deliveries';
+import { messageIdProblem, messageTextProblem } from '../common/deliveries';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { threadStartOptions, watcherSignalWithStartOptions } from '../common/thread-start';
@@ -189,6 +191,18 @@ export interface StartThreadOptions {
   limits?: Partial<DelegationLimits>;
 }
 
+/** `BatonClient.run`: a new root thread and its first message, with how to send it. */
+export interface RunOptions extends StartThreadOptions, SendOptions {
+  /** The first message. */
+  message: string;
+}
+
+/** What `BatonClient.run` did: the thread it started, and its first turn's result. */
+export interface ThreadRun {
+  thread: ThreadHandle;
+  result: SendMessageResult;
+}
+
 /** A message a thread accepted (`thread.post`): its turn runs, or waits behind the one running. */
 export interface PostedMessage {
   threadId: string;
@@ -331,32 +345,37 @@ export class BatonClient {
    * @throws BatonClientError for an invalid or already used thread id.
    */
   async startThread(options: StartThreadOptions): Promise<ThreadHandle> {
-    const threadId = options.threadId ?? newThreadId();
-    const problem = threadIdProblem(threadId);
-    if (problem) throw new BatonClientError(problem);
-    const input: ThreadWorkflowInput = {
-      rootThreadId: threadId,
-      agent: options.agent,
-      ...(options.world === undefined ? {} : { world: worldName(options.world) }),
-      ...(options.continueAsNewAfterTurns === undefined
-        ? {}
-        : { continueAsNewAfterTurns: options.continueAsNewAfterTurns }),
-      ...(options.limits ? { limits: options.limits } : {}),
-    };
+    const input = threadInput(options);
     try {
       await this.temporal.workflow.start<typeof threadWorkflow>(
         'threadWorkflow',
         threadStartOptions(input, this.taskQueue),
       );
     } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) {
-        throw new BatonClientError(`thread '${threadId}' already exists; send it a message to continue it`, {
-          cause: error,
-        });
-      }
-      throw error;
+      throw threadStartError(input.rootThreadId, error);
     }
-    return this.thread(threadId);
+    return this.thread(input.rootThreadId);
+  }
+
+  /**
+   * Starts a root thread answered by `options.agent` and sends it `options.message`, in one call to Temporal
+   * (Update-with-Start): the thread's first workflow task takes the message, so its turn begins without a second task
+   * and the reply comes sooner than `startThread` then `send`. `messageId`, `onEvent` and `deltas` work as in `send`.
+   * @throws BatonClientError for an invalid or already used thread id, an empty or unstorable message (checked before
+   * anything starts), or an invalid message id.
+   */
+  async run(options: RunOptions): Promise<ThreadRun> {
+    const { message, messageId, onEvent, deltas, ...start } = options;
+    const input = threadInput(start);
+    const problem = messageTextProblem(message);
+    if (problem !== undefined) throw new BatonClientError(problem);
+    const thread = this.thread(input.rootThreadId);
+    const send = {
+      ...(messageId === undefined ? {} : { messageId }),
+      ...(onEvent === undefined ? {} : { onEvent }),
+      ...(deltas === undefined ? {} : { deltas }),
+    };
+    return { thread, result: await thread.sendStarting(input, message, send) };
   }
 
   /** A world (created when first written): its variables as one `.env` text. @throws BatonClientError for a bad name */
@@ -388,6 +407,32 @@ export class BatonClient {
     await this.connection.close();
     await this.pool?.end();
   }
+}
+
+/**
+ * The input of a new root thread's workflow.
+ * @throws BatonClientError for an invalid thread id.
+ */
+function threadInput(options: StartThreadOptions): ThreadWorkflowInput {
+  const threadId = options.threadId ?? newThreadId();
+  const problem = threadIdProblem(threadId);
+  if (problem) throw new BatonClientError(problem);
+  return {
+    rootThreadId: threadId,
+    agent: options.agent,
+    ...(options.world === undefined ? {} : { world: worldName(options.world) }),
+    ...(options.continueAsNewAfterTurns === undefined
+      ? {}
+      : { continueAsNewAfterTurns: options.continueAsNewAfterTurns }),
+    ...(options.limits ? { limits: options.limits } : {}),
+  };
+}
+
+/** What a failed start of thread `threadId` throws: a clear error when its id is taken, else what failed. */
+function threadStartError(threadId: string, error: unknown): unknown {
+  return error instanceof WorkflowExecutionAlreadyStartedError
+    ? new BatonClientError(`thread '${threadId}' already exists; send it a message to continue it`, { cause: error })
+    : error;
 }
 
 /** gRPC's status codes for a call that ran out of time, and for one cancelled. */
@@ -447,13 +492,53 @@ export class ThreadHandle {
    * At most 200 characters. Without one, each call is a new message.
    */
   async send(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
+    return this.deliver(message, options, () => this.sendOnly(message, options.messageId));
+  }
+
+  /**
+   * `send` to this thread, which the same call starts with `input` (`BatonClient.run`, which checks `message` first).
+   * @internal
+   */
+  async sendStarting(input: ThreadWorkflowInput, message: string, options: SendOptions): Promise<SendMessageResult> {
+    return this.deliver(message, options, async () => {
+      const startWorkflowOperation = new WithStartWorkflowOperation<typeof threadWorkflow>('threadWorkflow', {
+        ...threadStartOptions(input, this.client.taskQueue),
+        workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+      });
+      try {
+        return await this.client.temporal.workflow.executeUpdateWithStart<
+          typeof threadWorkflow,
+          SendMessageResult,
+          [SendMessageInput]
+        >('sendMessage', {
+          args: [{ message }],
+          startWorkflowOperation,
+          ...(options.messageId === undefined ? {} : { updateId: options.messageId }),
+        });
+      } catch (error) {
+        throw threadStartError(this.threadId, error);
+      }
+    });
+  }
+
+  /** Checks `options.messageId`, then sends with `sending`, with the tree's events to `options.onEvent` if given. */
+  private async deliver(
+    message: string,
+    options: SendOptions,
+    sending: () => Promise<SendMessageResult>,
+  ): Promise<SendMessageResult> {
     const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);
     if (problem !== undefined) throw new BatonClientError(problem);
-    if (options.onEvent !== undefined) return this.sendWatched(message, options, options.onEvent);
+    if (options.onEvent === undefined) return sending();
+    return this.sendWatched(options, options.onEvent, sending);
+  }
+
+  /** The message's Update to the running thread, waiting for its result. */
+  private async sendOnly(message: string, messageId: string | undefined): Promise<SendMessageResult> {
     try {
       return await this.workflow.executeUpdate<SendMessageResult, [SendMessageInput]>('sendMessage', {
         args: [{ message }],
-        ...(options.messageId === undefined ? {} : { updateId: options.messageId }),
+        ...(messageId === undefined ? {} : { updateId: messageId }),
       });
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) {
@@ -468,11 +553,11 @@ export class ThreadHandle {
     return this.send(message, options);
   }
 
-  /** `send` with its tree's events delivered to `onEvent` from the moment the message is sent until the reply. */
+  /** `sending` with the tree's events delivered to `onEvent` from the moment the message is sent until the reply. */
   private async sendWatched(
-    message: string,
     options: SendOptions,
     onEvent: (event: RunEvent) => void | Promise<void>,
+    sending: () => Promise<SendMessageResult>,
   ): Promise<SendMessageResult> {
     const since = await this.lastEventSeq();
     const events = this.events({ since, ...(options.deltas === undefined ? {} : { deltas: options.deltas }) });
@@ -484,9 +569,7 @@ export class ThreadHandle {
       // Listening before the message goes out: streamed text is not stored, so what is published before the watch
       // listens never reaches it.
       await events.catchUp();
-      const result = await this.send(message, {
-        ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
-      });
+      const result = await sending();
       // The turn's last events committed before its reply: read them, then stop.
       await events.catchUp();
       return result;

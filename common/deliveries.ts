@@ -5,7 +5,7 @@
  * into its next run, each with the turn it ran as, and answers a repeat with that turn's outcome.
  */
 
-import { utf8Length } from './text';
+import { hasUnstorableText, utf8Length } from './text';
 import type { TokenUsage } from './usage';
 
 /** A message delivered under an Update id, and the turn of the thread it ran as. */
@@ -57,6 +57,17 @@ export function carriedDeliveries(earlier: readonly Delivery[], handled: readonl
     from -= 1;
   }
   return recent.slice(from);
+}
+
+/**
+ * What is wrong with a human message a thread is sent, or `undefined`: the thread's `sendMessage` validator refuses
+ * such a message, and `BatonClient.run` checks it before it starts a thread, which a refused first message would leave
+ * started without one.
+ */
+export function messageTextProblem(message: unknown): string | undefined {
+  if (typeof message !== 'string' || message.trim() === '') return 'message must be a non-empty string';
+  if (hasUnstorableText(message)) return 'message must not hold a NUL character (U+0000) or a lone UTF-16 surrogate';
+  return undefined;
 }
 
 /** Why a message id cannot be used, or undefined when it can. */

@@ -137,10 +137,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     try {
       const agent = options.reactive ? REACTIVE_AGENT : DEMO_AGENT;
       const message = options.reactive ? REACTIVE_MESSAGE : DEMO_MESSAGE;
-      const thread = await client.startThread({ agent });
-      threadId = thread.threadId;
       log(`\nhuman → ${agent}: ${message}`);
-      const result = await thread.send(message);
+      const { thread, result } = await client.run({ agent, message });
+      threadId = thread.threadId;
       // The verifier's wake-ups run after the reply: their threads and verdicts are part of what the demo shows.
       const reactive = options.reactive
         ? await verifyReactive(thread, {

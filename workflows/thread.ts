@@ -15,11 +15,11 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { carriedDeliveries, MAX_CARRIED_FAILURE_BYTES, type Delivery } from '../common/deliveries';
+import { carriedDeliveries, MAX_CARRIED_FAILURE_BYTES, messageTextProblem, type Delivery } from '../common/deliveries';
 import { ErrorType } from '../common/errors';
 import { rootTurnWorkflowId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
-import { describeWait, hasUnstorableText, truncateBytes, turnSummary } from '../common/text';
+import { describeWait, truncateBytes, turnSummary } from '../common/text';
 import type {
   AgentTurnInput,
   SendMessageInput,
@@ -233,21 +233,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
         if (ending) {
           throw ApplicationFailure.create({ type: ErrorType.InvalidInput, message: 'the thread has ended' });
         }
-        if (
-          typeof (update as Partial<SendMessageInput> | undefined)?.message !== 'string' ||
-          update.message.trim() === ''
-        ) {
-          throw ApplicationFailure.create({
-            type: ErrorType.InvalidInput,
-            message: 'message must be a non-empty string',
-          });
-        }
-        if (hasUnstorableText(update.message)) {
-          throw ApplicationFailure.create({
-            type: ErrorType.InvalidInput,
-            message: 'message must not hold a NUL character (U+0000) or a lone UTF-16 surrogate',
-          });
-        }
+        const problem = messageTextProblem((update as Partial<SendMessageInput> | undefined)?.message);
+        if (problem !== undefined) throw ApplicationFailure.create({ type: ErrorType.InvalidInput, message: problem });
       },
     },
   );

@@ -279,12 +279,19 @@ const TREE_TURN = [
 
 const MODEL_CALLS = TREE_TURN.filter((entry) => entry.endsWith(' model_call_started')).length;
 
-/** Runs the tree turn on `on`, with its events delivered to `send({ onEvent })`. */
+/**
+ * Runs the tree turn on `on`, started with its message in one call, with its events delivered to `run({ onEvent })`
+ * (`send({ onEvent })` is the deltas test's).
+ */
 async function runTree(on: AgentHarness): Promise<{ root: string; result: SendMessageResult; seen: RunEvent[] }> {
   const root = uniqueThreadId('feed');
-  const thread = await on.client.startThread({ agent: 'lead', threadId: root });
   const seen: RunEvent[] = [];
-  const result = await thread.send('Go.', { onEvent: (event) => void seen.push(event) });
+  const { result } = await on.client.run({
+    agent: 'lead',
+    threadId: root,
+    message: 'Go.',
+    onEvent: (event) => void seen.push(event),
+  });
   assert.equal(result.reply, 'All done, streamed word by word.');
   return { root, result, seen };
 }
@@ -296,7 +303,7 @@ test('run feed: a turn with a tool, a delegation and a fork arrives in order, on
     stored.map((event) => line(root, event)),
     TREE_TURN,
   );
-  assertNumbering(stored, 'send({ onEvent })');
+  assertNumbering(stored, 'run({ onEvent })');
   const thread = harness.client.thread(root);
   const whole = await wholeFeed(thread);
   assert.deepEqual(whole, stored, 'a reading from 0 after the turn is what onEvent got while it ran');

@@ -1,0 +1,135 @@
+/**
+ * `BatonClient.run`: a root thread started with its first message in one call to Temporal (Update-with-Start). The
+ * thread's first workflow task takes the message, so the turn begins without waiting for a second task; nothing is
+ * started for a message the thread would refuse, and a taken thread id gets no message.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { threadWorkflowId } from '../../common/ids';
+import { listMessages } from '../../db/transcripts';
+import { parseScript } from '../../scripted-model';
+import { startTestHarness, type AgentHarness } from '../../testing/harness';
+import { uniqueThreadId } from '../../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+
+const MODES = [
+  { agent: 'greeter', steps: 'activity' },
+  { agent: 'greeter-local', steps: 'local' },
+] as const;
+
+const agents: AgentRegistry = new Map(
+  MODES.map(({ agent, steps }): [string, ReturnType<typeof parseAgentFile>] => [
+    agent,
+    parseAgentFile(`---\nname: ${agent}\ndescription: Greets.\nsteps: ${steps}\n---\nYou greet.\n`, `${agent}.md`),
+  ]),
+);
+
+const script = parseScript(
+  `
+agents:
+  greeter:
+    - say: "hello"
+    - say: "hello again"
+  greeter-local:
+    - say: "hello"
+    - say: "hello again"
+`,
+  'client-run',
+);
+
+let harness: AgentHarness;
+
+before(async () => {
+  harness = await startTestHarness('client-run', { agents, script });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+for (const { agent, steps } of MODES) {
+  test(`run starts a thread whose first workflow task takes the message, and the thread goes on (steps: ${steps})`, async () => {
+    const threadId = uniqueThreadId('run');
+    const { thread, result } = await harness.client.run({ agent, threadId, message: 'Hi.' });
+    assert.equal(thread.threadId, threadId);
+    assert.deepEqual([result.status, result.reply, result.turn, result.threadId], ['completed', 'hello', 1, threadId]);
+
+    // The message was accepted in the thread's first workflow task: no task ran before it without it.
+    const events = (await thread.workflow.fetchHistory()).events ?? [];
+    const accepted = events.findIndex((event) => event.workflowExecutionUpdateAcceptedEventAttributes);
+    assert.ok(accepted > 0, "the message's Update is in the history");
+    assert.equal(events.slice(0, accepted).filter((event) => event.workflowTaskStartedEventAttributes).length, 1);
+
+    // A thread like any other: its next message is its second turn.
+    const second = await thread.send('Again.');
+    assert.deepEqual([second.turn, second.reply], [2, 'hello again']);
+    assert.deepEqual(
+      (await listMessages(harness.pool, threadId)).map((message) => [message.role, message.content]),
+      [
+        ['user', 'Hi.'],
+        ['assistant', 'hello'],
+        ['user', 'Again.'],
+        ['assistant', 'hello again'],
+      ],
+    );
+    await thread.end();
+  });
+}
+
+test('run under a thread id already taken fails with a clear error, and the running thread gets no message', async () => {
+  const threadId = uniqueThreadId('run-taken');
+  const thread = await harness.client.startThread({ agent: 'greeter', threadId });
+  await assert.rejects(harness.client.run({ agent: 'greeter', threadId, message: 'Hi.' }), {
+    name: 'BatonClientError',
+    message: `thread '${threadId}' already exists; send it a message to continue it`,
+  });
+  assert.equal((await thread.status()).turns, 0);
+  assert.deepEqual(await listMessages(harness.pool, threadId), []);
+  await thread.end();
+});
+
+test('run refuses a message the thread would refuse before it starts anything, and a bad message id', async () => {
+  for (const [message, problem] of [
+    ['   ', 'message must be a non-empty string'],
+    ['a\u0000b', 'message must not hold a NUL character (U+0000) or a lone UTF-16 surrogate'],
+  ] as const) {
+    const threadId = uniqueThreadId('run-refused');
+    await assert.rejects(harness.client.run({ agent: 'greeter', threadId, message }), {
+      name: 'BatonClientError',
+      message: problem,
+    });
+    await assert.rejects(
+      harness.client.temporal.workflow.getHandle(threadWorkflowId(threadId)).describe(),
+      WorkflowNotFoundError,
+      'no thread was started',
+    );
+  }
+  await assert.rejects(
+    harness.client.run({ agent: 'greeter', threadId: 'not a thread id!', message: 'Hi.' }),
+    /BatonClientError|thread id/,
+  );
+  const threadId = uniqueThreadId('run-bad-id');
+  await assert.rejects(harness.client.run({ agent: 'greeter', threadId, message: 'Hi.', messageId: '' }), {
+    name: 'BatonClientError',
+    message: 'messageId must be 1 to 200 characters (got 0)',
+  });
+  await assert.rejects(
+    harness.client.temporal.workflow.getHandle(threadWorkflowId(threadId)).describe(),
+    WorkflowNotFoundError,
+  );
+});
+
+test("run under a message id: the message sent again under that id gets the first turn's result, and no second turn", async () => {
+  const threadId = uniqueThreadId('run-message-id');
+  const { thread, result } = await harness.client.run({
+    agent: 'greeter-local',
+    threadId,
+    message: 'Hi.',
+    messageId: 'first-hello',
+  });
+  assert.deepEqual(await thread.send('Hi.', { messageId: 'first-hello' }), result);
+  assert.equal((await thread.status()).turns, 1);
+  assert.equal((await listMessages(harness.pool, threadId)).length, 2);
+  await thread.end();
+});
