@@ -346,21 +346,15 @@ export class BatonClient {
    */
   async startThread(options: StartThreadOptions): Promise<ThreadHandle> {
     const input = threadInput(options);
-    try {
-      await this.temporal.workflow.start<typeof threadWorkflow>(
-        'threadWorkflow',
-        threadStartOptions(input, this.taskQueue),
-      );
-    } catch (error) {
-      throw threadStartError(input.rootThreadId, error);
-    }
+    await startThreadWorkflow(this.temporal, input, this.taskQueue);
     return this.thread(input.rootThreadId);
   }
 
   /**
    * Starts a root thread answered by `options.agent` and sends it `options.message`, in one call to Temporal
    * (Update-with-Start): the thread's first workflow task takes the message, so its turn begins without a second task
-   * and the reply comes sooner than `startThread` then `send`. `messageId`, `onEvent` and `deltas` work as in `send`.
+   * and the reply comes sooner than `startThread` then `send` (a server that refuses Update-with-Start gets those two
+   * calls instead). `messageId`, `onEvent` and `deltas` work as in `send`.
    * @throws BatonClientError for an invalid or already used thread id, an empty or unstorable message (checked before
    * anything starts), or an invalid message id.
    */
@@ -433,6 +427,35 @@ function threadStartError(threadId: string, error: unknown): unknown {
   return error instanceof WorkflowExecutionAlreadyStartedError
     ? new BatonClientError(`thread '${threadId}' already exists; send it a message to continue it`, { cause: error })
     : error;
+}
+
+/**
+ * Starts a root thread's workflow.
+ * @throws BatonClientError for a thread id already used.
+ */
+async function startThreadWorkflow(temporal: Client, input: ThreadWorkflowInput, taskQueue: string): Promise<void> {
+  try {
+    await temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', threadStartOptions(input, taskQueue));
+  } catch (error) {
+    throw threadStartError(input.rootThreadId, error);
+  }
+}
+
+/** gRPC's status codes for a call the server refuses as not allowed, and for one it does not implement. */
+const GRPC_PERMISSION_DENIED = 7;
+const GRPC_UNIMPLEMENTED = 12;
+
+/**
+ * Whether the server refused Update-with-Start itself, before starting anything: a server without the
+ * ExecuteMultiOperation call, or one whose `frontend.enableExecuteMultiOperation` is off for the namespace.
+ */
+function multiOperationRefused(error: unknown): boolean {
+  const cause = error instanceof ServiceError ? error.cause : error;
+  if (!isGrpcServiceError(cause)) return false;
+  const code = Number(cause.code);
+  return (
+    code === GRPC_UNIMPLEMENTED || (code === GRPC_PERMISSION_DENIED && /ExecuteMultiOperation/.test(cause.details))
+  );
 }
 
 /** gRPC's status codes for a call that ran out of time, and for one cancelled. */
@@ -516,7 +539,11 @@ export class ThreadHandle {
           ...(options.messageId === undefined ? {} : { updateId: options.messageId }),
         });
       } catch (error) {
-        throw threadStartError(this.threadId, error);
+        if (!multiOperationRefused(error)) throw threadStartError(this.threadId, error);
+        // A server that cannot start a workflow with an Update gets the same in two calls: the message then
+        // arrives in the thread's second workflow task.
+        await startThreadWorkflow(this.client.temporal, input, this.client.taskQueue);
+        return this.sendOnly(message, options.messageId);
       }
     });
   }

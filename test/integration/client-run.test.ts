@@ -1,16 +1,19 @@
 /**
  * `BatonClient.run`: a root thread started with its first message in one call to Temporal (Update-with-Start). The
  * thread's first workflow task takes the message, so the turn begins without waiting for a second task; nothing is
- * started for a message the thread would refuse, and a taken thread id gets no message.
+ * started for a message the thread would refuse, and a taken thread id gets no message. A server that refuses
+ * Update-with-Start gets the thread's start and its message in two calls.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowIdConflictPolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { threadWorkflowId } from '../../common/ids';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
-import { startTestHarness, type AgentHarness } from '../../testing/harness';
-import { uniqueThreadId } from '../../testing/test-env';
+import { startTemporal } from '../../stack/temporal-server';
+import { skipUnlessCi } from '../../testing/ci';
+import { startAgentHarness, startTestHarness, type AgentHarness } from '../../testing/harness';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const MODES = [
@@ -132,4 +135,56 @@ test("run under a message id: the message sent again under that id gets the firs
   assert.equal((await thread.status()).turns, 1);
   assert.equal((await listMessages(harness.pool, threadId)).length, 2);
   await thread.end();
+});
+
+test('run on a server that refuses Update-with-Start starts the thread and sends its message in two calls', async (t) => {
+  const env = readTestEnv();
+  if (env.temporalCli === undefined) {
+    skipUnlessCi(t, 'no local Temporal CLI to start a second server with');
+    return;
+  }
+  const server = await startTemporal({
+    resolution: { kind: 'cli', path: env.temporalCli, source: 'cache', attempts: [] },
+    port: 0,
+    ui: false,
+    extraArgs: ['--dynamic-config-value', 'frontend.enableExecuteMultiOperation=false'],
+  });
+  let older: AgentHarness | undefined;
+  try {
+    older = await startAgentHarness({
+      temporalAddress: server.address,
+      databaseUrl: env.databaseUrl,
+      taskQueue: uniqueTaskQueue('client-run-refused'),
+      workflowBundle: { codePath: env.workflowBundlePath },
+      agents,
+      script,
+    });
+    // The server does refuse it, so what follows goes the two-call way.
+    const probe = new WithStartWorkflowOperation('threadWorkflow', {
+      workflowId: uniqueThreadId('probe'),
+      taskQueue: older.taskQueue,
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+    });
+    await assert.rejects(
+      older.client.temporal.workflow.executeUpdateWithStart('sendMessage', {
+        args: [{ message: 'Hi.' }],
+        startWorkflowOperation: probe,
+      }),
+      (error: unknown) => error instanceof Error && /ExecuteMultiOperation API is disabled/.test(String(error.cause)),
+    );
+
+    const threadId = uniqueThreadId('run-two-calls');
+    const { thread, result } = await older.client.run({ agent: 'greeter-local', threadId, message: 'Hi.' });
+    assert.deepEqual([result.status, result.reply, result.turn], ['completed', 'hello', 1]);
+    assert.deepEqual((await thread.status()).turns, 1);
+    await assert.rejects(older.client.run({ agent: 'greeter', threadId, message: 'Again.' }), {
+      name: 'BatonClientError',
+      message: `thread '${threadId}' already exists; send it a message to continue it`,
+    });
+    assert.equal((await thread.status()).turns, 1, 'the taken thread got no message');
+    await thread.end();
+  } finally {
+    await older?.close();
+    await server.stop();
+  }
 });
