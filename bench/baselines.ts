@@ -280,31 +280,49 @@ export async function startBaselines(
   return { client: new Client({ connection }), taskQueue, pool: options.pool };
 }
 
-/** Prepares a hand-written turn of `steps` model calls (its thread row untimed). */
-export function handWrittenTurn(side: BaselineSide, agent: string, steps: number): () => Promise<() => Promise<void>> {
+/**
+ * Prepares a hand-written turn of `steps` model calls (its thread row untimed), its steps as activities or, with
+ * `local`, as local activities.
+ */
+export function handWrittenTurn(
+  side: BaselineSide,
+  agent: string,
+  steps: number,
+  options: { local?: boolean } = {},
+): () => Promise<() => Promise<void>> {
   return async () => {
     const threadId = uniqueThreadId('bench-hand');
     await ensureThread(side.pool, { threadId, rootThreadId: threadId, agent });
     return async () => {
-      const made = await side.client.workflow.execute<typeof handWrittenTurnWorkflow>('handWrittenTurnWorkflow', {
-        taskQueue: side.taskQueue,
-        workflowId: threadId,
-        args: [{ threadId, rootThreadId: threadId, text: TURN_MESSAGE, maxSteps: steps + 5 }],
-      });
+      const made = await side.client.workflow.execute<typeof handWrittenTurnWorkflow>(
+        options.local ? 'handWrittenLocalTurnWorkflow' : 'handWrittenTurnWorkflow',
+        {
+          taskQueue: side.taskQueue,
+          workflowId: threadId,
+          args: [{ threadId, rootThreadId: threadId, text: TURN_MESSAGE, maxSteps: steps + 5 }],
+        },
+      );
       if (made !== steps) throw new Error(`hand-written turn took ${String(made)} steps, not ${steps}`);
     };
   };
 }
 
-/** Prepares a floor turn: `steps` no-op activities in a row. */
-export function floorTurn(side: BaselineSide, steps: number): () => Promise<() => Promise<void>> {
+/** Prepares a floor turn: `steps` no-op activities in a row (with `local`, local activities). */
+export function floorTurn(
+  side: BaselineSide,
+  steps: number,
+  options: { local?: boolean } = {},
+): () => Promise<() => Promise<void>> {
   return () =>
     Promise.resolve(async () => {
-      await side.client.workflow.execute<typeof floorTurnWorkflow>('floorTurnWorkflow', {
-        taskQueue: side.taskQueue,
-        workflowId: uniqueThreadId('bench-floor'),
-        args: [steps],
-      });
+      await side.client.workflow.execute<typeof floorTurnWorkflow>(
+        options.local ? 'floorLocalTurnWorkflow' : 'floorTurnWorkflow',
+        {
+          taskQueue: side.taskQueue,
+          workflowId: uniqueThreadId('bench-floor'),
+          args: [steps],
+        },
+      );
     });
 }
 

@@ -6,6 +6,8 @@
  *   workflow task (`steps: local`): two agents of one Baton worker, differing only in that line of their frontmatter;
  * - LangGraph.js: a `StateGraph` with a model node (`ChatOpenAI`) and a `ToolNode`, checkpointed by `PostgresSaver`
  *   (bench/langgraph-baseline.ts), on a fresh `thread_id` per turn,
+ * - and, to tell Baton's cost from Temporal's, the hand-written Temporal loop doing the same I/O with its steps as
+ *   local activities (`hand-local`), and 10 no-op local activities in one workflow (`floor-local`),
  *
  * all calling the same scripted model server with the same system prompt and tools, on one stack and one database
  * (bench/common.ts). Rounds rotate the order of all cases. It prints ms per step at 1 thread and steps per second
@@ -27,9 +29,12 @@ import {
   benchAgentFile,
   benchAgents,
   benchScript,
+  floorTurn,
+  handWrittenTurn,
   modelLogFile,
   recordedRequest,
   startBaton,
+  startBaselines,
   stepsScript,
   TURN_MESSAGE,
   type BatonSide,
@@ -61,6 +66,8 @@ const ACTIVITY_AGENT = 'stepper';
 const LOCAL_AGENT = 'stepper-local';
 /** The script LangGraph's model node is answered from (its `x-baton-agent`). */
 const LANGGRAPH_AGENT = 'langgraph';
+/** The script the hand-written local-activity loop is answered from. */
+const HAND_AGENT = 'hand-local';
 /**
  * Targets of issue 25: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
@@ -87,7 +94,7 @@ runBench(common, async (context) => {
       [LOCAL_AGENT]: benchAgentFile(LOCAL_AGENT, [], { steps: 'local' }),
     }),
     script: benchScript(
-      [ACTIVITY_AGENT, LOCAL_AGENT, LANGGRAPH_AGENT].map((agent) => stepsScript(agent, STEPS)),
+      [ACTIVITY_AGENT, LOCAL_AGENT, LANGGRAPH_AGENT, HAND_AGENT].map((agent) => stepsScript(agent, STEPS)),
       'langgraph-bench',
     ),
     modelLogFile: modelLogFile(context, 'langgraph'),
@@ -109,6 +116,12 @@ runBench(common, async (context) => {
     request: recordedRequest(baton.harness, ACTIVITY_AGENT),
     durability: durability as LangGraphDurability,
   });
+  const baseline = await startBaselines(context, {
+    name: 'langgraph',
+    pool: baton.harness.pool,
+    modelBaseURL: baton.harness.model.baseURL,
+    request: { ...recordedRequest(baton.harness, LOCAL_AGENT), agent: HAND_AGENT },
+  });
   const checkpointRows = await langGraph.countCheckpointRows();
   const requests = compareLastRequests(baton, ACTIVITY_AGENT, LANGGRAPH_AGENT);
 
@@ -126,6 +139,16 @@ runBench(common, async (context) => {
         run: () => runConcurrently(threads, batonTurn(baton.client, LOCAL_AGENT, STEPS)),
       },
       { name: `langgraph@${threads}`, repeats, run: () => runConcurrently(threads, langGraph.prepareTurn) },
+      {
+        name: `hand-local@${threads}`,
+        repeats,
+        run: () => runConcurrently(threads, handWrittenTurn(baseline, HAND_AGENT, STEPS, { local: true })),
+      },
+      {
+        name: `floor-local@${threads}`,
+        repeats,
+        run: () => runConcurrently(threads, floorTurn(baseline, STEPS, { local: true })),
+      },
     ];
   });
   log(
@@ -139,7 +162,15 @@ runBench(common, async (context) => {
     const activity = get(`baton-activity@${threads}`);
     const local = get(`baton-local@${threads}`);
     const graph = get(`langgraph@${threads}`);
-    const msPerStep = { batonLocal: perStep(local), batonActivity: perStep(activity), langgraph: perStep(graph) };
+    const hand = get(`hand-local@${threads}`);
+    const floor = get(`floor-local@${threads}`);
+    const msPerStep = {
+      batonLocal: perStep(local),
+      batonActivity: perStep(activity),
+      langgraph: perStep(graph),
+      handWrittenLocal: perStep(hand),
+      floorLocal: perStep(floor),
+    };
     return [
       compareCases(`per step, ${threads} thread(s): Baton-local / LangGraph`, local, graph, {
         ...(threads === 1 ? { target: TARGET_RATIO } : {}),
@@ -147,10 +178,14 @@ runBench(common, async (context) => {
       }),
       compareCases(`per step, ${threads} thread(s): Baton-activity / LangGraph`, activity, graph),
       compareCases(`per step, ${threads} thread(s): Baton-local / Baton-activity`, local, activity),
+      compareCases(`per step, ${threads} thread(s): Baton-local / hand-written local`, local, hand),
+      compareCases(`per step, ${threads} thread(s): hand-written local / LangGraph`, hand, graph),
+      compareCases(`per step, ${threads} thread(s): floor-local / LangGraph`, floor, graph),
       ...(threads > 1
         ? [
             compareStepsPerSecond(`steps/s, ${threads} threads: LangGraph / Baton-local`, graph, local, TARGET_RATIO),
             compareStepsPerSecond(`steps/s, ${threads} threads: Baton-local / Baton-activity`, local, activity),
+            compareStepsPerSecond(`steps/s, ${threads} threads: LangGraph / hand-written local`, graph, hand),
           ]
         : []),
     ];
@@ -160,7 +195,8 @@ runBench(common, async (context) => {
       bench: 'langgraph',
       description:
         `${STEPS}-step turn (9 think calls, then an answer): Baton (steps as activities, and as local activities) vs ` +
-        'LangGraph.js (StateGraph, ChatOpenAI, ToolNode) checkpointed by PostgresSaver',
+        'LangGraph.js (StateGraph, ChatOpenAI, ToolNode) checkpointed by PostgresSaver, and a hand-written Temporal ' +
+        'loop with local activities',
       settings: {
         steps: STEPS,
         rounds: common.rounds,
