@@ -158,6 +158,10 @@ const DYNAMIC_CONFIG = [
  *   straight back to the worker that completed the task (the SDK asks for it by default), saving a trip through
  *   matching per activity: 7-19 % off a Baton step in three paired runs. A worker with no free slot gets the
  *   activity through the task queue as before.
+ * - `matching.forwarderMaxRatePerSecond=1000`: a task queue has 4 partitions; a task written to a partition where no
+ *   poller waits is forwarded to the root partition at most 10 times a second by default. A fork of 32 children made
+ *   the first workflow task of some of them wait 2 s (4 of 12 plain Temporal fan-outs of 32, 3 of 4 Baton forks of
+ *   32 in `npm run bench -- fork-join --quick`); raised, none did in 16 and 4 runs.
  *
  * Tried and not kept (no change beyond the noise): one task-queue partition (`matching.numTaskqueue*Partitions=1`),
  * and raising `history.timerProcessorMaxPollRPS` and `history.visibilityProcessorMaxPollRPS`.
@@ -165,6 +169,7 @@ const DYNAMIC_CONFIG = [
 export const LATENCY_DYNAMIC_CONFIG = [
   'history.transferProcessorMaxPollRPS=1000',
   'system.enableActivityEagerExecution=true',
+  'matching.forwarderMaxRatePerSecond=1000',
 ] as const;
 
 /** Lines of server output kept for error messages. */
