@@ -11,12 +11,12 @@ import type {
   ReclaimForkTasksInput,
   ReclaimForkTasksResult,
 } from '../common/types';
-import { discardStagedProposals, mergeTaskCommit, type MergeResult } from '../db/env-commits';
+import { discardStagedProposals, mergeTaskCommits, type MergeResult } from '../db/env-commits';
 import type { EnvStore } from '../db/env-data';
 import {
   findFork,
   forkTaskLabel,
-  latestReply,
+  latestReplies,
   openFork as openForkRows,
   reclaimForkTasks as reclaimForkTaskRows,
   recordForkOutcome,
@@ -128,7 +128,7 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
 
   /**
    * Joins a fork: merges each successful isolated task's store (and the commit in its answer) into the caller's store
-   * as one commit, discards what the others staged, records every task's outcome and the aggregate, and records the
+   * as one commit each, in task order, all in one transaction; discards what the others staged; records every task's outcome and the aggregate, and records the
    * `fork_join` tool result (every task in input order, with its reply and merge) in the caller's transcript. Once
    * per operation id; fenced by the caller's epoch.
    * @throws ApplicationFailure `Thread.StaleEpoch`, `Thread.NotFound`
@@ -153,33 +153,51 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
         return { status, seq: recorded.seq };
       }
 
-      const tasks = [];
-      for (const outcome of input.outcomes) {
+      const known = input.outcomes.flatMap((outcome) => {
         const task = fork.tasks.find((candidate) => candidate.taskIndex === outcome.taskIndex);
-        if (!task) continue;
-        const reply = outcome.status === 'success' ? await latestReply(pool, task.threadId) : undefined;
-        let merge: MergeResult | undefined;
-        if (fork.store === 'isolated' && outcome.status === 'success') {
-          merge = await mergeTaskCommit(
-            pool,
-            scope,
-            `${input.operationId}:merge:${task.taskIndex}`,
-            {
-              forkNumber: fork.number,
-              taskIndex: task.taskIndex,
-              prefix: fork.prefix,
-              threadId: task.threadId,
-              agent: task.agent,
-              forkTask: forkTaskLabel(fork.number, task.taskIndex),
-              explicit: reply === undefined ? { kind: 'none' } : parseCommit(reply),
-            },
-            (value) => env.serialize(value),
-          );
-        } else if (fork.store === 'isolated') {
-          await discardStagedProposals(pool, scope.rootThreadId, task.threadId);
+        return task === undefined ? [] : [{ task, outcome }];
+      });
+      const succeeded = known.filter(({ outcome }) => outcome.status === 'success');
+      const replies = await latestReplies(
+        pool,
+        succeeded.map(({ task }) => task.threadId),
+      );
+      // The successful tasks' stores merge in task order, in one transaction; what the others staged is discarded.
+      const merges =
+        fork.store === 'isolated'
+          ? await mergeTaskCommits(
+              pool,
+              scope,
+              succeeded.map(({ task }) => {
+                const reply = replies.get(task.threadId);
+                return {
+                  operationId: `${input.operationId}:merge:${task.taskIndex}`,
+                  task: {
+                    forkNumber: fork.number,
+                    taskIndex: task.taskIndex,
+                    prefix: fork.prefix,
+                    threadId: task.threadId,
+                    agent: task.agent,
+                    forkTask: forkTaskLabel(fork.number, task.taskIndex),
+                    explicit: reply === undefined ? { kind: 'none' as const } : parseCommit(reply),
+                  },
+                };
+              }),
+              (value) => env.serialize(value),
+            )
+          : [];
+      const mergeOf = new Map(succeeded.map(({ task }, index) => [task.taskIndex, merges[index]]));
+      if (fork.store === 'isolated') {
+        for (const { task, outcome } of known) {
+          if (outcome.status !== 'success') await discardStagedProposals(pool, scope.rootThreadId, task.threadId);
         }
-        tasks.push({ task, outcome, reply, merge });
       }
+      const tasks = known.map(({ task, outcome }) => ({
+        task,
+        outcome,
+        reply: outcome.status === 'success' ? replies.get(task.threadId) : undefined,
+        merge: mergeOf.get(task.taskIndex),
+      }));
       if (tasks.some(({ merge }) => merge !== undefined)) await envChanged?.(scope.rootThreadId);
       await recordForkOutcome(
         pool,

@@ -62,8 +62,33 @@ export async function mergeTaskCommit(
   task: TaskCommit,
   serialize: (value: unknown) => string,
 ): Promise<MergeResult> {
+  const [merged] = await mergeTaskCommits(pool, caller, [{ operationId, task }], serialize);
+  return merged as MergeResult;
+}
+
+/** One merge of {@link mergeTaskCommits}: its operation id and its task. */
+export interface TaskMerge {
+  operationId: string;
+  task: TaskCommit;
+}
+
+/**
+ * {@link mergeTaskCommit} for the successful tasks of one join, in their order, in one transaction: the root's lock
+ * and the caller's fence are taken once and the merges commit together, where one transaction per task made a join of
+ * N tasks wait for N commits. Each merge is still its own commit of the caller's store, under its own operation id: a
+ * retry finds every merge done and returns their results, and a join that fails merges none.
+ * @throws StaleEpochError (logged as a refused write under the first merge's operation id), ThreadNotFoundError
+ */
+export async function mergeTaskCommits(
+  pool: Pool,
+  caller: ThreadScope,
+  merges: readonly TaskMerge[],
+  serialize: (value: unknown) => string,
+): Promise<MergeResult[]> {
+  const first = merges[0];
+  if (first === undefined) return [];
   const announcements: EnvAnnouncement[] = [];
-  const merged = await logStaleRefusal(pool, caller, 'env', operationId, () =>
+  const merged = await logStaleRefusal(pool, caller, 'env', first.operationId, () =>
     inTransaction(pool, async (client) => {
       // A merge writes many keys and numbers proposals: it has the root's env data to itself (the root's lock in
       // exclusive mode; single writes hold it shared), which also keeps two attempts of one merge from both applying.
@@ -76,20 +101,29 @@ export async function mergeTaskCommit(
       const thread = threads[0];
       if (!thread) throw new ThreadNotFoundError(caller.threadId);
       if (thread.epoch !== caller.epoch) throw new StaleEpochError(caller.threadId, caller.epoch, thread.epoch);
-      const { rows: done } = await client.query<{ result: MergeResult }>(
-        'SELECT result FROM env_commits WHERE root_thread_id = $1 AND operation_id = $2',
-        [caller.rootThreadId, operationId],
+      const { rows: done } = await client.query<{ operationId: string; result: MergeResult }>(
+        `SELECT operation_id AS "operationId", result FROM env_commits
+          WHERE root_thread_id = $1 AND operation_id = ANY($2::text[])`,
+        [caller.rootThreadId, merges.map((merge) => merge.operationId)],
       );
-      if (done[0]) return done[0].result;
-
-      const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize, announcements);
-      const result = await merge.apply();
-      await client.query(
-        `INSERT INTO env_commits (root_thread_id, operation_id, fork_number, task_index, commit_id, result)
-         VALUES ($1, $2, $3, $4, $5, $6)`,
-        [caller.rootThreadId, operationId, task.forkNumber, task.taskIndex, result.commitId, JSON.stringify(result)],
-      );
-      return result;
+      const doneBefore = new Map(done.map((row) => [row.operationId, row.result]));
+      const results: MergeResult[] = [];
+      for (const { operationId, task } of merges) {
+        const earlier = doneBefore.get(operationId);
+        if (earlier !== undefined) {
+          results.push(earlier);
+          continue;
+        }
+        const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize, announcements);
+        const result = await merge.apply();
+        await client.query(
+          `INSERT INTO env_commits (root_thread_id, operation_id, fork_number, task_index, commit_id, result)
+           VALUES ($1, $2, $3, $4, $5, $6)`,
+          [caller.rootThreadId, operationId, task.forkNumber, task.taskIndex, result.commitId, JSON.stringify(result)],
+        );
+        results.push(result);
+      }
+      return results;
     }),
   );
   await announce(pool, announcements);

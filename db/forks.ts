@@ -250,13 +250,14 @@ export async function recordForkOutcome(
   );
 }
 
-/** The final answer of a thread's latest turn: its last assistant message with text. */
-export async function latestReply(db: Queryable, threadId: string): Promise<string | undefined> {
-  const { rows } = await db.query<{ content: string }>(
-    `SELECT content FROM transcript_messages
-      WHERE thread_id = $1 AND role = 'assistant' AND content IS NOT NULL AND tool_calls IS NULL
-      ORDER BY seq DESC LIMIT 1`,
-    [threadId],
+/** The final answers of the latest turns of `threadIds` (those that have one), by thread id, in one query. */
+export async function latestReplies(db: Queryable, threadIds: readonly string[]): Promise<Map<string, string>> {
+  if (threadIds.length === 0) return new Map();
+  const { rows } = await db.query<{ threadId: string; content: string }>(
+    `SELECT DISTINCT ON (thread_id) thread_id AS "threadId", content FROM transcript_messages
+      WHERE thread_id = ANY($1::text[]) AND role = 'assistant' AND content IS NOT NULL AND tool_calls IS NULL
+      ORDER BY thread_id, seq DESC`,
+    [threadIds],
   );
-  return rows[0]?.content;
+  return new Map(rows.map((row) => [row.threadId, row.content]));
 }

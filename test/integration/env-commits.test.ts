@@ -1,12 +1,13 @@
 /**
- * Merging an isolated fork task's store into its caller's (`mergeTaskCommit`) and accepting what it proposed, against
- * the real Postgres: a retried merge applies once, a stale caller is refused, and a proposal based on an older
- * version is accepted only when it cannot undo what changed since.
+ * Merging an isolated fork task's store into its caller's (`mergeTaskCommit`, and a join's tasks in one transaction
+ * with `mergeTaskCommits`) and accepting what it proposed, against the real Postgres: a retried merge applies once, a
+ * stale caller is refused, and a proposal based on an older version is accepted only when it cannot undo what changed
+ * since.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import type { ThreadScope } from '../../common/types';
-import { mergeTaskCommit, type TaskCommit } from '../../db/env-commits';
+import { mergeTaskCommit, mergeTaskCommits, type TaskCommit } from '../../db/env-commits';
 import { EnvDataError, EnvDataErrorType, EnvStore } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
 import { createPool } from '../../db/pool';
@@ -93,6 +94,101 @@ test('commit merge: a caller whose epoch moved on is refused, logged, and merges
     ]),
     1,
     'the refusal is logged',
+  );
+});
+
+/** A second isolated task below `caller`, whose commit is task 2 of fork 1. */
+async function secondTask(caller: ThreadScope): Promise<{ task: ThreadScope; commit: TaskCommit }> {
+  const task = await openChildThread(pool, caller, 'scout');
+  await pool.query(
+    `UPDATE threads SET env_scopes = ARRAY[thread_id, ''], fork_task = 'fork 1 task 2' WHERE thread_id = $1`,
+    [task.threadId],
+  );
+  return {
+    task,
+    commit: {
+      forkNumber: 1,
+      taskIndex: 2,
+      prefix: 'fork/1',
+      threadId: task.threadId,
+      agent: task.agent,
+      forkTask: 'fork 1 task 2',
+      explicit: { kind: 'none' },
+    },
+  };
+}
+
+test("commit merges of one join: each task's commit, in order, in one call; a retry applies nothing twice", async () => {
+  const { caller, task, commit } = await forkTask();
+  const second = await secondTask(caller);
+  await store.store(task, `${task.threadId}:s1`, { key: 'finding', shortDescription: 'What it found.', value: 1 });
+  await store.store(second.task, `${second.task.threadId}:s1`, {
+    key: 'finding',
+    shortDescription: 'What the second found.',
+    value: 2,
+  });
+  const merges = [
+    { operationId: `${caller.threadId}:merge:1`, task: commit },
+    { operationId: `${caller.threadId}:merge:2`, task: second.commit },
+  ];
+  const serialize = (value: unknown) => store.serialize(value);
+  const first = await mergeTaskCommits(pool, caller, merges, serialize);
+  assert.deepEqual(
+    first.map((result) => [result.commitId, result.created]),
+    [
+      ['fork-1-task-1', ['fork/1/1/finding']],
+      ['fork-1-task-2', ['fork/1/2/finding']],
+    ],
+  );
+  assert.deepEqual(
+    [
+      (await store.get(caller.rootThreadId, 'fork/1/1/finding'))?.value,
+      (await store.get(caller.rootThreadId, 'fork/1/2/finding'))?.value,
+    ],
+    [1, 2],
+  );
+  // A retry of the join after the first merge alone had been done, and of the whole join.
+  assert.deepEqual(await mergeTaskCommits(pool, caller, merges, serialize), first);
+  assert.deepEqual(await merge(caller, `${caller.threadId}:merge:2`, second.commit), first[1]);
+  assert.equal(
+    await count('SELECT COUNT(*)::int AS n FROM env_commits WHERE root_thread_id = $1', [caller.rootThreadId]),
+    2,
+  );
+  assert.equal(
+    await count(`SELECT COUNT(*)::int AS n FROM env_events WHERE root_thread_id = $1 AND key LIKE 'fork/1/%'`, [
+      caller.rootThreadId,
+    ]),
+    2,
+    'each merged entry was logged once',
+  );
+});
+
+test('commit merges of one join: a stale caller merges none of them, and the refusal is logged once', async () => {
+  const { caller, task, commit } = await forkTask();
+  const second = await secondTask(caller);
+  await store.store(task, `${task.threadId}:s1`, { key: 'finding', shortDescription: 'What it found.', value: 1 });
+  await pool.query('UPDATE threads SET epoch = epoch + 1 WHERE thread_id = $1', [caller.threadId]);
+  await assert.rejects(
+    mergeTaskCommits(
+      pool,
+      caller,
+      [
+        { operationId: `${caller.threadId}:merge:1`, task: commit },
+        { operationId: `${caller.threadId}:merge:2`, task: second.commit },
+      ],
+      (value) => store.serialize(value),
+    ),
+    StaleEpochError,
+  );
+  assert.equal(
+    await count('SELECT COUNT(*)::int AS n FROM env_commits WHERE root_thread_id = $1', [caller.rootThreadId]),
+    0,
+  );
+  assert.equal(
+    await count(`SELECT COUNT(*)::int AS n FROM refused_writes WHERE thread_id = $1 AND kind = 'env'`, [
+      caller.threadId,
+    ]),
+    1,
   );
 });
 
