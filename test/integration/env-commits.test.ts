@@ -22,27 +22,35 @@ after(async () => {
   await pool.end();
 });
 
-/** A caller and one isolated fork task below it: the task reads and writes its own scope first. */
-async function forkTask(): Promise<{ caller: ThreadScope; task: ThreadScope; commit: TaskCommit }> {
-  const caller = await openRootThread(pool, 'lead');
+/** Isolated task `taskIndex` of fork 1 below `caller`: it reads and writes its own scope first. */
+async function isolatedTask(
+  caller: ThreadScope,
+  taskIndex: number,
+): Promise<{ task: ThreadScope; commit: TaskCommit }> {
   const task = await openChildThread(pool, caller, 'scout');
-  await pool.query(
-    `UPDATE threads SET env_scopes = ARRAY[thread_id, ''], fork_task = 'fork 1 task 1' WHERE thread_id = $1`,
-    [task.threadId],
-  );
+  const label = `fork 1 task ${taskIndex}`;
+  await pool.query(`UPDATE threads SET env_scopes = ARRAY[thread_id, ''], fork_task = $2 WHERE thread_id = $1`, [
+    task.threadId,
+    label,
+  ]);
   return {
-    caller,
     task,
     commit: {
       forkNumber: 1,
-      taskIndex: 1,
+      taskIndex,
       prefix: 'fork/1',
       threadId: task.threadId,
       agent: task.agent,
-      forkTask: 'fork 1 task 1',
+      forkTask: label,
       explicit: { kind: 'none' },
     },
   };
+}
+
+/** A caller and one isolated fork task below it. */
+async function forkTask(): Promise<{ caller: ThreadScope; task: ThreadScope; commit: TaskCommit }> {
+  const caller = await openRootThread(pool, 'lead');
+  return { caller, ...(await isolatedTask(caller, 1)) };
 }
 
 const merge = (caller: ThreadScope, operationId: string, commit: TaskCommit) =>
@@ -97,30 +105,9 @@ test('commit merge: a caller whose epoch moved on is refused, logged, and merges
   );
 });
 
-/** A second isolated task below `caller`, whose commit is task 2 of fork 1. */
-async function secondTask(caller: ThreadScope): Promise<{ task: ThreadScope; commit: TaskCommit }> {
-  const task = await openChildThread(pool, caller, 'scout');
-  await pool.query(
-    `UPDATE threads SET env_scopes = ARRAY[thread_id, ''], fork_task = 'fork 1 task 2' WHERE thread_id = $1`,
-    [task.threadId],
-  );
-  return {
-    task,
-    commit: {
-      forkNumber: 1,
-      taskIndex: 2,
-      prefix: 'fork/1',
-      threadId: task.threadId,
-      agent: task.agent,
-      forkTask: 'fork 1 task 2',
-      explicit: { kind: 'none' },
-    },
-  };
-}
-
 test("commit merges of one join: each task's commit, in order, in one call; a retry applies nothing twice", async () => {
   const { caller, task, commit } = await forkTask();
-  const second = await secondTask(caller);
+  const second = await isolatedTask(caller, 2);
   await store.store(task, `${task.threadId}:s1`, { key: 'finding', shortDescription: 'What it found.', value: 1 });
   await store.store(second.task, `${second.task.threadId}:s1`, {
     key: 'finding',
@@ -165,7 +152,7 @@ test("commit merges of one join: each task's commit, in order, in one call; a re
 
 test('commit merges of one join: a stale caller merges none of them, and the refusal is logged once', async () => {
   const { caller, task, commit } = await forkTask();
-  const second = await secondTask(caller);
+  const second = await isolatedTask(caller, 2);
   await store.store(task, `${task.threadId}:s1`, { key: 'finding', shortDescription: 'What it found.', value: 1 });
   await pool.query('UPDATE threads SET epoch = epoch + 1 WHERE thread_id = $1', [caller.threadId]);
   await assert.rejects(
