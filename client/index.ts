@@ -354,9 +354,11 @@ export class BatonClient {
    * Starts a root thread answered by `options.agent` and sends it `options.message`, in one call to Temporal
    * (Update-with-Start): the thread's first workflow task takes the message, so its turn begins without a second task
    * and the reply comes sooner than `startThread` then `send` (a server that refuses Update-with-Start gets those two
-   * calls instead). `messageId`, `onEvent` and `deltas` work as in `send`.
-   * @throws BatonClientError for an invalid or already used thread id, an empty or unstorable message (checked before
-   * anything starts), or an invalid message id.
+   * calls instead). `messageId`, `onEvent` and `deltas` work as in `send`. Under a `messageId` the call is safe to
+   * repeat (after a lost connection, say): when a thread already runs under `threadId`, it is sent the message instead,
+   * which it takes once per id, so a repeated call gets the first call's reply.
+   * @throws BatonClientError for an invalid thread id, or one already used when no `messageId` is given; an empty or
+   * unstorable message (checked before anything starts); an invalid message id.
    */
   async run(options: RunOptions): Promise<ThreadRun> {
     const { message, messageId, onEvent, deltas, ...start } = options;
@@ -430,13 +432,20 @@ function threadStartError(threadId: string, error: unknown): unknown {
 }
 
 /**
- * Starts a root thread's workflow.
- * @throws BatonClientError for a thread id already used.
+ * Starts a root thread's workflow; with `orRunning`, a thread id already used is not an error (the caller goes on
+ * with the thread that has it).
+ * @throws BatonClientError for a thread id already used, unless `orRunning`.
  */
-async function startThreadWorkflow(temporal: Client, input: ThreadWorkflowInput, taskQueue: string): Promise<void> {
+async function startThreadWorkflow(
+  temporal: Client,
+  input: ThreadWorkflowInput,
+  taskQueue: string,
+  options: { orRunning?: boolean } = {},
+): Promise<void> {
   try {
     await temporal.workflow.start<typeof threadWorkflow>('threadWorkflow', threadStartOptions(input, taskQueue));
   } catch (error) {
+    if (options.orRunning === true && error instanceof WorkflowExecutionAlreadyStartedError) return;
     throw threadStartError(input.rootThreadId, error);
   }
 }
@@ -524,9 +533,12 @@ export class ThreadHandle {
    */
   async sendStarting(input: ThreadWorkflowInput, message: string, options: SendOptions): Promise<SendMessageResult> {
     return this.deliver(message, options, async () => {
+      // Under a message id the call may be a retry of one whose reply was lost: the thread it started then is sent
+      // the message again, which its Update id delivers once. Without one, a thread id already taken is refused.
+      const retryable = options.messageId !== undefined;
       const startWorkflowOperation = new WithStartWorkflowOperation<typeof threadWorkflow>('threadWorkflow', {
         ...threadStartOptions(input, this.client.taskQueue),
-        workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+        workflowIdConflictPolicy: retryable ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
       });
       try {
         return await this.client.temporal.workflow.executeUpdateWithStart<
@@ -542,7 +554,7 @@ export class ThreadHandle {
         if (!multiOperationRefused(error)) throw threadStartError(this.threadId, error);
         // A server that cannot start a workflow with an Update gets the same in two calls: the message then
         // arrives in the thread's second workflow task.
-        await startThreadWorkflow(this.client.temporal, input, this.client.taskQueue);
+        await startThreadWorkflow(this.client.temporal, input, this.client.taskQueue, { orRunning: retryable });
         return this.sendOnly(message, options.messageId);
       }
     });

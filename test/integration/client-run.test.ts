@@ -123,17 +123,18 @@ test('run refuses a message the thread would refuse before it starts anything, a
   );
 });
 
-test("run under a message id: the message sent again under that id gets the first turn's result, and no second turn", async () => {
+test("run under a message id is safe to repeat: the same call again, or the message sent again, gets the first turn's result", async () => {
   const threadId = uniqueThreadId('run-message-id');
-  const { thread, result } = await harness.client.run({
-    agent: 'greeter-local',
-    threadId,
-    message: 'Hi.',
-    messageId: 'first-hello',
-  });
+  const call = { agent: 'greeter-local', threadId, message: 'Hi.', messageId: 'first-hello' };
+  const { thread, result } = await harness.client.run(call);
+  // A program that lost the reply calls again: the thread it started takes the message once.
+  assert.deepEqual((await harness.client.run(call)).result, result);
   assert.deepEqual(await thread.send('Hi.', { messageId: 'first-hello' }), result);
   assert.equal((await thread.status()).turns, 1);
   assert.equal((await listMessages(harness.pool, threadId)).length, 2);
+  // A new message id on the running thread is its next message.
+  const next = await harness.client.run({ ...call, messageId: 'second-hello' });
+  assert.deepEqual([next.result.turn, next.result.reply], [2, 'hello again']);
   await thread.end();
 });
 
@@ -183,6 +184,13 @@ test('run on a server that refuses Update-with-Start starts the thread and sends
     });
     assert.equal((await thread.status()).turns, 1, 'the taken thread got no message');
     await thread.end();
+
+    // Under a message id the two calls are safe to repeat too.
+    const retried = { agent: 'greeter', threadId: uniqueThreadId('run-two-calls-id'), message: 'Hi.', messageId: 'm1' };
+    const first = await older.client.run(retried);
+    assert.deepEqual((await older.client.run(retried)).result, first.result);
+    assert.equal((await first.thread.status()).turns, 1);
+    await first.thread.end();
   } finally {
     await older?.close();
     await server.stop();
