@@ -188,6 +188,9 @@ function printResult(output: EventOutput | undefined, json: boolean, result: obj
   print(json, result, text);
 }
 
+/** `baton run`'s options. */
+type RunFlags = OutputFlags & { thread?: string; world: string; messageId?: string };
+
 withOutputOptions(
   program
     .command('run')
@@ -197,15 +200,28 @@ withOutputOptions(
     .argument('<agent>', 'the agent that answers')
     .argument('<message>', 'the first message')
     .option('--thread <id>', 'a thread id of your own (default: a new one)')
-    .option('--world <name>', 'the world the conversation runs in (its variables fill prompts)', 'default'),
+    .option('--world <name>', 'the world the conversation runs in (its variables fill prompts)', 'default')
+    .option(
+      '--message-id <id>',
+      'with --thread: safe to run again with the same ids (after a lost connection): the thread is started once and its message delivered once',
+    ),
   'print {threadId, workflowId, reply, ...} as JSON',
-).action(async (agent: string, message: string, options: OutputFlags & { thread?: string; world: string }) => {
+).action(async (agent: string, message: string, options: RunFlags) => {
   const output = sendOutput(options);
+  // Without a thread id of the caller's own, every run makes a new thread: a repeat would be a second conversation.
+  if (options.messageId !== undefined && options.thread === undefined) {
+    throw new CliError('--message-id needs --thread: without it every run starts a new thread');
+  }
   await withClient({ database: output !== undefined }, async (client) => {
     // The thread and its first message go out in one call; its id, chosen here, is shown before the reply comes.
     const threadId = options.thread ?? newThreadId();
     const thread = client.thread(threadId);
-    const start = { agent, world: options.world, threadId };
+    const start = {
+      agent,
+      world: options.world,
+      threadId,
+      ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
+    };
     // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
     if (!options.json && threadIdProblem(threadId) === undefined) process.stderr.write(`thread ${threadId}\n`);
     const run = async (text: string, send: SendOptions) =>

@@ -103,6 +103,20 @@ describe('with `baton dev` running on the test stack', () => {
     assert.match(second.stderr, new RegExp(`thread '${threadId.replaceAll('.', '\\.')}' already exists`));
   });
 
+  test('cli: run --thread --message-id is safe to run again: the same reply, one turn', async () => {
+    const threadId = uniqueThreadId('retried');
+    const first = await run(AGENT, 'Once', '--thread', threadId, '--message-id', 'once-1', '--json');
+    assert.equal(first.code, 0, describeRun(first));
+    const again = await run(AGENT, 'Once', '--thread', threadId, '--message-id', 'once-1', '--json');
+    assert.equal(again.code, 0, describeRun(again));
+    assert.deepEqual(parseJson(again), parseJson(first));
+    assert.equal(parseJson(again).turn, 1);
+
+    const alone = await run(AGENT, 'Once', '--message-id', 'once-2');
+    assert.equal(alone.code, 1, describeRun(alone));
+    assert.match(alone.stderr, /--message-id needs --thread/);
+  });
+
   test('cli: run with an agent the worker does not define fails naming the agent', async () => {
     const result = await run('nosuchagent', 'hi');
     assert.equal(result.code, 1, describeRun(result));
