@@ -128,9 +128,9 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
 
   /**
    * Joins a fork: merges each successful isolated task's store (and the commit in its answer) into the caller's store
-   * as one commit each, in task order, all in one transaction; discards what the others staged; records every task's outcome and the aggregate, and records the
-   * `fork_join` tool result (every task in input order, with its reply and merge) in the caller's transcript. Once
-   * per operation id; fenced by the caller's epoch.
+   * as one commit each, in task order, all in one transaction; discards what the others staged; records every task's
+   * outcome and the aggregate, and records the `fork_join` tool result (every task in input order, with its reply and
+   * merge) in the caller's transcript. Once per operation id; fenced by the caller's epoch.
    * @throws ApplicationFailure `Thread.StaleEpoch`, `Thread.NotFound`
    */
   async function finishFork(input: FinishForkInput): Promise<FinishForkResult> {

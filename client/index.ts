@@ -524,7 +524,7 @@ export class ThreadHandle {
    * At most 200 characters. Without one, each call is a new message.
    */
   async send(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
-    return this.deliver(message, options, () => this.sendOnly(message, options.messageId));
+    return this.deliver(options, () => this.sendOnly(message, options.messageId));
   }
 
   /**
@@ -532,7 +532,7 @@ export class ThreadHandle {
    * @internal
    */
   async sendStarting(input: ThreadWorkflowInput, message: string, options: SendOptions): Promise<SendMessageResult> {
-    return this.deliver(message, options, async () => {
+    return this.deliver(options, async () => {
       // Under a message id the call may be a retry of one whose reply was lost: the thread it started then is sent
       // the message again, which its Update id delivers once. Without one, a thread id already taken is refused.
       const retryable = options.messageId !== undefined;
@@ -561,11 +561,7 @@ export class ThreadHandle {
   }
 
   /** Checks `options.messageId`, then sends with `sending`, with the tree's events to `options.onEvent` if given. */
-  private async deliver(
-    message: string,
-    options: SendOptions,
-    sending: () => Promise<SendMessageResult>,
-  ): Promise<SendMessageResult> {
+  private async deliver(options: SendOptions, sending: () => Promise<SendMessageResult>): Promise<SendMessageResult> {
     const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);
     if (problem !== undefined) throw new BatonClientError(problem);
     if (options.onEvent === undefined) return sending();
