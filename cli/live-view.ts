@@ -200,7 +200,7 @@ class TerminalView implements EventView {
 }
 
 /**
- * `thread.send` with its tree's events shown as `output` says, until the reply. Ctrl-C on a live terminal gives the
+ * `thread.send` (or `options.send`) with its tree's events shown as `output` says, until the reply. Ctrl-C on a live terminal gives the
  * cursor back and says the turn goes on before ending the process, as Ctrl-C always did (exit 130).
  */
 export async function sendShowingEvents(

@@ -134,7 +134,7 @@ test("commit merges of one join: each task's commit, in order, in one call; a re
     ],
     [1, 2],
   );
-  // A retry of the join after the first merge alone had been done, and of the whole join.
+  // A retry of the whole join, and of one of its merges alone: nothing applies twice.
   assert.deepEqual(await mergeTaskCommits(pool, caller, merges, serialize), first);
   assert.deepEqual(await merge(caller, `${caller.threadId}:merge:2`, second.commit), first[1]);
   assert.equal(
