@@ -10,7 +10,8 @@
  * put: one statement, a versioned upsert of the entry and an insert of its event with a unique operation id (for a
  * new key the upsert inserts the entry at version 1);
  * get: one primary-key SELECT; increment: SELECT the value and version, then one statement updating the entry only if
- * it is still at that version and inserting its event, retried from the SELECT when it was not. No lock beyond the
+ * it is still at that version and inserting its event, retried from the SELECT when it was not (the store's loop
+ * retries from the entry its conflict names, migration 019, which a plain statement cannot give). No lock beyond the
  * rows. What the store adds is its guarantees beyond those: the epoch fence (the thread's epoch lock in shared mode,
  * migration 009), the root's lock in shared mode (for readers of the log), the change-feed announcement, for a new key
  * the look-up of its past versions (a key created again after a delete continues its numbers), and its API (pool
@@ -317,19 +318,25 @@ async function main(): Promise<void> {
     await rawClient(0).query(
       RAW_PUT([rawRoot.rootThreadId, counter, 'A shared counter.', '0', 'bench', rawRoot.threadId, opId('seed'), 1]),
     );
+    // The store answers a conflict with the entry's version and value, so its loop retries from them; a plain
+    // statement cannot (its snapshot is older than the write it lost to), so the raw loop reads again.
     const incrementStore = side('increment  EnvStore get + update', async (client) => {
+      const read = await store.get(storeRoot.rootThreadId, counter);
+      if (!read) throw new Error('the counter is gone');
+      let entry = { value: read.value as number, version: read.version };
       for (let conflicts = 0; ; conflicts++) {
-        const entry = await store.get(storeRoot.rootThreadId, counter);
-        if (!entry) throw new Error('the counter is gone');
         try {
           await store.update(scopeOf(client), opId('increment'), {
             key: counter,
-            value: (entry.value as number) + 1,
+            value: entry.value + 1,
             expectedVersion: entry.version,
           });
           return conflicts;
         } catch (error) {
           if (!(error instanceof EnvDataError && error.type === EnvDataErrorType.VersionConflict)) throw error;
+          const current = error.conflict?.current;
+          if (!current) throw new Error('a version conflict came without the entry', { cause: error });
+          entry = { value: current.value as number, version: current.version };
         }
       }
     });

@@ -32,9 +32,21 @@ export class EnvDataError extends BatonDbError {
     readonly type: EnvDataErrorType,
     message: string,
     readonly currentVersion?: number,
+    /**
+     * For a version conflict of an update: the entry as the refusal found it, its version and value, so the writer
+     * can retry from them without reading it again.
+     */
+    readonly conflict?: EnvConflict,
   ) {
     super(message);
   }
+}
+
+/** An update refused for a stale expected version, and the entry as the refusal found it. */
+export interface EnvConflict {
+  key: string;
+  expectedVersion: number;
+  current: { version: number; value: unknown };
 }
 
 export interface EnvEntry {
@@ -293,8 +305,8 @@ export class EnvStore {
       if (updated) return updated;
     }
     return this.write(scope, operationId, input.key, async (client, target) => {
-      const { rows: current } = await client.query<{ version: number }>(
-        'SELECT version FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3 FOR UPDATE',
+      const { rows: current } = await client.query<EnvConflict['current']>(
+        'SELECT version, value FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3 FOR UPDATE',
         [scope.rootThreadId, target.scope, input.key],
       );
       const version = current[0]?.version;
@@ -302,10 +314,16 @@ export class EnvStore {
         const inherited = await findInReadScopes(client, scope.rootThreadId, target, input.key);
         if (inherited) {
           if (input.expectedVersion !== undefined && input.expectedVersion !== inherited.version) {
+            // Read with its version in one statement: the caller's entry is not locked here, and may move on.
+            const { rows: found } = await client.query<EnvConflict['current']>(
+              'SELECT version, value FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3',
+              [scope.rootThreadId, inherited.scope, input.key],
+            );
             return refuse(
               EnvDataErrorType.VersionConflict,
               versionConflictMessage(input.key, inherited.version, input.expectedVersion),
               inherited.version,
+              found[0] && { key: input.key, expectedVersion: input.expectedVersion, current: found[0] },
             );
           }
           return stageProposal(client, scope, operationId, target, inherited, input, json);
@@ -317,6 +335,7 @@ export class EnvStore {
           EnvDataErrorType.VersionConflict,
           versionConflictMessage(input.key, version, input.expectedVersion),
           version,
+          { key: input.key, expectedVersion: input.expectedVersion, current: { version, value: current[0]?.value } },
         );
       }
       const { rows } = await client.query<{ version: number; value: unknown; shortDescription: string }>(
@@ -633,6 +652,11 @@ export class EnvStore {
         EnvDataErrorType.VersionConflict,
         versionConflictMessage(key, row.version, fields.expectedVersion),
         row.version,
+        {
+          key,
+          expectedVersion: fields.expectedVersion,
+          current: { version: row.version, value: row.currentValue },
+        },
       );
     }
     if (row?.outcome !== 'written' || row.seq === null || row.version === null) return undefined;
@@ -669,7 +693,12 @@ export class EnvStore {
         if (outcome instanceof StaleEpochError) throw outcome;
         if ('refused' in outcome) {
           if (outcome.type === EnvDataErrorType.VersionConflict) this.versionConflicts += 1;
-          throw new EnvDataError(outcome.type as EnvDataErrorType, outcome.message, outcome.currentVersion);
+          throw new EnvDataError(
+            outcome.type as EnvDataErrorType,
+            outcome.message,
+            outcome.currentVersion,
+            outcome.conflict,
+          );
         }
         return outcome;
       }
@@ -842,8 +871,22 @@ const MAX_ANNOUNCEMENTS_PER_BATCH = 100;
 const ENV_ANNOUNCEMENT_GATHER_MS = 20;
 
 /** The message of a version conflict. */
-function versionConflictMessage(key: string, version: number, expectedVersion: number): string {
-  return `'${key}' is at version ${version}, not ${expectedVersion}: read it again and retry`;
+/**
+ * Why an update at `expectedVersion` was refused. With `valueJson` (the entry's value at `version`, as JSON) it says
+ * how to retry from that value; without, to read the entry again.
+ */
+export function versionConflictMessage(
+  key: string,
+  version: number,
+  expectedVersion: number,
+  valueJson?: string,
+): string {
+  if (valueJson === undefined)
+    return `'${key}' is at version ${version}, not ${expectedVersion}: read it again and retry`;
+  return (
+    `'${key}' is at version ${version}, not ${expectedVersion}. Its value at version ${version}: ${valueJson}. ` +
+    `To change it from there, update again with expected_version ${version}.`
+  );
 }
 
 /** Where a thread's writes land: its own scope, the scopes it reads (nearest first), its fork task. */
@@ -1044,10 +1087,23 @@ export interface Refusal {
   type: EnvDataErrorType | 'Thread.StaleEpoch';
   message: string;
   currentVersion?: number;
+  /** A version conflict, with the entry as found (not logged: conflicts are not; see `replace`). */
+  conflict?: EnvConflict;
 }
 
-export function refuse(type: Refusal['type'], message: string, currentVersion?: number): Refusal {
-  return { refused: true, type, message, ...(currentVersion === undefined ? {} : { currentVersion }) };
+export function refuse(
+  type: Refusal['type'],
+  message: string,
+  currentVersion?: number,
+  conflict?: EnvConflict,
+): Refusal {
+  return {
+    refused: true,
+    type,
+    message,
+    ...(currentVersion === undefined ? {} : { currentVersion }),
+    ...(conflict === undefined ? {} : { conflict }),
+  };
 }
 
 /**

@@ -28,17 +28,20 @@ export interface OneCallOutcome {
   outcome: 'written' | 'conflict' | 'general';
   seq: number | null;
   version: number | null;
+  /** For a conflict, the entry's value at `version` (migration 019); else null. */
+  currentValue: unknown;
 }
 
-/** `env_replace` (migrations 008, 009 and 016): one write in one round trip. */
+/** `env_replace` (migrations 008, 009, 016 and 019): one write in one round trip. */
 const REPLACE = {
   name: 'baton-env-replace',
-  text: 'SELECT outcome, seq::float8 AS seq, version FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)',
+  text: `SELECT outcome, seq::float8 AS seq, version, current_value AS "currentValue"
+           FROM env_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 };
-/** `env_replace_many` (migration 018): several writes in one round trip, one transaction. */
+/** `env_replace_many` (migrations 018 and 019): several writes in one round trip, one transaction. */
 const REPLACE_MANY = {
   name: 'baton-env-replace-many',
-  text: `SELECT item, outcome, seq::float8 AS seq, version
+  text: `SELECT item, outcome, seq::float8 AS seq, version, current_value AS "currentValue"
            FROM env_replace_many($1, $2, $3, $4, $5, $6, $7::jsonb[], $8, $9, $10, $11, $12::jsonb[], $13)`,
 };
 /** The constraint that makes an operation id write once per root. */
@@ -219,7 +222,11 @@ export class EnvWriteBatches {
       .map((queued, i) => ({ queued, row: byItem.get(i + 1) }))
       .sort((x, y) => (x.row?.seq ?? Infinity) - (y.row?.seq ?? Infinity));
     for (const { queued, row } of order) {
-      queued.resolve(row === undefined ? undefined : { outcome: row.outcome, seq: row.seq, version: row.version });
+      queued.resolve(
+        row === undefined
+          ? undefined
+          : { outcome: row.outcome, seq: row.seq, version: row.version, currentValue: row.currentValue },
+      );
     }
   }
 }

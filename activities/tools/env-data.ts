@@ -7,7 +7,13 @@ import {
   MAX_WATCH_PATTERNS,
   watchPatternProblem,
 } from '../../common/watchers';
-import { EnvDataError, type EnvManifestEntry, type EnvProposal } from '../../db/env-data';
+import {
+  EnvDataError,
+  EnvDataErrorType,
+  versionConflictMessage,
+  type EnvManifestEntry,
+  type EnvProposal,
+} from '../../db/env-data';
 import { defineTool, ToolError, type ToolDefinition } from './types';
 
 /** An env-data key as a tool argument: the store's own rule, said in the model's terms. */
@@ -40,14 +46,32 @@ export const DEFAULT_LIST_LIMIT = 50;
 /** The largest page a model may ask for. */
 export const MAX_LIST_LIMIT = 200;
 
+/**
+ * The longest value (as JSON) a version conflict shows the model. A longer one is left out: the model reads the entry
+ * again, or only the part it needs.
+ */
+export const MAX_CONFLICT_VALUE_CHARS = 2000;
+
 /** Runs a store call, turning its refusals into errors the model can act on. */
 async function refusalsAsToolErrors<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof EnvDataError) throw new ToolError(error.message);
+    if (error instanceof EnvDataError) throw new ToolError(refusalForModel(error));
     throw error;
   }
+}
+
+/**
+ * A refusal as the model reads it. A version conflict comes with the entry's value when it is short, so the model can
+ * retry from it in its next call instead of reading the entry first.
+ */
+function refusalForModel(error: EnvDataError): string {
+  if (error.type !== EnvDataErrorType.VersionConflict || error.conflict === undefined) return error.message;
+  const { key, expectedVersion, current } = error.conflict;
+  const json = JSON.stringify(current.value);
+  if (json.length > MAX_CONFLICT_VALUE_CHARS) return error.message;
+  return versionConflictMessage(key, current.version, expectedVersion, json);
 }
 
 /**

@@ -288,6 +288,8 @@ test('env store: a stale expectedVersion is a VersionConflict naming the current
       assert.equal(error.type, EnvDataErrorType.VersionConflict);
       assert.equal(error.currentVersion, 2);
       assert.match(error.message, /at version 2, not 1/);
+      // The entry as the conflict found it, to retry from without reading it again.
+      assert.deepEqual(error.conflict, { key: 'plan', expectedVersion: 1, current: { version: 2, value: 'v2' } });
       return true;
     },
   );
@@ -1015,6 +1017,106 @@ test('env store: 8 clients incrementing one key with expectedVersion, 5 times ea
     'one event per change, each version holding the value before it plus one; no refused attempt is logged',
   );
   assert.ok(conflicts > 0, 'the clients did contend');
+});
+
+test('env store: clients retrying from the conflict’s entry, without reading again, lose no update; a call of conflicts answers each with its entry', async () => {
+  const clients = 8;
+  const increments = 5;
+  const root = await openRoot('coordinator');
+  await store.store(root, opId(root, 'seed'), { key: 'counter', shortDescription: 'A shared counter.', value: 0 });
+  const scopes = await Promise.all(Array.from({ length: clients }, (_, i) => openChild(root, `worker-${i}`)));
+  const first = await store.get(root.rootThreadId, 'counter');
+  assert.ok(first);
+  const batchedBefore = store.batchCounts.batched;
+  let conflicts = 0;
+
+  await Promise.all(
+    scopes.map(async (scope) => {
+      // Every client reads once; after that it goes on from what each conflict tells it.
+      let entry = { value: first.value as number, version: first.version };
+      for (let done = 0, attempt = 0; done < increments; attempt += 1) {
+        try {
+          const written = await store.update(scope, opId(scope, `increment:${attempt}`), {
+            key: 'counter',
+            value: entry.value + 1,
+            expectedVersion: entry.version,
+          });
+          entry = { value: entry.value + 1, version: written.version };
+          done += 1;
+        } catch (error) {
+          if (!(error instanceof EnvDataError && error.type === EnvDataErrorType.VersionConflict)) throw error;
+          const current = error.conflict?.current;
+          assert.ok(current, 'a conflict carries the entry');
+          // The counter's value is always its version less one: a value from another version would break it.
+          assert.equal(current.value, current.version - 1, 'the value is the one at that version');
+          assert.ok(current.version > entry.version, 'a conflict names a later version');
+          entry = { value: current.value, version: current.version };
+          conflicts += 1;
+        }
+      }
+    }),
+  );
+
+  const total = clients * increments;
+  const entry = await store.get(root.rootThreadId, 'counter');
+  assert.equal(entry?.value, total, 'the counter equals the increments');
+  assert.equal(entry?.version, total + 1);
+  const events = await store.events(root.rootThreadId);
+  assert.deepEqual(
+    events.map((event) => [event.action, event.version, event.value]),
+    Array.from({ length: total + 1 }, (_, i) => [i === 0 ? 'stored' : 'updated', i + 1, i]),
+    'one event per change; no refused attempt is logged',
+  );
+  assert.ok(conflicts > 0, 'the clients did contend');
+  // The clients' updates met in shared calls (`env_replace_many`), whose conflicts are answered together.
+  assert.ok(store.batchCounts.batched > batchedBefore, 'updates went in calls of several');
+});
+
+test('env store: a retried update that wrote before gets its first answer in a call of conflicts, not a conflict', async () => {
+  const solver = await openRoot('solver');
+  const observer = await openChild(solver, 'observer');
+  await store.store(solver, opId(solver, 's1'), { key: 'plan', shortDescription: 'The plan.', value: 'v1' });
+  const written = await store.update(observer, opId(observer, 'u1'), { key: 'plan', value: 'v2', expectedVersion: 1 });
+  assert.equal(written.version, 2);
+  const batchedBefore = store.batchCounts.batched;
+
+  // The first write goes alone; the two behind it share the next call: the retry (its expected version is stale now,
+  // but its operation wrote) and a stale update of another writer.
+  const [, retried, stale] = await Promise.allSettled([
+    store.store(solver, opId(solver, 's2'), { key: 'other', shortDescription: 'Another key.', value: 1 }),
+    store.update(observer, opId(observer, 'u1'), { key: 'plan', value: 'v2', expectedVersion: 1 }),
+    store.update(solver, opId(solver, 'u2'), { key: 'plan', value: 'late', expectedVersion: 1 }),
+  ]);
+  assert.equal(store.batchCounts.batched, batchedBefore + 2, 'the retry and the stale update shared a call');
+  assert.deepEqual(retried, { status: 'fulfilled', value: { action: 'updated', key: 'plan', version: 2 } });
+  assert.equal(stale.status, 'rejected');
+  assert.deepEqual((stale.reason as EnvDataError).conflict, {
+    key: 'plan',
+    expectedVersion: 1,
+    current: { version: 2, value: 'v2' },
+  });
+  assert.equal((await store.get(solver.rootThreadId, 'plan'))?.version, 2);
+});
+
+test('env store: an update through the full transaction (no new value) names the entry it conflicted with', async () => {
+  const solver = await openRoot('solver');
+  await store.store(solver, opId(solver, 's1'), { key: 'plan', shortDescription: 'The plan.', value: { step: 1 } });
+  await store.update(solver, opId(solver, 'u1'), { key: 'plan', value: { step: 2 } });
+
+  await assert.rejects(
+    store.update(solver, opId(solver, 'u2'), { key: 'plan', shortDescription: 'Renamed.', expectedVersion: 1 }),
+    (error: unknown) => {
+      assert.ok(error instanceof EnvDataError);
+      assert.equal(error.type, EnvDataErrorType.VersionConflict);
+      assert.deepEqual(error.conflict, {
+        key: 'plan',
+        expectedVersion: 1,
+        current: { version: 2, value: { step: 2 } },
+      });
+      return true;
+    },
+  );
+  assert.equal((await store.get(solver.rootThreadId, 'plan'))?.shortDescription, 'The plan.');
 });
 
 test('env store: versions come from the key, not a scan of the log: a key with 20,000 past events goes on from them', async () => {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { createToolRegistry } from '../../activities/tools';
 import { createToolContext } from '../../activities/tools/context';
+import { MAX_CONFLICT_VALUE_CHARS } from '../../activities/tools/env-data';
 import { ToolError, type ToolOutput } from '../../activities/tools/types';
 import { checkToolCall } from '../../activities/tools/validate';
 import type { AgentDefinition } from '../../common/agent-definition';
@@ -258,10 +259,21 @@ test('env tools: refusals come back as tool errors the model can act on, and cha
     "no entry 'missing' to update (use store_env_data to create it)",
   );
   assert.equal(toolError(await call(solver, 'delete_env_data', { key: 'missing' })), "no entry 'missing' to delete");
+  // A conflict shows the entry's value, so the model can retry from it without reading the entry first ...
   assert.equal(
     toolError(await call(solver, 'update_env_data', { key: 'plan', value: 'stale', expected_version: 1 })),
-    "'plan' is at version 2, not 1: read it again and retry",
+    `'plan' is at version 2, not 1. Its value at version 2: "v2". To change it from there, update again with ` +
+      'expected_version 2.',
   );
+  // ... unless the value is long: then the model is told to read it again.
+  const long = 'x'.repeat(MAX_CONFLICT_VALUE_CHARS);
+  okText(await call(solver, 'store_env_data', { key: 'notes', short_description: 'Long notes.', value: 'short' }));
+  okText(await call(observer, 'update_env_data', { key: 'notes', value: long, expected_version: 1 }));
+  assert.equal(
+    toolError(await call(solver, 'update_env_data', { key: 'notes', value: 'stale', expected_version: 1 })),
+    "'notes' is at version 2, not 1: read it again and retry",
+  );
+  assert.equal((await store.get(solver.rootThreadId, 'notes'))?.value, long);
   assert.equal(
     toolError(await call(solver, 'update_env_data', { key: 'plan' })),
     'give a new short_description, a new value, or both',
