@@ -121,8 +121,13 @@ export class EnvWriteBatches {
       while (this.queued.length > 0) {
         const batch = this.takeBatch();
         this.callsSent += 1;
-        if (batch.length === 1) await this.sendOne(batch[0] as Queued);
-        else await this.sendMany(batch);
+        if (batch.length === 1) {
+          // A write alone: its writer is answered and may write again, but there are no others to wait for, and a
+          // store with one writer at a time pays nothing for the batching.
+          await this.sendOne(batch[0] as Queued);
+          continue;
+        }
+        await this.sendMany(batch);
         // The writers just answered may write again at once (an agent's next step, a loop): let them all queue
         // before the next call is chosen, or the first of them would go alone and the others wait behind it.
         await new Promise((resolve) => setImmediate(resolve));
