@@ -1,17 +1,20 @@
--- A version conflict answered with the entry's value, and a batch's conflicts answered together.
+-- A version conflict answered with the entry's value, and a call's conflicts answered by one look-up each.
 --
 -- An update at an expected version (compare-and-set) that lost to another writer was answered with the entry's
 -- current version only: the writer then read the entry again (a second round trip; for an agent, a second tool call)
 -- before it could retry. `env_replace` now answers a conflict with the entry's value as well (`current_value`, read
 -- by the statement that found the conflict, so it is the value at that version), and the store hands both to the
--- writer (`EnvDataError.current`), who can retry from them at once.
+-- writer (`EnvDataError.conflict`), who can retry from them at once.
 --
 -- When the writers of one process contend for one entry, their updates meet in one call of `env_replace_many`: the
--- first wins and every other is a conflict. Each of those ran `env_replace` on its own, one after another (three
--- statements each), so a call of contended updates took several times as long as one write. They are now found in
--- one statement, after the call's stores and updates and before its other writes: an update of the writer's own
--- scope at an expected version its entry is not at, by a thread at its epoch, whose operation did not write before
--- (a retry of an operation that did is answered by `env_replace`, and then the caller's full transaction, as before).
+-- first wins and every other is a conflict. Each of those ran `env_replace` on its own, one after another (its
+-- locks, its update, then the conflict's look-up), so a call of contended updates took several times as long as one
+-- write. They are now found first, after the call's stores and updates and before its other writes, each by the
+-- look-up alone: an update of the writer's own scope at an expected version its entry is not at, by a thread at its
+-- epoch, whose operation did not write before (a retry of an operation that did is answered by `env_replace`, and
+-- then the caller's full transaction, as before). The look-up goes by the entry's key, as `env_replace`'s does: a
+-- join of the call's writes with the entries was tried, and its plan could hash a growing root's entries at every
+-- call.
 -- Everything else is as in migrations 016 and 018.
 --
 -- Both functions gain a result column, so they are dropped and created again. Callers select the columns they use by
@@ -120,9 +123,9 @@ DECLARE
   v_new_roots text[];
   v_new_scopes text[];
   v_new_keys text[];
-  v_conflicts integer[];
-  v_conflict_versions integer[];
-  v_conflict_values jsonb[];
+  v_conflicts integer[] := '{}';
+  v_version integer;
+  v_value jsonb;
   i integer;
 BEGIN
   -- In a fixed order, as every writer takes them.
@@ -214,26 +217,28 @@ BEGIN
       SELECT c.n, 'written'::text, l.seq, l.version, NULL::jsonb
         FROM logged l JOIN unnest(v_new) AS c(n) ON p_operation_id[c.n] = l.operation_id;
   END IF;
-  -- The version conflicts among the writes left, in one statement (its snapshot sees the writes above): an update at
-  -- an expected version its entry is not at, by a thread at its epoch, whose operation did not write before. Each is
-  -- answered with the entry's version and value now, as `env_replace` answers it; nothing is written for it. They are
-  -- answered before the other writes left run below, which is one order the overlapping writes could have had alone.
-  SELECT array_agg(c.n::integer), array_agg(e.version), array_agg(e.value)
-    INTO v_conflicts, v_conflict_versions, v_conflict_values
-    FROM unnest(p_thread, p_root, p_epoch, p_key, p_operation_id, p_expected)
-         WITH ORDINALITY AS c(thread, root, epoch, key, op, expected, n)
-    JOIN threads t ON t.thread_id = c.thread AND t.root_thread_id = c.root AND t.epoch = c.epoch
-    JOIN env_data e ON e.root_thread_id = c.root AND e.scope = COALESCE(t.env_scopes[1], '') AND e.key = c.key
-   WHERE c.expected IS NOT NULL AND e.version <> c.expected
-     AND NOT c.n = ANY (COALESCE(v_items, '{}')) AND NOT c.n = ANY (COALESCE(v_new, '{}'))
-     AND EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = c.root)
-     AND NOT EXISTS (SELECT 1 FROM env_events ev WHERE ev.root_thread_id = c.root AND ev.operation_id = c.op);
-  RETURN QUERY SELECT u.item, 'conflict'::text, NULL::bigint, u.version, u.value
-                 FROM unnest(v_conflicts, v_conflict_versions, v_conflict_values) AS u(item, version, value);
+  -- The version conflicts among the writes left, first: an update at an expected version its entry is not at, by a
+  -- thread at its epoch, whose operation did not write before. Each is one look-up of the entry by its key (the
+  -- statement `env_replace` ends with for a conflict), answered with the entry's version and value as it would be
+  -- alone; nothing is written for it. Answering them before the other writes left run below is one order the
+  -- overlapping writes could have had alone.
+  FOR i IN 1 .. cardinality(p_key) LOOP
+    CONTINUE WHEN p_expected[i] IS NULL OR i = ANY (COALESCE(v_items, '{}')) OR i = ANY (COALESCE(v_new, '{}'));
+    SELECT e.version, e.value INTO v_version, v_value
+      FROM threads t JOIN env_data e ON e.root_thread_id = p_root[i] AND e.scope = COALESCE(t.env_scopes[1], '')
+                                    AND e.key = p_key[i]
+     WHERE t.thread_id = p_thread[i] AND t.root_thread_id = p_root[i] AND t.epoch = p_epoch[i]
+       AND EXISTS (SELECT 1 FROM threads r WHERE r.thread_id = p_root[i])
+       AND NOT EXISTS (SELECT 1 FROM env_events ev WHERE ev.root_thread_id = p_root[i] AND ev.operation_id = p_operation_id[i]);
+    IF v_version IS NOT NULL AND v_version <> p_expected[i] THEN
+      v_conflicts := v_conflicts || i;
+      RETURN QUERY SELECT i, 'conflict'::text, NULL::bigint, v_version, v_value;
+    END IF;
+  END LOOP;
   -- Every other write, one after another, in the batch's order.
   FOR i IN 1 .. cardinality(p_key) LOOP
     CONTINUE WHEN i = ANY (COALESCE(v_items, '{}')) OR i = ANY (COALESCE(v_new, '{}'))
-               OR i = ANY (COALESCE(v_conflicts, '{}'));
+               OR i = ANY (v_conflicts);
     RETURN QUERY
       SELECT i, r.outcome, r.seq, r.version, r.current_value
         FROM env_replace(p_thread[i], p_root[i], p_epoch[i], p_key[i], p_operation_id[i], p_action[i], p_value[i],
