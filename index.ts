@@ -15,6 +15,9 @@ export type {
   WorldContext,
 } from './activities/tools/types';
 export type { AgentEnv } from './activities/tools/agent-env';
+// What `ctx.env` throws for a refused write: a tool that updates with `expectedVersion` reads `conflict` to retry.
+export { EnvDataError, EnvDataErrorType } from './db/env-data';
+export type { EnvConflict } from './db/env-data';
 export {
   DEFAULT_USER_TOOL_MAX_RESULT_BYTES,
   DEFAULT_USER_TOOL_RETRIES,

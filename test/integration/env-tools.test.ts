@@ -11,6 +11,11 @@ import { EnvStore } from '../../db/env-data';
 import { createPool } from '../../db/pool';
 import { openChildThread, openRootThread } from '../../testing/thread-fixtures';
 import { readTestEnv } from '../../testing/test-env';
+import {
+  EnvDataError as PackageEnvDataError,
+  EnvDataErrorType as PackageEnvDataErrorType,
+  type EnvConflict,
+} from '../../index';
 
 const env = readTestEnv();
 const pool = createPool({ connectionString: env.databaseUrl });
@@ -297,6 +302,42 @@ test('env tools: refusals come back as tool errors the model can act on, and cha
 
   assert.deepEqual({ entry: await store.get(solver.rootThreadId, 'plan') }, before);
   assert.equal((await store.get(solver.rootThreadId, 'missing')) ?? 'absent', 'absent');
+});
+
+test('a tool of the user’s own reads a conflict from the package’s EnvDataError and retries from it', async () => {
+  const solver = await openRoot('solver');
+  const observer = await openChild(solver, 'observer');
+  const contextOf = (scope: ThreadScope, step: string) =>
+    createToolContext({
+      scope,
+      agent: agentNamed(scope.agent),
+      operationId: `${scope.threadId}:${step}`,
+      world: { name: 'default', variables: {} },
+      envStore: store,
+      signal: new AbortController().signal,
+      heartbeat: () => undefined,
+    });
+  await contextOf(solver, 'seed').env.store({ key: 'tally', shortDescription: 'A tally.', value: { count: 1 } });
+  await contextOf(observer, 'bump').env.update({ key: 'tally', value: { count: 2 }, expectedVersion: 1 });
+
+  // What a tool's `run` does with `ctx.env`: an update from the version it read, retried from the conflict's entry.
+  const tool = contextOf(solver, 'increment');
+  const error = await tool.env.update({ key: 'tally', value: { count: 2 }, expectedVersion: 1 }).then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
+  assert.ok(error instanceof PackageEnvDataError, 'the error is the one the package exports');
+  assert.equal(error.type, PackageEnvDataErrorType.VersionConflict);
+  const conflict: EnvConflict | undefined = error.conflict;
+  assert.deepEqual(conflict, { key: 'tally', expectedVersion: 1, current: { version: 2, value: { count: 2 } } });
+  const { current } = conflict;
+  const written = await tool.env.update({
+    key: 'tally',
+    value: { count: current.value.count + 1 },
+    expectedVersion: current.version,
+  });
+  assert.equal(written.version, 3);
+  assert.deepEqual((await store.get(solver.rootThreadId, 'tally'))?.value, { count: 3 });
 });
 
 test('env tools: invented scope arguments are refused by validation and reach no store', async () => {
