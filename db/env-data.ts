@@ -319,10 +319,11 @@ export class EnvStore {
               'SELECT version, value FROM env_data WHERE root_thread_id = $1 AND scope = $2 AND key = $3',
               [scope.rootThreadId, inherited.scope, input.key],
             );
+            const now = found[0]?.version ?? inherited.version;
             return refuse(
               EnvDataErrorType.VersionConflict,
-              versionConflictMessage(input.key, inherited.version, input.expectedVersion),
-              inherited.version,
+              versionConflictMessage(input.key, now, input.expectedVersion),
+              now,
               found[0] && { key: input.key, expectedVersion: input.expectedVersion, current: found[0] },
             );
           }
@@ -870,7 +871,6 @@ const MAX_ANNOUNCEMENTS_PER_BATCH = 100;
  */
 const ENV_ANNOUNCEMENT_GATHER_MS = 20;
 
-/** The message of a version conflict. */
 /**
  * Why an update at `expectedVersion` was refused. With `valueJson` (the entry's value at `version`, as JSON) it says
  * how to retry from that value; without, to read the entry again.
@@ -881,8 +881,9 @@ export function versionConflictMessage(
   expectedVersion: number,
   valueJson?: string,
 ): string {
-  if (valueJson === undefined)
+  if (valueJson === undefined) {
     return `'${key}' is at version ${version}, not ${expectedVersion}: read it again and retry`;
+  }
   return (
     `'${key}' is at version ${version}, not ${expectedVersion}. Its value at version ${version}: ${valueJson}. ` +
     `To change it from there, update again with expected_version ${version}.`

@@ -233,3 +233,23 @@ test('proposals: a whole value based on an older version is refused and stays pe
     'the patch kept the field changed after its base',
   );
 });
+
+test('an isolated task updating its caller’s entry at a stale version is refused with the entry as it is now', async () => {
+  const { caller, task } = await forkTask();
+  await store.store(caller, `${caller.threadId}:s1`, { key: 'plan', shortDescription: 'The plan.', value: 'v1' });
+  await store.update(caller, `${caller.threadId}:u1`, { key: 'plan', value: 'v2' });
+
+  await assert.rejects(
+    store.update(task, `${task.threadId}:u1`, { key: 'plan', value: 'mine', expectedVersion: 1 }),
+    (error: unknown) => {
+      assert.ok(error instanceof EnvDataError);
+      assert.equal(error.type, EnvDataErrorType.VersionConflict);
+      assert.equal(error.currentVersion, 2);
+      assert.deepEqual(error.conflict, { key: 'plan', expectedVersion: 1, current: { version: 2, value: 'v2' } });
+      return true;
+    },
+  );
+  // Nothing was staged for it: the caller has no proposal, and its entry is as it was.
+  assert.deepEqual(await store.proposals(caller.rootThreadId), []);
+  assert.equal((await store.get(caller.rootThreadId, 'plan'))?.value, 'v2');
+});
