@@ -6,6 +6,7 @@
  * retried attempt repeats nothing that landed.
  */
 import type { ResolvedAgent, StepMode } from '../common/agent-definition';
+import { nextModelCall, runsWithNextModelCall, toolCallInput } from '../common/turn-step-calls';
 import type {
   BeginTurnInput,
   BegunTurn,
@@ -18,8 +19,18 @@ import type {
   RecordMessageInput,
   RecordMessageResult,
   ResolveLimitsInput,
+  RunStepsInput,
+  RunStepsResult,
   RunToolsThenCallModelInput,
 } from '../common/types';
+import { addUsage, ZERO_USAGE } from '../common/usage';
+
+/**
+ * A batch of steps (`runSteps`) starts no further step once it has run this long. A step that starts within it still
+ * has the step activity's whole 25 minutes (its slowest tool and its model call) before the batch's timeout
+ * (`BATCH_PROFILE`); steps left over go to the next batch, and a crash re-runs less.
+ */
+export const BATCH_BUDGET_MS = 2 * 60_000;
 
 export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
@@ -66,7 +77,51 @@ export function createTurnActivities(parts: TurnActivityParts) {
     return parts.callModel(input.model);
   }
 
-  return { beginTurn, runToolsThenCallModel };
+  /**
+   * Consecutive steps of a turn in one activity (`steps: batched`), as the workflow would run them one by one: the
+   * carried tool calls, then the model call; then, while the reply's calls all go with the next model call, the
+   * turn has steps left and the batch its budget (`BATCH_BUDGET_MS`), those calls and the next model call. It stops at
+   * an answer, at a reply with a call the workflow carries out (a delegation, a question, an approval …), or at the
+   * budget, and hands back that reply for the workflow to go on from. Every step keeps the operation ids the workflow
+   * would give it, so a retried batch (or the next worker's, after a crash) finds each stored reply and tool result
+   * and asks the model only for the step that had not stored its reply.
+   */
+  async function runSteps(input: RunStepsInput): Promise<RunStepsResult> {
+    const started = Date.now();
+    let toolCalls = input.toolCalls;
+    let toolNames = input.toolNames;
+    let call = input.model;
+    let usage = ZERO_USAGE;
+    let reported = false;
+    const steps: RunStepsResult['steps'] = [];
+    for (;;) {
+      const reply = await runToolsThenCallModel({ toolCalls, model: call });
+      steps.push({ step: call.step, ranTools: toolNames, reused: reply.reused });
+      if (reply.usage) {
+        usage = addUsage(usage, reply.usage);
+        reported = true;
+      }
+      const goesOn =
+        reply.toolCalls.length > 0 &&
+        reply.toolCalls.every(runsWithNextModelCall) &&
+        call.step + 1 < input.maxSteps &&
+        Date.now() - started < BATCH_BUDGET_MS;
+      if (!goesOn) return { ...reply, step: call.step, usage: reported ? usage : null, steps };
+      const ids = {
+        scope: call.scope,
+        world: call.world,
+        agent: { version: call.agentVersion },
+        operationBase: input.operationBase,
+      };
+      toolCalls = reply.toolCalls.map((made, index) => toolCallInput(ids, made, call.step, index, reply.seq));
+      toolNames = reply.toolCalls.map((made) => made.name);
+      // The first model call of a turn names the MCP tool list the turn keeps; its later calls offer that list.
+      const mcpToolList = call.mcpToolList ?? reply.mcpToolList;
+      call = { ...nextModelCall(call, input, call.step + 1), ...(mcpToolList === undefined ? {} : { mcpToolList }) };
+    }
+  }
+
+  return { beginTurn, runToolsThenCallModel, runSteps };
 }
 
 /** Waits for every promise to settle, then throws the first rejection, if any; else the values, in order. */

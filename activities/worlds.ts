@@ -64,7 +64,7 @@ export const STEPS_VARIABLE = 'BATON_STEPS';
 
 /**
  * Where one agent's turn runs its steps: its frontmatter's `steps`, else the world's `BATON_STEPS` (a value other
- * than `local` or `activity` is ignored with a warning), else the worker's setting.
+ * than `local`, `batched` or `activity` is ignored with a warning), else the worker's setting.
  */
 export function stepModeFor(
   agent: Pick<AgentDefinition, 'steps'>,
@@ -75,7 +75,7 @@ export function stepModeFor(
   const raw = variables[STEPS_VARIABLE]?.trim().toLowerCase();
   if (raw === undefined || raw === '') return workerDefault;
   if ((STEP_MODES as readonly string[]).includes(raw)) return raw as StepMode;
-  log.warn('ignoring a world variable that is neither local nor activity', { name: STEPS_VARIABLE, value: raw });
+  log.warn('ignoring a world variable that is not local, batched or activity', { name: STEPS_VARIABLE, value: raw });
   return workerDefault;
 }
 

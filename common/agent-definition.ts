@@ -7,11 +7,14 @@ export const MAX_APPROVAL_WAIT_S = 30 * 24 * 3600;
 
 /**
  * Where a turn runs its model calls and the tool calls its activity runs: `activity`, each an activity task of its
- * own (the server dispatches it; a crash re-runs only the step that was running), or `local`, local activities inside
- * the turn's workflow task (no server round trip between steps; a crash re-runs the steps since the last completed
- * workflow task, from what is stored). Delegations, forks, questions, approvals and waits leave the task either way.
+ * own (the server dispatches it; a crash re-runs only the step that was running); `local`, local activities inside
+ * the turn's workflow task, one per step (no server round trip between steps; a crash re-runs the steps since the
+ * last completed workflow task, from what is stored); or `batched`, consecutive steps together in one local activity
+ * (no return to the workflow between them either: the Web UI shows one marker for the steps it ran, whose result
+ * lists them; a crash re-runs the batch, from what is stored). Delegations, forks, questions, approvals and waits
+ * leave the task in every mode.
  */
-export const STEP_MODES = ['local', 'activity'] as const;
+export const STEP_MODES = ['local', 'batched', 'activity'] as const;
 export type StepMode = (typeof STEP_MODES)[number];
 /** The step mode of a turn whose agent, world and worker set none. */
 export const DEFAULT_STEP_MODE: StepMode = 'activity';
@@ -47,7 +50,7 @@ export const agentFrontmatterSchema = z.strictObject({
   model: z.string().trim().min(1).optional(),
   temperature: z.number().min(0).max(2).optional(),
   /** Where this agent's steps run (`STEP_MODES`); the world's `BATON_STEPS`, else the worker's, when omitted. */
-  steps: z.enum(STEP_MODES, { error: 'must be local or activity' }).optional(),
+  steps: z.enum(STEP_MODES, { error: 'must be local, batched or activity' }).optional(),
   /** Model calls one turn may make before it ends with `max_steps`. */
   max_steps: z.int().min(1).max(1000).default(DEFAULT_MAX_STEPS),
   /** How much a delegated call to this agent is told about its caller: `false` for no preamble. */

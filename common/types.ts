@@ -268,6 +268,28 @@ export interface RunToolsThenCallModelInput {
   model: CallModelInput;
 }
 
+/**
+ * Consecutive steps of a turn in one activity (`steps: batched`): `toolCalls`, then the model call `model`, then, while
+ * a reply's calls all go with the next model call (`runsWithNextModelCall`), those calls and the next model call.
+ */
+export interface RunStepsInput extends RunToolsThenCallModelInput {
+  /** The names of `toolCalls`, in order (the batch's result lists what each step ran). */
+  toolNames: string[];
+  /** What the turn's operation ids start with: each later step's calls get the ids the workflow would give them. */
+  operationBase: string;
+  /** The turn's `max_steps`: no step at or past it is taken. */
+  maxSteps: number;
+}
+
+export interface RunStepsResult extends CallModelResult {
+  /** The step (from 0) this reply answers: the last one the batch took. */
+  step: number;
+  /** The batch's token usage: every step it took, from its first. */
+  usage: TokenUsage | null;
+  /** What the batch did, step by step (for the Web UI, where the batch is one marker): the tools each step ran first. */
+  steps: { step: number; ranTools: string[]; reused: boolean }[];
+}
+
 export interface ExecuteToolCallResult {
   /** Transcript sequence number of the stored tool result. */
   seq: number;

@@ -37,7 +37,8 @@ const MCP_SERVER = 'everything';
  * turn and a fork task stopped by their own `timeout_s` and fenced by their caller, a message sent again under its
  * id after the thread continued as new, a turn whose own workflow code throws, and calls of an MCP server's tools
  * (server-everything over stdio: a read-only one and one with side effects, in one reply), a turn whose steps run
- * as local activities (`steps: local`), and turns begun (and, with local steps, answered) in their thread's workflow.
+ * as local activities (`steps: local`) and one whose steps run in batches (`steps: batched`), and turns begun (and,
+ * with local steps, answered) in their thread's workflow.
  */
 const agents = new Map(
   [
@@ -63,6 +64,8 @@ const agents = new Map(
     '---\nname: local\ndescription: Steps inside the workflow task.\nsteps: local\ncapabilities: [leaf, load_arc_task]\n' +
       '---\nYou step locally.\n',
     '---\nname: quickstep\ndescription: Answers inside its thread.\nsteps: local\n---\nYou answer at once.\n',
+    '---\nname: batcher\ndescription: Steps in batches.\nsteps: batched\ncapabilities: [leaf, load_arc_task]\n' +
+      '---\nYou step in batches.\n',
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
       '    message: "Look at w."\n---\nYou watch.\n',
@@ -189,6 +192,18 @@ agents:
     - call: think
       args: { thought: "back inside the task" }
     - say: "Stepped locally."
+  batcher:
+    - calls:
+        - { call: think, args: { thought: "in a batch" } }
+        - { call: load_arc_task, args: { task_id: "007bbfb7" } }
+    - fail: 503
+    - call: think
+      args: { thought: "still in the batch" }
+    - call: leaf
+      args: { message: "What do you see?" }
+    - call: think
+      args: { thought: "a batch again" }
+    - say: "Batched."
   quickstep:
     - say: "Answered in the thread."
     - say: "Again in the thread."
@@ -327,6 +342,9 @@ const scenarios: Scenario[] = [
   // Turns that begin in the thread's workflow (baton-turns-begin-in-thread): the same local-step turn as
   // `local-steps`, whose steps run in the thread until the delegation, and whose turn workflow goes on from there.
   { name: 'turn-begins-in-thread', agent: 'local', messages: ['Step locally.'] },
+  // Batched steps (steps: batched): consecutive steps in one local activity, retried after a model error inside it,
+  // in the thread until the delegation; the turn's workflow goes on from there with another batch.
+  { name: 'batched-steps', agent: 'batcher', messages: ['Step in batches.'] },
   // A turn with steps as activities: begun in the thread, its steps in its own workflow.
   { name: 'activity-turn-begins-in-thread', agent: 'caller', messages: ['Load the task'] },
   // Turns answered whole in the thread (no turn workflow), under message ids; the first sent again after two

@@ -157,7 +157,7 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_STEPS: z.preprocess(
     (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
     z
-      .enum(STEP_MODES, { message: 'must be local (steps inside the workflow task) or activity (one task per step)' })
+      .enum(STEP_MODES, { message: 'must be local (steps inside the workflow task), batched (several steps per local activity) or activity (one task per step)' })
       .default(DEFAULT_STEP_MODE),
   ),
   /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
@@ -348,7 +348,7 @@ export function readModelStream(env: Record<string, string | undefined>): boolea
 
 /**
  * `BATON_STEPS`: where turns run their steps when their agent and world set none.
- * @throws ConfigError for a value other than local or activity
+ * @throws ConfigError for a value other than local, batched or activity
  */
 export function readStepMode(env: Record<string, string | undefined>): StepMode {
   const parsed = workerEnvSchema.shape.BATON_STEPS.safeParse(env.BATON_STEPS);

@@ -63,10 +63,14 @@ export const STEP_PROFILE = {
 } as const;
 
 /**
- * The longest `timeout_s` of a tool whose calls may run with the next model call (under `STEP_PROFILE`, whose 25
- * minutes must also hold the model call); a longer-running tool gets an activity of its own.
+ * Consecutive steps in one local activity (`steps: batched`, `runSteps`): a step's time and the batch's budget, past
+ * which it starts no further step (`BATCH_BUDGET_MS`, 2 minutes), so the last step it starts has the step profile's
+ * whole 25 minutes. Retried like a step: a retry finds every earlier step's reply and tool results stored.
  */
-export const MAX_CARRIED_TOOL_SECONDS = 840;
+export const BATCH_PROFILE = {
+  startToCloseTimeout: '27 minutes',
+  retry: STEP_PROFILE.retry,
+} as const;
 
 /**
  * A user tool's own activity: its timeout with a minute to spare (the activity's own timer stops the tool first and
@@ -105,3 +109,5 @@ export const delivery = proxyActivities<Activities>(DELIVERY_PROFILE);
 export const localModel = proxyLocalActivities<Activities>(localProfile(MODEL_PROFILE));
 export const localSteps = proxyLocalActivities<Activities>(localProfile(STEP_PROFILE));
 export const localTools = proxyLocalActivities<Activities>(localProfile(TOOL_PROFILE));
+/** A turn's consecutive steps in one local activity each (`steps: batched`). */
+export const localBatch = proxyLocalActivities<Activities>(BATCH_PROFILE);

@@ -35,18 +35,11 @@ import {
 } from '../common/types';
 import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
-import {
-  db,
-  localDb,
-  localProfile,
-  localTools,
-  MAX_CARRIED_TOOL_SECONDS,
-  tools,
-  userToolProfile,
-} from './activity-profiles';
+import { MAX_CARRIED_TOOL_SECONDS, toolCallInput } from '../common/turn-step-calls';
+import { db, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
-import { runStepsToTheEnd, stepProfiles, toolCallInput, turnFinisher, turnScope } from './turn-steps';
+import { BATCHED_STEPS_PATCH, runStepsToTheEnd, stepProfiles, turnFinisher, turnScope } from './turn-steps';
 import { createTurnWaits } from './wait';
 
 /** The longest answer a human may give (it travels through workflow history). */
@@ -236,7 +229,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
    * The turn's steps: model calls, combined steps and tool runs, as activities or (`steps: local`) as local
    * activities. A tool run too long to hold a workflow task open stays an activity either way.
    */
-  const localStepsOn = agent.steps === 'local' && patched(LOCAL_STEPS_PATCH);
+  const localStepsOn = (agent.steps === 'local' || agent.steps === 'batched') && patched(LOCAL_STEPS_PATCH);
+  /** Consecutive steps in one local activity (`steps: batched`); turns recorded before it never had that mode. */
+  const batchedOn = localStepsOn && agent.steps === 'batched' && patched(BATCHED_STEPS_PATCH);
   const finishWithAnswer = patched(FINISH_WITH_ANSWER_PATCH);
   const toolActivities = localStepsOn ? localTools : tools;
   /** Short Postgres steps on the turn's path: local activities from the patch on, no dispatch of their own. */
@@ -535,7 +530,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   const end = await runStepsToTheEnd(
     {
       ...loop,
-      activities: stepProfiles(localStepsOn),
+      activities: stepProfiles(batchedOn ? 'batched' : localStepsOn ? 'local' : 'activity'),
       carryToolCalls: fewerDispatches,
       finishTurnOnAnswer: finishWithAnswer,
       ...(input.begun?.progress === undefined ? {} : { from: input.begun.progress }),

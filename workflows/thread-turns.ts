@@ -1,8 +1,16 @@
+import { patched } from '@temporalio/workflow';
 import type { EndedInThread } from '../common/deliveries';
 import { operationId } from '../common/ids';
 import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } from '../common/types';
 import { localDb } from './activity-profiles';
-import { runStepsToTheEnd, stepProfiles, threadTurnOperationBase, turnFinisher, turnScope } from './turn-steps';
+import {
+  BATCHED_STEPS_PATCH,
+  runStepsToTheEnd,
+  stepProfiles,
+  threadTurnOperationBase,
+  turnFinisher,
+  turnScope,
+} from './turn-steps';
 
 /** How a root turn begun in its thread's workflow goes on. */
 export type TurnBegunInThread =
@@ -12,8 +20,8 @@ export type TurnBegunInThread =
 
 /**
  * Begins a root turn inside its thread's workflow task (from the `baton-turns-begin-in-thread` patch): `beginTurn`
- * as a local activity, then, when the agent's steps are `local`, its model calls and the tool calls they carry as
- * local activities too, until the answer. The turn only becomes a workflow of its own when it needs what only a turn
+ * as a local activity, then, when the agent's steps are `local` or `batched`, its model calls and the tool calls they
+ * carry as local activities too (for `batched`, runs of consecutive steps in one each), until the answer. The turn only becomes a workflow of its own when it needs what only a turn
  * workflow does (a question, an approval, a delegation, a fork, a wait, a tool too long to carry, its last step's
  * calls), or when its steps are activities: it then goes on from the reply whose calls the thread did not run. A turn
  * that answers here costs no workflow start or end: the thread's task that takes the message runs it whole.
@@ -43,14 +51,15 @@ export async function beginTurnInThread(
     ],
   );
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
-  if (agent.steps !== 'local') return { kind: 'go on', begun };
+  const batched = agent.steps === 'batched' && patched(BATCHED_STEPS_PATCH);
+  if (agent.steps !== 'local' && !batched) return { kind: 'go on', begun };
   const end = await runStepsToTheEnd(
     {
       scope,
       world,
       agent,
       operationBase,
-      activities: stepProfiles(true),
+      activities: stepProfiles(batched ? 'batched' : 'local'),
       carryToolCalls: true,
       finishTurnOnAnswer: true,
     },

@@ -1,5 +1,5 @@
 import { ApplicationFailure, CancellationScope, log, patched, TemporalFailure } from '@temporalio/workflow';
-import type { ResolvedAgent } from '../common/agent-definition';
+import type { ResolvedAgent, StepMode } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
 import { operationId } from '../common/ids';
 import { truncateBytes } from '../common/text';
@@ -7,13 +7,19 @@ import {
   TurnStatus,
   type AgentTurnInput,
   type AgentTurnResult,
+  type CallModelResult,
   type ExecuteToolCallInput,
-  type PlannedToolCall,
   type ThreadScope,
   type TurnProgress,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
-import { localModel, localSteps, MAX_CARRIED_TOOL_SECONDS, model, steps, type localDb } from './activity-profiles';
+import {
+  modelCallOperationId,
+  runsWithNextModelCall,
+  toolCallInput,
+  type TurnStepIds,
+} from '../common/turn-step-calls';
+import { localBatch, localModel, localSteps, model, steps, type localDb } from './activity-profiles';
 import { rootMessage } from './failure-text';
 
 /**
@@ -23,29 +29,25 @@ import { rootMessage } from './failure-text';
  */
 export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
 
-/** Where a turn's model calls and the tool calls carried with them run: activities, or local activities. */
-export function stepProfiles(local: boolean) {
-  return local ? { model: localModel, steps: localSteps } : { model, steps };
-}
+/**
+ * A turn whose agent's steps are `batched` (from its `beginTurn`) runs each run of consecutive steps in one local
+ * activity (`runSteps`) rather than one local activity per step: the workflow is not called back between them. Turns
+ * recorded before this code never had the mode, so their histories never reach the patch.
+ */
+export const BATCHED_STEPS_PATCH = 'baton-batched-steps';
 
 /**
- * Whether a call may run at the start of the next model call's activity: a tool the activity runs, that needs no
- * approval and fits in that activity's time beside the model call.
+ * Where a turn's model calls and the tool calls carried with them run: activities, local activities (one per step), or
+ * (`batched`) also consecutive steps in one local activity (`batch`).
  */
-function runsWithNextModelCall(call: PlannedToolCall): boolean {
-  return call.kind === 'tool' && call.approval === undefined && (call.timeoutSeconds ?? 0) <= MAX_CARRIED_TOOL_SECONDS;
+export function stepProfiles(mode: StepMode): { model: typeof model; steps: typeof steps; batch?: typeof localBatch } {
+  if (mode === 'activity') return { model, steps };
+  return { model: localModel, steps: localSteps, ...(mode === 'batched' ? { batch: localBatch } : {}) };
 }
 
 /** What a turn's steps are run with, wherever the turn runs (its own workflow, or its thread's). */
-export interface StepLoopInput {
-  scope: ThreadScope;
-  world: string;
+export interface StepLoopInput extends TurnStepIds {
   agent: ResolvedAgent;
-  /**
-   * What the turn's operation ids start with: the run id of a turn's own workflow, or, for a turn whose steps run in
-   * its thread's workflow, that run's id and the turn's number (`threadTurnOperationBase`).
-   */
-  operationBase: string;
   /** Activities (or local activities) for model calls and combined steps (`stepProfiles`). */
   activities: ReturnType<typeof stepProfiles>;
   /** Tool calls the activity runs go with the next model call (the fewer-dispatches patch). */
@@ -85,24 +87,6 @@ export function threadTurnOperationBase(runId: string, turn: number): string {
   return operationId(runId, 'turn', turn);
 }
 
-/** What `executeToolCall` needs to run call `index` of the reply stored at `messageSeq` in step `step`. */
-export function toolCallInput(
-  loop: Pick<StepLoopInput, 'scope' | 'world' | 'agent' | 'operationBase'>,
-  call: PlannedToolCall,
-  step: number,
-  index: number,
-  messageSeq: number,
-): ExecuteToolCallInput {
-  return {
-    scope: loop.scope,
-    world: loop.world,
-    agentVersion: loop.agent.version,
-    operationId: operationId(loop.operationBase, 'tool', step, index),
-    messageSeq,
-    toolCallId: call.id,
-  };
-}
-
 /**
  * A turn's steps: model call → tool calls → model call … until an answer or the agent's `max_steps`. Tool calls the
  * activity runs itself go with the next model call, in one activity; the others go to `runCalls` (or, without it, end
@@ -131,21 +115,45 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
       scope: loop.scope,
       world: loop.world,
       agentVersion: agent.version,
-      operationId: operationId(loop.operationBase, 'model', step),
+      operationId: modelCallOperationId(loop, step),
       step,
       ...(mcpToolList === undefined ? {} : { mcpToolList }),
       ...(loop.finishTurnOnAnswer ? { finishTurnOnAnswer: true } : {}),
     };
-    const reply =
-      carried === undefined
-        ? await loop.activities.model.callModel.executeWithOptions(
-            { summary: `model: ${loop.scope.agent} step ${step + 1}` },
-            [modelCall],
-          )
-        : await loop.activities.steps.runToolsThenCallModel.executeWithOptions(
-            { summary: `step: ${loop.scope.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
-            [{ toolCalls: carried.calls, model: modelCall }],
-          );
+    const { batch } = loop.activities;
+    let reply: CallModelResult;
+    if (batch !== undefined) {
+      const ran = await batch.runSteps.executeWithOptions(
+        {
+          summary:
+            `steps: ${loop.scope.agent} ` +
+            `${carried === undefined ? '' : `runs ${carried.names.join(', ')}, then `}model steps from ${step + 1}`,
+        },
+        [
+          {
+            toolCalls: carried?.calls ?? [],
+            toolNames: carried?.names ?? [],
+            model: modelCall,
+            operationBase: loop.operationBase,
+            maxSteps: agent.maxSteps,
+          },
+        ],
+      );
+      // The batch took the steps up to the one whose reply it hands back.
+      step = ran.step;
+      reply = ran;
+    } else {
+      reply =
+        carried === undefined
+          ? await loop.activities.model.callModel.executeWithOptions(
+              { summary: `model: ${loop.scope.agent} step ${step + 1}` },
+              [modelCall],
+            )
+          : await loop.activities.steps.runToolsThenCallModel.executeWithOptions(
+              { summary: `step: ${loop.scope.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
+              [{ toolCalls: carried.calls, model: modelCall }],
+            );
+    }
     carried = undefined;
     mcpToolList ??= reply.mcpToolList;
     usage = addUsage(usage, reply.usage);

@@ -15,7 +15,7 @@ import {
   USER_TOOLS_PATCH,
 } from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
-import { CODE_ERRORS_FAIL_TURN_PATCH } from '../../workflows/turn-steps';
+import { BATCHED_STEPS_PATCH, CODE_ERRORS_FAIL_TURN_PATCH } from '../../workflows/turn-steps';
 import {
   DELIVERIES_ACROSS_RUNS_PATCH,
   LIMITS_IN_TURN_PATCH,
@@ -183,6 +183,13 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   });
   assert.ok(localTypes.includes('callModel'), 'a recorded model call ran as a local activity');
   assert.ok(localTypes.includes('runToolsThenCallModel'), 'recorded tool calls ran with the next local model call');
+  // Batched steps: consecutive steps (a model error retried among them) in one local activity, before and after a
+  // delegation.
+  assert.ok(patches.includes(BATCHED_STEPS_PATCH), 'a recorded turn ran its steps in batches');
+  assert.ok(
+    localTypes.filter((type) => type === 'runSteps').length >= 2,
+    'recorded batches of steps ran as local activities, on both sides of a delegation',
+  );
   // Turns that read their limits as they begin and end with their answer, and the turns recorded before, which ran a
   // local activity for each.
   assert.ok(patches.includes(LIMITS_IN_TURN_PATCH), "a recorded thread left its turns' limits to them");

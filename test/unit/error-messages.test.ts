@@ -146,7 +146,7 @@ test("step mode: the agent's steps, else the world's BATON_STEPS, else the worke
   assert.equal(await modeOf(undefined, { BATON_STEPS: '' }, 'local'), 'local');
   assert.equal(
     agentError('---\nname: a\ndescription: d\nsteps: fast\n---\n'),
-    "agents/a.md:4: field 'steps' must be local or activity",
+    "agents/a.md:4: field 'steps' must be local, batched or activity",
   );
 });
 

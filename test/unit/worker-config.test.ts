@@ -158,13 +158,14 @@ test('worker config: BATON_MODEL_STREAM is on or off, and anything else is refus
   );
 });
 
-test('worker config: BATON_STEPS is local or activity (the default), and anything else is refused naming it', () => {
+test('worker config: BATON_STEPS is local, batched or activity (the default), and anything else is refused naming it', () => {
   assert.equal(readWorkerConfig(minimal).steps, 'activity');
   assert.equal(readWorkerConfig({ ...minimal, BATON_STEPS: ' Local ' }).steps, 'local');
+  assert.equal(readStepMode({ BATON_STEPS: 'batched' }), 'batched');
   assert.equal(readStepMode({ BATON_STEPS: 'activity' }), 'activity');
   assert.equal(readStepMode({}), 'activity');
   assert.throws(
     () => readStepMode({ BATON_STEPS: 'fast' }),
-    /BATON_STEPS must be local \(steps inside the workflow task\) or activity \(one task per step\)/,
+    /BATON_STEPS must be local \(steps inside the workflow task\), batched \(several steps per local activity\) or activity \(one task per step\)/,
   );
 });
