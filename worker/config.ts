@@ -157,7 +157,10 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_STEPS: z.preprocess(
     (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toLowerCase() : undefined),
     z
-      .enum(STEP_MODES, { message: 'must be local (steps inside the workflow task), batched (several steps per local activity) or activity (one task per step)' })
+      .enum(STEP_MODES, {
+        message:
+          'must be local (steps inside the workflow task), batched (several steps per local activity) or activity (one task per step)',
+      })
       .default(DEFAULT_STEP_MODE),
   ),
   /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
