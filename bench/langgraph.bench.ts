@@ -2,8 +2,9 @@
  * `npm run bench -- langgraph`: Baton against LangGraph.js checkpointed in Postgres, the same turn on both. A 10-step
  * turn (9 `think` calls, then an answer; the scripted model answers at once), at 1 thread and with 10 threads at once:
  *
- * - Baton, its steps as activities (an activity task each, the default) and as local activities inside the turn's
- *   workflow task (`steps: local`): two agents of one Baton worker, differing only in that line of their frontmatter;
+ * - Baton, its steps as activities (an activity task each, the default), as local activities inside the turn's
+ *   workflow task (`steps: local`, one per step), and batched (`steps: batched`: the turn's consecutive steps in one
+ *   local activity): three agents of one Baton worker, differing only in that line of their frontmatter;
  * - LangGraph.js: a `StateGraph` with a model node (`ChatOpenAI`) and a `ToolNode`, checkpointed by `PostgresSaver`
  *   (bench/langgraph-baseline.ts), on a fresh `thread_id` per turn,
  * - and, to tell Baton's cost from Temporal's, the hand-written Temporal loop doing the same I/O with its steps as
@@ -64,6 +65,7 @@ import { LANGGRAPH_DURABILITIES, startLangGraph, type LangGraphDurability } from
 const STEPS = 10;
 const ACTIVITY_AGENT = 'stepper';
 const LOCAL_AGENT = 'stepper-local';
+const BATCHED_AGENT = 'stepper-batched';
 /** The script LangGraph's model node is answered from (its `x-baton-agent`). */
 const LANGGRAPH_AGENT = 'langgraph';
 /** The script the hand-written local-activity loop is answered from. */
@@ -92,9 +94,12 @@ runBench(common, async (context) => {
     agents: benchAgents({
       [ACTIVITY_AGENT]: benchAgentFile(ACTIVITY_AGENT),
       [LOCAL_AGENT]: benchAgentFile(LOCAL_AGENT, [], { steps: 'local' }),
+      [BATCHED_AGENT]: benchAgentFile(BATCHED_AGENT, [], { steps: 'batched' }),
     }),
     script: benchScript(
-      [ACTIVITY_AGENT, LOCAL_AGENT, LANGGRAPH_AGENT, HAND_AGENT].map((agent) => stepsScript(agent, STEPS)),
+      [ACTIVITY_AGENT, LOCAL_AGENT, BATCHED_AGENT, LANGGRAPH_AGENT, HAND_AGENT].map((agent) =>
+        stepsScript(agent, STEPS),
+      ),
       'langgraph-bench',
     ),
     modelLogFile: modelLogFile(context, 'langgraph'),
@@ -103,9 +108,18 @@ runBench(common, async (context) => {
   // steps ran where its mode says (a misread frontmatter would compare a mode with itself).
   const activityDispatches = await dispatchedSteps(baton, ACTIVITY_AGENT);
   const localDispatches = await dispatchedSteps(baton, LOCAL_AGENT);
-  if (activityDispatches.activities < STEPS || localDispatches.local < STEPS || localDispatches.activities > 0) {
+  const batchedDispatches = await dispatchedSteps(baton, BATCHED_AGENT);
+  if (
+    activityDispatches.activities < STEPS ||
+    localDispatches.local < STEPS ||
+    localDispatches.activities > 0 ||
+    // The turn's start, then its 10 steps in one batch.
+    batchedDispatches.local !== 2 ||
+    batchedDispatches.activities > 0
+  ) {
     throw new Error(
-      `step modes not as configured: ${ACTIVITY_AGENT} ${JSON.stringify(activityDispatches)}, ${LOCAL_AGENT} ${JSON.stringify(localDispatches)}`,
+      `step modes not as configured: ${ACTIVITY_AGENT} ${JSON.stringify(activityDispatches)}, ` +
+        `${LOCAL_AGENT} ${JSON.stringify(localDispatches)}, ${BATCHED_AGENT} ${JSON.stringify(batchedDispatches)}`,
     );
   }
   const langGraph = await startLangGraph(context, {
@@ -138,6 +152,11 @@ runBench(common, async (context) => {
         repeats,
         run: () => runConcurrently(threads, batonTurn(baton.client, LOCAL_AGENT, STEPS)),
       },
+      {
+        name: `baton-batched@${threads}`,
+        repeats,
+        run: () => runConcurrently(threads, batonTurn(baton.client, BATCHED_AGENT, STEPS)),
+      },
       { name: `langgraph@${threads}`, repeats, run: () => runConcurrently(threads, langGraph.prepareTurn) },
       {
         name: `hand-local@${threads}`,
@@ -161,11 +180,13 @@ runBench(common, async (context) => {
   const comparisons: Comparison[] = threadCounts.flatMap((threads) => {
     const activity = get(`baton-activity@${threads}`);
     const local = get(`baton-local@${threads}`);
+    const batched = get(`baton-batched@${threads}`);
     const graph = get(`langgraph@${threads}`);
     const hand = get(`hand-local@${threads}`);
     const floor = get(`floor-local@${threads}`);
     const msPerStep = {
       batonLocal: perStep(local),
+      batonBatched: perStep(batched),
       batonActivity: perStep(activity),
       langgraph: perStep(graph),
       handWrittenLocal: perStep(hand),
@@ -176,14 +197,24 @@ runBench(common, async (context) => {
         ...(threads === 1 ? { target: TARGET_RATIO } : {}),
         figures: { msPerStep },
       }),
+      compareCases(`per step, ${threads} thread(s): Baton-batched / LangGraph`, batched, graph, {
+        ...(threads === 1 ? { target: TARGET_RATIO } : {}),
+      }),
       compareCases(`per step, ${threads} thread(s): Baton-activity / LangGraph`, activity, graph),
       compareCases(`per step, ${threads} thread(s): Baton-local / Baton-activity`, local, activity),
+      compareCases(`per step, ${threads} thread(s): Baton-batched / Baton-local`, batched, local),
       compareCases(`per step, ${threads} thread(s): Baton-local / hand-written local`, local, hand),
       compareCases(`per step, ${threads} thread(s): hand-written local / LangGraph`, hand, graph),
       compareCases(`per step, ${threads} thread(s): floor-local / LangGraph`, floor, graph),
       ...(threads > 1
         ? [
             compareStepsPerSecond(`steps/s, ${threads} threads: LangGraph / Baton-local`, graph, local, TARGET_RATIO),
+            compareStepsPerSecond(
+              `steps/s, ${threads} threads: LangGraph / Baton-batched`,
+              graph,
+              batched,
+              TARGET_RATIO,
+            ),
             compareStepsPerSecond(`steps/s, ${threads} threads: Baton-local / Baton-activity`, local, activity),
             compareStepsPerSecond(`steps/s, ${threads} threads: LangGraph / hand-written local`, graph, hand),
           ]
@@ -194,7 +225,8 @@ runBench(common, async (context) => {
     {
       bench: 'langgraph',
       description:
-        `${STEPS}-step turn (9 think calls, then an answer): Baton (steps as activities, and as local activities) vs ` +
+        `${STEPS}-step turn (9 think calls, then an answer): Baton (steps as activities, as local activities, and ` +
+        'batched in one local activity) vs ' +
         'LangGraph.js (StateGraph, ChatOpenAI, ToolNode) checkpointed by PostgresSaver, and a hand-written Temporal ' +
         'loop with local activities',
       settings: {
@@ -217,7 +249,8 @@ runBench(common, async (context) => {
         `the last request of a turn: ${requests.messages} messages and ${requests.tools} tools on both sides, ` +
           `${requests.batonChars} characters of messages and tools from Baton, ${requests.langGraphChars} from LangGraph`,
         `one Baton turn dispatched: ${ACTIVITY_AGENT} ${activityDispatches.activities} activities and ` +
-          `${activityDispatches.local} local; ${LOCAL_AGENT} ${localDispatches.activities} and ${localDispatches.local}`,
+          `${activityDispatches.local} local; ${LOCAL_AGENT} ${localDispatches.activities} and ${localDispatches.local}; ` +
+          `${BATCHED_AGENT} ${batchedDispatches.activities} and ${batchedDispatches.local}`,
       ],
     },
     common.json,

@@ -21,8 +21,7 @@ export function dispatchOf(event: HistoryEvent): string | undefined {
   if (child) return `child:${child}`;
   const marker = event.markerRecordedEventAttributes;
   if (marker?.markerName !== LOCAL_ACTIVITY_MARKER) return undefined;
-  const data = marker.details?.data?.payloads?.[0]?.data;
-  const type = (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type;
+  const type = localActivityType(marker);
   const summary = event.userMetadata?.summary?.data;
   return `local:${type ?? '?'}${summary ? ` (${JSON.parse(Buffer.from(summary).toString('utf8')) as string})` : ''}`;
 }
@@ -32,5 +31,21 @@ export function turnDispatches(events: readonly HistoryEvent[]): string[] {
   return events.flatMap((event) => {
     const dispatch = dispatchOf(event);
     return dispatch === undefined ? [] : [dispatch];
+  });
+}
+
+/** The type of the local activity a marker records. */
+function localActivityType(marker: temporal.api.history.v1.IMarkerRecordedEventAttributes): string | undefined {
+  const data = marker.details?.data?.payloads?.[0]?.data;
+  return (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { activity_type?: string }).activity_type;
+}
+
+/** The results of a history's local activities of type `type`, in order, as their markers recorded them. */
+export function localActivityResults(events: readonly HistoryEvent[], type: string): unknown[] {
+  return events.flatMap((event) => {
+    const marker = event.markerRecordedEventAttributes;
+    if (marker?.markerName !== LOCAL_ACTIVITY_MARKER || localActivityType(marker) !== type) return [];
+    const result = marker.details?.result?.payloads?.[0]?.data;
+    return result ? [JSON.parse(Buffer.from(result).toString('utf8')) as unknown] : [];
   });
 }

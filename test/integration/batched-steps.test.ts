@@ -1,0 +1,242 @@
+/**
+ * Batched steps (`steps: batched`): a turn runs its consecutive steps (each model call and the tool calls it carries)
+ * in one local activity, `runSteps`, and is called back only when it must act: at the answer, at a call the workflow
+ * carries out (here a delegation), or at the agent's `max_steps`. The Web UI shows one marker per batch, whose result
+ * lists the steps it ran. A model error inside a batch fails it and the retry finds every earlier step stored; a model
+ * call longer than the workflow task timeout keeps its task alive; and the transcript is the one a turn of steps one
+ * by one writes, under the same operation ids.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import type { temporal } from '@temporalio/proto';
+import type { RunStepsResult } from '../../common/types';
+import { listMessages } from '../../db/transcripts';
+import { readModelLog, startTestHarness, type AgentHarness } from '../../testing/harness';
+import { parseScript } from '../../scripted-model';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'batched-steps-'));
+const modelLog = path.join(workDir, 'model.jsonl');
+
+function agent(name: string, extra = ''): [string, ReturnType<typeof parseAgentFile>] {
+  const text = `---\nname: ${name}\ndescription: Test agent ${name}.\nsteps: batched\n${extra}---\nYou are ${name}.\n`;
+  return [name, parseAgentFile(text, `${name}.md`)];
+}
+
+const agents: AgentRegistry = new Map([
+  agent('batch'),
+  agent('shaky'),
+  agent('slowbatch'),
+  agent('capped', 'max_steps: 3\n'),
+  agent('leader', 'capabilities: [aide]\n'),
+  ['aide', parseAgentFile('---\nname: aide\ndescription: Test agent aide.\n---\nYou are aide.\n', 'aide.md')] as const,
+]);
+
+/** Longer than a workflow task's timeout (10 s): the batch must keep its task alive. */
+const SLOW_CALL_MS = 12_000;
+
+const script = parseScript(
+  `
+agents:
+  batch:
+    - { call: think, args: { thought: "one" } }
+    - calls:
+        - { call: think, args: { thought: "two" } }
+        - { call: think, args: { thought: "three" } }
+    - { call: think, args: { thought: "four" } }
+    - say: "Batched."
+  shaky:
+    - { call: think, args: { thought: "stored before the failure" } }
+    - { fail: 500, times: 2 }
+    - say: "Got there."
+  slowbatch:
+    - { call: think, args: { thought: "quick first" } }
+    - { say: "Slow.", delay_ms: ${SLOW_CALL_MS} }
+  capped:
+    - { call: think, args: { thought: "a" } }
+    - { call: think, args: { thought: "b" } }
+    - { call: think, args: { thought: "c" } }
+    - say: "Never reached."
+  leader:
+    - { call: think, args: { thought: "before" } }
+    - { call: aide, args: { message: "Help." } }
+    - { call: think, args: { thought: "after" } }
+    - say: "Led."
+  aide:
+    - say: "Helped."
+`,
+  'batched-steps',
+);
+
+let harness: AgentHarness;
+
+before(async () => {
+  harness = await startTestHarness('batched-steps', { agents, script, modelLogFile: modelLog });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+async function history(workflowId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
+  return (await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+}
+
+/** What the thread's workflow dispatched after its opening (a local activity of its first task, not the turn's). */
+async function threadDispatches(threadId: string): Promise<string[]> {
+  const all = turnDispatches(await history(`baton/${threadId}`));
+  assert.equal(all[0], `local:ensureThread (thread: open ${threadId})`);
+  return all.slice(1);
+}
+
+/** What each batch of a workflow's history ran: the steps (from 1) and the tools each ran first. */
+async function batches(workflowId: string): Promise<{ step: number; ranTools: string[] }[][]> {
+  return localActivityResults(await history(workflowId), 'runSteps').map((result) =>
+    (result as RunStepsResult).steps.map(({ step, ranTools }) => ({ step: step + 1, ranTools })),
+  );
+}
+
+/** How many requests the scripted model received for each step of `threadId`'s turn, by step (from 1). */
+function requestsPerStep(threadId: string): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const request of readModelLog(modelLog).filter((entry) => entry.thread === threadId)) {
+    const step = request.messages.filter((message) => message.role === 'assistant').length + 1;
+    counts[step] = (counts[step] ?? 0) + 1;
+  }
+  return counts;
+}
+
+test('batched steps: a turn of four steps is one local activity marker, whose result lists them; the transcript is whole', async () => {
+  const threadId = uniqueThreadId('batch');
+  const thread = await harness.client.startThread({ agent: 'batch', threadId });
+  const result = await thread.send('Go.');
+  assert.equal(result.status, 'completed');
+  assert.equal(result.reply, 'Batched.');
+  assert.equal(result.steps, 4);
+  assert.deepEqual(await threadDispatches(threadId), [
+    'local:beginTurn (turn 1: batch starts, message from human)',
+    'local:runSteps (steps: batch model steps from 1)',
+  ]);
+  assert.deepEqual(await batches(`baton/${threadId}`), [
+    [
+      { step: 1, ranTools: [] },
+      { step: 2, ranTools: ['think'] },
+      { step: 3, ranTools: ['think', 'think'] },
+      { step: 4, ranTools: ['think'] },
+    ],
+  ]);
+  assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 1, 4: 1 });
+  // Each reply once, each tool result once, right after the reply that asked for it, under the step's operation ids.
+  const transcript = await listMessages(harness.pool, threadId);
+  assert.deepEqual(
+    transcript.map((message) => message.role),
+    ['user', 'assistant', 'tool', 'assistant', 'tool', 'tool', 'assistant', 'tool', 'assistant'],
+  );
+  assert.deepEqual(
+    transcript.map((message) => message.operationId.split(':').slice(1).join(':')),
+    ['in', 'model:0', 'tool:0:0', 'model:1', 'tool:1:0', 'tool:1:1', 'model:2', 'tool:2:0', 'model:3'].map(
+      (step) => `turn:1:${step}`,
+    ),
+  );
+  const { rows } = await harness.pool.query<{ status: string }>('SELECT status FROM threads WHERE thread_id = $1', [
+    threadId,
+  ]);
+  assert.equal(rows[0]?.status, 'completed', 'the answer recorded the turn completed');
+});
+
+test('batched steps: a model error fails the batch, and its retry asks the model only for the step that failed', async () => {
+  const threadId = uniqueThreadId('shaky');
+  const thread = await harness.client.startThread({ agent: 'shaky', threadId });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Got there.');
+  // The first step's reply and tool result were stored by the first attempt; the retries found them.
+  assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 3 });
+  assert.deepEqual(await threadDispatches(threadId), [
+    'local:beginTurn (turn 1: shaky starts, message from human)',
+    'local:runSteps (steps: shaky model steps from 1)',
+  ]);
+  const [batch] = localActivityResults(await history(`baton/${threadId}`), 'runSteps') as RunStepsResult[];
+  assert.deepEqual(
+    batch?.steps.map(({ step, reused }) => ({ step, reused })),
+    [
+      { step: 0, reused: true },
+      { step: 1, reused: false },
+    ],
+    'the attempt that completed found the first step stored',
+  );
+  assert.deepEqual(
+    (await listMessages(harness.pool, threadId)).map((message) => message.role),
+    ['user', 'assistant', 'tool', 'assistant'],
+  );
+});
+
+test('batched steps: a model call longer than the workflow task timeout keeps the batch’s task alive, and runs once', async () => {
+  const threadId = uniqueThreadId('slowbatch');
+  const thread = await harness.client.startThread({ agent: 'slowbatch', threadId });
+  const result = await thread.send('Take your time.');
+  assert.equal(result.reply, 'Slow.');
+  const events = await history(`baton/${threadId}`);
+  assert.ok(
+    !events.some((event) => event.workflowTaskTimedOutEventAttributes || event.workflowTaskFailedEventAttributes),
+    `no workflow task timed out or failed: ${events.map((event) => String(event.eventType)).join(', ')}`,
+  );
+  const completedTasks = events.filter((event) => event.workflowTaskCompletedEventAttributes).length;
+  assert.ok(completedTasks >= 2, `the task was kept alive while the batch ran (${completedTasks} completed tasks)`);
+  assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1 }, 'each step asked the model once');
+  assert.deepEqual((await batches(`baton/${threadId}`)).length, 1, 'both steps in one batch');
+});
+
+test('batched steps: a batch takes no step past max_steps; the turn ends there', async () => {
+  const threadId = uniqueThreadId('capped');
+  const thread = await harness.client.startThread({ agent: 'capped', threadId });
+  const result = await thread.send('Go on and on.');
+  assert.equal(result.status, 'max_steps');
+  assert.equal(result.steps, 3);
+  assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 1 });
+  assert.deepEqual(
+    (await batches(`baton/${threadId}`)).map((batch) => batch.map(({ step }) => step)),
+    [[1, 2, 3]],
+  );
+});
+
+test('batched steps: a batch, a delegation that leaves the task, then a batch again', async () => {
+  const threadId = uniqueThreadId('leader');
+  const thread = await harness.client.startThread({ agent: 'leader', threadId });
+  const result = await thread.send('Lead.');
+  assert.equal(result.reply, 'Led.');
+  // The batch stops at the reply that delegates; the turn's own workflow carries the delegation out and batches on.
+  assert.deepEqual(await threadDispatches(threadId), [
+    'local:beginTurn (turn 1: leader starts, message from human)',
+    'local:runSteps (steps: leader model steps from 1)',
+    'child:rootTurnWorkflow',
+  ]);
+  const turnId = `baton/${threadId}/turn-1`;
+  assert.deepEqual(turnDispatches(await history(turnId)), [
+    'local:openDelegation (delegate: leader → aide)',
+    'child:agentTurnWorkflow',
+    'local:recordMessage (tool: aide result)',
+    'local:runSteps (steps: leader model steps from 3)',
+  ]);
+  assert.deepEqual(
+    (await batches(`baton/${threadId}`)).map((batch) => batch.map(({ step }) => step)),
+    [[1, 2]],
+  );
+  assert.deepEqual(
+    (await batches(turnId)).map((batch) => batch.map(({ step }) => step)),
+    [[3, 4]],
+  );
+  // The aide sets no steps: its own turn runs its model call as an activity.
+  assert.deepEqual(
+    (await listMessages(harness.pool, `${threadId}/aide-1`)).map((message) => message.role),
+    ['user', 'assistant'],
+  );
+  assert.deepEqual(
+    (await listMessages(harness.pool, threadId)).map((message) => message.role),
+    ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
+  );
+});

@@ -1,0 +1,128 @@
+/**
+ * `runSteps` (`steps: batched`) with its model call and tool runs stubbed: it goes on while the workflow would carry
+ * a reply's calls into the next model call, gives each step the operation ids the workflow would, and stops at an
+ * answer, at a call the workflow carries out, at the turn's `max_steps` and at its time budget. The batch against a
+ * real stack is in test/integration/batched-steps.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { BATCH_BUDGET_MS, createTurnActivities, type TurnActivityParts } from '../../activities/turns';
+import { operationId } from '../../common/ids';
+import { modelCallOperationId } from '../../common/turn-step-calls';
+import type { CallModelInput, CallModelResult, ExecuteToolCallInput, PlannedToolCall } from '../../common/types';
+
+const OPERATION_BASE = 'run-1:turn:1';
+const scope = { rootThreadId: 'root', threadId: 'root', agent: 'batcher', epoch: 0 };
+const think = (id: string): PlannedToolCall => ({ id, name: 'think', kind: 'tool' });
+
+/** A batch whose model replies come from `replies` in turn (each step's model call and tool runs recorded). */
+function batcher(replies: PlannedToolCall[][], onModelCall: () => void = () => undefined) {
+  const modelCalls: CallModelInput[] = [];
+  const toolRuns: ExecuteToolCallInput[] = [];
+  const parts = {
+    callModel: (input: CallModelInput): Promise<CallModelResult> => {
+      modelCalls.push(input);
+      onModelCall();
+      const toolCalls = replies[modelCalls.length - 1] ?? [];
+      return Promise.resolve({
+        seq: modelCalls.length * 10,
+        content: toolCalls.length === 0 ? 'Done.' : null,
+        toolCalls,
+        usage: { promptTokens: 10, completionTokens: 1, totalTokens: 11 },
+        reused: false,
+        ...(modelCalls.length === 1 ? { mcpToolList: 'list-1' } : {}),
+      });
+    },
+    executeToolCall: (input: ExecuteToolCallInput) => {
+      toolRuns.push(input);
+      return Promise.resolve({ seq: 0, ok: true });
+    },
+  } as unknown as TurnActivityParts;
+  const { runSteps } = createTurnActivities(parts);
+  const run = (maxSteps = 25) =>
+    runSteps({
+      toolCalls: [],
+      toolNames: [],
+      model: {
+        scope,
+        world: 'default',
+        agentVersion: 'v1',
+        operationId: modelCallOperationId({ operationBase: OPERATION_BASE }, 0),
+        step: 0,
+        finishTurnOnAnswer: true,
+      },
+      operationBase: OPERATION_BASE,
+      maxSteps,
+    });
+  return { run, modelCalls, toolRuns };
+}
+
+test('runSteps: goes on through carried tool calls to the answer, each step with the ids the workflow gives it', async () => {
+  const { run, modelCalls, toolRuns } = batcher([[think('a')], [think('b'), think('c')], []]);
+  const result = await run();
+  assert.equal(result.step, 2);
+  assert.equal(result.content, 'Done.');
+  assert.deepEqual(
+    result.steps.map(({ step, ranTools }) => ({ step, ranTools })),
+    [
+      { step: 0, ranTools: [] },
+      { step: 1, ranTools: ['think'] },
+      { step: 2, ranTools: ['think', 'think'] },
+    ],
+  );
+  assert.deepEqual(
+    modelCalls.map((call) => [call.step, call.operationId, call.mcpToolList, call.finishTurnOnAnswer]),
+    [
+      [0, `${OPERATION_BASE}:model:0`, undefined, true],
+      [1, `${OPERATION_BASE}:model:1`, 'list-1', true],
+      [2, `${OPERATION_BASE}:model:2`, 'list-1', true],
+    ],
+    'later calls keep the MCP tool list the first one offered',
+  );
+  assert.deepEqual(
+    toolRuns.map((call) => [call.operationId, call.messageSeq, call.toolCallId]),
+    [
+      [operationId(OPERATION_BASE, 'tool', 0, 0), 10, 'a'],
+      [operationId(OPERATION_BASE, 'tool', 1, 0), 20, 'b'],
+      [operationId(OPERATION_BASE, 'tool', 1, 1), 20, 'c'],
+    ],
+  );
+  assert.deepEqual(result.usage, { promptTokens: 30, completionTokens: 3, totalTokens: 33 }, 'usage of every step');
+});
+
+test('runSteps: stops at a call the workflow carries out, and at max_steps, handing that reply back', async () => {
+  const delegation: PlannedToolCall = {
+    id: 'd',
+    name: 'helper',
+    kind: 'agent',
+    message: 'Help.',
+    contextKeys: [],
+    thread: 'new',
+  };
+  const delegating = batcher([[think('a')], [delegation], []]);
+  const stopped = await delegating.run();
+  assert.equal(stopped.step, 1);
+  assert.deepEqual(stopped.toolCalls, [delegation]);
+  assert.equal(delegating.toolRuns.length, 1, 'the delegation was not run here');
+  const approval = batcher([[{ ...think('a'), approval: {} }], []]);
+  assert.equal((await approval.run()).step, 0, 'a call waiting for approval is the workflow’s');
+  const capped = batcher([[think('a')], [think('b')], [think('c')], []]);
+  const last = await capped.run(2);
+  assert.equal(last.step, 1, 'no step at or past max_steps');
+  assert.deepEqual(last.toolCalls, [think('b')]);
+  assert.equal(capped.modelCalls.length, 2);
+});
+
+test('runSteps: starts no further step once it has run for its budget', async (t) => {
+  t.mock.timers.enable({ apis: ['Date'] });
+  // Every model call takes 45 s: the steps start at 0, 45 and 90 s, and the one after 135 s is left to the next batch.
+  const { run, modelCalls } = batcher(
+    Array.from({ length: 10 }, (_, i) => [think(`t${i}`)]),
+    () => t.mock.timers.tick(45_000),
+  );
+  assert.equal(BATCH_BUDGET_MS, 120_000, 'the budget this test is laid out for');
+  const result = await run();
+  assert.equal(modelCalls.length, 3);
+  assert.equal(result.step, 2);
+  assert.deepEqual(result.toolCalls, [think('t2')], 'the reply whose calls the next batch runs first');
+});
