@@ -9,11 +9,17 @@ import { test } from 'node:test';
 import { BATCH_BUDGET_MS, createTurnActivities, type TurnActivityParts } from '../../activities/turns';
 import { operationId } from '../../common/ids';
 import { modelCallOperationId } from '../../common/turn-step-calls';
-import type { CallModelInput, CallModelResult, ExecuteToolCallInput, PlannedToolCall } from '../../common/types';
+import type {
+  CallModelInput,
+  CallModelResult,
+  ExecuteToolCallInput,
+  PlannedActivityToolCall,
+  PlannedToolCall,
+} from '../../common/types';
 
 const OPERATION_BASE = 'run-1:turn:1';
 const scope = { rootThreadId: 'root', threadId: 'root', agent: 'batcher', epoch: 0 };
-const think = (id: string): PlannedToolCall => ({ id, name: 'think', kind: 'tool' });
+const think = (id: string): PlannedActivityToolCall => ({ id, name: 'think', kind: 'tool' });
 
 /** A batch whose model replies come from `replies` in turn (each step's model call and tool runs recorded). */
 function batcher(replies: PlannedToolCall[][], onModelCall: () => void = () => undefined) {
