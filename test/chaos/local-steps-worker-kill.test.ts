@@ -1,7 +1,8 @@
 /**
  * Crash exactness of local steps: a `steps: local` root turn runs its model calls and tool runs inside its thread's
  * workflow task, so when its worker is SIGKILLed mid-turn the task times out and the next worker runs again every step
- * since the last completed workflow task. Nothing may happen twice for that: a step whose reply was stored returns it without
+ * since the last completed workflow task; a `steps: batched` turn runs them in one local activity, which the next
+ * worker runs again from its first step. Nothing may happen twice for that: a step whose reply was stored returns it without
  * asking the model, a write finds its operation id, and the `shell` command (side effects) is claimed once. Only the
  * model call cut off by the kill is asked again. `baton worker` runs as a real process; the scripted model holds the
  * third step's reply, so "mid-turn" is a state the test sets, not a moment it hopes for.
@@ -9,7 +10,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { readModelLog, type ModelLogEntry } from '../../testing/harness';
@@ -25,21 +26,29 @@ const modelLog = path.join(workDir, 'model.jsonl');
 /** The shell command's directory: the file it appends to holds one line per run. */
 const shellDir = path.join(workDir, 'shell');
 const RUNS_FILE = 'runs.txt';
-fs.mkdirSync(shellDir);
+for (const mode of ['local', 'batched']) fs.mkdirSync(path.join(shellDir, mode), { recursive: true });
 
 const REPLY = 'Wrote it once, thought twice.';
+type Mode = 'local' | 'batched';
+/** The agent of each step mode: the same script, each its own shell directory. */
+const AGENTS: Record<Mode, string> = { local: 'scribe', batched: 'batch-scribe' };
 /** The third model call (after the shell ran) waits for this, so worker A dies while it is in flight. */
-const HOLD = 'third-step';
+const holdOf = (mode: Mode) => `third-step-${mode}`;
+const shellDirOf = (mode: Mode) => path.join(shellDir, mode);
 const script = parseScript(
   `
 agents:
-  scribe:
+${(['local', 'batched'] as const)
+  .map(
+    (mode) => `  ${AGENTS[mode]}:
     - { call: think, args: { thought: "first" } }
     - call: shell
-      args: { command: "echo ran >> ${RUNS_FILE}", directory: ${JSON.stringify(shellDir)} }
-    - { call: think, args: { thought: "second" }, hold: ${HOLD} }
+      args: { command: "echo ran >> ${RUNS_FILE}", directory: ${JSON.stringify(shellDirOf(mode))} }
+    - { call: think, args: { thought: "second" }, hold: ${holdOf(mode)} }
     - say: "${REPLY}"
 `,
+  )
+  .join('')}`,
   'local-steps-worker-kill',
 );
 
@@ -53,11 +62,13 @@ const TEST_TIMEOUT_MS = 300_000;
 const workers = useKillableWorkers({
   name: 'chaos-local-steps-kill',
   dir: workDir,
-  agents: {
-    'scribe.md':
-      '---\nname: scribe\ndescription: Thinks, writes a line with the shell, thinks again.\n' +
-      'capabilities: [shell]\nsteps: local\n---\nYou write once.\n',
-  },
+  agents: Object.fromEntries(
+    (['local', 'batched'] as const).map((mode) => [
+      `${AGENTS[mode]}.md`,
+      `---\nname: ${AGENTS[mode]}\ndescription: Thinks, writes a line with the shell, thinks again.\n` +
+        `capabilities: [shell]\nsteps: ${mode}\n---\nYou write once.\n`,
+    ]),
+  ),
   script,
   modelLog,
 });
@@ -82,8 +93,8 @@ function requestsPerStep(threadId: string): Record<number, number> {
   return counts;
 }
 
-const shellRuns = (): string[] => {
-  const file = path.join(shellDir, RUNS_FILE);
+const shellRuns = (mode: Mode): string[] => {
+  const file = path.join(shellDirOf(mode), RUNS_FILE);
   return fs.existsSync(file)
     ? fs
         .readFileSync(file, 'utf8')
@@ -92,164 +103,191 @@ const shellRuns = (): string[] => {
     : [];
 };
 
-test(
-  'chaos: a worker SIGKILLed mid-turn under local steps is replaced; no stored step asks the model again and the shell runs once',
-  { timeout: TEST_TIMEOUT_MS },
-  async (t) => {
-    const { client, pool, model } = workers();
-    const started = Date.now();
-    const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-    const workerA = await startWorker('worker A');
-    t.diagnostic(`worker A polling after ${elapsed()}`);
-    const threadId = uniqueThreadId('local-kill');
-    // The turn begins and steps in its thread's workflow: its history is the thread's.
-    const turnId = `baton/${threadId}`;
-    let thread: ThreadHandle | undefined;
-    try {
-      thread = await client.startThread({ agent: 'scribe', threadId });
-      const sending = settle(thread.send('Write it down.'));
-
-      await waitFor('the third model request, held by the scripted model', 60_000, () =>
-        (requestsPerStep(threadId)[3] ?? 0) > 0 ? true : undefined,
-      );
-      // The call's start mark goes to Postgres beside its request, not before it: killed before the mark committed,
-      // worker A would leave no start of the call's first attempt, which the run feed's check below counts.
-      await waitFor("the third call's start mark", 30_000, async () => {
-        const { rows } = await pool.query(
-          `SELECT 1 FROM run_events WHERE thread_id = $1 AND kind = 'model_call_started' AND (data->>'step')::int = 2`,
-          [threadId],
-        );
-        return rows.length > 0 ? true : undefined;
-      });
-      assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' }, 'worker A died by the signal');
-      t.diagnostic(`worker A killed during the third model call after ${elapsed()}`);
-
-      // What worker A left: two steps' replies and both tool results stored, the shell run once, the third call cut.
-      const before = await listMessages(pool, threadId);
-      assert.deepEqual(
-        before.map((message) => message.role),
-        ['user', 'assistant', 'tool', 'assistant', 'tool'],
-        'the first two steps and their tool results were stored before the kill',
-      );
-      assert.deepEqual(shellRuns(), ['ran'], 'the shell command ran on worker A');
-      assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 1 });
-      // Steps worker A had recorded in completed workflow tasks are replayed by worker B; the rest it runs again.
-      const recordedBeforeKill = turnDispatches(
-        (await client.temporal.workflow.getHandle(turnId).fetchHistory()).events ?? [],
-      );
-
-      model.release(HOLD);
-      await startWorker('worker B');
-      t.diagnostic(`worker B polling after ${elapsed()}`);
-      const outcome = await sending;
-      t.diagnostic(`reply after ${elapsed()}`);
-      if (!outcome.ok) throw outcome.error;
-      assert.equal(outcome.value.status, 'completed');
-      assert.equal(outcome.value.reply, REPLY);
-      assert.equal(outcome.value.steps, 4);
-
-      // The model: one request per step, but for the third, cut off by the kill and asked again by worker B. The
-      // first two steps' replies were stored before the kill, so running them again asked the model nothing.
-      assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 2, 4: 1 });
-      const third = readModelLog(modelLog).filter((entry) => entry.thread === threadId && stepOf(entry) === 3);
-      assert.deepEqual(
-        third[1]?.messages,
-        third[0]?.messages,
-        'the third call was asked again with the same transcript',
-      );
-
-      // The shell: claimed once, so worker B's run of its step found the result and started no command.
-      assert.deepEqual(shellRuns(), ['ran'], 'the shell command ran exactly once');
-      const { rows: claims } = await pool.query<{ tool: string; status: string }>(
-        'SELECT tool, status FROM tool_runs WHERE thread_id = $1',
-        [threadId],
-      );
-      assert.deepEqual(claims, [{ tool: 'shell', status: 'done' }]);
-
-      // The transcript: no gap, nothing twice, each tool result right after the reply that asked for it.
-      const transcript = await listMessages(pool, threadId);
-      assert.deepEqual(
-        transcript.map((message) => message.role),
-        ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
-      );
-      assert.deepEqual(
-        transcript.map((message) => message.seq),
-        transcript.map((_, index) => index + 1),
-        'sequence numbers without a gap',
-      );
-      for (const [index, message] of transcript.entries()) {
-        if (message.role !== 'tool') continue;
-        const asked = transcript[index - 1]?.toolCalls ?? [];
-        assert.deepEqual(
-          asked.map((call) => call.id),
-          [message.toolCallId],
-          `result ${message.seq} follows the reply that asked for it`,
-        );
-        assert.doesNotMatch(message.content ?? '', /^Error:/, `result ${message.seq} is the tool's own`);
-      }
-      assert.deepEqual(
-        transcript.flatMap((message) => message.toolCalls ?? []).map((call) => call.name),
-        ['think', 'shell', 'think'],
-      );
-      assert.equal(transcript.at(-1)?.content, REPLY);
-      // Every message written by one run of the thread, as its first turn, under the operation id of its step, once.
-      const runIds = new Set(transcript.map((message) => message.operationId.split(':')[0]));
-      assert.equal(runIds.size, 1, "one run of the thread's workflow wrote the transcript");
-      assert.deepEqual(
-        transcript.map((message) => message.operationId.split(':').slice(1).join(':')),
-        ['in', 'model:0', 'tool:0:0', 'model:1', 'tool:1:0', 'model:2', 'tool:2:0', 'model:3'].map(
-          (step) => `turn:1:${step}`,
-        ),
-      );
-
-      // The run feed, by the turn's own step numbers: the third call started twice, once per worker, each attempt its
-      // own stream (the replacement counts its attempts from 1 again; its random tag tells the streams apart). The
-      // other steps started once: worker B found their replies stored before it reached the model.
-      const { rows: starts } = await pool.query<{ step: number; stream: string }>(
-        `SELECT (data->>'step')::int + 1 AS step, data->>'stream' AS stream
-           FROM run_events WHERE thread_id = $1 AND kind = 'model_call_started' ORDER BY seq`,
-        [threadId],
-      );
-      assert.deepEqual(
-        starts.map((start) => start.step),
-        [1, 2, 3, 3, 4],
-        `model calls started: ${JSON.stringify(starts)}`,
-      );
-      assert.notEqual(starts[2]?.stream, starts[3]?.stream, 'the two attempts of the third call stream apart');
-
-      // The thread's history (the Web UI's view): the thread opened, then every step a local activity marker with its
-      // summary, once (the answer's model call also records the turn completed); no turn workflow and no activity
-      // scheduled on the server for the turn; and the kill seen as a workflow task that timed out.
-      const events = (await client.temporal.workflow.getHandle(turnId).fetchHistory()).events ?? [];
-      const dispatches = turnDispatches(events);
-      assert.deepEqual(dispatches, [
-        `local:ensureThread (thread: open ${threadId})`,
-        'local:beginTurn (turn 1: scribe starts, message from human)',
-        'local:callModel (model: scribe step 1)',
-        'local:runToolsThenCallModel (step: scribe runs think, then model step 2)',
-        'local:runToolsThenCallModel (step: scribe runs shell, then model step 3)',
-        'local:runToolsThenCallModel (step: scribe runs think, then model step 4)',
-      ]);
-      assert.ok(
-        !events.some(
-          (event) =>
-            event.startChildWorkflowExecutionInitiatedEventAttributes || event.activityTaskScheduledEventAttributes,
-        ),
-        'no workflow was started and no activity scheduled on the server',
-      );
-      const timedOut = events.findIndex((event) => event.workflowTaskTimedOutEventAttributes);
-      assert.ok(timedOut >= 0, 'the workflow task held by worker A timed out');
-      const recordedByA = events.slice(0, timedOut).flatMap((event) => dispatchOf(event) ?? []);
-      assert.deepEqual(recordedByA, recordedBeforeKill, 'worker A recorded nothing after it died');
-      const rerun = dispatches.slice(recordedByA.length, -1);
-      t.diagnostic(`recorded by worker A before the kill: ${recordedByA.join('; ') || 'nothing'}`);
-      t.diagnostic(`run again by worker B: ${rerun.join('; ')}`);
-      assert.ok(
-        rerun.some((dispatch) => dispatch.includes('runs shell, then model step 3')),
-        'worker B ran the step cut off by the kill again',
-      );
-    } finally {
-      await thread?.end();
-    }
+/**
+ * What the thread's history shows of the turn (the Web UI's view): the thread opened, then each step a local activity
+ * marker with its summary, or (batched) one marker for the whole turn; and what worker B ran again.
+ */
+const EXPECTED: Record<Mode, { dispatches: (threadId: string) => string[]; rerun: string }> = {
+  local: {
+    dispatches: (threadId) => [
+      `local:ensureThread (thread: open ${threadId})`,
+      'local:beginTurn (turn 1: scribe starts, message from human)',
+      'local:callModel (model: scribe step 1)',
+      'local:runToolsThenCallModel (step: scribe runs think, then model step 2)',
+      'local:runToolsThenCallModel (step: scribe runs shell, then model step 3)',
+      'local:runToolsThenCallModel (step: scribe runs think, then model step 4)',
+    ],
+    rerun: 'runs shell, then model step 3',
   },
-);
+  batched: {
+    dispatches: (threadId) => [
+      `local:ensureThread (thread: open ${threadId})`,
+      'local:beginTurn (turn 1: batch-scribe starts, message from human)',
+      'local:runSteps (steps: batch-scribe model steps from 1)',
+    ],
+    rerun: 'steps: batch-scribe model steps from 1',
+  },
+};
+
+for (const mode of ['local', 'batched'] as const) {
+  test(
+    `chaos: a worker SIGKILLed mid-turn under ${mode} steps is replaced; no stored step asks the model again and the shell runs once`,
+    { timeout: TEST_TIMEOUT_MS },
+    (t) => killMidTurn(t, mode),
+  );
+}
+
+async function killMidTurn(t: TestContext, mode: Mode): Promise<void> {
+  const { client, pool, model } = workers();
+  const agent = AGENTS[mode];
+  const started = Date.now();
+  const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+  const workerA = await startWorker('worker A');
+  t.diagnostic(`worker A polling after ${elapsed()}`);
+  const threadId = uniqueThreadId('local-kill');
+  // The turn begins and steps in its thread's workflow: its history is the thread's.
+  const turnId = `baton/${threadId}`;
+  let thread: ThreadHandle | undefined;
+  try {
+    thread = await client.startThread({ agent, threadId });
+    const sending = settle(thread.send('Write it down.'));
+
+    await waitFor('the third model request, held by the scripted model', 60_000, () =>
+      (requestsPerStep(threadId)[3] ?? 0) > 0 ? true : undefined,
+    );
+    // The call's start mark goes to Postgres beside its request, not before it: killed before the mark committed,
+    // worker A would leave no start of the call's first attempt, which the run feed's check below counts.
+    await waitFor("the third call's start mark", 30_000, async () => {
+      const { rows } = await pool.query(
+        `SELECT 1 FROM run_events WHERE thread_id = $1 AND kind = 'model_call_started' AND (data->>'step')::int = 2`,
+        [threadId],
+      );
+      return rows.length > 0 ? true : undefined;
+    });
+    assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' }, 'worker A died by the signal');
+    t.diagnostic(`worker A killed during the third model call after ${elapsed()}`);
+
+    // What worker A left: two steps' replies and both tool results stored, the shell run once, the third call cut.
+    const before = await listMessages(pool, threadId);
+    assert.deepEqual(
+      before.map((message) => message.role),
+      ['user', 'assistant', 'tool', 'assistant', 'tool'],
+      'the first two steps and their tool results were stored before the kill',
+    );
+    assert.deepEqual(shellRuns(mode), ['ran'], 'the shell command ran on worker A');
+    assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 1 });
+    // Steps worker A had recorded in completed workflow tasks are replayed by worker B; the rest it runs again.
+    const recordedBeforeKill = turnDispatches(
+      (await client.temporal.workflow.getHandle(turnId).fetchHistory()).events ?? [],
+    );
+
+    model.release(holdOf(mode));
+    await startWorker('worker B');
+    t.diagnostic(`worker B polling after ${elapsed()}`);
+    const outcome = await sending;
+    t.diagnostic(`reply after ${elapsed()}`);
+    if (!outcome.ok) throw outcome.error;
+    assert.equal(outcome.value.status, 'completed');
+    assert.equal(outcome.value.reply, REPLY);
+    assert.equal(outcome.value.steps, 4);
+
+    // The model: one request per step, but for the third, cut off by the kill and asked again by worker B. The
+    // first two steps' replies were stored before the kill, so running them again asked the model nothing.
+    assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 2, 4: 1 });
+    const third = readModelLog(modelLog).filter((entry) => entry.thread === threadId && stepOf(entry) === 3);
+    assert.deepEqual(third[1]?.messages, third[0]?.messages, 'the third call was asked again with the same transcript');
+
+    // The shell: claimed once, so worker B's run of its step found the result and started no command.
+    assert.deepEqual(shellRuns(mode), ['ran'], 'the shell command ran exactly once');
+    const { rows: claims } = await pool.query<{ tool: string; status: string }>(
+      'SELECT tool, status FROM tool_runs WHERE thread_id = $1',
+      [threadId],
+    );
+    assert.deepEqual(claims, [{ tool: 'shell', status: 'done' }]);
+
+    // The transcript: no gap, nothing twice, each tool result right after the reply that asked for it.
+    const transcript = await listMessages(pool, threadId);
+    assert.deepEqual(
+      transcript.map((message) => message.role),
+      ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
+    );
+    assert.deepEqual(
+      transcript.map((message) => message.seq),
+      transcript.map((_, index) => index + 1),
+      'sequence numbers without a gap',
+    );
+    for (const [index, message] of transcript.entries()) {
+      if (message.role !== 'tool') continue;
+      const asked = transcript[index - 1]?.toolCalls ?? [];
+      assert.deepEqual(
+        asked.map((call) => call.id),
+        [message.toolCallId],
+        `result ${message.seq} follows the reply that asked for it`,
+      );
+      assert.doesNotMatch(message.content ?? '', /^Error:/, `result ${message.seq} is the tool's own`);
+    }
+    assert.deepEqual(
+      transcript.flatMap((message) => message.toolCalls ?? []).map((call) => call.name),
+      ['think', 'shell', 'think'],
+    );
+    assert.equal(transcript.at(-1)?.content, REPLY);
+    // Every message written by one run of the thread, as its first turn, under the operation id of its step, once.
+    const runIds = new Set(transcript.map((message) => message.operationId.split(':')[0]));
+    assert.equal(runIds.size, 1, "one run of the thread's workflow wrote the transcript");
+    assert.deepEqual(
+      transcript.map((message) => message.operationId.split(':').slice(1).join(':')),
+      ['in', 'model:0', 'tool:0:0', 'model:1', 'tool:1:0', 'model:2', 'tool:2:0', 'model:3'].map(
+        (step) => `turn:1:${step}`,
+      ),
+    );
+
+    // The run feed, by the turn's own step numbers: the third call started twice, once per worker, each attempt its
+    // own stream (the replacement counts its attempts from 1 again; its random tag tells the streams apart). The
+    // other steps started once: worker B found their replies stored before it reached the model.
+    const { rows: starts } = await pool.query<{ step: number; stream: string }>(
+      `SELECT (data->>'step')::int + 1 AS step, data->>'stream' AS stream
+           FROM run_events WHERE thread_id = $1 AND kind = 'model_call_started' ORDER BY seq`,
+      [threadId],
+    );
+    assert.deepEqual(
+      starts.map((start) => start.step),
+      [1, 2, 3, 3, 4],
+      `model calls started: ${JSON.stringify(starts)}`,
+    );
+    assert.notEqual(starts[2]?.stream, starts[3]?.stream, 'the two attempts of the third call stream apart');
+
+    // The thread's history (the Web UI's view): the thread opened, then every step a local activity marker with its
+    // summary, once (the answer's model call also records the turn completed); no turn workflow and no activity
+    // scheduled on the server for the turn; and the kill seen as a workflow task that timed out.
+    const events = (await client.temporal.workflow.getHandle(turnId).fetchHistory()).events ?? [];
+    const dispatches = turnDispatches(events);
+    assert.deepEqual(dispatches, EXPECTED[mode].dispatches(threadId));
+    assert.ok(
+      !events.some(
+        (event) =>
+          event.startChildWorkflowExecutionInitiatedEventAttributes || event.activityTaskScheduledEventAttributes,
+      ),
+      'no workflow was started and no activity scheduled on the server',
+    );
+    const timedOut = events.findIndex((event) => event.workflowTaskTimedOutEventAttributes);
+    assert.ok(timedOut >= 0, 'the workflow task held by worker A timed out');
+    const recordedByA = events.slice(0, timedOut).flatMap((event) => dispatchOf(event) ?? []);
+    assert.deepEqual(recordedByA, recordedBeforeKill, 'worker A recorded nothing after it died');
+    // What worker B ran again: the steps after those worker A recorded (local), or the batch it was in (batched).
+    const rerun = mode === 'local' ? dispatches.slice(recordedByA.length, -1) : dispatches.slice(recordedByA.length);
+    t.diagnostic(`recorded by worker A before the kill: ${recordedByA.join('; ') || 'nothing'}`);
+    t.diagnostic(`run again by worker B: ${rerun.join('; ')}`);
+    assert.ok(
+      rerun.some((dispatch) => dispatch.includes(EXPECTED[mode].rerun)),
+      'worker B ran the step cut off by the kill again',
+    );
+  } finally {
+    await thread?.end();
+    // The next mode's worker A must be the only worker its turn can land on.
+    await Promise.all(
+      workers()
+        .alive()
+        .map((worker) => worker.kill()),
+    );
+  }
+}
