@@ -1,12 +1,13 @@
 /**
  * The fast variant of `npm run chaos` that `npm test` runs: one seeded round on a stack of its own, with every check
- * of a round, in one step mode (test/chaos/chaos-rounds.test.ts and chaos-rounds-local-steps.test.ts).
+ * of a round, in one step mode (test/chaos/chaos-rounds.test.ts, chaos-rounds-local-steps.test.ts and
+ * chaos-rounds-batched-steps.test.ts).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
-import type { StepMode } from '../../common/agent-definition';
+import { STEP_MODES, type StepMode } from '../../common/agent-definition';
 import { resolveTemporal } from '../../stack/temporal-cli';
 import { readTestEnv } from '../../testing/test-env';
 import { formatRow, runChaos, TABLE_HEADER } from './rounds';
@@ -49,11 +50,10 @@ export async function runFastRound(t: TestContext, seed: number, steps: StepMode
   assert.ok(report.modelUnauthorized > 0);
   assert.equal(report.workerKills, 2);
   assert.equal(report.mcpResults, 3, "each chief's MCP call stored the server's answer once");
-  const [where, other] =
-    steps === 'local' ? [report.localSteps, report.activitySteps] : [report.activitySteps, report.localSteps];
+  const ran = { local: report.localSteps, batched: report.batchedSteps, activity: report.activitySteps };
   assert.ok(
-    where > 0 && other === 0,
-    `every model call ran as ${steps === 'local' ? 'a local activity' : 'an activity'}`,
+    STEP_MODES.every((mode) => (mode === steps ? ran[mode] > 0 : ran[mode] === 0)),
+    `every model call ran ${steps === 'local' ? 'as a local activity' : steps === 'batched' ? 'in a batch of steps' : 'as an activity'}: ${JSON.stringify(ran)}`,
   );
   assert.deepEqual(result.leftovers, [], 'no worker or shell process outlived the stack');
   fs.rmSync(dir, { recursive: true, force: true });

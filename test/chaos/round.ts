@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../../client';
-import type { StepMode } from '../../common/agent-definition';
+import { STEP_MODES, type StepMode } from '../../common/agent-definition';
 import type { SendMessageResult } from '../../common/types';
 import { EnvDataError, EnvDataErrorType, EnvStore } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
@@ -209,8 +209,12 @@ export interface RoundReport {
   shellRuns: number;
   /** Wake-ups of the chiefs' watchers (each change to their keys handled by exactly one). */
   watchWakeups: number;
-  /** Model calls of the roots' turns (every agent of each tree) run as local activities, and as activities. */
+  /**
+   * Model calls of the roots' turns (every agent of each tree) run as local activities and as activities, and batches
+   * of steps run as local activities (`steps: batched`).
+   */
   localSteps: number;
+  batchedSteps: number;
   activitySteps: number;
   /** Everything that broke a promise; empty when `ok`. */
   violations: string[];
@@ -381,6 +385,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       shellRuns,
       watchWakeups,
       localSteps: steps.local,
+      batchedSteps: steps.batched,
       activitySteps: steps.activity,
       violations,
     };
@@ -476,6 +481,8 @@ async function checkAuditor(
 
 /** The activity types of a turn's model calls (with or without the tool calls before them). */
 const MODEL_STEPS = ['callModel', 'runToolsThenCallModel'];
+/** The activity type of a batch of a turn's steps (`steps: batched`). */
+const BATCH_OF_STEPS = 'runSteps';
 
 /**
  * Counts the model calls of every turn workflow of the roots' trees and of their threads' workflows (where a root
@@ -487,8 +494,8 @@ async function checkStepModes(
   roots: readonly string[],
   expected: StepMode,
   violations: string[],
-): Promise<{ local: number; activity: number }> {
-  const counts = { local: 0, activity: 0 };
+): Promise<Record<StepMode, number>> {
+  const counts: Record<StepMode, number> = { local: 0, batched: 0, activity: 0 };
   for (const root of roots) {
     const before = { ...counts };
     for await (const execution of client.temporal.workflow.list({
@@ -498,14 +505,15 @@ async function checkStepModes(
       for (const dispatch of turnDispatches(history.events ?? [])) {
         const local = dispatch.startsWith('local:');
         const type = (local ? dispatch.slice('local:'.length) : dispatch).split(' ')[0] ?? '';
-        if (MODEL_STEPS.includes(type)) counts[local ? 'local' : 'activity'] += 1;
+        if (local && type === BATCH_OF_STEPS) counts.batched += 1;
+        else if (MODEL_STEPS.includes(type)) counts[local ? 'local' : 'activity'] += 1;
       }
     }
-    const local = counts.local - before.local;
-    const activity = counts.activity - before.activity;
-    if ((expected === 'local' ? activity : local) > 0 || local + activity === 0) {
+    const ran = (mode: StepMode) => counts[mode] - before[mode];
+    if (STEP_MODES.some((mode) => (mode === expected ? ran(mode) === 0 : ran(mode) > 0))) {
       violations.push(
-        `${root}: steps expected as ${expected}, the histories show ${local} local and ${activity} as activities`,
+        `${root}: steps expected as ${expected}, the histories show ${ran('local')} local model calls, ` +
+          `${ran('batched')} batches and ${ran('activity')} model calls as activities`,
       );
     }
   }

@@ -34,7 +34,7 @@ export interface ChaosRunResult {
 }
 
 export const TABLE_HEADER =
-  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell  wakes  steps local/act';
+  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell  wakes  steps local/batched/act';
 
 export function formatRow(report: RoundReport): string {
   const cells = [
@@ -58,7 +58,7 @@ export function formatRow(report: RoundReport): string {
     String(report.forkTasksGivenUp).padStart(8),
     String(report.shellRuns).padStart(5),
     String(report.watchWakeups).padStart(5),
-    `${report.localSteps}/${report.activitySteps}`.padStart(15),
+    `${report.localSteps}/${report.batchedSteps}/${report.activitySteps}`.padStart(23),
   ];
   return cells.join('  ');
 }
@@ -159,6 +159,7 @@ function failedRound(round: number, seed: number, violation: string): RoundRepor
     shellRuns: 0,
     watchWakeups: 0,
     localSteps: 0,
+    batchedSteps: 0,
     activitySteps: 0,
     violations: [violation],
   };

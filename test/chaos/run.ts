@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- [--rounds N] [--seed S] [--steps local|activity] [--json]`: chaos rounds against a stack of this run's own (see
+ * `npm run chaos -- [--rounds N] [--seed S] [--steps local|batched|activity] [--json]`: chaos rounds against a stack of this run's own (see
  * test/chaos/round.ts for the workload, the faults and the checks). Prints a table row per round; exits 1 when a
  * round broke a promise or a process outlived the run. A failing round replays with `--rounds 1 --seed <its seed>`.
  */
@@ -26,7 +26,7 @@ async function main(): Promise<number> {
   });
   if (values.help) {
     process.stdout.write(
-      'usage: npm run chaos -- [--rounds N (1-200, default 3)] [--seed S] [--steps local|activity] [--json]\n',
+      'usage: npm run chaos -- [--rounds N (1-200, default 3)] [--seed S] [--steps local|batched|activity] [--json]\n',
     );
     return 0;
   }
@@ -39,7 +39,7 @@ async function main(): Promise<number> {
   }
   const steps = values.steps;
   if (steps !== undefined && !(STEP_MODES as readonly string[]).includes(steps)) {
-    throw new Error(`--steps takes ${STEP_MODES.join(' or ')}, got '${steps}'`);
+    throw new Error(`--steps takes ${STEP_MODES.join(', ')}, got '${steps}'`);
   }
   const seed = values.seed === undefined ? Math.floor(Math.random() * 1_000_000) : Number(values.seed);
   const log = (line: string) => process.stderr.write(`${line}\n`);
