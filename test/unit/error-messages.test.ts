@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
+import type { StepMode } from '../../common/agent-definition';
 import { contextLimitsFor, limitsFromVariables, stepModeFor } from '../../activities/worlds';
 import { envTextProblem, parseEnvText } from '../../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits } from '../../common/types';
@@ -133,14 +134,13 @@ test('.env text: a NUL character is named with its line before anything is store
 });
 
 test("step mode: the agent's steps, else the world's BATON_STEPS, else the worker's; a bad world value is ignored", async () => {
-  const modeOf = (
-    steps: 'local' | 'activity' | undefined,
-    variables: Record<string, string>,
-    worker: 'local' | 'activity',
-  ) => new MockActivityEnvironment().run(async () => Promise.resolve(stepModeFor({ steps }, variables, worker)));
+  const modeOf = (steps: StepMode | undefined, variables: Record<string, string>, worker: StepMode) =>
+    new MockActivityEnvironment().run(async () => Promise.resolve(stepModeFor({ steps }, variables, worker)));
   assert.equal(await modeOf('activity', { BATON_STEPS: 'local' }, 'local'), 'activity');
   assert.equal(await modeOf(undefined, { BATON_STEPS: 'local' }, 'activity'), 'local');
   assert.equal(await modeOf(undefined, { BATON_STEPS: ' Activity ' }, 'local'), 'activity');
+  assert.equal(await modeOf(undefined, { BATON_STEPS: 'batched' }, 'activity'), 'batched');
+  assert.equal(await modeOf('batched', { BATON_STEPS: 'local' }, 'activity'), 'batched');
   assert.equal(await modeOf(undefined, {}, 'local'), 'local');
   assert.equal(await modeOf(undefined, { BATON_STEPS: 'fast' }, 'activity'), 'activity');
   assert.equal(await modeOf(undefined, { BATON_STEPS: '' }, 'local'), 'local');
