@@ -109,5 +109,5 @@ export const delivery = proxyActivities<Activities>(DELIVERY_PROFILE);
 export const localModel = proxyLocalActivities<Activities>(localProfile(MODEL_PROFILE));
 export const localSteps = proxyLocalActivities<Activities>(localProfile(STEP_PROFILE));
 export const localTools = proxyLocalActivities<Activities>(localProfile(TOOL_PROFILE));
-/** A turn's consecutive steps in one local activity each (`steps: batched`). */
+/** Runs of a turn's consecutive steps, each run in one local activity (`steps: batched`). */
 export const localBatch = proxyLocalActivities<Activities>(BATCH_PROFILE);

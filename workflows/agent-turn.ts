@@ -226,8 +226,8 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     ]);
   }
   /**
-   * The turn's steps: model calls, combined steps and tool runs, as activities or (`steps: local`) as local
-   * activities. A tool run too long to hold a workflow task open stays an activity either way.
+   * The turn's steps: model calls, combined steps and tool runs, as activities or (`steps: local` and `batched`) as
+   * local activities. A tool run too long to hold a workflow task open stays an activity either way.
    */
   const localStepsOn = (agent.steps === 'local' || agent.steps === 'batched') && patched(LOCAL_STEPS_PATCH);
   /** Consecutive steps in one local activity (`steps: batched`); turns recorded before it never had that mode. */

@@ -21,10 +21,11 @@ export type TurnBegunInThread =
 /**
  * Begins a root turn inside its thread's workflow task (from the `baton-turns-begin-in-thread` patch): `beginTurn`
  * as a local activity, then, when the agent's steps are `local` or `batched`, its model calls and the tool calls they
- * carry as local activities too (for `batched`, runs of consecutive steps in one each), until the answer. The turn only becomes a workflow of its own when it needs what only a turn
- * workflow does (a question, an approval, a delegation, a fork, a wait, a tool too long to carry, its last step's
- * calls), or when its steps are activities: it then goes on from the reply whose calls the thread did not run. A turn
- * that answers here costs no workflow start or end: the thread's task that takes the message runs it whole.
+ * carry as local activities too (`batched`: each run of consecutive steps in one), until the answer. The turn only
+ * becomes a workflow of its own when it needs what only a turn workflow does (a question, an approval, a delegation,
+ * a fork, a wait, a tool too long to carry, its last step's calls), or when its steps are activities: it then goes on
+ * from the reply whose calls the thread did not run. A turn that answers here costs no workflow start or end: the
+ * thread's task that takes the message runs it whole.
  *
  * Operation ids start with the thread run's id and the turn's number, so a re-run after a crash (the thread's task
  * again, on another worker) finds every step it stored. A step that fails fails the turn here as it would in a turn
