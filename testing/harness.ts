@@ -158,6 +158,24 @@ export function readModelLog(file: string | undefined): ModelLogEntry[] {
 }
 
 /**
+ * The model step (from 1) a logged request asks for, read from the transcript it carries, as the scripted model picks
+ * its answer. A step run again without finding its stored reply would carry the later transcript and count as a later
+ * step, so per-step counts show both a step asked twice and a stored step asked again.
+ */
+export const requestStep = (request: ModelLogEntry): number =>
+  request.messages.filter((message) => message.role === 'assistant').length + 1;
+
+/** How many requests the log `file` holds for each model step of `threadId`, by step (from 1). */
+export function requestsPerStep(file: string, threadId: string): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const request of readModelLog(file).filter((entry) => entry.thread === threadId)) {
+    const step = requestStep(request);
+    counts[step] = (counts[step] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/**
  * A harness on the stack `npm test` booted (see `readTestEnv`): its Temporal server, database and pre-built
  * workflow bundle, on a task queue of its own unless `taskQueue` names one (to restart a worker on the same queue).
  */

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
-import { readModelLog, type ModelLogEntry } from '../../testing/harness';
+import { readModelLog, requestStep, requestsPerStep as requestsOfSteps } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { dispatchOf, turnDispatches } from '../../testing/turn-dispatches';
@@ -75,23 +75,8 @@ const workers = useKillableWorkers({
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 
-/**
- * The model step (from 1) a request asks for, read from the transcript it carries, as the scripted model picks its
- * answer. A step run again without finding its stored reply would carry the later transcript and count as a later
- * step: the counts per step then add up to more requests than expected either way.
- */
-const stepOf = (request: ModelLogEntry): number =>
-  request.messages.filter((message) => message.role === 'assistant').length + 1;
-
 /** How many requests the model received for each step of the thread, by step. */
-function requestsPerStep(threadId: string): Record<number, number> {
-  const counts: Record<number, number> = {};
-  for (const request of readModelLog(modelLog).filter((entry) => entry.thread === threadId)) {
-    const step = stepOf(request);
-    counts[step] = (counts[step] ?? 0) + 1;
-  }
-  return counts;
-}
+const requestsPerStep = (threadId: string) => requestsOfSteps(modelLog, threadId);
 
 const shellRuns = (mode: Mode): string[] => {
   const file = path.join(shellDirOf(mode), RUNS_FILE);
@@ -194,7 +179,7 @@ async function killMidTurn(t: TestContext, mode: Mode): Promise<void> {
     // The model: one request per step, but for the third, cut off by the kill and asked again by worker B. The
     // first two steps' replies were stored before the kill, so running them again asked the model nothing.
     assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 1, 3: 2, 4: 1 });
-    const third = readModelLog(modelLog).filter((entry) => entry.thread === threadId && stepOf(entry) === 3);
+    const third = readModelLog(modelLog).filter((entry) => entry.thread === threadId && requestStep(entry) === 3);
     assert.deepEqual(third[1]?.messages, third[0]?.messages, 'the third call was asked again with the same transcript');
 
     // The shell: claimed once, so worker B's run of its step found the result and started no command.

@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import type { temporal } from '@temporalio/proto';
 import type { RunStepsResult } from '../../common/types';
 import { listMessages } from '../../db/transcripts';
-import { readModelLog, startTestHarness, type AgentHarness } from '../../testing/harness';
+import { requestsPerStep as requestsOfSteps, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
@@ -102,14 +102,7 @@ async function batches(workflowId: string): Promise<{ step: number; ranTools: st
 }
 
 /** How many requests the scripted model received for each step of `threadId`'s turn, by step (from 1). */
-function requestsPerStep(threadId: string): Record<number, number> {
-  const counts: Record<number, number> = {};
-  for (const request of readModelLog(modelLog).filter((entry) => entry.thread === threadId)) {
-    const step = request.messages.filter((message) => message.role === 'assistant').length + 1;
-    counts[step] = (counts[step] ?? 0) + 1;
-  }
-  return counts;
-}
+const requestsPerStep = (threadId: string) => requestsOfSteps(modelLog, threadId);
 
 test('batched steps: a turn of four steps is one local activity marker, whose result lists them; the transcript is whole', async () => {
   const threadId = uniqueThreadId('batch');
