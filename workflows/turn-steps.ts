@@ -90,7 +90,8 @@ export function threadTurnOperationBase(runId: string, turn: number): string {
 /**
  * A turn's steps: model call → tool calls → model call … until an answer or the agent's `max_steps`. Tool calls the
  * activity runs itself go with the next model call, in one activity; the others go to `runCalls` (or, without it, end
- * the loop). Control flow only.
+ * the loop). With a batch (`steps: batched`), one activity runs consecutive steps and hands back the last one's reply,
+ * which the loop goes on from as from any reply. Control flow only.
  */
 export async function runStepLoop(
   loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls'>>,
