@@ -22,6 +22,7 @@ import type {
   RunStepsInput,
   RunStepsResult,
   RunToolsThenCallModelInput,
+  TokenUsage,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 
@@ -88,31 +89,23 @@ export function createTurnActivities(parts: TurnActivityParts) {
    */
   async function runSteps(input: RunStepsInput): Promise<RunStepsResult> {
     const started = Date.now();
+    const { scope, world, agentVersion } = input.model;
+    const ids = { scope, world, agent: { version: agentVersion }, operationBase: input.operationBase };
     let toolCalls = input.toolCalls;
     let toolNames = input.toolNames;
     let call = input.model;
-    let usage = ZERO_USAGE;
-    let reported = false;
+    let usage: TokenUsage | null = null;
     const steps: RunStepsResult['steps'] = [];
     for (;;) {
       const reply = await runToolsThenCallModel({ toolCalls, model: call });
       steps.push({ step: call.step, ranTools: toolNames, reused: reply.reused });
-      if (reply.usage) {
-        usage = addUsage(usage, reply.usage);
-        reported = true;
-      }
+      if (reply.usage) usage = addUsage(usage ?? ZERO_USAGE, reply.usage);
       const goesOn =
         reply.toolCalls.length > 0 &&
         reply.toolCalls.every(runsWithNextModelCall) &&
         call.step + 1 < input.maxSteps &&
         Date.now() - started < BATCH_BUDGET_MS;
-      if (!goesOn) return { ...reply, step: call.step, usage: reported ? usage : null, steps };
-      const ids = {
-        scope: call.scope,
-        world: call.world,
-        agent: { version: call.agentVersion },
-        operationBase: input.operationBase,
-      };
+      if (!goesOn) return { ...reply, step: call.step, usage, steps };
       toolCalls = reply.toolCalls.map((made, index) => toolCallInput(ids, made, call.step, index, reply.seq));
       toolNames = reply.toolCalls.map((made) => made.name);
       // The first model call of a turn names the MCP tool list the turn keeps; its later calls offer that list.
