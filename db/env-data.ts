@@ -189,12 +189,24 @@ const GET_SHARED = {
   name: 'baton-env-get-shared',
   text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e WHERE e.root_thread_id = $1 AND e.scope = '' AND e.key = $2`,
 };
-/** An entry as a thread sees it ($3): the nearest of its scopes holding the key. */
+/** An entry as a thread sees it ($3): the nearest of its scopes holding the key, each probed by its whole key. */
 const GET_IN_VIEW = {
   name: 'baton-env-get-in-view',
-  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM env_data e JOIN ${viewScopes('$3::text')} s ON e.scope = s.scope
-          WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+  text: `SELECT ${ENTRY_COLUMNS}, e.value FROM ${viewScopes('$3::text')} s
+           CROSS JOIN LATERAL ${entryInScope('$1', 's.scope', '$2')} e
+          ORDER BY s.pos LIMIT 1`,
 };
+
+/**
+ * The entry `key` of `scope` in `root` (SQL expressions), as a subquery: a probe of the entries' index by its whole
+ * key. A join of the entries with a list of scopes may be planned the other way round (the entries first, by root and
+ * key: every entry of the root read), and a connection keeps the generic plan of a prepared statement; this subquery
+ * is never merged into its query (`OFFSET 0`), so the scope is always known when the entry is looked up. Migration
+ * 020 does the same in the one-call writes; test/integration/env-write-plans.test.ts holds both to it.
+ */
+function entryInScope(root: string, scope: string, key: string): string {
+  return `(SELECT * FROM env_data WHERE root_thread_id = ${root} AND scope = ${scope} AND key = ${key} OFFSET 0)`;
+}
 
 /**
  * The scopes a view reads, nearest first, as a SQL fragment over `$n` (a thread id, or NULL for the root's shared
@@ -916,8 +928,9 @@ export async function findInScopes(
 ): Promise<{ scope: string; version: number } | undefined> {
   if (scopes.length === 0) return undefined;
   const { rows } = await db.query<{ scope: string; version: number }>(
-    `SELECT e.scope, e.version FROM env_data e JOIN unnest($3::text[]) WITH ORDINALITY AS s(scope, pos) ON e.scope = s.scope
-      WHERE e.root_thread_id = $1 AND e.key = $2 ORDER BY s.pos LIMIT 1`,
+    `SELECT e.scope, e.version FROM unnest($3::text[]) WITH ORDINALITY AS s(scope, pos)
+       CROSS JOIN LATERAL ${entryInScope('$1', 's.scope', '$2')} e
+      ORDER BY s.pos LIMIT 1`,
     [rootThreadId, key, scopes],
   );
   return rows[0];
