@@ -6,7 +6,7 @@
  * retried attempt repeats nothing that landed.
  */
 import type { ResolvedAgent, StepMode } from '../common/agent-definition';
-import { nextModelCall, runsWithNextModelCall, toolCallInput } from '../common/turn-step-calls';
+import { modelCallInput, nextModelCall, runsWithNextModelCall, toolCallInput } from '../common/turn-step-calls';
 import type {
   BeginTurnInput,
   BegunTurn,
@@ -49,7 +49,10 @@ export interface TurnActivityParts {
 export function createTurnActivities(parts: TurnActivityParts) {
   /**
    * A turn's start: resolves the agent's version, where its steps run and (a root turn's) delegation limits, marks
-   * the thread running, registers the watchers the agent declares in this root and records the incoming message. Short Postgres work, run as a local activity.
+   * the thread running, registers the watchers the agent declares in this root and records the incoming message.
+   * Short Postgres work, run as a local activity; asked for a first batch (`input.firstBatch`) and the agent's steps
+   * `batched`, it then runs the turn's first steps as `runSteps` would, saving the workflow one call back between
+   * the two.
    * @throws ApplicationFailure `Agent.NotFound`, `Thread.StaleEpoch`, `Thread.NotFound`
    */
   async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
@@ -64,7 +67,24 @@ export function createTurnActivities(parts: TurnActivityParts) {
       parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
     await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
-    return { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
+    const begun = { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
+    if (input.firstBatch === undefined || steps !== 'batched' || agent.maxSteps < 1) return begun;
+    const { operationBase } = input.firstBatch;
+    const ids = { scope: input.scope, world, agent, operationBase };
+    try {
+      const firstBatch = await runSteps({
+        toolCalls: [],
+        toolNames: [],
+        model: modelCallInput(ids, 0, { finishTurnOnAnswer: true }),
+        operationBase,
+        maxSteps: agent.maxSteps,
+      });
+      return { ...begun, firstBatch };
+    } catch {
+      // The turn has begun: its steps go on in a `runSteps` of the workflow's, which finds every step this one stored
+      // and meets the error again (or not: it may have passed), failing or retrying as a batch does.
+      return begun;
+    }
   }
 
   /**

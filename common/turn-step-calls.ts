@@ -38,6 +38,26 @@ export function modelCallOperationId(ids: Pick<TurnStepIds, 'operationBase'>, st
   return operationId(ids.operationBase, 'model', step);
 }
 
+/**
+ * Step `step`'s model call: under the turn's MCP tool list once its first call named one, and recording the turn
+ * completed with its answer when `finishTurnOnAnswer`.
+ */
+export function modelCallInput(
+  ids: TurnStepIds,
+  step: number,
+  options: { mcpToolList?: string | undefined; finishTurnOnAnswer: boolean },
+): CallModelInput {
+  return {
+    scope: ids.scope,
+    world: ids.world,
+    agentVersion: ids.agent.version,
+    operationId: modelCallOperationId(ids, step),
+    step,
+    ...(options.mcpToolList === undefined ? {} : { mcpToolList: options.mcpToolList }),
+    ...(options.finishTurnOnAnswer ? { finishTurnOnAnswer: true } : {}),
+  };
+}
+
 /** What `executeToolCall` needs to run call `index` of the reply stored at `messageSeq` in step `step`. */
 export function toolCallInput(
   ids: TurnStepIds,

@@ -260,6 +260,12 @@ export interface BeginTurnInput {
   world?: string;
   /** Resolve the turn's delegation limits from the world too (a root turn), with these set for the conversation. */
   limits?: { overrides?: Partial<DelegationLimits> };
+  /**
+   * When the agent's steps are `batched`, also run the turn's first batch (`runSteps` from step 0) in this activity,
+   * under operation ids starting with `operationBase`; its answer records the turn completed. A first batch that fails
+   * is left to a `runSteps` of the turn's own, which finds every step it stored.
+   */
+  firstBatch?: { operationBase: string };
 }
 
 /** The tool calls of one model reply (each as `executeToolCall` takes it), then the model call that follows. */
@@ -479,6 +485,8 @@ export interface DeliveredTurnInput {
 /** What `beginTurn` resolves: the agent and where its steps run, and the turn's delegation limits when asked. */
 export interface BegunTurn extends ResolvedAgent {
   limits?: DelegationLimits;
+  /** The turn's first batch of steps, when it was asked for (`BeginTurnInput.firstBatch`) and ran. */
+  firstBatch?: RunStepsResult;
 }
 
 export interface ResolveLimitsInput {

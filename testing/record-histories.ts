@@ -37,8 +37,8 @@ const MCP_SERVER = 'everything';
  * turn and a fork task stopped by their own `timeout_s` and fenced by their caller, a message sent again under its
  * id after the thread continued as new, a turn whose own workflow code throws, and calls of an MCP server's tools
  * (server-everything over stdio: a read-only one and one with side effects, in one reply), a turn whose steps run
- * as local activities (`steps: local`) and one whose steps run in batches (`steps: batched`), and turns begun (and,
- * with local steps, answered) in their thread's workflow.
+ * as local activities (`steps: local`) and one whose steps run in batches (`steps: batched`, its first batch also in
+ * its `beginTurn`), and turns begun (and, with local steps, answered) in their thread's workflow.
  */
 const agents = new Map(
   [
@@ -66,6 +66,7 @@ const agents = new Map(
     '---\nname: quickstep\ndescription: Answers inside its thread.\nsteps: local\n---\nYou answer at once.\n',
     '---\nname: batcher\ndescription: Steps in batches.\nsteps: batched\ncapabilities: [leaf, load_arc_task]\n' +
       '---\nYou step in batches.\n',
+    '---\nname: batchlead\ndescription: Begins with a batch.\nsteps: batched\ncapabilities: [leaf]\n---\nYou lead.\n',
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
       '    message: "Look at w."\n---\nYou watch.\n',
@@ -204,6 +205,12 @@ agents:
     - call: think
       args: { thought: "a batch again" }
     - say: "Batched."
+  batchlead:
+    - call: think
+      args: { thought: "first, in the turn's beginning" }
+    - call: leaf
+      args: { message: "Look." }
+    - say: "Led from a batch."
   quickstep:
     - say: "Answered in the thread."
     - say: "Again in the thread."
@@ -345,6 +352,12 @@ const scenarios: Scenario[] = [
   // Batched steps (steps: batched): consecutive steps in one local activity, retried after a model error inside it,
   // in the thread until the delegation; the turn's workflow goes on from there with another batch.
   { name: 'batched-steps', agent: 'batcher', messages: ['Step in batches.'] },
+  // Turns begun in the thread run their first batch in their `beginTurn` (baton-first-batch-in-begin-turn): one
+  // local activity until the delegation, then the turn's workflow as before.
+  { name: 'first-batch-in-begin', agent: 'batchlead', messages: ['Begin with a batch.'] },
+  // The `batched-steps` conversation under that patch: its first batch meets the model error, and the turn's own
+  // `runSteps` goes on from the step it stored.
+  { name: 'first-batch-falls-back', agent: 'batcher', messages: ['Step in batches.'] },
   // A turn with steps as activities: begun in the thread, its steps in its own workflow.
   { name: 'activity-turn-begins-in-thread', agent: 'caller', messages: ['Load the task'] },
   // Turns answered whole in the thread (no turn workflow), under message ids; the first sent again after two

@@ -2,7 +2,7 @@ import { patched } from '@temporalio/workflow';
 import type { EndedInThread } from '../common/deliveries';
 import { operationId } from '../common/ids';
 import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } from '../common/types';
-import { localDb } from './activity-profiles';
+import { localBatch, localDb } from './activity-profiles';
 import {
   BATCHED_STEPS_PATCH,
   runStepsToTheEnd,
@@ -11,6 +11,13 @@ import {
   turnFinisher,
   turnScope,
 } from './turn-steps';
+
+/**
+ * A turn begun in its thread asks its `beginTurn` to run its first batch of steps too, when they are `batched`
+ * (`BeginTurnInput.firstBatch`): the workflow is not called back between the turn's start and its first steps, and
+ * a turn that answers in its first batch is one local activity. Histories recorded before ran `runSteps` after it.
+ */
+export const FIRST_BATCH_IN_BEGIN_PATCH = 'baton-first-batch-in-begin-turn';
 
 /** How a root turn begun in its thread's workflow goes on. */
 export type TurnBegunInThread =
@@ -39,20 +46,21 @@ export async function beginTurnInThread(
   const scope = turnScope(input);
   const world = input.world ?? 'default';
   const operationBase = threadTurnOperationBase(runId, turn);
-  const { limits, ...agent } = await localDb.beginTurn.executeWithOptions(
-    { summary: `turn ${turn}: ${input.agent} starts, message from ${input.sender}` },
-    [
-      {
-        scope,
-        operationId: operationId(operationBase, 'in'),
-        message: { role: 'user', content: input.message },
-        world,
-        ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
-      },
-    ],
-  );
+  const firstBatchInBegin = patched(FIRST_BATCH_IN_BEGIN_PATCH);
+  const { limits, firstBatch, ...agent } = await (
+    firstBatchInBegin ? localBatch : localDb
+  ).beginTurn.executeWithOptions({ summary: `turn ${turn}: ${input.agent} starts, message from ${input.sender}` }, [
+    {
+      scope,
+      operationId: operationId(operationBase, 'in'),
+      message: { role: 'user', content: input.message },
+      world,
+      ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
+      ...(firstBatchInBegin ? { firstBatch: { operationBase } } : {}),
+    },
+  ]);
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
-  const batched = agent.steps === 'batched' && patched(BATCHED_STEPS_PATCH);
+  const batched = agent.steps === 'batched' && (firstBatchInBegin || patched(BATCHED_STEPS_PATCH));
   if (agent.steps !== 'local' && !batched) return { kind: 'go on', begun };
   const end = await runStepsToTheEnd(
     {
@@ -63,6 +71,7 @@ export async function beginTurnInThread(
       activities: stepProfiles(batched ? 'batched' : 'local'),
       carryToolCalls: true,
       finishTurnOnAnswer: true,
+      ...(firstBatch === undefined ? {} : { firstBatch }),
     },
     turnFinisher(localDb, input),
   );

@@ -9,16 +9,12 @@ import {
   type AgentTurnResult,
   type CallModelResult,
   type ExecuteToolCallInput,
+  type RunStepsResult,
   type ThreadScope,
   type TurnProgress,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
-import {
-  modelCallOperationId,
-  runsWithNextModelCall,
-  toolCallInput,
-  type TurnStepIds,
-} from '../common/turn-step-calls';
+import { modelCallInput, runsWithNextModelCall, toolCallInput, type TurnStepIds } from '../common/turn-step-calls';
 import { localBatch, localModel, localSteps, model, steps, type localDb } from './activity-profiles';
 import { rootMessage } from './failure-text';
 
@@ -56,6 +52,8 @@ export interface StepLoopInput extends TurnStepIds {
   finishTurnOnAnswer: boolean;
   /** Where an earlier part of the turn left off: its last reply's calls are run first, then the next step. */
   from?: TurnProgress;
+  /** The turn's first batch, run by its `beginTurn` (`BeginTurnInput.firstBatch`): the loop goes on from its reply. */
+  firstBatch?: RunStepsResult;
   /**
    * Runs the calls of a reply the loop does not carry into the next model call. Without it the loop stops at such a
    * reply and hands back where it is (`{ kind: 'calls' }`), for a turn workflow to go on from there.
@@ -107,39 +105,36 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
   // later. Data only, no command: histories recorded before it replay the same way.
   let mcpToolList = loop.from?.mcpToolList;
   let firstStep = 0;
+  // The first batch the turn's `beginTurn` ran (batched steps only): the loop's first step, taken already.
+  let firstBatch = loop.activities.batch === undefined ? undefined : loop.firstBatch;
   if (loop.from !== undefined && loop.runCalls !== undefined) {
     await loop.runCalls(loop.from.reply, loop.from.step);
     firstStep = loop.from.step + 1;
   }
   for (let step = firstStep; step < agent.maxSteps; step++) {
-    const modelCall = {
-      scope: loop.scope,
-      world: loop.world,
-      agentVersion: agent.version,
-      operationId: modelCallOperationId(loop, step),
-      step,
-      ...(mcpToolList === undefined ? {} : { mcpToolList }),
-      ...(loop.finishTurnOnAnswer ? { finishTurnOnAnswer: true } : {}),
-    };
+    const modelCall = modelCallInput(loop, step, { mcpToolList, finishTurnOnAnswer: loop.finishTurnOnAnswer });
     const { batch } = loop.activities;
     let reply: CallModelResult;
     if (batch !== undefined) {
-      const ran = await batch.runSteps.executeWithOptions(
-        {
-          summary:
-            `steps: ${loop.scope.agent} ` +
-            `${carried === undefined ? '' : `runs ${carried.names.join(', ')}, then `}model steps from ${step + 1}`,
-        },
-        [
+      const ran =
+        firstBatch ??
+        (await batch.runSteps.executeWithOptions(
           {
-            toolCalls: carried?.calls ?? [],
-            toolNames: carried?.names ?? [],
-            model: modelCall,
-            operationBase: loop.operationBase,
-            maxSteps: agent.maxSteps,
+            summary:
+              `steps: ${loop.scope.agent} ` +
+              `${carried === undefined ? '' : `runs ${carried.names.join(', ')}, then `}model steps from ${step + 1}`,
           },
-        ],
-      );
+          [
+            {
+              toolCalls: carried?.calls ?? [],
+              toolNames: carried?.names ?? [],
+              model: modelCall,
+              operationBase: loop.operationBase,
+              maxSteps: agent.maxSteps,
+            },
+          ],
+        ));
+      firstBatch = undefined;
       // The batch took the steps up to the one whose reply it hands back.
       step = ran.step;
       reply = ran;

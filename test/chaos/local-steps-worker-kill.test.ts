@@ -104,13 +104,13 @@ const EXPECTED: Record<Mode, { dispatches: (threadId: string) => string[]; rerun
     ],
     rerun: 'runs shell, then model step 3',
   },
+  // The turn's first batch runs in its `beginTurn`: here, all four steps.
   batched: {
     dispatches: (threadId) => [
       `local:ensureThread (thread: open ${threadId})`,
       'local:beginTurn (turn 1: batch-scribe starts, message from human)',
-      'local:runSteps (steps: batch-scribe model steps from 1)',
     ],
-    rerun: 'steps: batch-scribe model steps from 1',
+    rerun: 'beginTurn (turn 1: batch-scribe starts',
   },
 };
 
@@ -258,7 +258,8 @@ async function killMidTurn(t: TestContext, mode: Mode): Promise<void> {
     assert.ok(timedOut >= 0, 'the workflow task held by worker A timed out');
     const recordedByA = events.slice(0, timedOut).flatMap((event) => dispatchOf(event) ?? []);
     assert.deepEqual(recordedByA, recordedBeforeKill, 'worker A recorded nothing after it died');
-    // What worker B ran again: the steps after those worker A recorded (local), or the batch it was in (batched).
+    // What worker B ran again: the steps after those worker A recorded (local), or the batch it was in (batched: the
+    // turn's beginning, which ran it).
     const rerun = mode === 'local' ? dispatches.slice(recordedByA.length, -1) : dispatches.slice(recordedByA.length);
     t.diagnostic(`recorded by worker A before the kill: ${recordedByA.join('; ') || 'nothing'}`);
     t.diagnostic(`run again by worker B: ${rerun.join('; ')}`);

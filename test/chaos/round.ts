@@ -18,14 +18,14 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { connect, type BatonClient } from '../../client';
 import { STEP_MODES, type StepMode } from '../../common/agent-definition';
-import type { SendMessageResult } from '../../common/types';
+import type { BegunTurn, SendMessageResult } from '../../common/types';
 import { EnvDataError, EnvDataErrorType, EnvStore } from '../../db/env-data';
 import { StaleEpochError } from '../../db/errors';
 import { listMessages } from '../../db/transcripts';
 import { shellRunProcesses } from '../../activities/tools/shell';
 import { parseScript, type Script } from '../../scripted-model';
 import { keyMatches } from '../../common/watchers';
-import { turnDispatches } from '../../testing/turn-dispatches';
+import { localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
 import { STEPS_VARIABLE } from '../../activities/worlds';
 import type { ChaosStack } from './chaos-stack';
 import { settle, type Settled } from './waiting';
@@ -481,7 +481,7 @@ async function checkAuditor(
 
 /** The activity types of a turn's model calls (with or without the tool calls before them). */
 const MODEL_STEPS = ['callModel', 'runToolsThenCallModel'];
-/** The activity type of a batch of a turn's steps (`steps: batched`). */
+/** The activity type of a batch of a turn's steps (`steps: batched`), besides a turn's first, run by its `beginTurn`. */
 const BATCH_OF_STEPS = 'runSteps';
 
 /**
@@ -502,6 +502,10 @@ async function checkStepModes(
       query: `BatonRootThreadId="${root}" AND (WorkflowType="agentTurnWorkflow" OR WorkflowType="rootTurnWorkflow" OR WorkflowType="threadWorkflow")`,
     })) {
       const history = await client.temporal.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
+      // A turn begun in its thread runs its first batch in its `beginTurn`.
+      counts.batched += localActivityResults(history.events ?? [], 'beginTurn').filter(
+        (begun) => (begun as BegunTurn).firstBatch !== undefined,
+      ).length;
       for (const dispatch of turnDispatches(history.events ?? [])) {
         const local = dispatch.startsWith('local:');
         const type = (local ? dispatch.slice('local:'.length) : dispatch).split(' ')[0] ?? '';

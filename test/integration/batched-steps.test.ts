@@ -1,8 +1,9 @@
 /**
  * Batched steps (`steps: batched`): a turn runs its consecutive steps (each model call and the tool calls it carries)
  * in one local activity, `runSteps`, and is called back only when it must act: at the answer, at a call the workflow
- * carries out (here a delegation), or at the agent's `max_steps`. The Web UI shows one marker per batch, whose result
- * lists the steps it ran. A model error inside a batch fails it and the retry finds every earlier step stored; a model
+ * carries out (here a delegation), or at the agent's `max_steps`. A turn begun in its thread runs its first batch in
+ * its `beginTurn`. The Web UI shows one marker per batch, whose result lists the steps it ran. A model error inside a
+ * batch fails it and the next batch finds every earlier step stored; a model
  * call longer than the workflow task timeout keeps its task alive; and the transcript is the one a turn of steps one
  * by one writes, under the same operation ids.
  */
@@ -11,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { temporal } from '@temporalio/proto';
-import type { RunStepsResult } from '../../common/types';
+import type { BegunTurn, RunStepsResult } from '../../common/types';
 import { listMessages } from '../../db/transcripts';
 import { requestsPerStep as requestsOfSteps, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
@@ -94,27 +95,33 @@ async function threadDispatches(threadId: string): Promise<string[]> {
   return all.slice(1);
 }
 
+/** The batches of a workflow's history, in order: a turn's first one, run by its `beginTurn`, and each `runSteps`. */
+function batchesOf(events: temporal.api.history.v1.IHistoryEvent[]): RunStepsResult[] {
+  const firstBatches = localActivityResults(events, 'beginTurn').flatMap(
+    (begun) => (begun as BegunTurn).firstBatch ?? [],
+  );
+  return [...firstBatches, ...(localActivityResults(events, 'runSteps') as RunStepsResult[])];
+}
+
 /** What each batch of a workflow's history ran: the steps (from 1) and the tools each ran first. */
 async function batches(workflowId: string): Promise<{ step: number; ranTools: string[] }[][]> {
-  return localActivityResults(await history(workflowId), 'runSteps').map((result) =>
-    (result as RunStepsResult).steps.map(({ step, ranTools }) => ({ step: step + 1, ranTools })),
+  return batchesOf(await history(workflowId)).map((batch) =>
+    batch.steps.map(({ step, ranTools }) => ({ step: step + 1, ranTools })),
   );
 }
 
 /** How many requests the scripted model received for each step of `threadId`'s turn, by step (from 1). */
 const requestsPerStep = (threadId: string) => requestsOfSteps(modelLog, threadId);
 
-test('batched steps: a turn of four steps is one local activity marker, whose result lists them; the transcript is whole', async () => {
+test('batched steps: a turn of four steps is one local activity marker, its beginning’s, whose result lists them; the transcript is whole', async () => {
   const threadId = uniqueThreadId('batch');
   const thread = await harness.client.startThread({ agent: 'batch', threadId });
   const result = await thread.send('Go.');
   assert.equal(result.status, 'completed');
   assert.equal(result.reply, 'Batched.');
   assert.equal(result.steps, 4);
-  assert.deepEqual(await threadDispatches(threadId), [
-    'local:beginTurn (turn 1: batch starts, message from human)',
-    'local:runSteps (steps: batch model steps from 1)',
-  ]);
+  // The turn begins and runs its steps in one local activity: the workflow is called back once, with the answer.
+  assert.deepEqual(await threadDispatches(threadId), ['local:beginTurn (turn 1: batch starts, message from human)']);
   assert.deepEqual(await batches(`baton/${threadId}`), [
     [
       { step: 1, ranTools: [] },
@@ -144,18 +151,21 @@ test('batched steps: a turn of four steps is one local activity marker, whose re
   assert.equal(rows[0]?.status, 'completed', 'the answer recorded the turn completed');
 });
 
-test('batched steps: a model error fails the batch, and its retry asks the model only for the step that failed', async () => {
+test('batched steps: a model error fails the first batch, and the batches after it ask the model only for the step that failed', async () => {
   const threadId = uniqueThreadId('shaky');
   const thread = await harness.client.startThread({ agent: 'shaky', threadId });
   const result = await thread.send('Try.');
   assert.equal(result.reply, 'Got there.');
-  // The first step's reply and tool result were stored by the first attempt; the retries found them.
+  // The first step's reply and tool result were stored by the turn's first batch (in its `beginTurn`), which met the
+  // first failure; the turn's own batch met the second, and its retry found the first step stored.
   assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 3 });
   assert.deepEqual(await threadDispatches(threadId), [
     'local:beginTurn (turn 1: shaky starts, message from human)',
     'local:runSteps (steps: shaky model steps from 1)',
   ]);
-  const [batch] = localActivityResults(await history(`baton/${threadId}`), 'runSteps') as RunStepsResult[];
+  const events = await history(`baton/${threadId}`);
+  assert.equal((localActivityResults(events, 'beginTurn')[0] as BegunTurn).firstBatch, undefined, 'it failed');
+  const [batch] = batchesOf(events);
   assert.deepEqual(
     batch?.steps.map(({ step, reused }) => ({ step, reused })),
     [
@@ -204,10 +214,10 @@ test('batched steps: a batch, a delegation that leaves the task, then a batch ag
   const thread = await harness.client.startThread({ agent: 'leader', threadId });
   const result = await thread.send('Lead.');
   assert.equal(result.reply, 'Led.');
-  // The batch stops at the reply that delegates; the turn's own workflow carries the delegation out and batches on.
+  // The first batch stops at the reply that delegates; the turn's own workflow carries the delegation out and
+  // batches on.
   assert.deepEqual(await threadDispatches(threadId), [
     'local:beginTurn (turn 1: leader starts, message from human)',
-    'local:runSteps (steps: leader model steps from 1)',
     'child:rootTurnWorkflow',
   ]);
   const turnId = `baton/${threadId}/turn-1`;

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import type { AgentTurnInput } from '../../common/types';
+import type { AgentTurnInput, BegunTurn } from '../../common/types';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import * as workflows from '../../workflows';
 import {
@@ -23,6 +23,8 @@ import {
   THREAD_OPENS_IN_ITS_TASK_PATCH,
   TURNS_BEGIN_IN_THREAD_PATCH,
 } from '../../workflows/thread';
+import { FIRST_BATCH_IN_BEGIN_PATCH } from '../../workflows/thread-turns';
+import { localActivityResults } from '../../testing/turn-dispatches';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -189,6 +191,15 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(
     localTypes.filter((type) => type === 'runSteps').length >= 2,
     'recorded batches of steps ran as local activities, on both sides of a delegation',
+  );
+  assert.ok(patches.includes(FIRST_BATCH_IN_BEGIN_PATCH), 'a recorded turn ran its first batch in its beginTurn');
+  assert.ok(
+    histories.some((h) =>
+      localActivityResults(h.history.events ?? [], 'beginTurn').some(
+        (begun) => (begun as BegunTurn).firstBatch !== undefined,
+      ),
+    ),
+    "a recorded beginTurn's result holds the steps of its first batch",
   );
   // Turns that read their limits as they begin and end with their answer, and the turns recorded before, which ran a
   // local activity for each.

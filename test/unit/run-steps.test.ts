@@ -1,8 +1,8 @@
 /**
  * `runSteps` (`steps: batched`) with its model call and tool runs stubbed: it goes on while the workflow would carry
  * a reply's calls into the next model call, gives each step the operation ids the workflow would, and stops at an
- * answer, at a call the workflow carries out, at the turn's `max_steps` and at its time budget. The batch against a
- * real stack is in test/integration/batched-steps.test.ts.
+ * answer, at a call the workflow carries out, at the turn's `max_steps` and at its time budget; and `beginTurn` asked
+ * for a turn's first batch. The batch against a real stack is in test/integration/batched-steps.test.ts.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -60,7 +60,7 @@ function batcher(replies: PlannedToolCall[][], onModelCall: () => void = () => u
       operationBase: OPERATION_BASE,
       maxSteps,
     });
-  return { run, modelCalls, toolRuns };
+  return { run, modelCalls, toolRuns, parts };
 }
 
 test('runSteps: goes on through carried tool calls to the answer, each step with the ids the workflow gives it', async () => {
@@ -131,4 +131,65 @@ test('runSteps: starts no further step once it has run for its budget', async (t
   assert.equal(modelCalls.length, 3);
   assert.equal(result.step, 2);
   assert.deepEqual(result.toolCalls, [think('t2')], 'the reply whose calls the next batch runs first');
+});
+
+/** `beginTurn` of an agent whose steps are `mode`, over `batcher`'s model (its Postgres parts stubbed). */
+function beginner(mode: 'batched' | 'local', replies: PlannedToolCall[][], onModelCall?: () => void) {
+  const batch = batcher(replies, onModelCall);
+  const recorded: string[] = [];
+  const parts = {
+    ...batch.parts,
+    resolveAgent: () => Promise.resolve({ name: 'batcher', version: 'v1', maxSteps: 25 }),
+    stepModeOf: () => Promise.resolve(mode),
+    registerWatchersOf: () => Promise.resolve(),
+    finishTurn: () => Promise.resolve(),
+    recordMessage: (input: { operationId: string }) => {
+      recorded.push(input.operationId);
+      return Promise.resolve({ seq: 1 });
+    },
+  } as unknown as TurnActivityParts;
+  const { beginTurn } = createTurnActivities(parts);
+  const begin = (firstBatch = true) =>
+    beginTurn({
+      scope,
+      operationId: operationId(OPERATION_BASE, 'in'),
+      message: { role: 'user', content: 'Go.' },
+      ...(firstBatch ? { firstBatch: { operationBase: OPERATION_BASE } } : {}),
+    });
+  return { begin, recorded, modelCalls: batch.modelCalls };
+}
+
+test('beginTurn: asked for a first batch, a batched turn begins, then runs its steps as runSteps from step 0 would', async () => {
+  const { begin, recorded, modelCalls } = beginner('batched', [[think('a')], []]);
+  const begun = await begin();
+  assert.deepEqual(recorded, [operationId(OPERATION_BASE, 'in')], 'the message recorded first');
+  assert.equal(begun.steps, 'batched');
+  assert.equal(begun.firstBatch?.step, 1);
+  assert.equal(begun.firstBatch?.content, 'Done.');
+  assert.deepEqual(
+    modelCalls.map((call) => [call.step, call.operationId, call.finishTurnOnAnswer]),
+    [
+      [0, modelCallOperationId({ operationBase: OPERATION_BASE }, 0), true],
+      [1, modelCallOperationId({ operationBase: OPERATION_BASE }, 1), true],
+    ],
+  );
+});
+
+test('beginTurn: no first batch unless asked for and the steps are batched', async () => {
+  const local = beginner('local', [[]]);
+  assert.equal((await local.begin()).firstBatch, undefined);
+  assert.equal(local.modelCalls.length, 0, 'a local-step turn calls no model in its beginning');
+  const unasked = beginner('batched', [[]]);
+  assert.equal((await unasked.begin(false)).firstBatch, undefined);
+  assert.equal(unasked.modelCalls.length, 0);
+});
+
+test('beginTurn: a first batch that fails leaves the turn begun, without it, for the turn’s own runSteps', async () => {
+  const { begin, modelCalls } = beginner('batched', [[think('a')], []], () => {
+    if (modelCalls.length === 2) throw new Error('model endpoint answered 503');
+  });
+  const begun = await begin();
+  assert.equal(begun.steps, 'batched');
+  assert.equal(begun.firstBatch, undefined);
+  assert.equal(modelCalls.length, 2, 'the batch stopped at the step that failed');
 });
