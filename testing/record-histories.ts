@@ -66,7 +66,8 @@ const agents = new Map(
     '---\nname: quickstep\ndescription: Answers inside its thread.\nsteps: local\n---\nYou answer at once.\n',
     '---\nname: batcher\ndescription: Steps in batches.\nsteps: batched\ncapabilities: [leaf, load_arc_task]\n' +
       '---\nYou step in batches.\n',
-    '---\nname: batchlead\ndescription: Begins with a batch.\nsteps: batched\ncapabilities: [leaf]\n---\nYou lead.\n',
+    '---\nname: batchlead\ndescription: Begins with a batch.\nsteps: batched\ncapabilities: [batchleaf]\n---\nYou lead.\n',
+    '---\nname: batchleaf\ndescription: Answers in a batch.\nsteps: batched\n---\nYou answer.\n',
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
       '    message: "Look at w."\n---\nYou watch.\n',
@@ -208,9 +209,13 @@ agents:
   batchlead:
     - call: think
       args: { thought: "first, in the turn's beginning" }
-    - call: leaf
+    - call: batchleaf
       args: { message: "Look." }
     - say: "Led from a batch."
+  batchleaf:
+    - call: think
+      args: { thought: "in my turn's beginning" }
+    - say: "Seen, in one batch."
   quickstep:
     - say: "Answered in the thread."
     - say: "Again in the thread."
@@ -352,8 +357,8 @@ const scenarios: Scenario[] = [
   // Batched steps (steps: batched): consecutive steps in one local activity, retried after a model error inside it,
   // in the thread until the delegation; the turn's workflow goes on from there with another batch.
   { name: 'batched-steps', agent: 'batcher', messages: ['Step in batches.'] },
-  // Turns begun in the thread run their first batch in their `beginTurn` (baton-first-batch-in-begin-turn): one
-  // local activity until the delegation, then the turn's workflow as before.
+  // Turns run their first batch in their `beginTurn` (baton-first-batch-in-begin-turn): the lead's, begun in the
+  // thread, one local activity until the delegation; the delegated turn's, in its own workflow, its whole turn.
   { name: 'first-batch-in-begin', agent: 'batchlead', messages: ['Begin with a batch.'] },
   // The `batched-steps` conversation under that patch: its first batch meets the model error, and the turn's own
   // `runSteps` goes on from the step it stored.

@@ -32,14 +32,22 @@ import {
   type DecideApprovalResult,
   type PlannedActivityToolCall,
   type PlannedToolCall,
+  type RunStepsResult,
 } from '../common/types';
 import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
 import { MAX_CARRIED_TOOL_SECONDS, toolCallInput } from '../common/turn-step-calls';
-import { db, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
+import { db, localBatch, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
-import { BATCHED_STEPS_PATCH, runStepsToTheEnd, stepProfiles, turnFinisher, turnScope } from './turn-steps';
+import {
+  BATCHED_STEPS_PATCH,
+  FIRST_BATCH_IN_BEGIN_PATCH,
+  runStepsToTheEnd,
+  stepProfiles,
+  turnFinisher,
+  turnScope,
+} from './turn-steps';
 import { createTurnWaits } from './wait';
 
 /** The longest answer a human may give (it travels through workflow history). */
@@ -196,11 +204,15 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       ? { role: 'user' as const, content: input.message }
       : { role: 'user' as const, delegationOperationId: input.delegationOperationId };
   let agent: ResolvedAgent;
+  /** Set when the turn began here under `FIRST_BATCH_IN_BEGIN_PATCH`; its first batch, when its steps are batched. */
+  let firstBatchInBegin = false;
+  let firstBatch: RunStepsResult | undefined;
   if (input.begun !== undefined) {
     // Begun by the thread (and maybe stepped): the message is recorded, the agent and limits resolved.
     ({ agent, limits } = input.begun);
   } else if (fewerDispatches) {
-    const begun = await localDb.beginTurn.executeWithOptions(
+    firstBatchInBegin = patched(FIRST_BATCH_IN_BEGIN_PATCH);
+    const begun = await (firstBatchInBegin ? localBatch : localDb).beginTurn.executeWithOptions(
       { summary: `turn: ${input.agent} starts, message from ${input.sender}` },
       [
         {
@@ -209,10 +221,11 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
           message: incoming,
           world,
           ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
+          ...(firstBatchInBegin ? { firstBatch: { operationBase: runId } } : {}),
         },
       ],
     );
-    agent = begun;
+    ({ firstBatch, ...agent } = begun);
     limits = begun.limits ?? limits;
   } else {
     agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
@@ -229,10 +242,11 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
    * The turn's steps: model calls, combined steps and tool runs, as activities or (`steps: local` and `batched`) as
    * local activities. A tool run too long to hold a workflow task open stays an activity either way.
    */
-  const localStepsOn = (agent.steps === 'local' || agent.steps === 'batched') && patched(LOCAL_STEPS_PATCH);
+  const localStepsOn =
+    (agent.steps === 'local' || agent.steps === 'batched') && (firstBatchInBegin || patched(LOCAL_STEPS_PATCH));
   /** Consecutive steps in one local activity (`steps: batched`); turns recorded before it never had that mode. */
-  const batchedOn = localStepsOn && agent.steps === 'batched' && patched(BATCHED_STEPS_PATCH);
-  const finishWithAnswer = patched(FINISH_WITH_ANSWER_PATCH);
+  const batchedOn = localStepsOn && agent.steps === 'batched' && (firstBatchInBegin || patched(BATCHED_STEPS_PATCH));
+  const finishWithAnswer = firstBatchInBegin || patched(FINISH_WITH_ANSWER_PATCH);
   const toolActivities = localStepsOn ? localTools : tools;
   /** Short Postgres steps on the turn's path: local activities from the patch on, no dispatch of their own. */
   const pg = fewerDispatches ? localDb : db;
@@ -534,6 +548,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       carryToolCalls: fewerDispatches,
       finishTurnOnAnswer: finishWithAnswer,
       ...(input.begun?.progress === undefined ? {} : { from: input.begun.progress }),
+      ...(firstBatch === undefined ? {} : { firstBatch }),
       runCalls: runToolCalls,
     },
     turnFinisher(pg, input),

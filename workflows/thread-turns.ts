@@ -5,19 +5,13 @@ import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } 
 import { localBatch, localDb } from './activity-profiles';
 import {
   BATCHED_STEPS_PATCH,
+  FIRST_BATCH_IN_BEGIN_PATCH,
   runStepsToTheEnd,
   stepProfiles,
   threadTurnOperationBase,
   turnFinisher,
   turnScope,
 } from './turn-steps';
-
-/**
- * A turn begun in its thread asks its `beginTurn` to run its first batch of steps too, when they are `batched`
- * (`BeginTurnInput.firstBatch`): the workflow is not called back between the turn's start and its first steps, and
- * a turn that answers in its first batch is one local activity. Histories recorded before ran `runSteps` after it.
- */
-export const FIRST_BATCH_IN_BEGIN_PATCH = 'baton-first-batch-in-begin-turn';
 
 /** How a root turn begun in its thread's workflow goes on. */
 export type TurnBegunInThread =

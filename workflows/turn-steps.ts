@@ -33,6 +33,15 @@ export const CODE_ERRORS_FAIL_TURN_PATCH = 'baton-code-errors-fail-the-turn';
 export const BATCHED_STEPS_PATCH = 'baton-batched-steps';
 
 /**
+ * A turn asks its `beginTurn` to run its first batch of steps too, when they are `batched`
+ * (`BeginTurnInput.firstBatch`): the workflow is not called back between the turn's start and its first steps, and
+ * a turn that answers in its first batch is one local activity. Histories recorded before ran `runSteps` after it.
+ * The patch is newer than every patch a turn checks after its start (local steps, batched steps, finishing with the
+ * answer), so a turn begun under it has them all without asking.
+ */
+export const FIRST_BATCH_IN_BEGIN_PATCH = 'baton-first-batch-in-begin-turn';
+
+/**
  * Where a turn's model calls and the tool calls carried with them run: activities, local activities (one per step), or
  * (`batched`) also consecutive steps in one local activity (`batch`).
  */

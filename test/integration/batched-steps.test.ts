@@ -35,6 +35,8 @@ const agents: AgentRegistry = new Map([
   agent('slowbatch'),
   agent('capped', 'max_steps: 3\n'),
   agent('leader', 'capabilities: [aide]\n'),
+  agent('delegator', 'capabilities: [helper]\n'),
+  agent('helper'),
   ['aide', parseAgentFile('---\nname: aide\ndescription: Test agent aide.\n---\nYou are aide.\n', 'aide.md')] as const,
 ]);
 
@@ -70,6 +72,12 @@ agents:
     - say: "Led."
   aide:
     - say: "Helped."
+  delegator:
+    - { call: helper, args: { message: "Think, then answer." } }
+    - say: "Delegated."
+  helper:
+    - { call: think, args: { thought: "in my first batch" } }
+    - say: "Helped in one batch."
 `,
   'batched-steps',
 );
@@ -243,5 +251,33 @@ test('batched steps: a batch, a delegation that leaves the task, then a batch ag
   assert.deepEqual(
     (await listMessages(harness.pool, threadId)).map((message) => message.role),
     ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
+  );
+});
+
+test('batched steps: a delegated turn runs its first batch in its beginTurn, in its own workflow', async () => {
+  const threadId = uniqueThreadId('delegator');
+  const thread = await harness.client.startThread({ agent: 'delegator', threadId });
+  const result = await thread.send('Delegate.');
+  assert.equal(result.reply, 'Delegated.');
+  const { rows } = await harness.pool.query<{ threadId: string; workflowId: string }>(
+    `SELECT thread_id AS "threadId", workflow_id AS "workflowId" FROM delegations WHERE root_thread_id = $1`,
+    [threadId],
+  );
+  const [delegation] = rows;
+  assert.ok(delegation, 'the delegation was recorded');
+  // The helper's whole turn (a think call, then its answer) is the one local activity of its turn workflow.
+  assert.deepEqual(turnDispatches(await history(delegation.workflowId)), [
+    'local:beginTurn (turn: helper starts, message from delegator)',
+  ]);
+  assert.deepEqual(await batches(delegation.workflowId), [
+    [
+      { step: 1, ranTools: [] },
+      { step: 2, ranTools: ['think'] },
+    ],
+  ]);
+  assert.deepEqual(requestsPerStep(delegation.threadId), { 1: 1, 2: 1 });
+  assert.deepEqual(
+    (await listMessages(harness.pool, delegation.threadId)).map((message) => message.role),
+    ['user', 'assistant', 'tool', 'assistant'],
   );
 });

@@ -15,7 +15,11 @@ import {
   USER_TOOLS_PATCH,
 } from '../../workflows/agent-turn';
 import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
-import { BATCHED_STEPS_PATCH, CODE_ERRORS_FAIL_TURN_PATCH } from '../../workflows/turn-steps';
+import {
+  BATCHED_STEPS_PATCH,
+  CODE_ERRORS_FAIL_TURN_PATCH,
+  FIRST_BATCH_IN_BEGIN_PATCH,
+} from '../../workflows/turn-steps';
 import {
   DELIVERIES_ACROSS_RUNS_PATCH,
   LIMITS_IN_TURN_PATCH,
@@ -23,7 +27,6 @@ import {
   THREAD_OPENS_IN_ITS_TASK_PATCH,
   TURNS_BEGIN_IN_THREAD_PATCH,
 } from '../../workflows/thread';
-import { FIRST_BATCH_IN_BEGIN_PATCH } from '../../workflows/thread-turns';
 import { localActivityResults } from '../../testing/turn-dispatches';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
@@ -193,13 +196,17 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     'recorded batches of steps ran as local activities, on both sides of a delegation',
   );
   assert.ok(patches.includes(FIRST_BATCH_IN_BEGIN_PATCH), 'a recorded turn ran its first batch in its beginTurn');
-  assert.ok(
-    histories.some((h) =>
+  /** The workflow types whose recorded `beginTurn` ran the turn's first batch. */
+  const firstBatchTypes = histories
+    .filter((h) =>
       localActivityResults(h.history.events ?? [], 'beginTurn').some(
         (begun) => (begun as BegunTurn).firstBatch !== undefined,
       ),
-    ),
-    "a recorded beginTurn's result holds the steps of its first batch",
+    )
+    .map((h) => h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name);
+  assert.ok(
+    firstBatchTypes.includes('threadWorkflow') && firstBatchTypes.includes('agentTurnWorkflow'),
+    `a recorded thread and a delegated turn ran their first batch in their beginTurn (${firstBatchTypes.join(', ')})`,
   );
   // Turns that read their limits as they begin and end with their answer, and the turns recorded before, which ran a
   // local activity for each.
