@@ -13,8 +13,9 @@
  *   whose children each do a fork task's I/O by hand: record the task message, then one model call (transcript read,
  *   the same request Baton's child sent, reply insert), as two activities on a thread row of its own.
  *
- * Baton runs twice per width: with its steps as activities (the default) and with local steps (`steps: local` on
- * the lead and the child agents: model calls inside each turn's workflow task).
+ * Baton runs three times per width: with its steps as activities (the default), with local steps (`steps: local` on
+ * the lead and the child agents: model calls inside each turn's workflow task) and with batched steps (`steps:
+ * batched`: each child's turn, its start and its answer, one local activity).
  *
  * Interleaved rounds (bench/common.ts); it prints the median fork time per width and the ratio; it asserts nothing.
  * Flags (and those of bench/common.ts): `--widths LIST` (default `8,32,128`; `8,32` with `--quick`).
@@ -49,6 +50,7 @@ import {
 const TARGET_RATIO = 1.3;
 const CHILD = 'kid';
 const LOCAL_CHILD = 'kid_local';
+const BATCHED_CHILD = 'kid_batched';
 /** The lead's turn: the fork_join call, then the answer. */
 const LEAD_STEPS = 2;
 
@@ -60,6 +62,7 @@ const widths = wholeNumbers(
 
 const lead = (width: number) => `lead_${width}`;
 const localLead = (width: number) => `lead_local_${width}`;
+const batchedLead = (width: number) => `lead_batched_${width}`;
 /** A lead's script: the fork of `width` tasks for `child`, then the answer. */
 const leadScript = (name: string, child: string, width: number) =>
   `  ${name}:\n    - call: fork_join\n      args:\n        max_parallel: ${width}\n        tasks:\n` +
@@ -70,17 +73,26 @@ runBench(common, async (context) => {
   const agents = benchAgents({
     [CHILD]: benchAgentFile(CHILD),
     [LOCAL_CHILD]: benchAgentFile(LOCAL_CHILD, [], { steps: 'local' }),
+    [BATCHED_CHILD]: benchAgentFile(BATCHED_CHILD, [], { steps: 'batched' }),
     ...Object.fromEntries(widths.map((w) => [lead(w), benchAgentFile(lead(w), ['fork_join', CHILD])])),
     ...Object.fromEntries(
       widths.map((w) => [localLead(w), benchAgentFile(localLead(w), ['fork_join', LOCAL_CHILD], { steps: 'local' })]),
+    ),
+    ...Object.fromEntries(
+      widths.map((w) => [
+        batchedLead(w),
+        benchAgentFile(batchedLead(w), ['fork_join', BATCHED_CHILD], { steps: 'batched' }),
+      ]),
     ),
   });
   const script = benchScript(
     [
       `  ${CHILD}:\n    - say: "done"\n`,
       `  ${LOCAL_CHILD}:\n    - say: "done"\n`,
+      `  ${BATCHED_CHILD}:\n    - say: "done"\n`,
       ...widths.map((w) => leadScript(lead(w), CHILD, w)),
       ...widths.map((w) => leadScript(localLead(w), LOCAL_CHILD, w)),
+      ...widths.map((w) => leadScript(batchedLead(w), BATCHED_CHILD, w)),
     ],
     'fork-join-bench',
   );
@@ -116,6 +128,7 @@ runBench(common, async (context) => {
   const cases: BenchCase[] = widths.flatMap((w) => [
     { name: `baton fork_join ×${w}`, run: () => runConcurrently(1, batonFork(w)) },
     { name: `baton local steps ×${w}`, run: () => runConcurrently(1, batonFork(w, localLead)) },
+    { name: `baton batched steps ×${w}`, run: () => runConcurrently(1, batonFork(w, batchedLead)) },
     { name: `plain fan-out ×${w}`, run: () => runConcurrently(1, fanOut(baseline, w)) },
     { name: `same-I/O fan-out ×${w}`, run: () => runConcurrently(1, fanOutTurns(baseline, CHILD, w)) },
   ]);
@@ -148,6 +161,12 @@ runBench(common, async (context) => {
         compareCases(
           `fork/join ×${w}: Baton with local steps / plain fan-out`,
           get(`baton local steps ×${w}`),
+          get(`plain fan-out ×${w}`),
+          { target: TARGET_RATIO },
+        ),
+        compareCases(
+          `fork/join ×${w}: Baton with batched steps / plain fan-out`,
+          get(`baton batched steps ×${w}`),
           get(`plain fan-out ×${w}`),
           { target: TARGET_RATIO },
         ),
