@@ -6,7 +6,7 @@
  * retried attempt repeats nothing that landed.
  */
 import type { ResolvedAgent, StepMode } from '../common/agent-definition';
-import { modelCallInput, nextModelCall, runsWithNextModelCall, toolCallInput } from '../common/turn-step-calls';
+import { modelCallInput, runsWithNextModelCall, toolCallInput } from '../common/turn-step-calls';
 import type {
   BeginTurnInput,
   BegunTurn,
@@ -129,8 +129,10 @@ export function createTurnActivities(parts: TurnActivityParts) {
       toolCalls = reply.toolCalls.map((made, index) => toolCallInput(ids, made, call.step, index, reply.seq));
       toolNames = reply.toolCalls.map((made) => made.name);
       // The first model call of a turn names the MCP tool list the turn keeps; its later calls offer that list.
-      const mcpToolList = call.mcpToolList ?? reply.mcpToolList;
-      call = { ...nextModelCall(call, input, call.step + 1), ...(mcpToolList === undefined ? {} : { mcpToolList }) };
+      call = modelCallInput(ids, call.step + 1, {
+        mcpToolList: call.mcpToolList ?? reply.mcpToolList,
+        finishTurnOnAnswer: call.finishTurnOnAnswer === true,
+      });
     }
   }
 

@@ -75,8 +75,3 @@ export function toolCallInput(
     toolCallId: call.id,
   };
 }
-
-/** The model call of step `step` of a turn whose earlier model call was `previous`: the same call, one step on. */
-export function nextModelCall(previous: CallModelInput, ids: Pick<TurnStepIds, 'operationBase'>, step: number) {
-  return { ...previous, step, operationId: modelCallOperationId(ids, step) } satisfies CallModelInput;
-}

@@ -37,12 +37,12 @@ import {
 import type { ResolvedAgent } from '../common/agent-definition';
 import type { Activities } from '../activities';
 import { MAX_CARRIED_TOOL_SECONDS, toolCallInput } from '../common/turn-step-calls';
-import { db, localBatch, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
+import { db, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
 import {
   BATCHED_STEPS_PATCH,
-  FIRST_BATCH_IN_BEGIN_PATCH,
+  beginTurnAndFirstBatch,
   runStepsToTheEnd,
   stepProfiles,
   turnFinisher,
@@ -211,22 +211,20 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
     // Begun by the thread (and maybe stepped): the message is recorded, the agent and limits resolved.
     ({ agent, limits } = input.begun);
   } else if (fewerDispatches) {
-    firstBatchInBegin = patched(FIRST_BATCH_IN_BEGIN_PATCH);
-    const begun = await (firstBatchInBegin ? localBatch : localDb).beginTurn.executeWithOptions(
-      { summary: `turn: ${input.agent} starts, message from ${input.sender}` },
-      [
-        {
-          scope,
-          operationId: operationId(runId, 'in'),
-          message: incoming,
-          world,
-          ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
-          ...(firstBatchInBegin ? { firstBatch: { operationBase: runId } } : {}),
-        },
-      ],
+    const started = await beginTurnAndFirstBatch(
+      `turn: ${input.agent} starts, message from ${input.sender}`,
+      {
+        scope,
+        operationId: operationId(runId, 'in'),
+        message: incoming,
+        world,
+        ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
+      },
+      runId,
     );
-    ({ firstBatch, ...agent } = begun);
-    limits = begun.limits ?? limits;
+    firstBatchInBegin = started.firstBatchInBegin;
+    ({ firstBatch, ...agent } = started.begun);
+    limits = started.begun.limits ?? limits;
   } else {
     agent = await db.resolveAgent.executeWithOptions({ summary: `agent: resolve ${input.agent}` }, [
       { name: input.agent },

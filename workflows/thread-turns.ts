@@ -2,10 +2,10 @@ import { patched } from '@temporalio/workflow';
 import type { EndedInThread } from '../common/deliveries';
 import { operationId } from '../common/ids';
 import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } from '../common/types';
-import { localBatch, localDb } from './activity-profiles';
+import { localDb } from './activity-profiles';
 import {
   BATCHED_STEPS_PATCH,
-  FIRST_BATCH_IN_BEGIN_PATCH,
+  beginTurnAndFirstBatch,
   runStepsToTheEnd,
   stepProfiles,
   threadTurnOperationBase,
@@ -40,19 +40,20 @@ export async function beginTurnInThread(
   const scope = turnScope(input);
   const world = input.world ?? 'default';
   const operationBase = threadTurnOperationBase(runId, turn);
-  const firstBatchInBegin = patched(FIRST_BATCH_IN_BEGIN_PATCH);
-  const { limits, firstBatch, ...agent } = await (
-    firstBatchInBegin ? localBatch : localDb
-  ).beginTurn.executeWithOptions({ summary: `turn ${turn}: ${input.agent} starts, message from ${input.sender}` }, [
+  const {
+    begun: { limits, firstBatch, ...agent },
+    firstBatchInBegin,
+  } = await beginTurnAndFirstBatch(
+    `turn ${turn}: ${input.agent} starts, message from ${input.sender}`,
     {
       scope,
       operationId: operationId(operationBase, 'in'),
       message: { role: 'user', content: input.message },
       world,
       ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
-      ...(firstBatchInBegin ? { firstBatch: { operationBase } } : {}),
     },
-  ]);
+    operationBase,
+  );
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
   const batched = agent.steps === 'batched' && (firstBatchInBegin || patched(BATCHED_STEPS_PATCH));
   if (agent.steps !== 'local' && !batched) return { kind: 'go on', begun };

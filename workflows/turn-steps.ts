@@ -7,6 +7,8 @@ import {
   TurnStatus,
   type AgentTurnInput,
   type AgentTurnResult,
+  type BeginTurnInput,
+  type BegunTurn,
   type CallModelResult,
   type ExecuteToolCallInput,
   type RunStepsResult,
@@ -15,7 +17,7 @@ import {
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import { modelCallInput, runsWithNextModelCall, toolCallInput, type TurnStepIds } from '../common/turn-step-calls';
-import { localBatch, localModel, localSteps, model, steps, type localDb } from './activity-profiles';
+import { localBatch, localDb, localModel, localSteps, model, steps } from './activity-profiles';
 import { rootMessage } from './failure-text';
 
 /**
@@ -40,6 +42,23 @@ export const BATCHED_STEPS_PATCH = 'baton-batched-steps';
  * answer), so a turn begun under it has them all without asking.
  */
 export const FIRST_BATCH_IN_BEGIN_PATCH = 'baton-first-batch-in-begin-turn';
+
+/**
+ * A turn's `beginTurn`, wherever the turn begins: from `FIRST_BATCH_IN_BEGIN_PATCH` on it asks for the turn's first
+ * batch (under the batch's profile, which that batch needs), before it as it always ran. `firstBatchInBegin` says
+ * which, for the patches the turn then no longer checks.
+ */
+export async function beginTurnAndFirstBatch(
+  summary: string,
+  input: Omit<BeginTurnInput, 'firstBatch'>,
+  operationBase: string,
+): Promise<{ begun: BegunTurn; firstBatchInBegin: boolean }> {
+  const firstBatchInBegin = patched(FIRST_BATCH_IN_BEGIN_PATCH);
+  const begun = await (firstBatchInBegin ? localBatch : localDb).beginTurn.executeWithOptions({ summary }, [
+    { ...input, ...(firstBatchInBegin ? { firstBatch: { operationBase } } : {}) },
+  ]);
+  return { begun, firstBatchInBegin };
+}
 
 /**
  * Where a turn's model calls and the tool calls carried with them run: activities, local activities (one per step), or

@@ -502,7 +502,7 @@ async function checkStepModes(
       query: `BatonRootThreadId="${root}" AND (WorkflowType="agentTurnWorkflow" OR WorkflowType="rootTurnWorkflow" OR WorkflowType="threadWorkflow")`,
     })) {
       const history = await client.temporal.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
-      // A turn begun in its thread runs its first batch in its `beginTurn`.
+      // A turn runs its first batch in its `beginTurn`.
       counts.batched += localActivityResults(history.events ?? [], 'beginTurn').filter(
         (begun) => (begun as BegunTurn).firstBatch !== undefined,
       ).length;
