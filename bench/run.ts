@@ -19,6 +19,7 @@ const BENCHES = [
   'stream',
   'langgraph',
   'vm-watchdog',
+  'model-transport',
 ] as const;
 
 function runBench(name: string, flags: readonly string[], capture: boolean): Promise<string> {
