@@ -34,8 +34,8 @@ export async function modelFetch(input: string | URL | Request, init: RequestIni
   new Headers(init.headers).forEach((value, name) => {
     headers[name] = value;
   });
-  // Bodies this transport can inflate, as the global `fetch` asks for and inflates.
-  headers['accept-encoding'] ??= 'gzip, deflate, br';
+  // What the global `fetch` asks for; this transport inflates those (and brotli, should a server send it anyway).
+  headers['accept-encoding'] ??= 'gzip, deflate';
   const signal = init.signal ?? undefined;
   signal?.throwIfAborted();
   return new Promise<Response>((resolve, reject) => {
