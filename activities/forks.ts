@@ -188,9 +188,12 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
           : [];
       const mergeOf = new Map(succeeded.map(({ task }, index) => [task.taskIndex, merges[index]]));
       if (fork.store === 'isolated') {
-        for (const { task, outcome } of known) {
-          if (outcome.status !== 'success') await discardStagedProposals(pool, scope.rootThreadId, task.threadId);
-        }
+        const unsuccessful = known.filter(({ outcome }) => outcome.status !== 'success');
+        await discardStagedProposals(
+          pool,
+          scope.rootThreadId,
+          unsuccessful.map(({ task }) => task.threadId),
+        );
       }
       const tasks = known.map(({ task, outcome }) => ({
         task,

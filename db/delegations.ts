@@ -88,70 +88,126 @@ export async function insertDelegation(
   reads: DelegationReads,
   fork?: ForkThreadOptions,
 ): Promise<DelegationRow> {
-  const { rows: counted } = await client.query<{ n: number }>(
-    'SELECT COALESCE(MAX(number), 0) + 1 AS n FROM delegations WHERE root_thread_id = $1 AND agent = $2',
-    [scope.rootThreadId, delegation.callee],
-  );
-  const number = counted[0]?.n ?? 1;
-  const workflowId = delegationWorkflowId(scope.rootThreadId, delegation.callee, number);
+  const [row] = await insertDelegations(client, scope, [{ operationId, delegation, ...(fork ? { fork } : {}) }], reads);
+  if (!row) throw new BatonDbError(`delegation '${operationId}' was not recorded`);
+  return row;
+}
 
-  let threadId = `${scope.rootThreadId}/${delegation.callee}-${number}`;
-  if (delegation.mode === 'reuse') {
-    // The caller's last plain delegation thread to this agent: a fork task's thread is not one (it writes to its own
-    // store, under its task's label). A thread whose last turn was reclaimed or failed is not continued either: its
-    // epoch was moved on and its transcript may stop in the middle of a step, so the call starts a new thread.
-    const { rows } = await client.query<{ threadId: string; status: string }>(
-      `SELECT d.thread_id AS "threadId", t.status FROM delegations d JOIN threads t ON t.thread_id = d.thread_id
-        WHERE d.root_thread_id = $1 AND d.parent_thread_id = $2 AND d.agent = $3 AND t.fork_task IS NULL
-        ORDER BY d.created_at DESC, d.number DESC LIMIT 1`,
-      [scope.rootThreadId, scope.threadId, delegation.callee],
-    );
-    const last = rows[0];
-    if (last && last.status !== 'reclaimed' && last.status !== 'failed') threadId = last.threadId;
+/** One delegation of {@link insertDelegations}. */
+export interface DelegationToInsert {
+  operationId: string;
+  delegation: NewDelegation;
+  fork?: ForkThreadOptions;
+}
+
+/**
+ * {@link insertDelegation} for several delegations of one caller at once (a fork's tasks), numbered in the order
+ * given, in a fixed number of statements however many there are (a `reuse` or `clone` adds one each): a fork's
+ * tasks are opened inside its caller's turn, before any of them starts.
+ */
+export async function insertDelegations(
+  client: PoolClient,
+  scope: ThreadScope,
+  items: readonly DelegationToInsert[],
+  reads: DelegationReads,
+): Promise<DelegationRow[]> {
+  if (items.length === 0) return [];
+  const callees = [...new Set(items.map((item) => item.delegation.callee))];
+  const { rows: counted } = await client.query<{ agent: string; n: number }>(
+    `SELECT agent, COALESCE(MAX(number), 0) AS n FROM delegations
+      WHERE root_thread_id = $1 AND agent = ANY($2::text[]) GROUP BY agent`,
+    [scope.rootThreadId, callees],
+  );
+  const lastNumber = new Map(counted.map((row) => [row.agent, row.n]));
+  const planned: { item: DelegationToInsert; number: number; threadId: string; workflowId: string }[] = [];
+  for (const item of items) {
+    const { callee, mode } = item.delegation;
+    const number = (lastNumber.get(callee) ?? 0) + 1;
+    lastNumber.set(callee, number);
+    let threadId = `${scope.rootThreadId}/${callee}-${number}`;
+    if (mode === 'reuse') {
+      // The caller's last plain delegation thread to this agent: a fork task's thread is not one (it writes to its
+      // own store, under its task's label). A thread whose last turn was reclaimed or failed is not continued either:
+      // its epoch was moved on and its transcript may stop in the middle of a step, so the call starts a new thread.
+      const { rows } = await client.query<{ threadId: string; status: string }>(
+        `SELECT d.thread_id AS "threadId", t.status FROM delegations d JOIN threads t ON t.thread_id = d.thread_id
+          WHERE d.root_thread_id = $1 AND d.parent_thread_id = $2 AND d.agent = $3 AND t.fork_task IS NULL
+          ORDER BY d.created_at DESC, d.number DESC LIMIT 1`,
+        [scope.rootThreadId, scope.threadId, callee],
+      );
+      const last = rows[0];
+      if (last && last.status !== 'reclaimed' && last.status !== 'failed') threadId = last.threadId;
+    }
+    planned.push({ item, number, threadId, workflowId: delegationWorkflowId(scope.rootThreadId, callee, number) });
   }
-  // The callee's thread runs in its caller's world and reads the caller's env-data scopes; an isolated fork task
-  // writes to a scope of its own in front of them.
+  // The callees' threads run in their caller's world and read the caller's env-data scopes; an isolated fork task
+  // writes to a scope of its own in front of them. A reused thread exists already and is left as it is.
   await client.query(
     `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, chain, world, env_scopes, fork_task)
-     SELECT $1, $2, $3, $4, $5, $6, world, CASE WHEN $7 THEN ARRAY[$1::text] || env_scopes ELSE env_scopes END, $8
-       FROM threads WHERE thread_id = $3
+     SELECT t.thread_id, $2, $3, t.agent, $4, t.chain::jsonb, p.world,
+            CASE WHEN t.isolated THEN ARRAY[t.thread_id] || p.env_scopes ELSE p.env_scopes END, t.fork_task
+       FROM unnest($1::text[], $5::text[], $6::text[], $7::boolean[], $8::text[])
+              WITH ORDINALITY AS t(thread_id, agent, chain, isolated, fork_task, position)
+      CROSS JOIN (SELECT world, env_scopes FROM threads WHERE thread_id = $3) p
+      ORDER BY t.position
      ON CONFLICT (thread_id) DO NOTHING`,
     [
-      threadId,
+      planned.map((p) => p.threadId),
       scope.rootThreadId,
       scope.threadId,
-      delegation.callee,
       scope.agent,
-      JSON.stringify(delegation.chain),
-      fork?.isolated ?? false,
-      fork?.forkTask ?? null,
+      planned.map((p) => p.item.delegation.callee),
+      planned.map((p) => JSON.stringify(p.item.delegation.chain)),
+      planned.map((p) => p.item.fork?.isolated ?? false),
+      planned.map((p) => p.item.fork?.forkTask ?? null),
     ],
   );
-  if (delegation.mode === 'clone') {
-    await copyTranscript(client, scope, threadId, delegation.callee, delegation.callerMessageSeq, operationId);
+  for (const { item, threadId } of planned) {
+    if (item.delegation.mode === 'clone') {
+      await copyTranscript(
+        client,
+        scope,
+        threadId,
+        item.delegation.callee,
+        item.delegation.callerMessageSeq,
+        item.operationId,
+      );
+    }
   }
-  const message = delegation.buildMessage(reads);
-  const { rows: epochs } = await client.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
-    threadId,
-  ]);
+  const messages = planned.map(({ item }) => item.delegation.buildMessage(reads));
+  const { rows: epochs } = await client.query<{ threadId: string; epoch: number }>(
+    'SELECT thread_id AS "threadId", epoch FROM threads WHERE thread_id = ANY($1::text[])',
+    [planned.map((p) => p.threadId)],
+  );
+  const epochOf = new Map(epochs.map((row) => [row.threadId, row.epoch]));
   await client.query(
     `INSERT INTO delegations (root_thread_id, operation_id, parent_thread_id, caller, agent, number, thread_id,
                               workflow_id, mode, message)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+     SELECT $1, d.operation_id, $2, $3, d.agent, d.number, d.thread_id, d.workflow_id, d.mode, d.message
+       FROM unnest($4::text[], $5::text[], $6::integer[], $7::text[], $8::text[], $9::text[], $10::text[])
+              WITH ORDINALITY AS d(operation_id, agent, number, thread_id, workflow_id, mode, message, position)
+      ORDER BY d.position`,
     [
       scope.rootThreadId,
-      operationId,
       scope.threadId,
       scope.agent,
-      delegation.callee,
-      number,
-      threadId,
-      workflowId,
-      delegation.mode,
-      message,
+      planned.map((p) => p.item.operationId),
+      planned.map((p) => p.item.delegation.callee),
+      planned.map((p) => p.number),
+      planned.map((p) => p.threadId),
+      planned.map((p) => p.workflowId),
+      planned.map((p) => p.item.delegation.mode),
+      messages,
     ],
   );
-  return { operationId, number, threadId, workflowId, message, epoch: epochs[0]?.epoch ?? 0 };
+  return planned.map(({ item, number, threadId, workflowId }, index) => ({
+    operationId: item.operationId,
+    number,
+    threadId,
+    workflowId,
+    message: messages[index] ?? '',
+    epoch: epochOf.get(threadId) ?? 0,
+  }));
 }
 
 /**

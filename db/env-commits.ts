@@ -107,35 +107,73 @@ export async function mergeTaskCommits(
         [caller.rootThreadId, merges.map((merge) => merge.operationId)],
       );
       const doneBefore = new Map(done.map((row) => [row.operationId, row.result]));
-      const results: MergeResult[] = [];
-      for (const { operationId, task } of merges) {
-        const earlier = doneBefore.get(operationId);
-        if (earlier !== undefined) {
-          results.push(earlier);
-          continue;
-        }
+      const toMerge = merges.filter(({ operationId }) => !doneBefore.has(operationId));
+      // What every task left, read at once: the root's lock keeps the tasks' stores and staged proposals as they are
+      // until this transaction ends, and no merge writes to another task's scope.
+      const taskScopes = toMerge.map(({ task }) => task.threadId);
+      const { rows: stored } = await client.query<StoredEntry & { scope: string }>(
+        `SELECT scope, key, short_description AS "shortDescription", value, type, tags FROM env_data
+          WHERE root_thread_id = $1 AND scope = ANY($2::text[]) ORDER BY scope, key`,
+        [caller.rootThreadId, taskScopes],
+      );
+      const { rows: staging } = await client.query<{ scope: string }>(
+        `SELECT DISTINCT from_scope AS scope FROM env_proposals
+          WHERE root_thread_id = $1 AND from_scope = ANY($2::text[]) AND status = 'staged'`,
+        [caller.rootThreadId, taskScopes],
+      );
+      const stagingScopes = new Set(staging.map((row) => row.scope));
+      const merged = new Map<string, MergeResult>();
+      for (const { operationId, task } of toMerge) {
         const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize, announcements);
-        const result = await merge.apply();
+        const store = stored.filter((row) => row.scope === task.threadId);
+        merged.set(operationId, await merge.apply(store, stagingScopes.has(task.threadId)));
+      }
+      if (toMerge.length > 0) {
         await client.query(
           `INSERT INTO env_commits (root_thread_id, operation_id, fork_number, task_index, commit_id, result)
-           VALUES ($1, $2, $3, $4, $5, $6)`,
-          [caller.rootThreadId, operationId, task.forkNumber, task.taskIndex, result.commitId, JSON.stringify(result)],
+           SELECT $1, c.operation_id, c.fork_number, c.task_index, c.commit_id, c.result::jsonb
+             FROM unnest($2::text[], $3::integer[], $4::integer[], $5::text[], $6::text[])
+                    WITH ORDINALITY AS c(operation_id, fork_number, task_index, commit_id, result, position)
+            ORDER BY c.position`,
+          [
+            caller.rootThreadId,
+            toMerge.map(({ operationId }) => operationId),
+            toMerge.map(({ task }) => task.forkNumber),
+            toMerge.map(({ task }) => task.taskIndex),
+            toMerge.map(({ operationId }) => merged.get(operationId)?.commitId ?? null),
+            toMerge.map(({ operationId }) => JSON.stringify(merged.get(operationId))),
+          ],
         );
-        results.push(result);
       }
-      return results;
+      const results = merges.map(({ operationId }) => doneBefore.get(operationId) ?? merged.get(operationId));
+      return results as MergeResult[];
     }),
   );
   await announce(pool, announcements);
   return merged;
 }
 
-/** Marks what a task that did not succeed staged as discarded: nothing it proposed is offered. */
-export async function discardStagedProposals(pool: Pool, rootThreadId: string, taskThreadId: string): Promise<void> {
+/** Marks what tasks that did not succeed staged as discarded: nothing they proposed is offered. */
+export async function discardStagedProposals(
+  pool: Pool,
+  rootThreadId: string,
+  taskThreadIds: readonly string[],
+): Promise<void> {
+  if (taskThreadIds.length === 0) return;
   await pool.query(
-    `UPDATE env_proposals SET status = 'discarded' WHERE root_thread_id = $1 AND from_scope = $2 AND status = 'staged'`,
-    [rootThreadId, taskThreadId],
+    `UPDATE env_proposals SET status = 'discarded'
+      WHERE root_thread_id = $1 AND from_scope = ANY($2::text[]) AND status = 'staged'`,
+    [rootThreadId, taskThreadIds],
   );
+}
+
+/** An entry of a task's own store, as a merge reads it. */
+interface StoredEntry {
+  key: string;
+  shortDescription: string;
+  value: unknown;
+  type: string | null;
+  tags: string[];
 }
 
 /** One merge in progress: the caller's transaction, where things land, and what was done so far. */
@@ -169,8 +207,12 @@ class CommitMerge {
     this.reason = `merged from ${task.forkTask} (commit ${this.commitId})`;
   }
 
-  async apply(): Promise<MergeResult> {
-    const localKeys = await this.mergeStore();
+  /**
+   * @param store the entries of the task's own store, by key
+   * @param staging whether the task staged proposals
+   */
+  async apply(store: readonly StoredEntry[], staging: boolean): Promise<MergeResult> {
+    const localKeys = await this.mergeStore(store);
     const commit: Commit | undefined = this.task.explicit.kind === 'commit' ? this.task.explicit.commit : undefined;
     if (this.task.explicit.kind === 'error') this.errors.push(this.task.explicit.error);
     if (commit) {
@@ -198,7 +240,7 @@ class CommitMerge {
         await this.propose(index, proposal);
       }
     }
-    await this.offerStagedProposals();
+    if (staging) await this.offerStagedProposals();
     return {
       commitId: this.commitId,
       created: this.created.slice(0, LISTED_KEYS),
@@ -211,20 +253,9 @@ class CommitMerge {
   }
 
   /** Every entry of the task's own store, under the prefix. Returns their local keys (links may name them). */
-  private async mergeStore(): Promise<Set<string>> {
-    const { rows } = await this.client.query<{
-      key: string;
-      shortDescription: string;
-      value: unknown;
-      type: string | null;
-      tags: string[];
-    }>(
-      `SELECT key, short_description AS "shortDescription", value, type, tags FROM env_data
-        WHERE root_thread_id = $1 AND scope = $2 ORDER BY key`,
-      [this.caller.rootThreadId, this.task.threadId],
-    );
-    for (const row of rows) await this.createEntry(row.key, row);
-    return new Set(rows.map((row) => row.key));
+  private async mergeStore(store: readonly StoredEntry[]): Promise<Set<string>> {
+    for (const row of store) await this.createEntry(row.key, row);
+    return new Set(store.map((row) => row.key));
   }
 
   private async createEntry(

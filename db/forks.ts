@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import type { ForkStatus, ForkStoreMode, ForkTaskStatus, ThreadScope } from '../common/types';
 import {
-  insertDelegation,
+  insertDelegations,
   lockDelegationNumbers,
   readContext,
   type DelegationReads,
@@ -114,29 +114,32 @@ export async function openFork(pool: Pool, scope: ThreadScope, operationId: stri
         ],
       );
       const reads = await readContext(client, scope);
-      for (const [position, task] of fork.tasks.entries()) {
-        const taskIndex = position + 1;
-        const delegation = await insertDelegation(
-          client,
-          scope,
-          forkTaskOperationId(operationId, taskIndex),
-          { ...task.delegation, buildMessage: (taskReads) => task.buildMessage(taskReads, { forkNumber, prefix }) },
-          reads,
-          { forkTask: forkTaskLabel(forkNumber, taskIndex), isolated: fork.store === 'isolated' },
-        );
-        await client.query(
-          `INSERT INTO fork_tasks (root_thread_id, fork_number, task_index, agent, thread_id, workflow_id)
-           VALUES ($1, $2, $3, $4, $5, $6)`,
-          [
-            scope.rootThreadId,
-            forkNumber,
-            taskIndex,
-            task.delegation.callee,
-            delegation.threadId,
-            delegation.workflowId,
-          ],
-        );
-      }
+      const delegations = await insertDelegations(
+        client,
+        scope,
+        fork.tasks.map((task, position) => ({
+          operationId: forkTaskOperationId(operationId, position + 1),
+          delegation: {
+            ...task.delegation,
+            buildMessage: (taskReads) => task.buildMessage(taskReads, { forkNumber, prefix }),
+          },
+          fork: { forkTask: forkTaskLabel(forkNumber, position + 1), isolated: fork.store === 'isolated' },
+        })),
+        reads,
+      );
+      await client.query(
+        `INSERT INTO fork_tasks (root_thread_id, fork_number, task_index, agent, thread_id, workflow_id)
+         SELECT $1, $2, t.task_index, t.agent, t.thread_id, t.workflow_id
+           FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS t(agent, thread_id, workflow_id, task_index)
+          ORDER BY t.task_index`,
+        [
+          scope.rootThreadId,
+          forkNumber,
+          fork.tasks.map((task) => task.delegation.callee),
+          delegations.map((delegation) => delegation.threadId),
+          delegations.map((delegation) => delegation.workflowId),
+        ],
+      );
       const opened = await findFork(client, scope.rootThreadId, { number: forkNumber });
       if (!opened) throw new BatonDbError(`fork ${forkNumber} of '${scope.rootThreadId}' vanished while opening`);
       return opened;
@@ -228,21 +231,22 @@ export async function recordForkOutcome(
   outcomes: readonly { taskIndex: number; status: ForkTaskStatus; error?: string; merge?: unknown }[],
   status: ForkStatus,
 ): Promise<void> {
-  for (const outcome of outcomes) {
-    await db.query(
-      `UPDATE fork_tasks SET status = CASE WHEN status = 'pending' THEN $4 ELSE status END,
-              error = COALESCE(error, $5), merge = COALESCE($6::jsonb, merge), finished_at = COALESCE(finished_at, now())
-        WHERE root_thread_id = $1 AND fork_number = $2 AND task_index = $3`,
-      [
-        rootThreadId,
-        forkNumber,
-        outcome.taskIndex,
-        outcome.status,
-        outcome.error ?? null,
-        outcome.merge === undefined ? null : JSON.stringify(outcome.merge),
-      ],
-    );
-  }
+  // One statement for every task (its `fork_task_ended` event fires as its row changes), then the fork's end.
+  await db.query(
+    `UPDATE fork_tasks f SET status = CASE WHEN f.status = 'pending' THEN o.status ELSE f.status END,
+            error = COALESCE(f.error, o.error), merge = COALESCE(o.merge::jsonb, f.merge),
+            finished_at = COALESCE(f.finished_at, now())
+       FROM unnest($3::integer[], $4::text[], $5::text[], $6::text[]) AS o(task_index, status, error, merge)
+      WHERE f.root_thread_id = $1 AND f.fork_number = $2 AND f.task_index = o.task_index`,
+    [
+      rootThreadId,
+      forkNumber,
+      outcomes.map((outcome) => outcome.taskIndex),
+      outcomes.map((outcome) => outcome.status),
+      outcomes.map((outcome) => outcome.error ?? null),
+      outcomes.map((outcome) => (outcome.merge === undefined ? null : JSON.stringify(outcome.merge))),
+    ],
+  );
   await db.query(
     `UPDATE forks SET status = $3, finished_at = COALESCE(finished_at, now())
       WHERE root_thread_id = $1 AND number = $2`,

@@ -4,10 +4,13 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
-import { listMessages } from '../../db/transcripts';
+import { openDelegation, type DelegationReads } from '../../db/delegations';
+import { openFork } from '../../db/forks';
+import { appendMessage, listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { openRootThread } from '../../testing/thread-fixtures';
 import { waitFor } from '../chaos/waiting';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
@@ -548,4 +551,98 @@ test('fork/join: a task cut by fail_fast has its late env write refused too', as
     ],
   );
   await lateEnvWriteRefused(root, result.tasks[0]?.thread_id ?? '', 'late/ff');
+});
+
+test('fork/join: tasks open together, numbered per agent after earlier delegations, with a reused and a cloned thread', async () => {
+  // Straight against Postgres, as the `openFork` activity calls it: every task of the fork is opened in one set of
+  // statements, and each must come out as it would alone (its number, thread, store, epoch and message).
+  const root = await openRootThread(harness.pool, 'iso_lead');
+  const chain = (callee: string) => ['iso_lead', callee];
+  await appendMessage(harness.pool, root, `${root.threadId}:m1`, { role: 'user', content: 'Survey the field.' });
+  const reply = await appendMessage(harness.pool, root, `${root.threadId}:m2`, {
+    role: 'assistant',
+    content: 'I will ask the scouts.',
+  });
+  const earlier = await openDelegation(harness.pool, root, `${root.threadId}:d1`, {
+    callee: 'scout_a',
+    mode: 'new',
+    chain: chain('scout_a'),
+    callerMessageSeq: reply.message.seq,
+    buildMessage: () => 'Look first.',
+  });
+  assert.equal(earlier.threadId, `${root.threadId}/scout_a-1`);
+
+  const task = (callee: string, mode: 'new' | 'reuse' | 'clone', text: string) => ({
+    delegation: { callee, mode, chain: chain(callee), callerMessageSeq: reply.message.seq + 1 },
+    buildMessage: (reads: DelegationReads, fork: { forkNumber: number; prefix: string }) =>
+      `${text} (${reads.rootMessage} / ${reads.callerLatest ?? '-'}; fork ${fork.forkNumber} ${fork.prefix})`,
+  });
+  const open = () =>
+    openFork(harness.pool, root, `${root.threadId}:fork`, {
+      store: 'isolated',
+      failFast: false,
+      deadlineSeconds: 60,
+      maxParallel: 4,
+      tasks: [
+        task('scout_a', 'new', 'One.'),
+        task('scout_a', 'reuse', 'Two.'),
+        task('scout_b', 'clone', 'Three.'),
+        task('scout_a', 'new', 'Four.'),
+      ],
+    });
+  const fork = await open();
+  const base = root.threadId;
+  assert.deepEqual(
+    fork.tasks.map((t) => [t.taskIndex, t.agent, t.threadId, t.workflowId, t.epoch, t.status]),
+    [
+      [1, 'scout_a', `${base}/scout_a-2`, `baton/${base}/scout_a-2`, 0, 'pending'],
+      // `reuse` continues the caller's plain delegation thread to the agent, under the delegation's own number.
+      [2, 'scout_a', `${base}/scout_a-1`, `baton/${base}/scout_a-3`, 0, 'pending'],
+      [3, 'scout_b', `${base}/scout_b-1`, `baton/${base}/scout_b-1`, 0, 'pending'],
+      [4, 'scout_a', `${base}/scout_a-4`, `baton/${base}/scout_a-4`, 0, 'pending'],
+    ],
+  );
+  const delegations = await rows<{ number: number; threadId: string; message: string; mode: string }>(
+    `SELECT number, thread_id AS "threadId", message, mode FROM delegations
+      WHERE root_thread_id = $1 AND operation_id LIKE $2 ORDER BY operation_id`,
+    [base, `${base}:fork:task:%`],
+  );
+  assert.deepEqual(
+    delegations.map((d) => [d.number, d.threadId, d.mode, d.message]),
+    [
+      [2, `${base}/scout_a-2`, 'new', 'One. (Survey the field. / I will ask the scouts.; fork 1 fork/1)'],
+      [3, `${base}/scout_a-1`, 'reuse', 'Two. (Survey the field. / I will ask the scouts.; fork 1 fork/1)'],
+      [1, `${base}/scout_b-1`, 'clone', 'Three. (Survey the field. / I will ask the scouts.; fork 1 fork/1)'],
+      [4, `${base}/scout_a-4`, 'new', 'Four. (Survey the field. / I will ask the scouts.; fork 1 fork/1)'],
+    ],
+  );
+  const threads = await rows<{ threadId: string; scopes: string[]; forkTask: string | null; chain: string[] }>(
+    `SELECT thread_id AS "threadId", env_scopes AS scopes, fork_task AS "forkTask", chain FROM threads
+      WHERE root_thread_id = $1 AND thread_id <> $1 ORDER BY thread_id`,
+    [base],
+  );
+  assert.deepEqual(
+    threads.map((t) => [t.threadId, t.scopes, t.forkTask, t.chain]),
+    [
+      // The reused thread keeps what it was: a plain delegation thread on the shared store.
+      [`${base}/scout_a-1`, [''], null, ['iso_lead', 'scout_a']],
+      [`${base}/scout_a-2`, [`${base}/scout_a-2`, ''], 'fork 1 task 1', ['iso_lead', 'scout_a']],
+      [`${base}/scout_a-4`, [`${base}/scout_a-4`, ''], 'fork 1 task 4', ['iso_lead', 'scout_a']],
+      [`${base}/scout_b-1`, [`${base}/scout_b-1`, ''], 'fork 1 task 3', ['iso_lead', 'scout_b']],
+    ],
+  );
+  // The clone starts from the caller's messages before the call.
+  assert.deepEqual(
+    (await listMessages(harness.pool, `${base}/scout_b-1`)).map((m) => [m.role, m.content]),
+    [
+      ['user', 'Survey the field.'],
+      ['assistant', 'I will ask the scouts.'],
+    ],
+  );
+  // Opened once per operation id: asked again, the same fork comes back and nothing more is numbered.
+  assert.deepEqual((await open()).tasks, fork.tasks);
+  const [counted] = await rows<{ n: number }>('SELECT count(*)::int AS n FROM delegations WHERE root_thread_id = $1', [
+    base,
+  ]);
+  assert.equal(counted?.n, 5);
 });
