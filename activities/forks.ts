@@ -211,6 +211,7 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
           status: outcome.status,
           ...(outcome.error === undefined ? {} : { error: outcome.error }),
           ...(merge === undefined ? {} : { merge }),
+          ...(outcome.ranInWorkflowId === undefined ? {} : { ranInWorkflowId: outcome.ranInWorkflowId }),
         })),
         status,
       );

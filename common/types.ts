@@ -617,7 +617,11 @@ export interface FinishForkInput {
   operationId: string;
   forkNumber: number;
   toolCallId: string;
-  outcomes: { taskIndex: number; status: ForkTaskStatus; error?: string }[];
+  /**
+   * How each task ended; `ranInWorkflowId` for a task that answered in the fork's own workflow (from the
+   * `baton-fork-tasks-begin-in-fork` patch on), which never started the workflow its row names.
+   */
+  outcomes: { taskIndex: number; status: ForkTaskStatus; error?: string; ranInWorkflowId?: string }[];
   /** Set when the fork was cut short: by its deadline or by the first failure under `fail_fast`. */
   stoppedBy?: 'deadline' | 'fail_fast';
 }

@@ -228,15 +228,23 @@ export async function recordForkOutcome(
   db: Queryable,
   rootThreadId: string,
   forkNumber: number,
-  outcomes: readonly { taskIndex: number; status: ForkTaskStatus; error?: string; merge?: unknown }[],
+  outcomes: readonly {
+    taskIndex: number;
+    status: ForkTaskStatus;
+    error?: string;
+    merge?: unknown;
+    /** The workflow the task ran in, when not the one its row names (it answered in its fork's). */
+    ranInWorkflowId?: string;
+  }[],
   status: ForkStatus,
 ): Promise<void> {
   // One statement for every task (its `fork_task_ended` event fires as its row changes), then the fork's end.
   await db.query(
     `UPDATE fork_tasks f SET status = CASE WHEN f.status = 'pending' THEN o.status ELSE f.status END,
             error = COALESCE(f.error, o.error), merge = COALESCE(o.merge::jsonb, f.merge),
-            finished_at = COALESCE(f.finished_at, now())
-       FROM unnest($3::integer[], $4::text[], $5::text[], $6::text[]) AS o(task_index, status, error, merge)
+            finished_at = COALESCE(f.finished_at, now()), workflow_id = COALESCE(o.ran_in, f.workflow_id)
+       FROM unnest($3::integer[], $4::text[], $5::text[], $6::text[], $7::text[])
+              AS o(task_index, status, error, merge, ran_in)
       WHERE f.root_thread_id = $1 AND f.fork_number = $2 AND f.task_index = o.task_index`,
     [
       rootThreadId,
@@ -245,6 +253,7 @@ export async function recordForkOutcome(
       outcomes.map((outcome) => outcome.status),
       outcomes.map((outcome) => outcome.error ?? null),
       outcomes.map((outcome) => (outcome.merge === undefined ? null : JSON.stringify(outcome.merge))),
+      outcomes.map((outcome) => outcome.ranInWorkflowId ?? null),
     ],
   );
   await db.query(

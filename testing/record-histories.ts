@@ -68,6 +68,11 @@ const agents = new Map(
       '---\nYou step in batches.\n',
     '---\nname: batchlead\ndescription: Begins with a batch.\nsteps: batched\ncapabilities: [batchleaf]\n---\nYou lead.\n',
     '---\nname: batchleaf\ndescription: Answers in a batch.\nsteps: batched\n---\nYou answer.\n',
+    '---\nname: tasklead\ndescription: Forks tasks that begin in the fork.\n' +
+      'capabilities: [fork_join, quicktask, deeptask, digger]\n---\nYou fork.\n',
+    '---\nname: quicktask\ndescription: Answers in its first batch.\nsteps: batched\n---\nYou answer.\n',
+    '---\nname: deeptask\ndescription: Steps locally, then delegates.\nsteps: local\ncapabilities: [leaf]\n' +
+      '---\nYou go deep.\n',
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
       '    message: "Look at w."\n---\nYou watch.\n',
@@ -216,6 +221,24 @@ agents:
     - call: think
       args: { thought: "in my turn's beginning" }
     - say: "Seen, in one batch."
+  tasklead:
+    - call: fork_join
+      args:
+        tasks:
+          - { agent: quicktask, message: "Answer at once." }
+          - { agent: deeptask, message: "Go deep." }
+          - { agent: digger, message: "Dig here." }
+    - say: "Every task came back."
+  quicktask:
+    - call: think
+      args: { thought: "in the fork's task" }
+    - say: "Answered in the fork."
+  deeptask:
+    - call: think
+      args: { thought: "a local step in the fork" }
+    - call: leaf
+      args: { message: "What do you see?" }
+    - say: "Went deep."
   quickstep:
     - say: "Answered in the thread."
     - say: "Again in the thread."
@@ -375,6 +398,10 @@ const scenarios: Scenario[] = [
     continueAsNewAfterTurns: 1,
     resend: { index: 0, afterRuns: 3 },
   },
+  // Fork tasks that begin in the fork's workflow (baton-fork-tasks-begin-in-fork): a batched task answered there whole,
+  // a local-step task stepping there until its delegation, then going on in a `forkTaskTurnWorkflow`, and a task with
+  // steps as activities, begun there and going on in one.
+  { name: 'fork-tasks-begin-in-fork', agent: 'tasklead', messages: ['Fan out.'] },
   // A frontmatter watcher registered by its agent's delegated turn wakes once for the lead's write (its own writes,
   // in both its turns, wake nothing); the thread's end stops it and its workflow ends.
   {

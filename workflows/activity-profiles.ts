@@ -111,3 +111,22 @@ export const localSteps = proxyLocalActivities<Activities>(localProfile(STEP_PRO
 export const localTools = proxyLocalActivities<Activities>(localProfile(TOOL_PROFILE));
 /** Runs of a turn's consecutive steps, each run in one local activity (`steps: batched`). */
 export const localBatch = proxyLocalActivities<Activities>(BATCH_PROFILE);
+
+/**
+ * Local activities of `profile` that end by `deadlineAt` (workflow time, in ms) at the latest: each call's
+ * schedule-to-close timeout is the time left when it is scheduled, so a call still running then fails with a
+ * `SCHEDULE_TO_CLOSE` timeout, which no profile's own timeouts raise (`isPastDeadline`). For a fork's tasks stepping
+ * in the fork's workflow task: the fork's deadline timer fires only when that task next completes, which local
+ * activities hold open for up to 80% of its timeout, while a local activity's own timeout is kept by the worker.
+ */
+export function localActivitiesUntil(
+  profile: Pick<LocalActivityOptions, 'startToCloseTimeout' | 'retry'>,
+  deadlineAt: number,
+): typeof localDb {
+  const scheduledNow = () =>
+    proxyLocalActivities<Activities>({
+      ...profile,
+      scheduleToCloseTimeout: Math.max(1, deadlineAt - Date.now()),
+    }) as unknown as Record<string | symbol, unknown>;
+  return new Proxy({} as typeof localDb, { get: (_, name) => scheduledNow()[name] });
+}

@@ -560,11 +560,25 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
  * message recorded twice, its steps from the first); it does not know this type, so in a rolling upgrade such a turn
  * waits for a worker that does.
  */
-export async function rootTurnWorkflow(input: AgentTurnInput): Promise<AgentTurnResult> {
+export function rootTurnWorkflow(input: AgentTurnInput): Promise<AgentTurnResult> {
+  return begunTurn('rootTurnWorkflow', input);
+}
+
+/**
+ * A fork task its fork began (`AgentTurnInput.begun`, from the `baton-fork-tasks-begin-in-fork` patch on) that needs a
+ * workflow of its own to go on: the same turn, under a type a worker from before that patch does not know, for the
+ * reason `rootTurnWorkflow` gives.
+ */
+export function forkTaskTurnWorkflow(input: AgentTurnInput): Promise<AgentTurnResult> {
+  return begunTurn('forkTaskTurnWorkflow', input);
+}
+
+/** A turn another workflow began: it runs no `beginTurn`, and goes on from where that workflow left it. */
+async function begunTurn(type: string, input: AgentTurnInput): Promise<AgentTurnResult> {
   if (input.begun === undefined) {
     throw ApplicationFailure.create({
       type: ErrorType.InvalidInput,
-      message: 'rootTurnWorkflow runs a turn its thread began: its input needs `begun`',
+      message: `${type} runs a turn another workflow began: its input needs \`begun\``,
       nonRetryable: true,
     });
   }
@@ -575,3 +589,4 @@ export async function rootTurnWorkflow(input: AgentTurnInput): Promise<AgentTurn
 // for ever. Not a command: histories replay as they were recorded.
 setWorkflowOptions({ failureExceptionTypes: [Error] }, agentTurnWorkflow);
 setWorkflowOptions({ failureExceptionTypes: [Error] }, rootTurnWorkflow);
+setWorkflowOptions({ failureExceptionTypes: [Error] }, forkTaskTurnWorkflow);

@@ -1,4 +1,4 @@
-import { ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
 import { truncateBytes } from '../common/text';
 
 /** The innermost message of a failure chain: what actually went wrong. */
@@ -13,4 +13,16 @@ export function rootMessage(error: unknown): string {
 /** Whether a child workflow failed by running past its execution timeout. */
 export function isTimeout(error: unknown): boolean {
   return error instanceof ChildWorkflowFailure && error.cause instanceof TimeoutFailure;
+}
+
+/**
+ * Whether a local activity ran past the deadline `localActivitiesUntil` gave it: a `SCHEDULE_TO_CLOSE` timeout, which
+ * no profile's own timeouts (start-to-close only) raise.
+ */
+export function isPastDeadline(error: unknown): boolean {
+  return (
+    error instanceof ActivityFailure &&
+    error.cause instanceof TimeoutFailure &&
+    error.cause.timeoutType === 'SCHEDULE_TO_CLOSE'
+  );
 }

@@ -13,7 +13,9 @@ import {
   ParentClosePolicy,
   patched,
   setCurrentDetails,
+  workflowInfo,
 } from '@temporalio/workflow';
+import { operationId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes } from '../common/text';
 import {
@@ -29,7 +31,8 @@ import {
   type ThreadScope,
 } from '../common/types';
 import type { db, localDb } from './activity-profiles';
-import { isTimeout, rootMessage } from './failure-text';
+import { isPastDeadline, isTimeout, rootMessage } from './failure-text';
+import { beginTurnHere } from './thread-turns';
 
 /**
  * A delegated turn or fork task that fails (its own error, or stopped by its `timeout_s`) is fenced by its caller:
@@ -39,7 +42,16 @@ import { isTimeout, rootMessage } from './failure-text';
  */
 export const FENCE_FAILED_TURNS_PATCH = 'baton-fence-failed-turns';
 
-/** `agentTurnWorkflow`'s signature: tasks are child turns, started by type name (the turn module runs forks). */
+/**
+ * A fork task begins in its fork's workflow task (`beginTurnHere`, as a root turn begins in its thread's): its
+ * `beginTurn` and, when its agent's steps are `local` or `batched`, its steps until the answer run as local activities
+ * of the fork's workflow, side by side with the other tasks'. A task becomes a child workflow only when it needs one
+ * (`forkTaskTurnWorkflow`, going on from where the fork left it), or from the start when it has a `timeout_s` of its
+ * own (a workflow's execution timeout enforces it). Before this patch every task was a child `agentTurnWorkflow`.
+ */
+export const FORK_TASKS_BEGIN_IN_FORK_PATCH = 'baton-fork-tasks-begin-in-fork';
+
+/** A turn workflow's signature: tasks are child turns, started by type name (the turn module runs forks). */
 type AgentTurnWorkflow = (input: AgentTurnInput) => Promise<AgentTurnResult>;
 
 /** What a fork needs from the turn that runs it. */
@@ -69,7 +81,7 @@ interface TaskOutcome {
 export async function runForkJoin(
   context: ForkJoinContext,
   call: PlannedForkJoin,
-  operationId: string,
+  callOperationId: string,
   callerMessageSeq: number,
 ): Promise<void> {
   const { scope } = context;
@@ -94,7 +106,7 @@ export async function runForkJoin(
         {
           scope,
           callerVersion: context.agentVersion,
-          operationId: `${operationId}:fork`,
+          operationId: `${callOperationId}:fork`,
           callerMessageSeq,
           toolCallId: call.id,
           chain: context.chain,
@@ -107,6 +119,12 @@ export async function runForkJoin(
   }
 
   const total = fork.tasks.length;
+  const tasksBeginHere = patched(FORK_TASKS_BEGIN_IN_FORK_PATCH);
+  // Tasks stepping in this workflow's task keep the deadline themselves: its timer fires only when the task next
+  // completes, which their local activities hold open for seconds at a time.
+  const deadlineAt = Date.now() + call.deadlineSeconds * 1000;
+  /** Tasks that answered in this workflow: they have no workflow of their own, and the join says where they ran. */
+  const answeredHere = new Set<number>();
   const outcomes = new Map<number, TaskOutcome>();
   let running = 0;
   let stoppedBy: 'deadline' | 'fail_fast' | undefined;
@@ -137,7 +155,28 @@ export async function runForkJoin(
     running++;
     showProgress();
     try {
-      const result = await children.run(() => startTask(context, fork, task));
+      const result = await children.run(async () => {
+        if (!tasksBeginHere || task.timeoutSeconds !== undefined) {
+          return startTask(context, fork, task, taskInput(context, task), 'agentTurnWorkflow');
+        }
+        const begun = await beginTurnHere(
+          taskInput(context, task),
+          operationId(callOperationId, 'task', task.taskIndex),
+          `fork ${fork.forkNumber} task ${task.taskIndex}/${total}: ${task.agent} starts`,
+          deadlineAt,
+        );
+        if (begun.kind === 'answered') {
+          answeredHere.add(task.taskIndex);
+          return begun.result;
+        }
+        return startTask(
+          context,
+          fork,
+          task,
+          { ...taskInput(context, task), begun: begun.begun },
+          'forkTaskTurnWorkflow',
+        );
+      });
       settle(
         task,
         result.status === TurnStatus.Completed
@@ -145,7 +184,10 @@ export async function runForkJoin(
           : { status: 'failed', error: `${task.agent} ran out of steps (${result.steps}) without an answer` },
       );
     } catch (error) {
-      if (!isCancellation(error)) {
+      if (isPastDeadline(error)) {
+        // A task stepping here reached the fork's deadline: the deadline gives it up, with any other unfinished task.
+        stoppedBy ??= 'deadline';
+      } else if (!isCancellation(error)) {
         const reason = isTimeout(error)
           ? `it did not finish within its own timeout_s of ${task.timeoutSeconds} seconds`
           : rootMessage(error);
@@ -197,12 +239,13 @@ export async function runForkJoin(
   await context.pg.finishFork.executeWithOptions({ summary: `fork: join fork ${fork.forkNumber} (${total} tasks)` }, [
     {
       scope,
-      operationId,
+      operationId: callOperationId,
       forkNumber: fork.forkNumber,
       toolCallId: call.id,
       outcomes: fork.tasks.map((task) => ({
         taskIndex: task.taskIndex,
         ...(outcomes.get(task.taskIndex) ?? { status: 'failed', error: 'no outcome was recorded' }),
+        ...(answeredHere.has(task.taskIndex) ? { ranInWorkflowId: workflowInfo().workflowId } : {}),
       })),
       ...(stoppedBy === undefined ? {} : { stoppedBy }),
     },
@@ -210,26 +253,36 @@ export async function runForkJoin(
   setCurrentDetails(context.idleDetails);
 }
 
-/** One task's child turn: its message is read from its delegation, so it never passes through history. */
-function startTask(context: ForkJoinContext, fork: OpenForkResult, task: OpenedForkTask) {
+/** A task's turn: its message is read from its delegation, so it never passes through history. */
+function taskInput(context: ForkJoinContext, task: OpenedForkTask): AgentTurnInput {
   const { scope } = context;
-  return executeChild<AgentTurnWorkflow>('agentTurnWorkflow', {
+  return {
+    rootThreadId: scope.rootThreadId,
+    threadId: task.threadId,
+    parentThreadId: scope.threadId,
+    agent: task.agent,
+    message: task.summary,
+    delegationOperationId: task.delegationOperationId,
+    sender: scope.agent,
+    epoch: task.epoch,
+    chain: [...context.chain, task.agent],
+    world: context.world,
+    limits: context.limits,
+  };
+}
+
+/** A task's turn as a child workflow: from its start (`agentTurnWorkflow`), or from where the fork left it. */
+function startTask(
+  context: ForkJoinContext,
+  fork: OpenForkResult,
+  task: OpenedForkTask,
+  input: AgentTurnInput,
+  type: 'agentTurnWorkflow' | 'forkTaskTurnWorkflow',
+) {
+  const { scope } = context;
+  return executeChild<AgentTurnWorkflow>(type, {
     workflowId: task.workflowId,
-    args: [
-      {
-        rootThreadId: scope.rootThreadId,
-        threadId: task.threadId,
-        parentThreadId: scope.threadId,
-        agent: task.agent,
-        message: task.summary,
-        delegationOperationId: task.delegationOperationId,
-        sender: scope.agent,
-        epoch: task.epoch,
-        chain: [...context.chain, task.agent],
-        world: context.world,
-        limits: context.limits,
-      },
-    ],
+    args: [input],
     staticSummary: truncateBytes(
       `fork ${fork.forkNumber} task ${task.taskIndex}/${fork.tasks.length}: ${task.summary}`,
       200,

@@ -13,10 +13,10 @@ import {
   turnScope,
 } from './turn-steps';
 
-/** How a root turn begun in its thread's workflow goes on. */
-export type TurnBegunInThread =
+/** How a turn begun in another turn's workflow (its thread's, its fork's) goes on. */
+export type TurnBegunHere =
   | { kind: 'answered'; result: AgentTurnResult; ended: EndedInThread }
-  /** In a turn workflow of its own, from where the thread left it (`AgentTurnInput.begun`). */
+  /** In a turn workflow of its own, from where the workflow that began it left it (`AgentTurnInput.begun`). */
   | { kind: 'go on'; begun: NonNullable<AgentTurnInput['begun']> };
 
 /**
@@ -32,27 +32,46 @@ export type TurnBegunInThread =
  * again, on another worker) finds every step it stored. A step that fails fails the turn here as it would in a turn
  * workflow: the thread's row records it, and the message's Update fails with the reason.
  */
-export async function beginTurnInThread(
+export function beginTurnInThread(input: AgentTurnInput, turn: number, runId: string): Promise<TurnBegunHere> {
+  return beginTurnHere(
+    input,
+    threadTurnOperationBase(runId, turn),
+    `turn ${turn}: ${input.agent} starts, message from ${input.sender}`,
+  );
+}
+
+/**
+ * Begins a turn in the workflow task of the workflow that runs this (a root turn in its thread's, a fork task in its
+ * fork's), as `beginTurnInThread` describes, with the operation ids under `operationBase`. A turn whose message is
+ * stored with its delegation (`delegationOperationId`) records that one. With `deadlineAt` (workflow time, in ms),
+ * every local activity of its beginning and steps ends by then (`localActivitiesUntil`): past it, the turn fails with
+ * the activity's `SCHEDULE_TO_CLOSE` timeout (`isPastDeadline`).
+ */
+export async function beginTurnHere(
   input: AgentTurnInput,
-  turn: number,
-  runId: string,
-): Promise<TurnBegunInThread> {
+  operationBase: string,
+  summary: string,
+  deadlineAt?: number,
+): Promise<TurnBegunHere> {
   const scope = turnScope(input);
   const world = input.world ?? 'default';
-  const operationBase = threadTurnOperationBase(runId, turn);
   const {
     begun: { limits, firstBatch, ...agent },
     firstBatchInBegin,
   } = await beginTurnAndFirstBatch(
-    `turn ${turn}: ${input.agent} starts, message from ${input.sender}`,
+    summary,
     {
       scope,
       operationId: operationId(operationBase, 'in'),
-      message: { role: 'user', content: input.message },
+      message:
+        input.delegationOperationId === undefined
+          ? { role: 'user', content: input.message }
+          : { role: 'user', delegationOperationId: input.delegationOperationId },
       world,
       ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
     },
     operationBase,
+    deadlineAt,
   );
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
   const batched = agent.steps === 'batched' && (firstBatchInBegin || patched(BATCHED_STEPS_PATCH));
@@ -63,7 +82,7 @@ export async function beginTurnInThread(
       world,
       agent,
       operationBase,
-      activities: stepProfiles(batched ? 'batched' : 'local'),
+      activities: stepProfiles(batched ? 'batched' : 'local', deadlineAt),
       carryToolCalls: true,
       finishTurnOnAnswer: true,
       ...(firstBatch === undefined ? {} : { firstBatch }),

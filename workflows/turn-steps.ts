@@ -17,7 +17,20 @@ import {
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import { modelCallInput, runsWithNextModelCall, toolCallInput, type TurnStepIds } from '../common/turn-step-calls';
-import { localBatch, localDb, localModel, localSteps, model, steps } from './activity-profiles';
+import {
+  BATCH_PROFILE,
+  DB_PROFILE,
+  localActivitiesUntil,
+  localBatch,
+  localDb,
+  localModel,
+  localProfile,
+  localSteps,
+  model,
+  MODEL_PROFILE,
+  STEP_PROFILE,
+  steps,
+} from './activity-profiles';
 import { rootMessage } from './failure-text';
 
 /**
@@ -52,9 +65,13 @@ export async function beginTurnAndFirstBatch(
   summary: string,
   input: Omit<BeginTurnInput, 'firstBatch'>,
   operationBase: string,
+  deadlineAt?: number,
 ): Promise<{ begun: BegunTurn; firstBatchInBegin: boolean }> {
   const firstBatchInBegin = patched(FIRST_BATCH_IN_BEGIN_PATCH);
-  const begun = await (firstBatchInBegin ? localBatch : localDb).beginTurn.executeWithOptions({ summary }, [
+  const profile = firstBatchInBegin ? BATCH_PROFILE : DB_PROFILE;
+  const activities =
+    deadlineAt === undefined ? (firstBatchInBegin ? localBatch : localDb) : localActivitiesUntil(profile, deadlineAt);
+  const begun = await activities.beginTurn.executeWithOptions({ summary }, [
     { ...input, ...(firstBatchInBegin ? { firstBatch: { operationBase } } : {}) },
   ]);
   return { begun, firstBatchInBegin };
@@ -62,10 +79,21 @@ export async function beginTurnAndFirstBatch(
 
 /**
  * Where a turn's model calls and the tool calls carried with them run: activities, local activities (one per step), or
- * (`batched`) also consecutive steps in one local activity (`batch`).
+ * (`batched`) also consecutive steps in one local activity (`batch`). With `deadlineAt`, local activities that end by
+ * then (`localActivitiesUntil`).
  */
-export function stepProfiles(mode: StepMode): { model: typeof model; steps: typeof steps; batch?: typeof localBatch } {
+export function stepProfiles(
+  mode: StepMode,
+  deadlineAt?: number,
+): { model: typeof model; steps: typeof steps; batch?: typeof localBatch } {
   if (mode === 'activity') return { model, steps };
+  if (deadlineAt !== undefined) {
+    return {
+      model: localActivitiesUntil(localProfile(MODEL_PROFILE), deadlineAt),
+      steps: localActivitiesUntil(localProfile(STEP_PROFILE), deadlineAt),
+      ...(mode === 'batched' ? { batch: localActivitiesUntil(BATCH_PROFILE, deadlineAt) } : {}),
+    };
+  }
   return { model: localModel, steps: localSteps, ...(mode === 'batched' ? { batch: localBatch } : {}) };
 }
 

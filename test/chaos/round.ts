@@ -499,7 +499,7 @@ async function checkStepModes(
   for (const root of roots) {
     const before = { ...counts };
     for await (const execution of client.temporal.workflow.list({
-      query: `BatonRootThreadId="${root}" AND (WorkflowType="agentTurnWorkflow" OR WorkflowType="rootTurnWorkflow" OR WorkflowType="threadWorkflow")`,
+      query: `BatonRootThreadId="${root}" AND (WorkflowType="agentTurnWorkflow" OR WorkflowType="rootTurnWorkflow" OR WorkflowType="forkTaskTurnWorkflow" OR WorkflowType="threadWorkflow")`,
     })) {
       const history = await client.temporal.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
       // A turn runs its first batch in its `beginTurn`.

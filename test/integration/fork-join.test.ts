@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
 import { openDelegation, type DelegationReads } from '../../db/delegations';
@@ -18,8 +19,8 @@ const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'fork-join-'));
 const modelLog = path.join(workDir, 'model.jsonl');
 
-function agent(name: string, capabilities: string[] = []) {
-  const text = `---\nname: ${name}\ndescription: The ${name} agent.\ncapabilities: [${capabilities.join(', ')}]\n---\nYou are ${name}.\n`;
+function agent(name: string, capabilities: string[] = [], extra = '') {
+  const text = `---\nname: ${name}\ndescription: The ${name} agent.\ncapabilities: [${capabilities.join(', ')}]\n${extra}---\nYou are ${name}.\n`;
   return parseAgentFile(text, `${name}.md`);
 }
 
@@ -48,6 +49,14 @@ const agents: AgentRegistry = new Map(
     agent('sharer_a'),
     agent('sharer_b'),
     agent('secret'),
+    agent('here_lead', ['fork_join', 'here_batched', 'here_local']),
+    agent('here_batched', [], 'steps: batched\n'),
+    agent('here_local', [], 'steps: local\n'),
+    agent('here_deadline_lead', ['fork_join', 'here_batched', 'here_laggard']),
+    agent('here_laggard', [], 'steps: batched\n'),
+    agent('here_ff_lead', ['fork_join', 'here_sleeper', 'here_broken']),
+    agent('here_sleeper', [], 'steps: local\n'),
+    agent('here_broken', [], 'steps: batched\n'),
   ].map((a) => [a.name, a]),
 );
 
@@ -171,6 +180,35 @@ agents:
     - say: "late ff done"
   late_writer:
     - { call: slow_store, args: { key: late/ff } }
+    - say: "never"
+  here_lead:
+    - call: fork_join
+      args: { tasks: [ { agent: here_batched, message: "Batch it." }, { agent: here_local, message: "Step it." } ] }
+    - say: "here done"
+  here_batched:
+    - call: store_env_data
+      args: { key: batched/note, short_description: "A note from a batch.", value: { ok: true } }
+    - say: "batched here"
+  here_local:
+    - call: think
+      args: { thought: "a local step" }
+    - say: "stepped here"
+  here_deadline_lead:
+    - call: fork_join
+      args: { deadline_seconds: 3, tasks: [ { agent: here_batched, message: "Quick." }, { agent: here_laggard, message: "Slow." } ] }
+    - say: "here deadline done"
+  here_laggard:
+    - call: think
+      args: { thought: "starting" }
+    - { say: "too late", delay_ms: 20000 }
+  here_ff_lead:
+    - call: fork_join
+      args: { fail_fast: true, tasks: [ { agent: here_sleeper, message: "Sleep." }, { agent: here_broken, message: "Fail." } ] }
+    - say: "here ff done"
+  here_sleeper:
+    - { say: "woke up", delay_ms: 20000 }
+  here_broken:
+    - { fail: 401, times: 5, message: "broken on purpose" }
     - say: "never"
 `,
   'fork-join',
@@ -645,4 +683,132 @@ test('fork/join: tasks open together, numbered per agent after earlier delegatio
     base,
   ]);
   assert.equal(counted?.n, 5);
+});
+
+/** The lead's turn workflow of `root`'s first turn and its local activities' summaries, in order. */
+async function leadTurnMarkers(root: string): Promise<{ workflowId: string; summaries: string[] }> {
+  const workflowId = `baton/${root}/turn-1`;
+  const history = await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory();
+  const summaries = (history.events ?? []).flatMap((event) => {
+    const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
+    return data ? [JSON.parse(Buffer.from(data).toString('utf8')) as string] : [];
+  });
+  return { workflowId, summaries };
+}
+
+/** Whether a workflow with this id was ever started. */
+async function workflowExists(workflowId: string): Promise<boolean> {
+  try {
+    await harness.client.temporal.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
+}
+
+test("fork/join: batched and local tasks answer in the fork's workflow, with no workflow of their own", async () => {
+  const root = uniqueThreadId('here');
+  const thread = await harness.client.startThread({ agent: 'here_lead', threadId: root });
+  const reply = await thread.send('Go.');
+  assert.equal(reply.reply, 'here done');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'success');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status, t.reply]),
+    [
+      ['here_batched', 'success', 'batched here'],
+      ['here_local', 'success', 'stepped here'],
+    ],
+  );
+  // The batched task's isolated store merged as a child's would.
+  assert.deepEqual(result.tasks[0]?.merge?.created, ['fork/1/1/batched/note']);
+  const { workflowId, summaries } = await leadTurnMarkers(root);
+  // Each task's steps are local activities of the lead's turn: the batched one's whole turn in its beginning, the
+  // local one's beginning, then its model step, each with its own summary.
+  for (const expected of [
+    'fork 1 task 1/2: here_batched starts',
+    'fork 1 task 2/2: here_local starts',
+    'model: here_local step 1',
+    'step: here_local runs think, then model step 2',
+  ]) {
+    assert.ok(summaries.includes(expected), `the lead's history shows "${expected}" (it has ${summaries.join(' | ')})`);
+  }
+  const tasks = await rows<{ taskIndex: number; workflowId: string; status: string; threadStatus: string }>(
+    `SELECT ft.task_index AS "taskIndex", ft.workflow_id AS "workflowId", ft.status, t.status AS "threadStatus"
+       FROM fork_tasks ft JOIN threads t ON t.thread_id = ft.thread_id
+      WHERE ft.root_thread_id = $1 ORDER BY ft.task_index`,
+    [root],
+  );
+  // The join records where each task ran: the lead's workflow, as the explorer links it.
+  assert.deepEqual(
+    tasks.map((t) => [t.taskIndex, t.workflowId, t.status, t.threadStatus]),
+    [
+      [1, workflowId, 'success', 'completed'],
+      [2, workflowId, 'success', 'completed'],
+    ],
+  );
+  for (const task of result.tasks) {
+    const name = `${task.thread_id.slice(root.length + 1)}`;
+    assert.equal(await workflowExists(`baton/${root}/${name}`), false, `no workflow of its own for ${name}`);
+    const transcript = await listMessages(harness.pool, task.thread_id);
+    assert.equal(transcript[0]?.role, 'user', 'the task message comes first');
+    assert.equal(transcript.at(-1)?.content, task.reply);
+    assert.equal(transcript.filter((m) => m.role === 'user').length, 1, 'the message was recorded once');
+  }
+});
+
+test("fork/join: at the deadline a task stepping in the fork's workflow is reclaimed and its reply never stored", async () => {
+  const root = uniqueThreadId('here-deadline');
+  const thread = await harness.client.startThread({ agent: 'here_deadline_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.stopped_by, 'deadline');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [
+      ['here_batched', 'success'],
+      ['here_laggard', 'timeout'],
+    ],
+  );
+  const laggard = result.tasks[1]?.thread_id ?? '';
+  const [fenced] = await rows<{ epoch: number; status: string }>(
+    'SELECT epoch, status FROM threads WHERE thread_id = $1',
+    [laggard],
+  );
+  assert.deepEqual(fenced, { epoch: 1, status: 'reclaimed' });
+  const transcript = await listMessages(harness.pool, laggard);
+  assert.equal(
+    transcript.some((m) => m.content === 'too late'),
+    false,
+    'the late reply was not stored',
+  );
+});
+
+test("fork/join: under fail_fast a task failing in the fork's workflow stops its sibling stepping there", async () => {
+  const root = uniqueThreadId('here-ff');
+  const thread = await harness.client.startThread({ agent: 'here_ff_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.stopped_by, 'fail_fast');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [
+      ['here_sleeper', 'cancelled'],
+      ['here_broken', 'failed'],
+    ],
+  );
+  assert.match(result.tasks[1]?.error ?? '', /broken on purpose/);
+  const statuses = await rows<{ threadId: string; status: string; epoch: number }>(
+    `SELECT thread_id AS "threadId", status, epoch FROM threads WHERE root_thread_id = $1 AND thread_id <> $1
+      ORDER BY thread_id`,
+    [root],
+  );
+  assert.deepEqual(
+    statuses.map((t) => [t.threadId.slice(root.length + 1), t.status, t.epoch]),
+    [
+      ['here_broken-1', 'failed', 1],
+      ['here_sleeper-1', 'reclaimed', 1],
+    ],
+  );
 });
