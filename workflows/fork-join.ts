@@ -164,6 +164,7 @@ export async function runForkJoin(
           operationId(callOperationId, 'task', task.taskIndex),
           `fork ${fork.forkNumber} task ${task.taskIndex}/${total}: ${task.agent} starts`,
           deadlineAt,
+          `${task.agent} (fork ${fork.forkNumber} task ${task.taskIndex})`,
         );
         if (begun.kind === 'answered') {
           answeredHere.add(task.taskIndex);

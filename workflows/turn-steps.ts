@@ -106,6 +106,12 @@ export interface StepLoopInput extends TurnStepIds {
   carryToolCalls: boolean;
   /** The model call that gets the answer records the turn completed (the finish-with-answer patch). */
   finishTurnOnAnswer: boolean;
+  /**
+   * Who the steps' summaries in the Web UI name: the agent, or for a fork task stepping in its fork's workflow, the
+   * agent and its task (`kid (fork 1 task 2)`), since its siblings' steps are markers of the same history.
+   * @default the agent
+   */
+  stepper?: string;
   /** Where an earlier part of the turn left off: its last reply's calls are run first, then the next step. */
   from?: TurnProgress;
   /** The turn's first batch, run by its `beginTurn` (`BeginTurnInput.firstBatch`): the loop goes on from its reply. */
@@ -153,6 +159,7 @@ export async function runStepLoop(
 export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd>;
 export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
   const { agent } = loop;
+  const stepper = loop.stepper ?? loop.scope.agent;
   let usage = loop.from?.usage ?? ZERO_USAGE;
   // The previous reply's tool calls, when the activity runs them all, left to run in the same activity as the next
   // model call.
@@ -177,7 +184,7 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
         (await batch.runSteps.executeWithOptions(
           {
             summary:
-              `steps: ${loop.scope.agent} ` +
+              `steps: ${stepper} ` +
               `${carried === undefined ? '' : `runs ${carried.names.join(', ')}, then `}model steps from ${step + 1}`,
           },
           [
@@ -198,11 +205,11 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
       reply =
         carried === undefined
           ? await loop.activities.model.callModel.executeWithOptions(
-              { summary: `model: ${loop.scope.agent} step ${step + 1}` },
+              { summary: `model: ${stepper} step ${step + 1}` },
               [modelCall],
             )
           : await loop.activities.steps.runToolsThenCallModel.executeWithOptions(
-              { summary: `step: ${loop.scope.agent} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
+              { summary: `step: ${stepper} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
               [{ toolCalls: carried.calls, model: modelCall }],
             );
     }

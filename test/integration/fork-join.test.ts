@@ -729,8 +729,8 @@ test("fork/join: batched and local tasks answer in the fork's workflow, with no 
   for (const expected of [
     'fork 1 task 1/2: here_batched starts',
     'fork 1 task 2/2: here_local starts',
-    'model: here_local step 1',
-    'step: here_local runs think, then model step 2',
+    'model: here_local (fork 1 task 2) step 1',
+    'step: here_local (fork 1 task 2) runs think, then model step 2',
   ]) {
     assert.ok(summaries.includes(expected), `the lead's history shows "${expected}" (it has ${summaries.join(' | ')})`);
   }
