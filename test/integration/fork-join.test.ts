@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
 import { openDelegation, type DelegationReads } from '../../db/delegations';
@@ -782,6 +783,18 @@ test("fork/join: at the deadline a task stepping in the fork's workflow is recla
     transcript.some((m) => m.content === 'too late'),
     false,
     'the late reply was not stored',
+  );
+  // The laggard was given up by its own local activity's timeout at the deadline, not when the fork's timer was next
+  // seen (the caller's workflow task, held open by the laggard, completes only when the SDK renews it, seconds later).
+  const history = await harness.client.temporal.workflow.getHandle(`baton/${root}/turn-1`).fetchHistory();
+  const laggardStart = (history.events ?? []).find((event) => {
+    const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
+    return data !== undefined && data !== null && Buffer.from(data).toString('utf8').includes('here_laggard starts');
+  });
+  assert.equal(
+    laggardStart?.markerRecordedEventAttributes?.failure?.timeoutFailureInfo?.timeoutType,
+    temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,
+    'the laggard start failed with its schedule-to-close timeout',
   );
 });
 
