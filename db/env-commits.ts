@@ -122,11 +122,17 @@ export async function mergeTaskCommits(
         [caller.rootThreadId, taskScopes],
       );
       const stagingScopes = new Set(staging.map((row) => row.scope));
-      const merged = new Map<string, MergeResult>();
+      const storeOf = new Map<string, StoredEntry[]>();
+      for (const row of stored) {
+        const store = storeOf.get(row.scope);
+        if (store) store.push(row);
+        else storeOf.set(row.scope, [row]);
+      }
+      const mergedNow = new Map<string, MergeResult>();
       for (const { operationId, task } of toMerge) {
         const merge = new CommitMerge(client, caller, operationId, task, thread.scopes, serialize, announcements);
-        const store = stored.filter((row) => row.scope === task.threadId);
-        merged.set(operationId, await merge.apply(store, stagingScopes.has(task.threadId)));
+        const store = storeOf.get(task.threadId) ?? [];
+        mergedNow.set(operationId, await merge.apply(store, stagingScopes.has(task.threadId)));
       }
       if (toMerge.length > 0) {
         await client.query(
@@ -140,12 +146,12 @@ export async function mergeTaskCommits(
             toMerge.map(({ operationId }) => operationId),
             toMerge.map(({ task }) => task.forkNumber),
             toMerge.map(({ task }) => task.taskIndex),
-            toMerge.map(({ operationId }) => merged.get(operationId)?.commitId ?? null),
-            toMerge.map(({ operationId }) => JSON.stringify(merged.get(operationId))),
+            toMerge.map(({ operationId }) => mergedNow.get(operationId)?.commitId ?? null),
+            toMerge.map(({ operationId }) => JSON.stringify(mergedNow.get(operationId))),
           ],
         );
       }
-      const results = merges.map(({ operationId }) => doneBefore.get(operationId) ?? merged.get(operationId));
+      const results = merges.map(({ operationId }) => doneBefore.get(operationId) ?? mergedNow.get(operationId));
       return results as MergeResult[];
     }),
   );

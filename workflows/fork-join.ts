@@ -156,11 +156,12 @@ export async function runForkJoin(
     showProgress();
     try {
       const result = await children.run(async () => {
+        const input = taskInput(context, task);
         if (!tasksBeginHere || task.timeoutSeconds !== undefined) {
-          return startTask(context, fork, task, taskInput(context, task), 'agentTurnWorkflow');
+          return startTask(context, fork, task, input, 'agentTurnWorkflow');
         }
         const begun = await beginTurnHere(
-          taskInput(context, task),
+          input,
           operationId(callOperationId, 'task', task.taskIndex),
           `fork ${fork.forkNumber} task ${task.taskIndex}/${total}: ${task.agent} starts`,
           deadlineAt,
@@ -170,13 +171,7 @@ export async function runForkJoin(
           answeredHere.add(task.taskIndex);
           return begun.result;
         }
-        return startTask(
-          context,
-          fork,
-          task,
-          { ...taskInput(context, task), begun: begun.begun },
-          'forkTaskTurnWorkflow',
-        );
+        return startTask(context, fork, task, { ...input, begun: begun.begun }, 'forkTaskTurnWorkflow');
       });
       settle(
         task,
