@@ -1,3 +1,4 @@
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { DatabaseError } from 'pg';
 import { ErrorType } from '../common/errors';
@@ -18,6 +19,33 @@ export function describeDataError(error: DatabaseError): string {
       ? ': text holding a NUL character (U+0000) or a lone UTF-16 surrogate cannot be stored'
       : '';
   return `Postgres refused the data (SQLSTATE ${error.code ?? '22'}: ${error.message})${hint}`;
+}
+
+/**
+ * Refuses a local activity's attempt that would begin past its schedule-to-close deadline, failing it for good as the
+ * deadline would have. The SDK keeps that deadline with a timer, but the attempt's start-to-close timeout is clamped to
+ * it, so the two timers can fire together; when the start-to-close one wins, or an attempt fails just before the
+ * deadline, the SDK schedules a retry, and the deadline's timer, firing during the retry's backoff, finds no attempt
+ * to time out and is dropped: the retry would run with no deadline at all. Outside an activity (an activity function
+ * called directly) there is nothing to check.
+ */
+export function refuseAttemptPastDeadline(): void {
+  let info: Context['info'];
+  try {
+    info = Context.current().info;
+  } catch {
+    return;
+  }
+  if (!info.isLocal || info.scheduleToCloseTimeoutMs <= 0) return;
+  const deadline = info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
+  if (Date.now() < deadline) return;
+  throw ApplicationFailure.create({
+    type: ErrorType.ActivityPastDeadline,
+    nonRetryable: true,
+    message:
+      `${info.activityType} attempt ${info.attempt} would begin ${Date.now() - deadline} ms past its ` +
+      `schedule-to-close deadline of ${info.scheduleToCloseTimeoutMs} ms`,
+  });
 }
 
 /**

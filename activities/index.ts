@@ -17,7 +17,7 @@ import { createModelActivities } from './model';
 import type { ModelProviders } from './model-providers';
 import { createQuestionActivities } from './questions';
 import { createScheduleActivities } from './schedules';
-import { toApplicationFailure } from './failures';
+import { refuseAttemptPastDeadline, toApplicationFailure } from './failures';
 import { createThreadActivities } from './threads';
 import { createToolCallActivities } from './tool-calls';
 import { createTurnActivities } from './turns';
@@ -133,6 +133,7 @@ function withTypedFailuresAndAnnouncements<T extends object>(pool: Pool, activit
       typeof activity === 'function'
         ? async (...args: unknown[]): Promise<unknown> => {
             try {
+              refuseAttemptPastDeadline();
               return await (activity as (...args: unknown[]) => Promise<unknown>)(...args);
             } catch (error) {
               throw toApplicationFailure(error);

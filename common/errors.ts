@@ -21,6 +21,8 @@ export const ErrorType = {
   /** The turn's own workflow code threw (a bug, or input it cannot handle): the turn fails instead of retrying. */
   TurnCodeFailed: 'Turn.CodeFailed',
   InvalidInput: 'Input.Invalid',
+  /** A local activity's attempt that would begin past its schedule-to-close deadline (`refuseAttemptPastDeadline`). */
+  ActivityPastDeadline: 'Activity.PastDeadline',
 } as const;
 
 export type ErrorTypeName = (typeof ErrorType)[keyof typeof ErrorType];

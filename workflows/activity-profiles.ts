@@ -115,9 +115,11 @@ export const localBatch = proxyLocalActivities<Activities>(BATCH_PROFILE);
 /**
  * Local activities of `profile` that end by `deadlineAt` (workflow time, in ms) at the latest: each call's
  * schedule-to-close timeout is the time left when it is scheduled, so a call still running then fails with a
- * `SCHEDULE_TO_CLOSE` timeout, which no profile's own timeouts raise (`isPastDeadline`). For a fork's tasks stepping
- * in the fork's workflow task: the fork's deadline timer fires only when that task next completes, which local
- * activities hold open for up to 80% of its timeout, while a local activity's own timeout is kept by the worker.
+ * `SCHEDULE_TO_CLOSE` timeout, which no profile's own timeouts raise, and a retry that would begin past it is refused
+ * (`refuseAttemptPastDeadline`: the SDK drops the timeout when it falls while a retry waits); `isPastDeadline` knows
+ * both. For a fork's tasks stepping in the fork's workflow task: the fork's deadline timer fires only when that task
+ * next completes, which local activities hold open for up to 80% of its timeout, while a local activity's own timeout
+ * is kept by the worker.
  */
 export function localActivitiesUntil(
   profile: Pick<LocalActivityOptions, 'startToCloseTimeout' | 'retry'>,

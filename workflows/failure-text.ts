@@ -1,4 +1,5 @@
-import { ActivityFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
+import { ErrorType } from '../common/errors';
 import { truncateBytes } from '../common/text';
 
 /** The innermost message of a failure chain: what actually went wrong. */
@@ -17,9 +18,12 @@ export function isTimeout(error: unknown): boolean {
 
 /**
  * Whether a local activity ran past the deadline `localActivitiesUntil` gave it: a `SCHEDULE_TO_CLOSE` timeout, which
- * no profile's own timeouts (start-to-close only) raise.
+ * no profile's own timeouts (start-to-close only) raise, or a retry refused for beginning past it
+ * (`ErrorType.ActivityPastDeadline`: the SDK can lose the timeout while a retry waits). The SDK reports the timeout
+ * as an `ActivityFailure` caused by it, and the activity's own failure as it was thrown.
  */
 export function isPastDeadline(error: unknown): boolean {
+  if (error instanceof ApplicationFailure) return error.type === ErrorType.ActivityPastDeadline;
   return (
     error instanceof ActivityFailure &&
     error.cause instanceof TimeoutFailure &&

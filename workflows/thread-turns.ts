@@ -45,7 +45,8 @@ export function beginTurnInThread(input: AgentTurnInput, turn: number, runId: st
  * fork's), as `beginTurnInThread` describes, with the operation ids under `operationBase`. A turn whose message is
  * stored with its delegation (`delegationOperationId`) records that one. With `deadlineAt` (workflow time, in ms),
  * every local activity of its beginning and steps ends by then (`localActivitiesUntil`): past it, the turn fails with
- * the activity's `SCHEDULE_TO_CLOSE` timeout (`isPastDeadline`). `stepper` names it in its steps' summaries.
+ * the activity's `SCHEDULE_TO_CLOSE` timeout, or its retry refused (`isPastDeadline`). `stepper` names it in its steps'
+ * summaries.
  */
 export async function beginTurnHere(
   input: AgentTurnInput,

@@ -6,6 +6,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
+import { ErrorType } from '../../common/errors';
 import { openDelegation, type DelegationReads } from '../../db/delegations';
 import { openFork } from '../../db/forks';
 import { appendMessage, listMessages } from '../../db/transcripts';
@@ -55,6 +56,8 @@ const agents: AgentRegistry = new Map(
     agent('here_local', [], 'steps: local\n'),
     agent('here_deadline_lead', ['fork_join', 'here_batched', 'here_laggard']),
     agent('here_laggard', [], 'steps: batched\n'),
+    agent('here_retry_lead', ['fork_join', 'here_flaky']),
+    agent('here_flaky', [], 'steps: batched\n'),
     agent('here_ff_lead', ['fork_join', 'here_sleeper', 'here_broken']),
     agent('here_sleeper', [], 'steps: local\n'),
     agent('here_broken', [], 'steps: batched\n'),
@@ -201,6 +204,13 @@ agents:
   here_laggard:
     - call: think
       args: { thought: "starting" }
+    - { say: "too late", delay_ms: 20000 }
+  here_retry_lead:
+    - call: fork_join
+      args: { deadline_seconds: 1, tasks: [ { agent: here_flaky, message: "Retry." } ] }
+    - say: "here retry done"
+  here_flaky:
+    - { fail: 429, times: 2, retry_after_s: 3 }
     - { say: "too late", delay_ms: 20000 }
   here_ff_lead:
     - call: fork_join
@@ -689,12 +699,26 @@ test('fork/join: tasks open together, numbered per agent after earlier delegatio
 /** The lead's turn workflow of `root`'s first turn and its local activities' summaries, in order. */
 async function leadTurnMarkers(root: string): Promise<{ workflowId: string; summaries: string[] }> {
   const workflowId = `baton/${root}/turn-1`;
-  const history = await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory();
+  const history = await leadHistory(root);
   const summaries = (history.events ?? []).flatMap((event) => {
     const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
     return data ? [JSON.parse(Buffer.from(data).toString('utf8')) as string] : [];
   });
   return { workflowId, summaries };
+}
+
+/** The history of a root's first turn, the one that ran the fork. */
+async function leadHistory(root: string): Promise<temporal.api.history.v1.IHistory> {
+  return harness.client.temporal.workflow.getHandle(`baton/${root}/turn-1`).fetchHistory();
+}
+
+/** The failure of the local activity whose summary holds `summary` (the first such), as its marker recorded it. */
+function markerFailure(history: temporal.api.history.v1.IHistory, summary: string) {
+  const marker = (history.events ?? []).find((event) => {
+    const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
+    return data !== undefined && data !== null && Buffer.from(data).toString('utf8').includes(summary);
+  });
+  return marker?.markerRecordedEventAttributes?.failure ?? undefined;
 }
 
 /** Whether a workflow with this id was ever started. */
@@ -784,18 +808,44 @@ test("fork/join: at the deadline a task stepping in the fork's workflow is recla
     false,
     'the late reply was not stored',
   );
-  // The laggard was given up by its own local activity's timeout at the deadline, not when the fork's timer was next
-  // seen (the caller's workflow task, held open by the laggard, completes only when the SDK renews it, seconds later).
-  const history = await harness.client.temporal.workflow.getHandle(`baton/${root}/turn-1`).fetchHistory();
-  const laggardStart = (history.events ?? []).find((event) => {
-    const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
-    return data !== undefined && data !== null && Buffer.from(data).toString('utf8').includes('here_laggard starts');
-  });
-  assert.equal(
-    laggardStart?.markerRecordedEventAttributes?.failure?.timeoutFailureInfo?.timeoutType,
-    temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,
-    'the laggard start failed with its schedule-to-close timeout',
+  // The laggard was given up by its own local activity at the deadline, not when the fork's timer was next seen (the
+  // caller's workflow task, held open by the laggard, completes only when the SDK renews it, seconds later): by the
+  // activity's schedule-to-close timeout, or, when the SDK retried it instead, by its retry refused.
+  const failure = markerFailure(await leadHistory(root), 'here_laggard starts');
+  assert.ok(
+    failure?.timeoutFailureInfo?.timeoutType === temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE ||
+      failure?.applicationFailureInfo?.type === ErrorType.ActivityPastDeadline,
+    `the laggard's start failed at its deadline (it failed with ${JSON.stringify(failure)})`,
   );
+});
+
+test("fork/join: a task's retry that would begin past the deadline is refused, not run without one", async () => {
+  const root = uniqueThreadId('here-retry');
+  const thread = await harness.client.startThread({ agent: 'here_retry_lead', threadId: root });
+  await thread.send('Go.');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.stopped_by, 'deadline');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status]),
+    [['here_flaky', 'timeout']],
+  );
+  const flaky = result.tasks[0]?.thread_id ?? '';
+  const transcript = await listMessages(harness.pool, flaky);
+  assert.equal(
+    transcript.some((m) => m.content === 'too late'),
+    false,
+    'the late reply was not stored',
+  );
+  // The task's batch failed on the rate limit and was to be retried 3 s later; its deadline (1 s) fell in the wait,
+  // when the SDK has no attempt to time out and drops the timeout. The retry, past the deadline, was refused at once,
+  // not run for the model's 20 s until the fork's timer was seen.
+  const failure = markerFailure(await leadHistory(root), 'here_flaky (fork 1 task 1)');
+  assert.equal(
+    failure?.applicationFailureInfo?.type,
+    ErrorType.ActivityPastDeadline,
+    `the batch's retry was refused (it failed with ${JSON.stringify(failure)})`,
+  );
+  assert.match(failure?.message ?? '', /runSteps attempt 2 would begin \d+ ms past its schedule-to-close deadline/);
 });
 
 test("fork/join: under fail_fast a task failing in the fork's workflow stops its sibling stepping there", async () => {
