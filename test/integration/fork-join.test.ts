@@ -783,31 +783,41 @@ test("fork/join: batched and local tasks answer in the fork's workflow, with no 
   }
 });
 
-test("fork/join: at the deadline a task stepping in the fork's workflow is reclaimed and its reply never stored", async () => {
-  const root = uniqueThreadId('here-deadline');
-  const thread = await harness.client.startThread({ agent: 'here_deadline_lead', threadId: root });
+/**
+ * Runs `lead`'s fork, which its deadline stops: its tasks end as `expected` says (agent and status, in order), and each
+ * one given up on is reclaimed, its late reply ("too late") never stored. Returns the root thread's id.
+ */
+async function runForkToItsDeadline(lead: string, expected: [string, string][]): Promise<string> {
+  const root = uniqueThreadId(lead.replaceAll('_', '-'));
+  const thread = await harness.client.startThread({ agent: lead, threadId: root });
   await thread.send('Go.');
   const result = JSON.parse(await forkResult(root)) as ForkResult;
   assert.equal(result.stopped_by, 'deadline');
   assert.deepEqual(
     result.tasks.map((t) => [t.agent, t.status]),
-    [
-      ['here_batched', 'success'],
-      ['here_laggard', 'timeout'],
-    ],
+    expected,
   );
-  const laggard = result.tasks[1]?.thread_id ?? '';
-  const [fenced] = await rows<{ epoch: number; status: string }>(
-    'SELECT epoch, status FROM threads WHERE thread_id = $1',
-    [laggard],
-  );
-  assert.deepEqual(fenced, { epoch: 1, status: 'reclaimed' });
-  const transcript = await listMessages(harness.pool, laggard);
-  assert.equal(
-    transcript.some((m) => m.content === 'too late'),
-    false,
-    'the late reply was not stored',
-  );
+  for (const task of result.tasks.filter((t) => t.status === 'timeout')) {
+    const [fenced] = await rows<{ epoch: number; status: string }>(
+      'SELECT epoch, status FROM threads WHERE thread_id = $1',
+      [task.thread_id],
+    );
+    assert.deepEqual(fenced, { epoch: 1, status: 'reclaimed' }, `${task.agent} was reclaimed`);
+    const transcript = await listMessages(harness.pool, task.thread_id);
+    assert.equal(
+      transcript.some((m) => m.content === 'too late'),
+      false,
+      `${task.agent}'s late reply was not stored`,
+    );
+  }
+  return root;
+}
+
+test("fork/join: at the deadline a task stepping in the fork's workflow is reclaimed and its reply never stored", async () => {
+  const root = await runForkToItsDeadline('here_deadline_lead', [
+    ['here_batched', 'success'],
+    ['here_laggard', 'timeout'],
+  ]);
   // The laggard was given up by its own local activity at the deadline, not when the fork's timer was next seen (the
   // caller's workflow task, held open by the laggard, completes only when the SDK renews it, seconds later): by the
   // activity's schedule-to-close timeout, or, when the SDK retried it instead, by its retry refused.
@@ -820,22 +830,7 @@ test("fork/join: at the deadline a task stepping in the fork's workflow is recla
 });
 
 test("fork/join: a task's retry that would begin past the deadline is refused, not run without one", async () => {
-  const root = uniqueThreadId('here-retry');
-  const thread = await harness.client.startThread({ agent: 'here_retry_lead', threadId: root });
-  await thread.send('Go.');
-  const result = JSON.parse(await forkResult(root)) as ForkResult;
-  assert.equal(result.stopped_by, 'deadline');
-  assert.deepEqual(
-    result.tasks.map((t) => [t.agent, t.status]),
-    [['here_flaky', 'timeout']],
-  );
-  const flaky = result.tasks[0]?.thread_id ?? '';
-  const transcript = await listMessages(harness.pool, flaky);
-  assert.equal(
-    transcript.some((m) => m.content === 'too late'),
-    false,
-    'the late reply was not stored',
-  );
+  const root = await runForkToItsDeadline('here_retry_lead', [['here_flaky', 'timeout']]);
   // The task's batch failed on the rate limit and was to be retried 3 s later; its deadline (1 s) fell in the wait,
   // when the SDK has no attempt to time out and drops the timeout. The retry, past the deadline, was refused at once,
   // not run for the model's 20 s until the fork's timer was seen.
