@@ -207,10 +207,10 @@ agents:
     - { say: "too late", delay_ms: 20000 }
   here_retry_lead:
     - call: fork_join
-      args: { deadline_seconds: 1, tasks: [ { agent: here_flaky, message: "Retry." } ] }
+      args: { deadline_seconds: 2, tasks: [ { agent: here_flaky, message: "Retry." } ] }
     - say: "here retry done"
   here_flaky:
-    - { fail: 429, times: 2, retry_after_s: 3 }
+    - { fail: 429, times: 2, retry_after_s: 5 }
     - { say: "too late", delay_ms: 20000 }
   here_ff_lead:
     - call: fork_join
@@ -831,9 +831,10 @@ test("fork/join: at the deadline a task stepping in the fork's workflow is recla
 
 test("fork/join: a task's retry that would begin past the deadline is refused, not run without one", async () => {
   const root = await runForkToItsDeadline('here_retry_lead', [['here_flaky', 'timeout']]);
-  // The task's batch failed on the rate limit and was to be retried 3 s later; its deadline (1 s) fell in the wait,
-  // when the SDK has no attempt to time out and drops the timeout. The retry, past the deadline, was refused at once,
-  // not run for the model's 20 s until the fork's timer was seen.
+  // The task's first batch (in its beginning) met the rate limit, and so did the batch after it, to be retried 5 s
+  // later; the deadline (2 s, time enough for both under load) fell in that wait, when the SDK has no attempt to time
+  // out and drops the timeout. The retry, past the deadline, was refused at once, not run for the model's 20 s until
+  // the fork's timer was seen.
   const failure = markerFailure(await leadHistory(root), 'here_flaky (fork 1 task 1)');
   assert.equal(
     failure?.applicationFailureInfo?.type,
