@@ -701,10 +701,16 @@ async function leadTurnMarkers(root: string): Promise<{ workflowId: string; summ
   const workflowId = `baton/${root}/turn-1`;
   const history = await leadHistory(root);
   const summaries = (history.events ?? []).flatMap((event) => {
-    const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
-    return data ? [JSON.parse(Buffer.from(data).toString('utf8')) as string] : [];
+    const summary = markerSummary(event);
+    return summary === undefined ? [] : [summary];
   });
   return { workflowId, summaries };
+}
+
+/** A local activity marker's summary, as the Web UI shows it; `undefined` for any other event. */
+function markerSummary(event: temporal.api.history.v1.IHistoryEvent): string | undefined {
+  const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
+  return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : undefined;
 }
 
 /** The history of a root's first turn, the one that ran the fork. */
@@ -714,10 +720,7 @@ async function leadHistory(root: string): Promise<temporal.api.history.v1.IHisto
 
 /** The failure of the local activity whose summary holds `summary` (the first such), as its marker recorded it. */
 function markerFailure(history: temporal.api.history.v1.IHistory, summary: string) {
-  const marker = (history.events ?? []).find((event) => {
-    const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
-    return data !== undefined && data !== null && Buffer.from(data).toString('utf8').includes(summary);
-  });
+  const marker = (history.events ?? []).find((event) => markerSummary(event)?.includes(summary));
   return marker?.markerRecordedEventAttributes?.failure ?? undefined;
 }
 
