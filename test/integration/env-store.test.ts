@@ -911,6 +911,50 @@ test('env store: a store of a new key is written by the one-call path, versions 
   );
 });
 
+test('env store: a store of a key another writer is creating waits for it and replaces its entry (migration 021)', async () => {
+  const root = await openRoot('racer');
+  const [first, second] = await Promise.all([openChild(root, 'first'), openChild(root, 'second')]);
+  const replace = (db: Pick<pg.Pool, 'query'>, writer: ThreadScope, value: string) =>
+    db.query<{ outcome: string; version: number | null }>(
+      `SELECT outcome, version FROM env_replace($1, $2, $3, 'raced', $4, 'stored', $5, 1, $6, 'Raced.', NULL, '{}', NULL)`,
+      [writer.threadId, writer.rootThreadId, writer.epoch, opId(writer, 'store'), value, writer.agent],
+    );
+  // The first writer creates the key and has not committed when the second stores it.
+  const [held, racer] = [await pool.connect(), await pool.connect()];
+  try {
+    await held.query('BEGIN');
+    assert.deepEqual((await replace(held, first, '1')).rows[0], { outcome: 'written', version: 1 });
+    const { rows: backend } = await racer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const waiting = replace(racer, second, '2');
+    for (const deadline = Date.now() + 5000; ;) {
+      assert.ok(Date.now() < deadline, 'the second store never waited for the first');
+      const { rows } = await pool.query<{ wait: string | null }>(
+        'SELECT wait_event_type AS wait FROM pg_stat_activity WHERE pid = $1',
+        [backend[0]?.pid],
+      );
+      if (rows[0]?.wait === 'Lock') break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await held.query('COMMIT');
+    // It replaced the entry itself, rather than leaving it to the caller's full transaction (`general`).
+    assert.deepEqual((await waiting).rows[0], { outcome: 'written', version: 2 });
+  } finally {
+    await held.query('ROLLBACK').catch(() => undefined);
+    held.release();
+    racer.release();
+  }
+  const entry = await store.get(root.rootThreadId, 'raced');
+  assert.deepEqual([entry?.value, entry?.version, entry?.storedBy], [2, 2, actorOf(second)]);
+  const events = await store.events(root.rootThreadId);
+  assert.deepEqual(
+    events.filter((event) => event.key === 'raced').map((event) => [event.action, event.version, event.actor]),
+    [
+      ['stored', 1, actorOf(first)],
+      ['stored', 2, actorOf(second)],
+    ],
+  );
+});
+
 // ---------------------------------------------------------------------------------------------------------------
 // Concurrent writers
 
