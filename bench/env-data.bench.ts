@@ -170,7 +170,9 @@ function percentile(values: readonly number[], p: number): number {
  * One client, one operation at a time, the two sides taking turns operation by operation (which goes first swapping
  * every pair) for about `ms` per side: each side's rate is its operations over the time they took. A round of each
  * side in turn (`runFor`) measures them a second apart, and on a shared machine the cost of a commit's flush alone
- * moves by a third from one second to the next; taken in pairs, both sides meet the same disk and the same load.
+ * moves by a third from one second to the next; taken in pairs, both sides meet the same disk and the same load. The
+ * store's announcements, sent on a timer after its writes (one statement per 20 ms at most), can fall in either side's
+ * time.
  */
 async function runPaired(store: Side, raw: Side, ms: number, record: boolean): Promise<void> {
   const busy = new Map<Side, { ms: number; ops: number; conflicts: number }>([
