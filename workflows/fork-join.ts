@@ -51,6 +51,15 @@ export const FENCE_FAILED_TURNS_PATCH = 'baton-fence-failed-turns';
  */
 export const FORK_TASKS_BEGIN_IN_FORK_PATCH = 'baton-fork-tasks-begin-in-fork';
 
+/**
+ * A fork task whose agent's steps are `activity` steps in its fork's workflow too, each step an activity of the
+ * fork's workflow (`model: kid (fork 1 task 2) step 1`), until its answer or a call only a turn workflow carries out:
+ * a task that answers there starts no workflow, as a local-step task does not. Before this patch such a task went on
+ * in a `forkTaskTurnWorkflow` right after its `beginTurn`. Its steps are still dispatched one by one, so a crash costs
+ * the step that was running, as in any turn with activity steps.
+ */
+export const FORK_ACTIVITY_STEPS_IN_FORK_PATCH = 'baton-fork-activity-steps-in-fork';
+
 /** A turn workflow's signature: tasks are child turns, started by type name (the turn module runs forks). */
 type AgentTurnWorkflow = (input: AgentTurnInput) => Promise<AgentTurnResult>;
 
@@ -120,8 +129,9 @@ export async function runForkJoin(
 
   const total = fork.tasks.length;
   const tasksBeginHere = patched(FORK_TASKS_BEGIN_IN_FORK_PATCH);
-  // Tasks stepping in this workflow's task keep the deadline themselves: its timer fires only when the task next
-  // completes, which their local activities hold open for seconds at a time.
+  // Tasks stepping in this workflow's task with local activities keep the deadline themselves: its timer fires only
+  // when the task next completes, which their local activities hold open for seconds at a time. Tasks stepping here
+  // with activities leave the task between steps, so the timer stops them: the scope's cancellation below.
   const deadlineAt = Date.now() + call.deadlineSeconds * 1000;
   /** Tasks that answered in this workflow: they have no workflow of their own, and the join says where they ran. */
   const answeredHere = new Set<number>();
@@ -164,8 +174,11 @@ export async function runForkJoin(
           input,
           operationId(callOperationId, 'task', task.taskIndex),
           `fork ${fork.forkNumber} task ${task.taskIndex}/${total}: ${task.agent} starts`,
-          deadlineAt,
-          `${task.agent} (fork ${fork.forkNumber} task ${task.taskIndex})`,
+          {
+            deadlineAt,
+            stepper: `${task.agent} (fork ${fork.forkNumber} task ${task.taskIndex})`,
+            activityStepsHere: () => patched(FORK_ACTIVITY_STEPS_IN_FORK_PATCH),
+          },
         );
         if (begun.kind === 'answered') {
           answeredHere.add(task.taskIndex);

@@ -1,4 +1,4 @@
-import { patched } from '@temporalio/workflow';
+import { patched, workflowInfo } from '@temporalio/workflow';
 import type { EndedInThread } from '../common/deliveries';
 import { operationId } from '../common/ids';
 import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } from '../common/types';
@@ -40,21 +40,39 @@ export function beginTurnInThread(input: AgentTurnInput, turn: number, runId: st
   );
 }
 
+/** How `beginTurnHere` runs a turn besides its operation ids and summary. */
+export interface BeginHereOptions {
+  /**
+   * Workflow time (ms) by which every local activity of the turn's beginning and local steps ends
+   * (`localActivitiesUntil`): past it, the turn fails with the activity's `SCHEDULE_TO_CLOSE` timeout, or its retry
+   * refused (`isPastDeadline`).
+   */
+  deadlineAt?: number;
+  /** Who the steps' summaries name (`StepLoopInput.stepper`). */
+  stepper?: string;
+  /**
+   * Asked once the agent's steps turn out to be `activity`: whether they step here too, as activities of this
+   * workflow (a fork's tasks, from `FORK_ACTIVITY_STEPS_IN_FORK_PATCH`), rather than in a turn workflow of their own.
+   */
+  activityStepsHere?: () => boolean;
+}
+
 /**
  * Begins a turn in the workflow task of the workflow that runs this (a root turn in its thread's, a fork task in its
  * fork's), as `beginTurnInThread` describes, with the operation ids under `operationBase`. A turn whose message is
- * stored with its delegation (`delegationOperationId`) records that one. With `deadlineAt` (workflow time, in ms),
- * every local activity of its beginning and steps ends by then (`localActivitiesUntil`): past it, the turn fails with
- * the activity's `SCHEDULE_TO_CLOSE` timeout, or its retry refused (`isPastDeadline`). `stepper` names it in its steps'
- * summaries.
+ * stored with its delegation (`delegationOperationId`) records that one.
+ *
+ * Its steps stay here only while the server does not suggest that this workflow continue as new: past that, a turn
+ * still stepping goes on in a turn workflow of its own from its last reply, so many tasks' steps never push one
+ * history towards its limit.
  */
 export async function beginTurnHere(
   input: AgentTurnInput,
   operationBase: string,
   summary: string,
-  deadlineAt?: number,
-  stepper?: string,
+  options: BeginHereOptions = {},
 ): Promise<TurnBegunHere> {
+  const { deadlineAt, stepper } = options;
   const scope = turnScope(input);
   const world = input.world ?? 'default';
   const {
@@ -77,16 +95,23 @@ export async function beginTurnHere(
   );
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
   const batched = agent.steps === 'batched' && (firstBatchInBegin || patched(BATCHED_STEPS_PATCH));
-  if (agent.steps !== 'local' && !batched) return { kind: 'go on', begun };
+  const mode =
+    agent.steps === 'local' || batched
+      ? agent.steps
+      : agent.steps === 'activity' && options.activityStepsHere?.() === true
+        ? 'activity'
+        : undefined;
+  if (mode === undefined) return { kind: 'go on', begun };
   const end = await runStepsToTheEnd(
     {
       scope,
       world,
       agent,
       operationBase,
-      activities: stepProfiles(batched ? 'batched' : 'local', deadlineAt),
+      activities: stepProfiles(mode, deadlineAt),
       carryToolCalls: true,
       finishTurnOnAnswer: true,
+      keepStepping: () => !workflowInfo().continueAsNewSuggested,
       ...(firstBatch === undefined ? {} : { firstBatch }),
       ...(stepper === undefined ? {} : { stepper }),
     },

@@ -121,6 +121,12 @@ export interface StepLoopInput extends TurnStepIds {
    * reply and hands back where it is (`{ kind: 'calls' }`), for a turn workflow to go on from there.
    */
   runCalls?: (reply: TurnProgress['reply'], step: number) => Promise<void>;
+  /**
+   * Without `runCalls`: asked at every reply whose calls would go with the next model call; `false` stops the loop
+   * there and hands that reply back (`{ kind: 'calls' }`) for a turn workflow to run its calls and go on.
+   * @default always `true`
+   */
+  keepStepping?: () => boolean;
 }
 
 export type StepLoopEnd =
@@ -223,7 +229,12 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
         finishedWithAnswer: reply.turnFinished === true,
       };
     }
-    if (loop.carryToolCalls && step + 1 < agent.maxSteps && reply.toolCalls.every(runsWithNextModelCall)) {
+    if (
+      loop.carryToolCalls &&
+      step + 1 < agent.maxSteps &&
+      reply.toolCalls.every(runsWithNextModelCall) &&
+      (loop.runCalls !== undefined || loop.keepStepping?.() !== false)
+    ) {
       carried = {
         names: reply.toolCalls.map((call) => call.name),
         calls: reply.toolCalls.map((call, index) => toolCallInput(loop, call, step, index, reply.seq)),

@@ -7,6 +7,7 @@ import { temporal } from '@temporalio/proto';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
 import { ErrorType } from '../../common/errors';
+import type { AgentTurnInput } from '../../common/types';
 import { openDelegation, type DelegationReads } from '../../db/delegations';
 import { openFork } from '../../db/forks';
 import { appendMessage, listMessages } from '../../db/transcripts';
@@ -58,6 +59,9 @@ const agents: AgentRegistry = new Map(
     agent('here_laggard', [], 'steps: batched\n'),
     agent('here_retry_lead', ['fork_join', 'here_flaky']),
     agent('here_flaky', [], 'steps: batched\n'),
+    agent('act_lead', ['fork_join', 'act_store', 'act_deep']),
+    agent('act_store'),
+    agent('act_deep', ['scout_ok']),
     agent('here_ff_lead', ['fork_join', 'here_sleeper', 'here_broken']),
     agent('here_sleeper', [], 'steps: local\n'),
     agent('here_broken', [], 'steps: batched\n'),
@@ -212,6 +216,20 @@ agents:
   here_flaky:
     - { fail: 429, times: 2, retry_after_s: 5 }
     - { say: "too late", delay_ms: 20000 }
+  act_lead:
+    - call: fork_join
+      args: { tasks: [ { agent: act_store, message: "Store it." }, { agent: act_deep, message: "Ask on." } ] }
+    - say: "act done"
+  act_store:
+    - call: store_env_data
+      args: { key: act/note, short_description: "A note from an activity step.", value: { ok: true } }
+    - say: "stored with activities"
+  act_deep:
+    - call: think
+      args: { thought: "an activity step in the fork" }
+    - call: scout_ok
+      args: { message: "Look." }
+    - say: "asked on"
   here_ff_lead:
     - call: fork_join
       args: { fail_fast: true, tasks: [ { agent: here_sleeper, message: "Sleep." }, { agent: here_broken, message: "Fail." } ] }
@@ -438,8 +456,17 @@ test('fork/join: fail_fast cancels the other tasks as soon as one fails, and rec
     [result.tasks[0]?.thread_id],
   );
   assert.deepEqual(sleeper, { epoch: 1, status: 'reclaimed' });
-  const workflow = await harness.client.temporal.workflow.getHandle(`baton/${root}/sleeper-1`).describe();
-  assert.equal(workflow.status.name, 'CANCELLED', 'the cancelled task did not outlive the fork');
+  // The sleeper stepped in the lead's turn (its steps are activities there): the fork cancelled its model call.
+  assert.equal(await workflowExists(`baton/${root}/sleeper-1`), false, 'no workflow of its own for the sleeper');
+  const events = (await leadHistory(root)).events ?? [];
+  const step = events.find((event) => activitySummary(event) === 'model: sleeper (fork 1 task 1) step 1');
+  assert.ok(step, "the sleeper's model call was an activity of the lead's turn");
+  assert.ok(
+    events.some(
+      (event) => Number(event.activityTaskCancelRequestedEventAttributes?.scheduledEventId) === Number(step.eventId),
+    ),
+    "the fork cancelled the sleeper's model call",
+  );
 });
 
 test('fork/join: at the deadline an unfinished task is reclaimed, and its late write is refused and logged', async () => {
@@ -713,6 +740,12 @@ function markerSummary(event: temporal.api.history.v1.IHistoryEvent): string | u
   return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : undefined;
 }
 
+/** An activity's summary where it was scheduled, as the Web UI shows it; `undefined` for any other event. */
+function activitySummary(event: temporal.api.history.v1.IHistoryEvent): string | undefined {
+  const data = event.activityTaskScheduledEventAttributes ? event.userMetadata?.summary?.data : undefined;
+  return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : undefined;
+}
+
 /** The history of a root's first turn, the one that ran the fork. */
 async function leadHistory(root: string): Promise<temporal.api.history.v1.IHistory> {
   return harness.client.temporal.workflow.getHandle(`baton/${root}/turn-1`).fetchHistory();
@@ -783,6 +816,71 @@ test("fork/join: batched and local tasks answer in the fork's workflow, with no 
     assert.equal(transcript[0]?.role, 'user', 'the task message comes first');
     assert.equal(transcript.at(-1)?.content, task.reply);
     assert.equal(transcript.filter((m) => m.role === 'user').length, 1, 'the message was recorded once');
+  }
+});
+
+test("fork/join: tasks with activity steps step in the fork's workflow, and go on in one of their own to delegate", async () => {
+  const root = uniqueThreadId('act');
+  const thread = await harness.client.startThread({ agent: 'act_lead', threadId: root });
+  const reply = await thread.send('Go.');
+  assert.equal(reply.reply, 'act done');
+  const result = JSON.parse(await forkResult(root)) as ForkResult;
+  assert.equal(result.status, 'success');
+  assert.deepEqual(
+    result.tasks.map((t) => [t.agent, t.status, t.reply]),
+    [
+      ['act_store', 'success', 'stored with activities'],
+      ['act_deep', 'success', 'asked on'],
+    ],
+  );
+  assert.deepEqual(result.tasks[0]?.merge?.created, ['fork/1/1/act/note']);
+  // Each step is an activity of the lead's turn (dispatched, not a local activity marker), named after its task.
+  const scheduled = ((await leadHistory(root)).events ?? []).flatMap((event) => activitySummary(event) ?? []);
+  for (const expected of [
+    'model: act_store (fork 1 task 1) step 1',
+    'step: act_store (fork 1 task 1) runs store_env_data, then model step 2',
+    'model: act_deep (fork 1 task 2) step 1',
+    'step: act_deep (fork 1 task 2) runs think, then model step 2',
+  ]) {
+    assert.ok(
+      scheduled.includes(expected),
+      `the lead's turn scheduled "${expected}" (it has ${scheduled.join(' | ')})`,
+    );
+  }
+  const { workflowId } = await leadTurnMarkers(root);
+  const tasks = await rows<{ workflowId: string; threadStatus: string }>(
+    `SELECT ft.workflow_id AS "workflowId", t.status AS "threadStatus"
+       FROM fork_tasks ft JOIN threads t ON t.thread_id = ft.thread_id
+      WHERE ft.root_thread_id = $1 ORDER BY ft.task_index`,
+    [root],
+  );
+  // The first answered in the lead's workflow; the second went on in its own to delegate, from its second reply.
+  const deepWorkflowId = `baton/${root}/act_deep-1`;
+  assert.deepEqual(
+    tasks.map((t) => [t.workflowId, t.threadStatus]),
+    [
+      [workflowId, 'completed'],
+      [deepWorkflowId, 'completed'],
+    ],
+  );
+  assert.equal(await workflowExists(`baton/${root}/act_store-1`), false, 'no workflow of its own for act_store');
+  const deep = await harness.client.temporal.workflow.getHandle(deepWorkflowId).fetchHistory();
+  const started = deep.events?.[0]?.workflowExecutionStartedEventAttributes;
+  assert.equal(started?.workflowType?.name, 'forkTaskTurnWorkflow');
+  const input = JSON.parse(Buffer.from(started?.input?.payloads?.[0]?.data ?? []).toString('utf8')) as AgentTurnInput;
+  assert.equal(input.begun?.progress?.step, 1, 'it went on from the reply that delegated');
+  // Every step's reply and tool result is in each task's transcript once, in order.
+  for (const [task, expected] of [
+    [result.tasks[0], ['user', 'assistant', 'tool', 'assistant']],
+    [result.tasks[1], ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant']],
+  ] as const) {
+    const transcript = await listMessages(harness.pool, task?.thread_id ?? '');
+    assert.deepEqual(
+      transcript.map((m) => m.role),
+      expected,
+      `${task?.agent}'s transcript`,
+    );
+    assert.equal(transcript.at(-1)?.content, task?.reply);
   }
 });
 
