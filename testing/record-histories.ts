@@ -38,7 +38,8 @@ const MCP_SERVER = 'everything';
  * id after the thread continued as new, a turn whose own workflow code throws, and calls of an MCP server's tools
  * (server-everything over stdio: a read-only one and one with side effects, in one reply), a turn whose steps run
  * as local activities (`steps: local`) and one whose steps run in batches (`steps: batched`, its first batch also in
- * its `beginTurn`), and turns begun (and, with local steps, answered) in their thread's workflow.
+ * its `beginTurn`), turns begun (and, with local steps, answered) in their thread's workflow, and fork tasks begun
+ * (and stepped, with local and with activity steps) in their fork's workflow.
  */
 const agents = new Map(
   [
@@ -72,6 +73,10 @@ const agents = new Map(
       'capabilities: [fork_join, quicktask, deeptask, digger]\n---\nYou fork.\n',
     '---\nname: quicktask\ndescription: Answers in its first batch.\nsteps: batched\n---\nYou answer.\n',
     '---\nname: deeptask\ndescription: Steps locally, then delegates.\nsteps: local\ncapabilities: [leaf]\n' +
+      '---\nYou go deep.\n',
+    '---\nname: actlead\ndescription: Forks tasks that step as activities in the fork.\n' +
+      'capabilities: [fork_join, digger, actdeep, dawdler]\n---\nYou fork.\n',
+    '---\nname: actdeep\ndescription: Steps as activities, then delegates.\ncapabilities: [leaf]\n' +
       '---\nYou go deep.\n',
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
@@ -239,6 +244,21 @@ agents:
     - call: leaf
       args: { message: "What do you see?" }
     - say: "Went deep."
+  actlead:
+    - call: fork_join
+      args:
+        deadline_seconds: 4
+        tasks:
+          - { agent: digger, message: "Dig here." }
+          - { agent: actdeep, message: "Go deep." }
+          - { agent: dawdler, message: "Take your time." }
+    - say: "Two came back, one was stopped."
+  actdeep:
+    - call: think
+      args: { thought: "an activity step in the fork" }
+    - call: leaf
+      args: { message: "What do you see?" }
+    - say: "Went deep with activities."
   quickstep:
     - say: "Answered in the thread."
     - say: "Again in the thread."
@@ -402,6 +422,10 @@ const scenarios: Scenario[] = [
   // a local-step task stepping there until its delegation, then going on in a `forkTaskTurnWorkflow`, and a task with
   // steps as activities, begun there and going on in one.
   { name: 'fork-tasks-begin-in-fork', agent: 'tasklead', messages: ['Fan out.'] },
+  // Fork tasks with steps as activities stepping in the fork's workflow (baton-fork-activity-steps-in-fork): one
+  // answered there (its store carried with its second model call), one stepping there until its delegation and going
+  // on in a `forkTaskTurnWorkflow`, and one whose model call the fork's deadline cancelled there.
+  { name: 'fork-activity-steps-in-fork', agent: 'actlead', messages: ['Fan out with activities.'] },
   // A frontmatter watcher registered by its agent's delegated turn wakes once for the lead's write (its own writes,
   // in both its turns, wake nothing); the thread's end stops it and its workflow ends.
   {

@@ -14,7 +14,7 @@ import {
   LOCAL_STEPS_PATCH,
   USER_TOOLS_PATCH,
 } from '../../workflows/agent-turn';
-import { FENCE_FAILED_TURNS_PATCH } from '../../workflows/fork-join';
+import { FENCE_FAILED_TURNS_PATCH, FORK_ACTIVITY_STEPS_IN_FORK_PATCH } from '../../workflows/fork-join';
 import {
   BATCHED_STEPS_PATCH,
   CODE_ERRORS_FAIL_TURN_PATCH,
@@ -293,7 +293,37 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     continuedWith('"deliveries":[{"id":"quick-1","turn":1,"ended":{"answerOperationId"'),
     'a recorded thread carried how a turn that ended in it ended',
   );
+  // Fork tasks with activity steps stepping in their fork's workflow: model calls and combined steps as activities of
+  // the caller's turn, named after their task, one of them cancelled by the fork's deadline.
+  assert.ok(patches.includes(FORK_ACTIVITY_STEPS_IN_FORK_PATCH), "a recorded fork's tasks stepped in it as activities");
+  const taskStepTypes = events.flatMap((e) => {
+    const type = e.activityTaskScheduledEventAttributes?.activityType?.name ?? '';
+    return MODEL_STEP_TYPES.includes(type) && FORK_TASK_STEP.test(summaryText(e)) ? [type] : [];
+  });
+  for (const type of MODEL_STEP_TYPES) {
+    assert.ok(taskStepTypes.includes(type), `a fork task's ${type} was an activity of its fork's workflow`);
+  }
+  assert.ok(
+    histories.some((h) =>
+      (h.history.events ?? []).some((e) => {
+        const scheduled = Number(e.activityTaskCancelRequestedEventAttributes?.scheduledEventId);
+        const step = (h.history.events ?? []).find((s) => Number(s.eventId) === scheduled);
+        return step !== undefined && FORK_TASK_STEP.test(summaryText(step));
+      }),
+    ),
+    "a fork's deadline cancelled a task's step running as an activity of its workflow",
+  );
 });
+
+/** The activities a turn's model steps run as. */
+const MODEL_STEP_TYPES = ['callModel', 'runToolsThenCallModel'];
+/** A step summary that names a fork task (`model: digger (fork 1 task 1) step 1`). */
+const FORK_TASK_STEP = /\(fork \d+ task \d+\) /;
+
+/** The summary an event carries (an activity's, a marker's), or ''. */
+function summaryText(event: { userMetadata?: { summary?: { data?: Uint8Array | null } | null } | null }) {
+  return Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8');
+}
 
 test('history size: every payload in the recorded histories stays far below Temporal limits (invariant 6)', () => {
   let largest = { size: 0, where: '' };
