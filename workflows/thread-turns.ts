@@ -40,6 +40,13 @@ export function beginTurnInThread(input: AgentTurnInput, turn: number, runId: st
   );
 }
 
+/**
+ * A turn stepping in another turn's workflow (`beginTurnHere`) goes on in a workflow of its own once the server
+ * suggests that workflow continue as new. Asked only when the server does, so histories that never reached the
+ * suggestion carry no marker; a run recorded before it, past the suggestion mid-turn, stepped on.
+ */
+export const STEPS_LEAVE_LONG_HISTORIES_PATCH = 'baton-steps-leave-long-histories';
+
 /** How `beginTurnHere` runs a turn besides its operation ids and summary. */
 export interface BeginHereOptions {
   /**
@@ -111,7 +118,7 @@ export async function beginTurnHere(
       activities: stepProfiles(mode, deadlineAt),
       carryToolCalls: true,
       finishTurnOnAnswer: true,
-      keepStepping: () => !workflowInfo().continueAsNewSuggested,
+      keepStepping: () => !(workflowInfo().continueAsNewSuggested && patched(STEPS_LEAVE_LONG_HISTORIES_PATCH)),
       ...(firstBatch === undefined ? {} : { firstBatch }),
       ...(stepper === undefined ? {} : { stepper }),
     },

@@ -16,6 +16,7 @@ import { skipUnlessCi } from '../../testing/ci';
 import { startAgentHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { STEPS_LEAVE_LONG_HISTORIES_PATCH } from '../../workflows/thread-turns';
 
 /**
  * Events after which the server suggests continuing as new: the lead's turn passes it before its fork's task steps, and
@@ -107,6 +108,15 @@ function summaries(history: temporal.api.history.v1.IHistory, activity: boolean)
   });
 }
 
+/** The patches a history's markers record. */
+function patchesOf(history: temporal.api.history.v1.IHistory): string[] {
+  return (history.events ?? []).flatMap((event) =>
+    (event.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []).map(
+      (payload) => (JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as { id: string }).id,
+    ),
+  );
+}
+
 /** The input a turn workflow was started with, and its type. */
 async function turnStart(h: AgentHarness, workflowId: string): Promise<{ type?: string; input: AgentTurnInput }> {
   const history = await h.client.temporal.workflow.getHandle(workflowId).fetchHistory();
@@ -129,6 +139,7 @@ test("fork/join: a task stepping in the fork's workflow goes on in its own once 
     summaries(lead, true).filter((summary) => summary.includes('bound_task (fork 1 task 1)')),
     ['model: bound_task (fork 1 task 1) step 1'],
   );
+  assert.ok(patchesOf(lead).includes(STEPS_LEAVE_LONG_HISTORIES_PATCH), "the lead's history has the patch's marker");
   const taskWorkflowId = `baton/${root}/bound_task-1`;
   const { type, input } = await turnStart(h, taskWorkflowId);
   assert.equal(type, 'forkTaskTurnWorkflow');
@@ -165,10 +176,13 @@ test("a root turn with local steps leaves its thread's workflow once the server 
   // suggestion, so the turn went on in its own workflow from that step's reply.
   // The thread continues as new once the server suggests it, so its runs are looked through.
   const threadSteps: string[] = [];
+  const threadPatches: string[] = [];
   for await (const run of h.client.temporal.workflow.list({ query: `WorkflowId="baton/${root}"` })) {
     const history = await h.client.temporal.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
     threadSteps.push(...summaries(history, false).filter((summary) => summary.startsWith('model:')));
+    threadPatches.push(...patchesOf(history));
   }
+  assert.ok(threadPatches.includes(STEPS_LEAVE_LONG_HISTORIES_PATCH), "the thread's history has the patch's marker");
   assert.deepEqual(threadSteps, ['model: bound_local step 1'], 'the first step ran in the thread, and only it');
   const { type, input } = await turnStart(h, `baton/${root}/turn-1`);
   assert.equal(type, 'rootTurnWorkflow');
