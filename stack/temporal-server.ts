@@ -181,6 +181,9 @@ const OUTPUT_TAIL_LINES = 50;
  */
 const PORT_ATTEMPTS = 3;
 
+/** What the server prints when a port it was given is taken (`listen tcp …: bind: address already in use`). */
+const PORT_TAKEN = /address already in use/i;
+
 const POLL_INTERVAL_MS = 50;
 
 /** Each readiness call's own deadline, so a hung call cannot eat the whole start timeout. */
@@ -250,7 +253,7 @@ async function startCliServer(
       await server.stop(0);
       const tail = await server.outputTail();
       // Only an exit (not a timeout) can be the port race; the server names the port it could not bind.
-      if (ready.exited && attempt < PORT_ATTEMPTS && tail.some((line) => /address already in use/i.test(line))) {
+      if (ready.exited && attempt < PORT_ATTEMPTS && (await server.portWasTaken())) {
         continue;
       }
       throw new TemporalStartError(
@@ -398,6 +401,8 @@ export class DevServerProcess {
   #stopping: Promise<void> | undefined;
   /** The last lines printed, when there is no log file. */
   readonly #lines: string[] = [];
+  /** Whether a line printed, when there is no log file, said a port was taken. */
+  #portTaken = false;
   readonly #log: { readonly path: string; readonly offset: number } | undefined;
   /** Runs on `process.on('exit')`, where only synchronous calls work; SIGKILL cannot be ignored. */
   readonly #killOnExit = (): void => {
@@ -434,6 +439,7 @@ export class DevServerProcess {
       const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true, env });
       const server = new DevServerProcess(child, undefined);
       const keep = (line: string): void => {
+        if (PORT_TAKEN.test(line)) server.#portTaken = true;
         server.#lines.push(line);
         if (server.#lines.length > OUTPUT_TAIL_LINES) server.#lines.shift();
       };
@@ -486,6 +492,16 @@ export class DevServerProcess {
     if (status?.error !== undefined) return `could not be started: ${status.error.message}`;
     const how = code !== null ? `exited with code ${code}` : `was killed by ${signal ?? 'a signal'}`;
     return `${how} before it was serving`;
+  }
+
+  /**
+   * Whether the server said, anywhere in this run's output, that a port it was to listen on was taken. Not only in
+   * the tail: the dev server goes on after the failed bind and panics with a stack trace longer than the tail.
+   */
+  async portWasTaken(): Promise<boolean> {
+    if (this.#log === undefined) return this.#portTaken;
+    const text = await readFile(this.#log.path).catch(() => Buffer.alloc(0));
+    return PORT_TAKEN.test(text.subarray(this.#log.offset).toString('utf8'));
   }
 
   /** The last lines the server printed in this run (empty lines dropped), oldest first. */

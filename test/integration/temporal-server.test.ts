@@ -283,37 +283,47 @@ test(
     ),
 );
 
-test(
-  'temporal server: a port taken between choosing it and the server binding it is retried on another',
-  { timeout: RESOLVE_TIMEOUT_MS + SERVER_TIMEOUT_MS },
-  (t) =>
-    withCli(t, (resolution) =>
-      withTempDir(async (dir) => {
-        // The first start fails as the real CLI does when it loses the race; later ones run the real CLI.
-        const calls = join(dir, 'calls');
-        const fake = join(dir, 'temporal');
-        await writeFile(
-          fake,
-          [
-            '#!/bin/sh',
-            `echo x >> '${calls}'`,
-            `if [ "$(wc -l < '${calls}')" -eq 1 ]; then`,
-            `  printf '%s' 'level=ERROR msg="can'"'"'t set frontend port: bind: address already in use"' >&2`,
-            '  exit 1',
-            'fi',
-            `exec '${resolution.path}' "$@"`,
-            '',
-          ].join('\n'),
-        );
-        await chmod(fake, 0o755);
+for (const output of ['piped', 'logged'] as const) {
+  test(
+    `temporal server: a port taken between choosing it and the server binding it is retried on another (${output} output)`,
+    { timeout: RESOLVE_TIMEOUT_MS + SERVER_TIMEOUT_MS },
+    (t) =>
+      withCli(t, (resolution) =>
+        withTempDir(async (dir) => {
+          // The first start fails as the real CLI does when it loses the race: the failed bind, then a panic whose
+          // stack trace is longer than the output tail kept for errors. Later starts run the real CLI.
+          const calls = join(dir, 'calls');
+          const fake = join(dir, 'temporal');
+          await writeFile(
+            fake,
+            [
+              '#!/bin/sh',
+              `echo x >> '${calls}'`,
+              `if [ "$(wc -l < '${calls}')" -eq 1 ]; then`,
+              `  echo 'level=ERROR msg="Failed to start gRPC listener" error="listen tcp 127.0.0.1:1: bind: address already in use"' >&2`,
+              "  echo 'panic: runtime error: invalid memory address or nil pointer dereference' >&2",
+              '  i=0; while [ $i -lt 80 ]; do echo "  go.uber.org/dig.paramList.BuildList(frame $i)" >&2; i=$((i+1)); done',
+              '  exit 2',
+              'fi',
+              `exec '${resolution.path}' "$@"`,
+              '',
+            ].join('\n'),
+          );
+          await chmod(fake, 0o755);
 
-        const server = await startTemporal({ resolution: { ...resolution, path: fake }, port: 0, ui: false });
-        try {
-          assert.equal((await readFile(calls, 'utf8')).split('\n').filter(Boolean).length, 2);
-          assert.equal(await accepts(server.address), true);
-        } finally {
-          await server.stop();
-        }
-      }),
-    ),
-);
+          const server = await startTemporal({
+            resolution: { ...resolution, path: fake },
+            port: 0,
+            ui: false,
+            ...(output === 'logged' ? { logFile: join(dir, 'temporal.log') } : {}),
+          });
+          try {
+            assert.equal((await readFile(calls, 'utf8')).split('\n').filter(Boolean).length, 2);
+            assert.equal(await accepts(server.address), true);
+          } finally {
+            await server.stop();
+          }
+        }),
+      ),
+  );
+}
