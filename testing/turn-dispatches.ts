@@ -22,8 +22,23 @@ export function dispatchOf(event: HistoryEvent): string | undefined {
   const marker = event.markerRecordedEventAttributes;
   if (marker?.markerName !== LOCAL_ACTIVITY_MARKER) return undefined;
   const type = localActivityType(marker);
-  const summary = event.userMetadata?.summary?.data;
-  return `local:${type ?? '?'}${summary ? ` (${JSON.parse(Buffer.from(summary).toString('utf8')) as string})` : ''}`;
+  const summary = eventSummary(event);
+  return `local:${type ?? '?'}${summary === undefined ? '' : ` (${summary})`}`;
+}
+
+/** The summary an event carries as the Web UI shows it (an activity's, a local activity marker's), or undefined. */
+export function eventSummary(event: HistoryEvent): string | undefined {
+  const data = event.userMetadata?.summary?.data;
+  return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : undefined;
+}
+
+/** The ids of the patches a history's markers record, in order. */
+export function patchesOf(events: readonly HistoryEvent[]): string[] {
+  return events.flatMap((event) =>
+    (event.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []).map(
+      (payload) => (JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as { id: string }).id,
+    ),
+  );
 }
 
 /** Every dispatch of a history, in order (see `dispatchOf`). */

@@ -15,6 +15,7 @@ import { startTemporal } from '../../stack/temporal-server';
 import { skipUnlessCi } from '../../testing/ci';
 import { startAgentHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { eventSummary, patchesOf } from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { STEPS_LEAVE_LONG_HISTORIES_PATCH } from '../../workflows/thread-turns';
 
@@ -100,20 +101,10 @@ function boundHarness(t: TestContext): AgentHarness | undefined {
 
 /** The summaries `history` gives its activities (`activity: true`) or its local activity markers. */
 function summaries(history: temporal.api.history.v1.IHistory, activity: boolean): string[] {
-  return (history.events ?? []).flatMap((event) => {
-    const data = (activity ? event.activityTaskScheduledEventAttributes : event.markerRecordedEventAttributes)
-      ? event.userMetadata?.summary?.data
-      : undefined;
-    return data ? [JSON.parse(Buffer.from(data).toString('utf8')) as string] : [];
-  });
-}
-
-/** The patches a history's markers record. */
-function patchesOf(history: temporal.api.history.v1.IHistory): string[] {
   return (history.events ?? []).flatMap((event) =>
-    (event.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []).map(
-      (payload) => (JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as { id: string }).id,
-    ),
+    (activity ? event.activityTaskScheduledEventAttributes : event.markerRecordedEventAttributes)
+      ? (eventSummary(event) ?? [])
+      : [],
   );
 }
 
@@ -139,7 +130,10 @@ test("fork/join: a task stepping in the fork's workflow goes on in its own once 
     summaries(lead, true).filter((summary) => summary.includes('bound_task (fork 1 task 1)')),
     ['model: bound_task (fork 1 task 1) step 1'],
   );
-  assert.ok(patchesOf(lead).includes(STEPS_LEAVE_LONG_HISTORIES_PATCH), "the lead's history has the patch's marker");
+  assert.ok(
+    patchesOf(lead.events ?? []).includes(STEPS_LEAVE_LONG_HISTORIES_PATCH),
+    "the lead's history has the patch's marker",
+  );
   const taskWorkflowId = `baton/${root}/bound_task-1`;
   const { type, input } = await turnStart(h, taskWorkflowId);
   assert.equal(type, 'forkTaskTurnWorkflow');
@@ -180,7 +174,7 @@ test("a root turn with local steps leaves its thread's workflow once the server 
   for await (const run of h.client.temporal.workflow.list({ query: `WorkflowId="baton/${root}"` })) {
     const history = await h.client.temporal.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
     threadSteps.push(...summaries(history, false).filter((summary) => summary.startsWith('model:')));
-    threadPatches.push(...patchesOf(history));
+    threadPatches.push(...patchesOf(history.events ?? []));
   }
   assert.ok(threadPatches.includes(STEPS_LEAVE_LONG_HISTORIES_PATCH), "the thread's history has the patch's marker");
   assert.deepEqual(threadSteps, ['model: bound_local step 1'], 'the first step ran in the thread, and only it');

@@ -14,6 +14,7 @@ import { appendMessage, listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { eventSummary } from '../../testing/turn-dispatches';
 import { openRootThread } from '../../testing/thread-fixtures';
 import { waitFor } from '../chaos/waiting';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
@@ -736,14 +737,12 @@ async function leadTurnMarkers(root: string): Promise<{ workflowId: string; summ
 
 /** A local activity marker's summary, as the Web UI shows it; `undefined` for any other event. */
 function markerSummary(event: temporal.api.history.v1.IHistoryEvent): string | undefined {
-  const data = event.markerRecordedEventAttributes ? event.userMetadata?.summary?.data : undefined;
-  return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : undefined;
+  return event.markerRecordedEventAttributes ? eventSummary(event) : undefined;
 }
 
 /** An activity's summary where it was scheduled, as the Web UI shows it; `undefined` for any other event. */
 function activitySummary(event: temporal.api.history.v1.IHistoryEvent): string | undefined {
-  const data = event.activityTaskScheduledEventAttributes ? event.userMetadata?.summary?.data : undefined;
-  return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : undefined;
+  return event.activityTaskScheduledEventAttributes ? eventSummary(event) : undefined;
 }
 
 /** The history of a root's first turn, the one that ran the fork. */

@@ -27,7 +27,7 @@ import {
   THREAD_OPENS_IN_ITS_TASK_PATCH,
   TURNS_BEGIN_IN_THREAD_PATCH,
 } from '../../workflows/thread';
-import { localActivityResults } from '../../testing/turn-dispatches';
+import { eventSummary, localActivityResults, patchesOf } from '../../testing/turn-dispatches';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -141,11 +141,7 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     'a thread recorded since the patch continued as new',
   );
   // Approvals: the patch behind them, a decision Update, and a user tool run as an activity of its own.
-  const patches = events.flatMap((e) =>
-    (e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []).map(
-      (payload) => (JSON.parse(Buffer.from(payload.data ?? []).toString('utf8')) as { id: string }).id,
-    ),
-  );
+  const patches = patchesOf(events);
   assert.ok(patches.includes(FEWER_DISPATCHES_PATCH), 'a recorded history has the fewer-dispatches patch');
   assert.ok(patches.includes(USER_TOOLS_PATCH), 'a recorded history has the user-tools and approvals patch');
   // Failed children fenced by their caller: a delegation and a fork task stopped by their own timeout_s, after the
@@ -298,7 +294,7 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   assert.ok(patches.includes(FORK_ACTIVITY_STEPS_IN_FORK_PATCH), "a recorded fork's tasks stepped in it as activities");
   const taskStepTypes = events.flatMap((e) => {
     const type = e.activityTaskScheduledEventAttributes?.activityType?.name ?? '';
-    return MODEL_STEP_TYPES.includes(type) && FORK_TASK_STEP.test(summaryText(e)) ? [type] : [];
+    return MODEL_STEP_TYPES.includes(type) && FORK_TASK_STEP.test(eventSummary(e) ?? '') ? [type] : [];
   });
   for (const type of MODEL_STEP_TYPES) {
     assert.ok(taskStepTypes.includes(type), `a fork task's ${type} was an activity of its fork's workflow`);
@@ -308,7 +304,7 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
       (h.history.events ?? []).some((e) => {
         const scheduled = Number(e.activityTaskCancelRequestedEventAttributes?.scheduledEventId);
         const step = (h.history.events ?? []).find((s) => Number(s.eventId) === scheduled);
-        return step !== undefined && FORK_TASK_STEP.test(summaryText(step));
+        return step !== undefined && FORK_TASK_STEP.test(eventSummary(step) ?? '');
       }),
     ),
     "a fork's deadline cancelled a task's step running as an activity of its workflow",
@@ -319,11 +315,6 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
 const MODEL_STEP_TYPES = ['callModel', 'runToolsThenCallModel'];
 /** A step summary that names a fork task (`model: digger (fork 1 task 1) step 1`). */
 const FORK_TASK_STEP = /\(fork \d+ task \d+\) /;
-
-/** The summary an event carries (an activity's, a marker's), or ''. */
-function summaryText(event: { userMetadata?: { summary?: { data?: Uint8Array | null } | null } | null }) {
-  return Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8');
-}
 
 test('history size: every payload in the recorded histories stays far below Temporal limits (invariant 6)', () => {
   let largest = { size: 0, where: '' };
