@@ -8,7 +8,8 @@
  * - LangGraph.js: a `StateGraph` with a model node (`ChatOpenAI`) and a `ToolNode`, checkpointed by `PostgresSaver`
  *   (bench/langgraph-baseline.ts), on a fresh `thread_id` per turn,
  * - and, to tell Baton's cost from Temporal's, the hand-written Temporal loop doing the same I/O with its steps as
- *   local activities (`hand-local`), and 10 no-op local activities in one workflow (`floor-local`),
+ *   local activities (`hand-local`), and 10 no-op local activities in one workflow (`floor-local`; at 1 thread also
+ *   one, `floor-one-local`, so that the report can say what one local activity's round trip costs),
  *
  * all calling the same scripted model server with the same system prompt and tools, on one stack and one database
  * (bench/common.ts). Rounds rotate the order of all cases. It prints ms per step at 1 thread and steps per second
@@ -70,6 +71,8 @@ const BATCHED_AGENT = 'stepper-batched';
 const LANGGRAPH_AGENT = 'langgraph';
 /** The script the hand-written local-activity loop is answered from. */
 const HAND_AGENT = 'hand-local';
+/** One no-op local activity in a workflow, at 1 thread: `floor-local` less it is nine local activities' round trips. */
+const FLOOR_ONE_CASE = 'floor-one-local@1';
 /**
  * Targets of issue 25: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
@@ -168,6 +171,10 @@ runBench(common, async (context) => {
         repeats,
         run: () => runConcurrently(threads, floorTurn(baseline, STEPS, { local: true })),
       },
+      // One no-op local activity in a workflow: with `floor-local`, what one more local activity costs.
+      ...(threads === 1
+        ? [{ name: FLOOR_ONE_CASE, repeats, run: () => runConcurrently(1, floorTurn(baseline, 1, { local: true })) }]
+        : []),
     ];
   });
   log(
@@ -244,6 +251,7 @@ runBench(common, async (context) => {
       }),
       comparisons,
       notes: [
+        ...(measured.has(FLOOR_ONE_CASE) && measured.has('floor-local@1') ? [localRoundTrips(get)] : []),
         `a LangGraph turn stored ${checkpointRows.checkpoints} checkpoints, ${checkpointRows.blobs} blobs and ` +
           `${checkpointRows.writes} pending writes (durability ${durability})`,
         `the last request of a turn: ${requests.messages} messages and ${requests.tools} tools on both sides, ` +
@@ -256,6 +264,25 @@ runBench(common, async (context) => {
     common.json,
   );
 });
+
+/**
+ * What one more local activity costs at 1 thread, against what a local step may cost for `steps: local` to be no
+ * slower than LangGraph. A local-step turn runs the same steps as a batched one (the same I/O, in the same
+ * activities' code), plus a local activity's round trip through the workflow per step: so it can take no longer than
+ * LangGraph's turn only if that round trip costs at most (LangGraph − batched) / steps.
+ */
+function localRoundTrips(get: (name: string) => Measured): string {
+  const median1 = (name: string) => latencySummary(get(name)).medianMs;
+  const temporalRoundTrip = (median1('floor-local@1') - median1(FLOOR_ONE_CASE)) / (STEPS - 1);
+  const batonRoundTrip = (median1('baton-local@1') - median1('baton-batched@1')) / STEPS;
+  const budget = (median1('langgraph@1') - median1('baton-batched@1')) / STEPS;
+  return (
+    `a local activity's round trip at 1 thread: ${round1(temporalRoundTrip)} ms with Temporal alone ` +
+    `((floor-local − ${FLOOR_ONE_CASE}) / ${STEPS - 1}), ${round1(batonRoundTrip)} ms per step in Baton ` +
+    `((baton-local − baton-batched) / ${STEPS}); for baton-local ≤ LangGraph it may cost ${round1(budget)} ms ` +
+    `((langgraph − baton-batched) / ${STEPS})`
+  );
+}
 
 /** Median turn over the steps of a turn. */
 function perStep(m: Measured): number {
