@@ -101,3 +101,19 @@ export async function startTestStack(
     throw error;
   }
 }
+
+/**
+ * A Temporal dev server of a test's own, from the CLI the test run started its shared server with, with dynamic config
+ * settings (`KEY=VALUE`) on top: for a test of Baton under a server setting the shared server does not have.
+ */
+export function startOwnTemporal(
+  temporalCli: string,
+  dynamicConfig: readonly string[],
+): ReturnType<typeof startTemporal> {
+  return startTemporal({
+    resolution: { kind: 'cli', path: temporalCli, source: 'cache', attempts: [] },
+    port: 0,
+    ui: false,
+    extraArgs: dynamicConfig.flatMap((setting) => ['--dynamic-config-value', setting]),
+  });
+}

@@ -10,7 +10,7 @@ import { WithStartWorkflowOperation, WorkflowIdConflictPolicy, WorkflowNotFoundE
 import { threadWorkflowId } from '../../common/ids';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
-import { startTemporal } from '../../stack/temporal-server';
+import { startOwnTemporal } from '../../testing/test-stack';
 import { skipUnlessCi } from '../../testing/ci';
 import { startAgentHarness, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
@@ -144,12 +144,7 @@ test('run on a server that refuses Update-with-Start starts the thread and sends
     skipUnlessCi(t, 'no local Temporal CLI to start a second server with');
     return;
   }
-  const server = await startTemporal({
-    resolution: { kind: 'cli', path: env.temporalCli, source: 'cache', attempts: [] },
-    port: 0,
-    ui: false,
-    extraArgs: ['--dynamic-config-value', 'frontend.enableExecuteMultiOperation=false'],
-  });
+  const server = await startOwnTemporal(env.temporalCli, ['frontend.enableExecuteMultiOperation=false']);
   let older: AgentHarness | undefined;
   try {
     older = await startAgentHarness({

@@ -11,10 +11,10 @@ import type { temporal } from '@temporalio/proto';
 import type { AgentTurnInput } from '../../common/types';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
-import { startTemporal } from '../../stack/temporal-server';
 import { skipUnlessCi } from '../../testing/ci';
 import { startAgentHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startOwnTemporal } from '../../testing/test-stack';
 import { eventSummary, patchesOf } from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { STEPS_LEAVE_LONG_HISTORIES_PATCH } from '../../workflows/thread-turns';
@@ -67,17 +67,12 @@ ${Array.from(
 );
 
 const env = readTestEnv();
-let server: Awaited<ReturnType<typeof startTemporal>> | undefined;
+let server: Awaited<ReturnType<typeof startOwnTemporal>> | undefined;
 let harness: AgentHarness | undefined;
 
 before(async () => {
   if (env.temporalCli === undefined) return;
-  server = await startTemporal({
-    resolution: { kind: 'cli', path: env.temporalCli, source: 'cache', attempts: [] },
-    port: 0,
-    ui: false,
-    extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_AFTER_EVENTS}`],
-  });
+  server = await startOwnTemporal(env.temporalCli, [`limit.historyCount.suggestContinueAsNew=${SUGGEST_AFTER_EVENTS}`]);
   harness = await startAgentHarness({
     temporalAddress: server.address,
     databaseUrl: env.databaseUrl,
