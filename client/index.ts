@@ -229,8 +229,10 @@ export interface SendOptions {
   /** Delivered once however often it is sent (see `send`). At most 200 characters. */
   messageId?: string;
   /**
-   * Called with each event of the tree (`thread.events`) from the moment the message is sent until the reply; the
-   * next waits until it settles.
+   * Called with each event of the tree (`thread.events`) from the moment the message is sent until the reply, in
+   * order, each once, the turn's last events (its `turn_ended`) included; the next waits until it settles, and the
+   * call resolves only once it has settled for the last. When it throws (or rejects), it is given no further event
+   * and the call rejects with its error once the turn has replied.
    */
   onEvent?: (event: RunEvent) => void | Promise<void>;
   /** Whether `onEvent` gets streamed text (`delta`). @default true */
@@ -600,18 +602,28 @@ export class ThreadHandle {
       for await (const event of events) await onEvent(event);
     })();
     delivering.catch(() => undefined);
+    let result: SendMessageResult;
     try {
       // Listening before the message goes out: streamed text is not stored, so what is published before the watch
       // listens never reaches it.
       await events.catchUp();
-      const result = await sending();
-      // The turn's last events committed before its reply: read them, then stop.
-      await events.catchUp();
-      return result;
-    } finally {
-      await events.return();
-      await delivering;
+      result = await sending();
+    } catch (error) {
+      // A failed turn's events say how it ended: passed on as far as they can be read, then the failure.
+      await events.catchUp().catch(() => undefined);
+      await events.finish();
+      await delivering.catch(() => undefined);
+      throw error;
     }
+    // The turn's last events committed before its reply: read them, stop reading, and let the callback take every
+    // event queued (`finish`, unlike `return`, keeps them), so the call resolves after it has seen the turn's end.
+    try {
+      await events.catchUp();
+    } finally {
+      await events.finish();
+    }
+    await delivering;
+    return result;
   }
 
   /**

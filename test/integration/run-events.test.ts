@@ -32,6 +32,7 @@ const agents: AgentRegistry = new Map(
       ['deadline_lead', 'capabilities: [fork_join, laggard, late_writer]'],
       ['laggard', ''],
       ['late_writer', 'capabilities: [gated_store]'],
+      ['teller', ''],
     ] as const
   ).map(([name, extra]) => [
     name,
@@ -104,6 +105,13 @@ const script = validateScript(
       // Held past the fork's deadline: its turn ends with the model call open.
       laggard: [{ say: 'Too late, word by word.', hold: 'late-reply', chunk_delay_ms: 5 }],
       late_writer: [{ call: 'gated_store', args: { key: 'late/key' } }, { say: 'Never said.' }],
+      // Two turns (one per callback test) of a tool and a streamed reply: every kind of event a plain turn has.
+      teller: [
+        { call: 'think', args: { thought: 'What to tell.' } },
+        { say: 'Told, word by word.', chunk_delay_ms: 2 },
+        { call: 'think', args: { thought: 'What to tell again.' } },
+        { say: 'Told again, word by word.', chunk_delay_ms: 2 },
+      ],
     },
   },
   'run-events',
@@ -638,6 +646,53 @@ test('run feed: a worker that does not stream has the same stored events and res
   } finally {
     await whole.close();
   }
+});
+
+/**
+ * What a callback must have seen when `send` or `run` resolved: every event the feed holds for the turn, stored ones as
+ * a reading from `since` returns them, the turn's end last.
+ */
+async function assertSawTheTurn(thread: ThreadHandle, since: number, atReply: RunEvent[], what: string): Promise<void> {
+  const rest = thread.events({ since, deltas: false });
+  await rest.catchUp();
+  await rest.finish();
+  const stored: RunEvent[] = [];
+  for await (const event of rest) stored.push(event);
+  assert.equal(stored.at(-1)?.type, 'turn_ended', 'the feed holds the whole turn');
+  assert.deepEqual(atReply.filter(isStored), stored, `${what}: every stored event of the turn, in order, each once`);
+  assert.equal(atReply.filter(isStored).length, stored.length);
+  const last = atReply.at(-1);
+  assert.ok(last?.type === 'turn_ended' && last.threadId === thread.threadId, `${what}: the turn's end comes last`);
+}
+
+test('run feed: an async onEvent that takes its time gets every event of the turn, its end last, before run resolves', async () => {
+  const root = uniqueThreadId('slow-callback');
+  const seen: RunEvent[] = [];
+  const { thread, result } = await harness.client.run({
+    agent: 'teller',
+    threadId: root,
+    message: 'Tell me.',
+    onEvent: async (event) => {
+      // Slower than the turn (a dozen events): its events queue up behind the callback.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      seen.push(event);
+    },
+  });
+  const atReply = [...seen];
+  assert.equal(result.reply, 'Told, word by word.');
+  await assertSawTheTurn(thread, 0, atReply, 'run({ onEvent }) with an async callback');
+  assert.ok(
+    atReply.some((event) => event.type === 'delta'),
+    'deltas were given too',
+  );
+
+  // The next message's turn, from where the first ended, to a callback that does its work synchronously.
+  const since = await thread.lastEventSeq();
+  const syncSeen: RunEvent[] = [];
+  const second = await thread.send('Tell me again.', { onEvent: (event) => void syncSeen.push(event) });
+  const syncAtReply = [...syncSeen];
+  assert.equal(second.reply, 'Told again, word by word.');
+  await assertSawTheTurn(thread, since, syncAtReply, 'send({ onEvent }) with a sync callback');
 });
 
 test('run feed: approvals, questions, waits and env writes have their events', async () => {

@@ -5,9 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { BatonClient } from '../../client';
+import { ThreadHandle } from '../../client';
 import type { FeedWatch } from '../../client/feed-watch';
 import { ThreadEvents, type RunWatchStarter } from '../../client/thread-events';
 import type { DeltaAnnouncement, RunEvent, RunFeedRow } from '../../common/run-events';
+import type { SendMessageResult } from '../../common/types';
 
 const AT = new Date('2030-01-31T09:00:00.000Z');
 
@@ -100,3 +103,66 @@ test('thread.events(): a delta held until its call’s start is read follows tha
     ['model_call_started', 'delta Do', 'delta ne.'],
   );
 });
+
+/**
+ * A thread whose message's Update commits `rows` before it returns and whose feed is `driven`: what a callback gets
+ * is decided by the order chosen here, not by how fast Postgres announces. The client is the part of `BatonClient`
+ * that `send` uses: its feed, its last feed number and the Update.
+ */
+function drivenThread(driven: ReturnType<typeof drivenWatch>, rows: RunFeedRow[]): ThreadHandle {
+  const usage = { promptTokens: 1, completionTokens: 1, totalTokens: 2 };
+  const result: SendMessageResult = { threadId: 'root', turn: 1, status: 'completed', reply: 'Done.', steps: 1, usage };
+  const client = {
+    ...driven.starter,
+    database: () => ({ query: () => Promise.resolve({ rows: [{ seq: '0' }] }) }),
+    temporal: {
+      workflow: {
+        getHandle: (workflowId: string) => ({
+          workflowId,
+          executeUpdate: () => {
+            // The turn's rows committed while the Update ran; none was announced before its reply came back.
+            for (const row of rows) driven.commit(row);
+            return Promise.resolve(result);
+          },
+        }),
+      },
+    },
+  };
+  return new ThreadHandle(client as unknown as BatonClient, 'root');
+}
+
+const TURN_ROWS: RunFeedRow[] = (
+  [
+    ['turn_started', {}],
+    ['message', { role: 'user', content: 'Go.' }],
+    ['model_call_started', { operationId: 'run:model:0', step: 0, attempt: 1, stream: 'run:model:0#1' }],
+    ['assistant_message', { operationId: 'run:model:0', content: 'Done.', toolCalls: [] }],
+    ['turn_ended', { status: 'completed' }],
+  ] as const
+).map(([kind, data], i) => ({ seq: i + 1, threadId: 'root', agent: 'lead', kind, data, createdAt: AT }));
+
+for (const kind of ['a synchronous', 'an asynchronous'] as const) {
+  test(`send({ onEvent }): ${kind} callback gets every event the last catch-up reads, the turn's end last, before send resolves`, async () => {
+    const driven = drivenWatch();
+    const thread = drivenThread(driven, TURN_ROWS);
+    const seen: string[] = [];
+    const result = await thread.send('Go.', {
+      onEvent:
+        kind === 'a synchronous'
+          ? (event) => void seen.push(event.type)
+          : async (event) => {
+              await new Promise((resolve) => setImmediate(resolve));
+              seen.push(event.type);
+            },
+    });
+    assert.equal(result.reply, 'Done.');
+    assert.deepEqual(seen, [
+      'turn_started',
+      'message',
+      'model_call_started',
+      'model_call_ended',
+      'assistant_message',
+      'turn_ended',
+    ]);
+  });
+}
