@@ -3,6 +3,7 @@
  * match, the limits that keep watchers from waking each other for ever, the ids of its workflow and threads, and the
  * `[Watch Context]` block its turn receives. Pure code: the workflow, the activities and the clients share it.
  */
+import { MAX_ENV_KEY_LENGTH } from './env-data';
 import { AGENT_NAME_PATTERN } from './ids';
 
 /** A watcher's name: like an agent's (it names a workflow and threads). */
@@ -113,10 +114,15 @@ export function wakeupOfThread(threadId: string): { watcher: string; wakeup: num
   return match === null ? undefined : { watcher: match[1] as string, wakeup: Number(match[2]) };
 }
 
+/** Most wildcards (`*` within a segment, or a `**` segment) one key pattern may hold. */
+export const MAX_WATCH_PATTERN_WILDCARDS = 16;
+
 /** Why `pattern` is not a valid key pattern, or `undefined`. */
 export function watchPatternProblem(pattern: string): string | undefined {
   if (typeof pattern !== 'string' || pattern.length === 0) return 'a key pattern must not be empty';
-  if (pattern.length > 200) return `the key pattern '${pattern.slice(0, 40)}…' is longer than 200 characters`;
+  if (pattern.length > MAX_ENV_KEY_LENGTH) {
+    return `the key pattern '${pattern.slice(0, 40)}…' is longer than ${MAX_ENV_KEY_LENGTH} characters`;
+  }
   const segments = pattern.split('/');
   for (const segment of segments) {
     if (segment === '' || !/^(\*\*|[A-Za-z0-9_.*-]+)$/.test(segment) || (segment.includes('**') && segment !== '**')) {
@@ -126,28 +132,74 @@ export function watchPatternProblem(pattern: string): string | undefined {
       );
     }
   }
+  const wildcards = segments.reduce(
+    (count, segment) => count + (segment === '**' ? 1 : segment.split('*').length - 1),
+    0,
+  );
+  if (wildcards > MAX_WATCH_PATTERN_WILDCARDS) {
+    return `the key pattern '${pattern.slice(0, 40)}…' holds ${wildcards} wildcards; at most ${MAX_WATCH_PATTERN_WILDCARDS} are allowed`;
+  }
   return undefined;
 }
 
+/*
+ * Matching runs on a worker's main thread after every write of a root, with patterns a model may write, so it must
+ * never backtrack: its time is bounded by the key's length times the pattern's, whatever the pattern. Both levels use
+ * the same argument. A glob whose only wildcard is "anything here" is literal pieces separated by wildcards; the
+ * first piece must start the subject and the last must end it, and each piece between may be taken at the first place
+ * it fits after the one before: if a match takes it later, moving it to that first place keeps every other piece
+ * where it was and leaves more room for the rest. So one left-to-right scan decides, with nothing to undo.
+ */
+
 /** Whether one segment of a key matches one segment of a pattern (`*` standing for any run of characters). */
 function segmentMatches(glob: string, segment: string): boolean {
-  if (!glob.includes('*')) return glob === segment;
-  const source = glob
-    .split('*')
-    .map((part) => part.replace(/[.+?^${}()|[\]\\-]/g, '\\$&'))
-    .join('[^/]*');
-  return new RegExp(`^${source}$`).test(segment);
+  const pieces = glob.split('*');
+  if (pieces.length === 1) return glob === segment;
+  const first = pieces[0] as string;
+  const last = pieces[pieces.length - 1] as string;
+  if (first.length + last.length > segment.length || !segment.startsWith(first) || !segment.endsWith(last)) {
+    return false;
+  }
+  let from = first.length;
+  const end = segment.length - last.length;
+  for (const piece of pieces.slice(1, -1)) {
+    const at = segment.indexOf(piece, from);
+    if (at === -1 || at + piece.length > end) return false;
+    from = at + piece.length;
+  }
+  return true;
+}
+
+/** Whether the pattern segments `run` match the key's segments from `at` on, one each. */
+function runMatchesAt(run: readonly string[], key: readonly string[], at: number): boolean {
+  return run.every((glob, index) => segmentMatches(glob, key[at + index] as string));
 }
 
 /** Whether the key's segments match the pattern's, `**` standing for any number of whole segments (none included). */
 function segmentsMatch(pattern: readonly string[], key: readonly string[]): boolean {
-  const [head, ...rest] = pattern;
-  if (head === undefined) return key.length === 0;
-  if (head === '**') return key.some((_, skip) => segmentsMatch(rest, key.slice(skip))) || segmentsMatch(rest, []);
-  return key[0] !== undefined && segmentMatches(head, key[0]) && segmentsMatch(rest, key.slice(1));
+  // The runs of one-segment globs between the `**` segments: the pieces of the argument above, a segment a letter.
+  const runs: string[][] = [[]];
+  for (const glob of pattern) {
+    if (glob === '**') runs.push([]);
+    else (runs[runs.length - 1] as string[]).push(glob);
+  }
+  const first = runs[0] as string[];
+  const last = runs[runs.length - 1] as string[];
+  if (runs.length === 1) return first.length === key.length && runMatchesAt(first, key, 0);
+  if (first.length + last.length > key.length) return false;
+  if (!runMatchesAt(first, key, 0) || !runMatchesAt(last, key, key.length - last.length)) return false;
+  let from = first.length;
+  const end = key.length - last.length;
+  for (const run of runs.slice(1, -1)) {
+    let at = from;
+    while (at + run.length <= end && !runMatchesAt(run, key, at)) at += 1;
+    if (at + run.length > end) return false;
+    from = at + run.length;
+  }
+  return true;
 }
 
-/** Whether `key` is one `patterns` name. */
+/** Whether `key` is one `patterns` name. Never backtracks: see above. */
 export function keyMatches(patterns: readonly string[], key: string): boolean {
   const segments = key.split('/');
   return patterns.some((pattern) => segmentsMatch(pattern.split('/'), segments));
