@@ -3,7 +3,9 @@
  * `{ "mcpServers": { "<name>": { "command", "args", "env", "cwd" } | { "url", "headers" } } }`, with Baton's own
  * optional fields per server (which tools, how long a call may take, which tools are read-only, which need approval).
  * `${VAR}` references are resolved from the environment the caller passes (the worker's), so secrets stay out of the
- * file. Every refusal names the file and the server.
+ * file; and out of every message: errors, log lines and `baton mcp list` show a server's command line or URL as the
+ * file writes it, and what a server says is redacted of every value Baton gave it ({@link mcpRedactor}), since an
+ * error of a call is the model's to read. Every refusal names the file and the server.
  */
 import path from 'node:path';
 import { z } from 'zod';
@@ -21,6 +23,13 @@ export const DEFAULT_MCP_MAX_TIMEOUT_S = 600;
 export const MAX_MCP_TIMEOUT_S = 24 * 3600;
 /** A server's name: it starts each of its tools' names (`<server>__<tool>`), so it holds no `__`. */
 export const MCP_SERVER_NAME_PATTERN = /^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$/;
+/**
+ * Values shorter than this are not redacted from what a server says. Redaction cannot hide them: a placeholder where
+ * one, two or three characters stood gives them away by the text around it, and a secret that short is guessed in a
+ * few thousand tries anyway; replacing every `1` or `on` of a message would only make it unreadable. Anything longer
+ * is redacted, whatever it is (a path, a port): Baton cannot tell which values are secrets, and the model is untrusted.
+ */
+export const MIN_REDACTED_LENGTH = 4;
 
 /** A configuration file that cannot be used: names the file, the server when there is one, and why. */
 export class McpConfigError extends Error {
@@ -38,8 +47,22 @@ export type McpReadOnlyRule = 'hints' | 'none' | readonly string[];
 /** Which of a server's tools need a person's approval before each call. */
 export type McpApprovalRule = 'none' | 'writes' | 'all' | readonly string[];
 
+/** A value Baton gives a server and never repeats: one substituted for `${VAR}`, or an `env` or header value. */
+export interface McpSecret {
+  readonly value: string;
+  /** What stands in its place in a message: `${VAR}`, `[env NAME]` or `[header NAME]`. */
+  readonly placeholder: string;
+}
+
 interface McpServerCommon {
   readonly name: string;
+  /**
+   * The command line or URL as the file writes it, `${VAR}` unresolved: all that errors, log lines and
+   * `baton mcp list` show of where the server is (a resolved value may be a secret, and an error reaches the model).
+   */
+  readonly target: string;
+  /** Every value this server is given that may be a secret: redacted from what it says (see {@link mcpRedactor}). */
+  readonly secrets: readonly McpSecret[];
   /** Tools offered (by the server's own names); all when unset. */
   readonly allow?: readonly string[];
   /** Tools never offered (by the server's own names). */
@@ -167,9 +190,13 @@ function parseServer(
   }
   const parsed = ('command' in record ? stdioSchema : httpSchema).safeParse(record);
   if (!parsed.success) throw fail(describeIssues(parsed.error.issues, 'field'));
+  const substituted: McpSecret[] = [];
   const resolve = (value: string, field: string) =>
-    resolveVariables(value, env, (variable) =>
-      fail(`${field} names \${${variable}}, which is not set in the worker's environment`),
+    resolveVariables(
+      value,
+      env,
+      (variable) => fail(`${field} names \${${variable}}, which is not set in the worker's environment`),
+      (variable, found) => substituted.push({ value: found, placeholder: `\${${variable}}` }),
     );
   const resolveAll = (values: Record<string, string> | undefined, field: string) =>
     Object.fromEntries(Object.entries(values ?? {}).map(([key, value]) => [key, resolve(value, `${field}.${key}`)]));
@@ -179,6 +206,7 @@ function parseServer(
   }
   const common = {
     name,
+    target: 'command' in data ? [data.command, ...(data.args ?? [])].join(' ') : data.url,
     ...(data.allow === undefined ? {} : { allow: data.allow }),
     deny: data.deny ?? [],
     timeoutS: data.timeout_s ?? Math.min(DEFAULT_MCP_TIMEOUT_S, data.max_timeout_s ?? DEFAULT_MCP_TIMEOUT_S),
@@ -186,14 +214,23 @@ function parseServer(
     readOnly: data.readOnly ?? 'hints',
     approval: data.approval ?? 'none',
   };
+  // The variables first: a value both substituted and given whole is shown as its variable.
+  const secrets = (given: Record<string, string>, kind: 'env' | 'header') => [
+    ...substituted,
+    ...Object.entries(given).map(([key, value]) => ({ value, placeholder: `[${kind} ${key}]` })),
+  ];
   if ('command' in data) {
     const cwd = data.cwd === undefined ? undefined : resolve(data.cwd, 'cwd');
+    const command = resolve(data.command, 'command');
+    const args = (data.args ?? []).map((arg, index) => resolve(arg, `args[${index}]`));
+    const serverEnv = resolveAll(data.env, 'env');
     return {
       ...common,
+      secrets: secrets(serverEnv, 'env'),
       transport: 'stdio',
-      command: resolve(data.command, 'command'),
-      args: (data.args ?? []).map((arg, index) => resolve(arg, `args[${index}]`)),
-      env: resolveAll(data.env, 'env'),
+      command,
+      args,
+      env: serverEnv,
       cwd: path.resolve(path.dirname(source), cwd ?? '.'),
     };
   }
@@ -202,10 +239,40 @@ function parseServer(
   try {
     parsedUrl = new URL(url);
   } catch {
-    throw fail(`'url' is not a URL: ${url}`);
+    throw fail(`'url' is not a URL: ${data.url}`);
   }
   if (parsedUrl.protocol !== 'http:' && parsedUrl.protocol !== 'https:') throw fail("'url' must be http or https");
-  return { ...common, transport: 'http', url, headers: resolveAll(data.headers, 'headers') };
+  const headers = resolveAll(data.headers, 'headers');
+  return { ...common, secrets: secrets(headers, 'header'), transport: 'http', url, headers };
+}
+
+/**
+ * A function that replaces, in a text, every value of `secrets` (as it is, percent-encoded or JSON-escaped) with its
+ * placeholder: longest first, in one pass (a placeholder is never redacted again), values shorter than
+ * {@link MIN_REDACTED_LENGTH} left as they are.
+ */
+export function mcpRedactor(secrets: readonly McpSecret[]): (text: string) => string {
+  const placeholders = new Map<string, string>();
+  for (const { value, placeholder } of secrets) {
+    for (const form of [value, ...encodings(value)]) {
+      if (form.length >= MIN_REDACTED_LENGTH && !placeholders.has(form)) placeholders.set(form, placeholder);
+    }
+  }
+  if (placeholders.size === 0) return (text) => text;
+  const forms = [...placeholders.keys()].sort((a, b) => b.length - a.length);
+  const pattern = new RegExp(forms.map((form) => form.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  return (text) => text.replace(pattern, (found) => placeholders.get(found) ?? found);
+}
+
+/** How a value may appear changed in a message: in a URL, or inside a JSON string. */
+function encodings(value: string): string[] {
+  const forms = [JSON.stringify(value).slice(1, -1)];
+  try {
+    forms.push(encodeURIComponent(value), encodeURI(value));
+  } catch {
+    // A lone surrogate has no percent-encoding, so it cannot appear as one either.
+  }
+  return forms.filter((form) => form !== value);
 }
 
 /** `${VAR}` replaced by the variable's value; a variable that is not set is an error (never an empty string). */
@@ -213,10 +280,12 @@ function resolveVariables(
   value: string,
   env: Readonly<Record<string, string | undefined>>,
   missing: (variable: string) => Error,
+  resolved: (variable: string, value: string) => void,
 ): string {
   return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, variable: string) => {
     const found = env[variable];
     if (found === undefined) throw missing(variable);
+    resolved(variable, found);
     return found;
   });
 }

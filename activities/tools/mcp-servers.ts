@@ -3,9 +3,13 @@
  * worker starts (to list its tools) and started again at the next call after it died; an HTTP server is reached over
  * Streamable HTTP and connected again at the next call after one failed below the protocol (the server unreachable,
  * or restarted and its session gone). Each server's tool list is kept here, refreshed when the
- * server says it changed (`notifications/tools/list_changed`). Nothing here outlives the worker: `close()` stops
- * every child process.
+ * server says it changed (`notifications/tools/list_changed`), every page of it, and a listing that would not end is
+ * refused. Nothing here outlives the worker: `close()` stops every child process. No message says a value Baton
+ * resolved or gave a server: each shows the server's command line or URL as its file writes it, and what a server
+ * says (its last stderr line, an error's text) is redacted of its secrets (see `mcpRedactor`), since a call's error
+ * is the model's to read.
  */
+import { StringDecoder } from 'node:string_decoder';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,7 +21,7 @@ import {
   type CallToolResult,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
-import { McpConfigError, type McpConfig, type McpServerConfig } from './mcp-config';
+import { McpConfigError, mcpRedactor, type McpConfig, type McpServerConfig } from './mcp-config';
 import { toMcpTools, type McpCall, type McpTool } from './mcp-tools';
 import { ToolError } from './types';
 
@@ -25,11 +29,24 @@ import { ToolError } from './types';
 const CONNECT_TIMEOUT_MS = 30_000;
 /** The last lines a stdio server wrote to stderr, kept to say why it failed. */
 const STDERR_LINES_KEPT = 20;
+/** A stderr line longer than this is not kept (only that there was one): a server cannot fill the worker's memory. */
+const STDERR_LINE_MAX = 4096;
+/** How much of a server's last stderr line an error repeats. */
+const STDERR_LINE_SHOWN = 500;
+/** How much of an error's first line (its text may be the server's) a message repeats. */
+const ERROR_SHOWN = 1000;
+/** The most pages a server's tool list may take: past it, a server that never ends its list. */
+export const MAX_MCP_TOOL_PAGES = 100;
+/** The most tools a server may list (a model API takes far fewer in one request). */
+export const MAX_MCP_TOOLS = 1000;
 
 export interface McpServerStatus {
   readonly name: string;
   readonly transport: 'stdio' | 'http';
-  /** The command line or URL (never the headers or the environment, which may hold secrets). */
+  /**
+   * The command line or URL as the file writes it, `${VAR}` unresolved (never a resolved value, the headers or the
+   * environment, which may hold secrets).
+   */
   readonly target: string;
   readonly state: 'connected' | 'disconnected' | 'failed';
   /** Why the last connection or listing failed. */
@@ -61,6 +78,8 @@ interface Connection {
 
 interface ServerState {
   config: McpServerConfig;
+  /** The text with every secret of this server replaced by its placeholder. */
+  redact: (text: string) => string;
   connection?: Promise<Connection>;
   /** The connection `connection` resolved to, while it is open. */
   live?: Connection;
@@ -87,7 +106,10 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const clientInfo = options.clientInfo ?? { name: 'baton', version: '0' };
   const states = new Map<string, ServerState>(
-    config.servers.map((server) => [server.name, { config: server, tools: [], state: 'disconnected' }]),
+    config.servers.map((server) => [
+      server.name,
+      { config: server, redact: mcpRedactor(server.secrets), tools: [], state: 'disconnected' },
+    ]),
   );
   let closed = false;
   /** Retired connections with calls still running on them, closed with the rest by `close()`. */
@@ -115,7 +137,7 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
       // Silence past the server's `timeout_s` (or a call past its `max_timeout_s`) is the model's to hear, not a retry.
       if (error instanceof McpError && error.code === (ErrorCode.RequestTimeout as number)) {
         throw new ToolError(
-          `MCP server '${server}' ${describeTarget(state.config)} sent neither the answer of '${tool}' nor progress ` +
+          `MCP server '${server}' (${state.config.target}) sent neither the answer of '${tool}' nor progress ` +
             `within ${state.config.timeoutS} seconds, or the call ran past ${state.config.maxTimeoutS} seconds in all; ` +
             'it was cancelled.',
         );
@@ -124,9 +146,10 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
       // longer knows after a restart) leaves a connection no later call can use: the next call connects again.
       // A stdio connection is made again when its process exits (`onclose`).
       if (state.config.transport === 'http' && !(error instanceof McpError)) retire(state, connection);
-      throw new Error(`MCP server '${server}' ${describeTarget(state.config)}: ${describeError(error, connection)}`, {
-        cause: error,
-      });
+      // Without its cause: the SDK's error may hold what the message redacts, and the worker logs a failed attempt whole.
+      throw new Error(
+        `MCP server '${server}' (${state.config.target}): ${describeError(error, connection, state.redact)}`,
+      );
     } finally {
       connection.inFlight -= 1;
       if (connection.retired && connection.inFlight === 0) {
@@ -165,26 +188,49 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
     const { config: server } = state;
     const stderr: string[] = [];
     const transport = createTransport(server, stderr);
+    // One listing at a time, every page of it; a change said during one is listed again once it ends.
+    let listing = false;
+    let changedAgain = false;
+    const relist = async () => {
+      if (listing) {
+        changedAgain = true;
+        return;
+      }
+      listing = true;
+      try {
+        do {
+          changedAgain = false;
+          let listed: Tool[];
+          try {
+            listed = await listAllTools(client);
+          } catch (error) {
+            log(
+              `baton: MCP server '${server.name}' changed its tools, and listing them failed: ` +
+                describeError(error, { stderr }, state.redact),
+            );
+            continue;
+          }
+          // A list of a connection since replaced is not the server's list any more.
+          if (closed || (state.live !== undefined && state.live.client !== client)) return;
+          try {
+            state.tools = toMcpTools(server, listed, call, config.source);
+            reindex();
+            log(
+              `baton: MCP server '${server.name}' changed its tools: ${state.tools.map((t) => t.serverTool).join(', ')}`,
+            );
+          } catch (refusal) {
+            log(`baton: MCP server '${server.name}' changed its tools, keeping the earlier list: ${String(refusal)}`);
+          }
+        } while (changedAgain && !closed);
+      } finally {
+        listing = false;
+      }
+    };
     const client = new Client(clientInfo, {
       capabilities: {},
       listChanged: {
-        tools: {
-          onChanged: (error, tools) => {
-            if (error !== null) {
-              log(`baton: MCP server '${server.name}' changed its tools, and listing them failed: ${error.message}`);
-              return;
-            }
-            try {
-              state.tools = toMcpTools(server, tools ?? [], call, config.source);
-              reindex();
-              log(
-                `baton: MCP server '${server.name}' changed its tools: ${state.tools.map((t) => t.serverTool).join(', ')}`,
-              );
-            } catch (refusal) {
-              log(`baton: MCP server '${server.name}' changed its tools, keeping the earlier list: ${String(refusal)}`);
-            }
-          },
-        },
+        // The SDK's own refresh reads the first page only: Baton lists every page itself.
+        tools: { autoRefresh: false, onChanged: () => void relist() },
       },
     });
     client.onclose = () => {
@@ -205,7 +251,7 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
       if (error instanceof McpConfigError) throw error;
       throw new McpConfigError(
         config.source,
-        `MCP server '${server.name}' ${describeTarget(server)} could not be started: ${describeError(error, { stderr })}`,
+        `MCP server '${server.name}' (${server.target}) could not be started: ${describeError(error, { stderr }, state.redact)}`,
       );
     }
     const connection: Connection = { client, transport, stderr, inFlight: 0, retired: false };
@@ -238,7 +284,7 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
       [...states.values()].map((state) => ({
         name: state.config.name,
         transport: state.config.transport,
-        target: targetOf(state.config),
+        target: state.config.target,
         state: state.state,
         ...(state.error === undefined ? {} : { error: state.error }),
         tools: state.tools,
@@ -253,6 +299,11 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
   };
 }
 
+/**
+ * The transport to a server; for a stdio one, its stderr kept in `stderr` by whole lines (a line split across chunks
+ * is one line, so a secret in it is redacted whole), the last {@link STDERR_LINES_KEPT}, each at most
+ * {@link STDERR_LINE_MAX} characters.
+ */
 function createTransport(server: McpServerConfig, stderr: string[]): Transport {
   if (server.transport === 'http') {
     return new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: { ...server.headers } } });
@@ -265,39 +316,73 @@ function createTransport(server: McpServerConfig, stderr: string[]): Transport {
     cwd: server.cwd,
     stderr: 'pipe',
   });
-  transport.stderr?.on('data', (chunk: Buffer) => {
-    stderr.push(
-      ...chunk
-        .toString('utf8')
-        .split('\n')
-        .filter((line) => line.trim() !== ''),
-    );
+  const decoder = new StringDecoder('utf8');
+  let partial = '';
+  let overlong = false;
+  const keep = (line: string) => {
+    if (overlong || line.length > STDERR_LINE_MAX) {
+      stderr.push(`[a line of more than ${STDERR_LINE_MAX} characters, not kept]`);
+    } else if (line.trim() !== '') stderr.push(line);
+    overlong = false;
     if (stderr.length > STDERR_LINES_KEPT) stderr.splice(0, stderr.length - STDERR_LINES_KEPT);
+  };
+  transport.stderr?.on('data', (chunk: Buffer) => {
+    const lines = (partial + decoder.write(chunk)).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) keep(line);
+    if (partial.length > STDERR_LINE_MAX) {
+      overlong = true;
+      partial = '';
+    }
+  });
+  transport.stderr?.on('end', () => {
+    const rest = partial + decoder.end();
+    partial = '';
+    if (rest !== '' || overlong) keep(rest);
   });
   return transport;
 }
 
+/**
+ * Every page of a server's tools, within {@link CONNECT_TIMEOUT_MS} in all.
+ * @throws Error when the list runs past {@link MAX_MCP_TOOL_PAGES} pages or {@link MAX_MCP_TOOLS} tools, or gives a
+ * cursor it gave before: a server whose list never ends must not hold the worker
+ */
 async function listAllTools(client: Client): Promise<Tool[]> {
+  const deadline = Date.now() + CONNECT_TIMEOUT_MS;
   const tools: Tool[] = [];
+  const cursors = new Set<string>();
   let cursor: string | undefined;
-  do {
-    const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: CONNECT_TIMEOUT_MS });
-    tools.push(...page.tools);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return tools;
+  for (let page = 1; ; page += 1) {
+    const timeout = deadline - Date.now();
+    if (timeout <= 0) {
+      throw new Error(`its tool list took more than ${CONNECT_TIMEOUT_MS / 1000} seconds (${page - 1} pages)`);
+    }
+    const listed = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout });
+    tools.push(...listed.tools);
+    if (tools.length > MAX_MCP_TOOLS) throw new Error(`its tool list ran past ${MAX_MCP_TOOLS} tools`);
+    cursor = listed.nextCursor;
+    if (cursor === undefined) return tools;
+    if (cursors.has(cursor)) {
+      throw new Error(
+        `its tool list gave the cursor ${JSON.stringify(cutText(cursor, 100))} twice (page ${page + 1} would ` +
+          'repeat an earlier one)',
+      );
+    }
+    if (page === MAX_MCP_TOOL_PAGES) throw new Error(`its tool list ran past ${MAX_MCP_TOOL_PAGES} pages`);
+    cursors.add(cursor);
+  }
 }
 
-function targetOf(server: McpServerConfig): string {
-  return server.transport === 'http' ? server.url : [server.command, ...server.args].join(' ');
-}
-
-function describeTarget(server: McpServerConfig): string {
-  return `(${targetOf(server)})`;
-}
-
-/** An error in one line, with the system's error code found down its causes, and what a stdio server last said. */
-function describeError(error: unknown, connection: { stderr: readonly string[] }): string {
+/**
+ * An error in one line, with the system's error code found down its causes, and what a stdio server last said; all
+ * of it redacted, since the SDK's errors and the server's words may hold a value the server was given.
+ */
+function describeError(
+  error: unknown,
+  connection: { stderr: readonly string[] },
+  redact: (text: string) => string,
+): string {
   const base = error instanceof Error ? error.message : String(error);
   let code: string | undefined;
   for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 5; depth += 1) {
@@ -306,6 +391,12 @@ function describeError(error: unknown, connection: { stderr: readonly string[] }
     cause = cause.cause;
   }
   const detail = code !== undefined && !base.includes(code) ? ` (${code})` : '';
-  const said = connection.stderr.length > 0 ? `; its last output: ${connection.stderr.at(-1)}` : '';
-  return `${base.split('\n')[0]}${detail}${said}`;
+  const last = connection.stderr.at(-1);
+  const said = last === undefined ? '' : `; its last output: ${cutText(redact(last), STDERR_LINE_SHOWN)}`;
+  return `${cutText(redact(base).split('\n')[0] ?? '', ERROR_SHOWN)}${detail}${said}`;
+}
+
+/** At most `max` characters, cut with an ellipsis. */
+function cutText(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }

@@ -11,7 +11,7 @@ import YAML from 'yaml';
 import { createPool } from '../../db/pool';
 import { freePort, stdioServerEntry, writeMcpConfig } from '../../testing/mcp-reference-servers';
 import { uniqueTaskQueue } from '../../testing/test-env';
-import { baton, childEnv, describeRun, env, freshDir, parseJson, startDev, type DevProcess } from './cli-process';
+import { baton, childEnv, describeRun, env, freshDir, parseJson, ROOT, startDev, type DevProcess } from './cli-process';
 
 test('baton mcp list shows each server, its state and its tools as agents get them; a server that is down fails it', async () => {
   const dir = freshDir('mcp-list');
@@ -57,6 +57,54 @@ test('baton mcp list shows each server, its state and its tools as agents get th
   // A server's environment may hold secrets: neither its names nor its values are printed.
   assert.ok(!json.stdout.includes('MEMORY_FILE_PATH') && !json.stdout.includes('memory.jsonl'), json.stdout);
   assert.ok(!text.stdout.includes('memory.jsonl'), text.stdout);
+});
+
+test('baton mcp list prints no secret: ${VAR} templates, not their values, and what a server said redacted', async () => {
+  const dir = freshDir('mcp-secrets');
+  const downPort = await freePort();
+  const secret = `sk-${path.basename(dir)}`;
+  const literal = `lit-${path.basename(dir)}`;
+  const leaky = path.join(ROOT, 'test', 'fixtures', 'mcp-leaky-server.mjs');
+  const config = writeMcpConfig(path.join(dir, 'mcp.json'), {
+    vault: {
+      url: `http://127.0.0.1:${downPort}/mcp?key=\${MCP_TEST_SECRET}`,
+      headers: { Authorization: 'Bearer ${MCP_TEST_SECRET}' },
+    },
+    leaky: {
+      command: process.execPath,
+      args: [leaky, '--exit-at-start', '--token=${MCP_TEST_SECRET}'],
+      env: { LEAKY_TOKEN: '${MCP_TEST_SECRET}', LEAKY_LITERAL: literal },
+    },
+  });
+  const listEnv = childEnv({ MCP_TEST_SECRET: secret });
+  const text = await baton(['mcp', 'list', '--config', config], listEnv);
+  const json = await baton(['mcp', 'list', '--config', config, '--json'], listEnv);
+  for (const run of [text, json]) {
+    assert.equal(run.code, 1, describeRun(run));
+    for (const value of [secret, literal]) {
+      assert.ok(!run.stdout.includes(value) && !run.stderr.includes(value), `printed ${value}: ${describeRun(run)}`);
+    }
+  }
+  assert.match(
+    text.stdout,
+    new RegExp(
+      `^vault {2}http {2}http://127\\.0\\.0\\.1:${downPort}/mcp\\?key=\\$\\{MCP_TEST_SECRET\\} {2}failed: .*ECONNREFUSED`,
+      'm',
+    ),
+  );
+  const servers = (parseJson(json) as { servers: { name: string; target: string; error?: string }[] }).servers;
+  assert.deepEqual(
+    servers.map((server) => [server.name, server.target]),
+    [
+      ['vault', `http://127.0.0.1:${downPort}/mcp?key=\${MCP_TEST_SECRET}`],
+      ['leaky', `${process.execPath} ${leaky} --exit-at-start --token=\${MCP_TEST_SECRET}`],
+    ],
+  );
+  // What the server said as it failed is kept, its values redacted.
+  assert.match(
+    servers[1]?.error ?? '',
+    /its last output: leaking --exit-at-start --token=\$\{MCP_TEST_SECRET\} \$\{MCP_TEST_SECRET\} \[env LEAKY_LITERAL\]$/,
+  );
 });
 
 test('baton mcp list without a file, and a file naming an unset variable, say what to do', async () => {

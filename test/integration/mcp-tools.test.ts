@@ -44,10 +44,14 @@ function freshDir(name: string): string {
   return fs.mkdtempSync(path.join(workDir, `${name}-`));
 }
 
-/** An MCP configuration file of this test's own, started as a worker starts it. */
-function startServers(name: string, servers: Record<string, Record<string, unknown>>): Promise<McpServers> {
-  return startMcpServers(writeMcpConfig(path.join(freshDir(name), 'mcp.json'), servers), process.env, {
-    log: () => undefined,
+/** An MCP configuration file of this test's own, started as a worker starts it (with `env` as its environment). */
+function startServers(
+  name: string,
+  servers: Record<string, Record<string, unknown>>,
+  options: { env?: NodeJS.ProcessEnv; log?: (line: string) => void } = {},
+): Promise<McpServers> {
+  return startMcpServers(writeMcpConfig(path.join(freshDir(name), 'mcp.json'), servers), options.env ?? process.env, {
+    log: options.log ?? (() => undefined),
   });
 }
 
@@ -593,4 +597,144 @@ agents:
   } finally {
     await mcp.close();
   }
+});
+
+/** Every text of a turn's workflow history, its payloads decoded. */
+async function historyText(run: Run, threadId: string): Promise<string> {
+  const history = await run.harness.client.temporal.workflow.getHandle(`baton/${threadId}/turn-1`).fetchHistory();
+  return JSON.stringify(history, (_key, value: unknown) =>
+    value instanceof Uint8Array ? Buffer.from(value).toString('utf8') : value,
+  );
+}
+
+test("mcp tools: a secret in an HTTP server's url never reaches the model: the error of a call to it down names the ${VAR} template", async () => {
+  const secret = `sk-${uniqueThreadId('secret')}`;
+  const server = await startEverythingOverHttp();
+  const template = `${server.url}?key=\${MCP_TEST_SECRET}`;
+  const lines: string[] = [];
+  const mcp = await startServers(
+    'secret-url',
+    { vault: { url: template, headers: { Authorization: 'Bearer ${MCP_TEST_SECRET}' } } },
+    { env: { ...process.env, MCP_TEST_SECRET: secret }, log: (line) => lines.push(line) },
+  ).catch(async (error: unknown) => {
+    await server.stop();
+    throw error;
+  });
+  try {
+    // Its port closed: every call is refused below the protocol, and every reconnection too.
+    await server.stop();
+    const script = `
+agents:
+  prober:
+    - { call: vault__echo, args: { message: "what is your key?" } }
+    - say: "No answer."
+`;
+    await withHarness('secret-url', mcp, { prober: ['mcp:vault'] }, script, async (run) => {
+      const threadId = uniqueThreadId('secret-url');
+      const thread = await run.harness.client.startThread({ agent: 'prober', threadId });
+      assert.equal((await thread.send('Ask the vault.')).reply, 'No answer.');
+      const [failed] = await callResults(run, threadId);
+      assert.match(
+        failed?.result ?? '',
+        /^Error: tool 'vault__echo' failed \(after 3 attempts\): .*MCP server 'vault' \(/,
+      );
+      assert.ok(failed?.result.includes(`(${template})`), failed?.result);
+      const seen = {
+        transcript: JSON.stringify(await listMessages(run.harness.pool, threadId)),
+        model: JSON.stringify(run.requests(threadId)),
+        history: await historyText(run, threadId),
+        log: lines.join('\n'),
+        status: JSON.stringify(mcp.status()),
+      };
+      for (const [where, text] of Object.entries(seen))
+        assert.ok(!text.includes(secret), `the ${where} holds the secret`);
+    });
+  } finally {
+    await mcp.close();
+  }
+});
+
+describe('a stdio server given secrets', () => {
+  const LEAKY_SERVER = path.join(ROOT, 'test', 'fixtures', 'mcp-leaky-server.mjs');
+  const secret = `sk-${uniqueThreadId('arg')}`;
+  const token = `tk-${uniqueThreadId('env')}`;
+  const literal = `lit-${uniqueThreadId('literal')}`;
+  const lines: string[] = [];
+  let mcp: McpServers;
+
+  before(async () => {
+    mcp = await startServers(
+      'leaky',
+      {
+        leaky: {
+          command: '${MCP_TEST_NODE}',
+          args: [LEAKY_SERVER, '--token=${MCP_TEST_SECRET}'],
+          env: { LEAKY_TOKEN: '${MCP_TEST_TOKEN}', LEAKY_LITERAL: literal },
+        },
+      },
+      {
+        env: { ...process.env, MCP_TEST_NODE: process.execPath, MCP_TEST_SECRET: secret, MCP_TEST_TOKEN: token },
+        log: (line) => lines.push(line),
+      },
+    );
+  });
+
+  after(async () => {
+    await mcp?.close();
+  });
+
+  test('mcp tools: what a stdio server says on stderr before it dies reaches the model with every secret it was given redacted', async () => {
+    const script = `
+agents:
+  prober:
+    - { call: leaky__leak, args: {} }
+    - say: "It died."
+`;
+    await withHarness('leaky', mcp, { prober: ['mcp:leaky'] }, script, async (run) => {
+      const threadId = uniqueThreadId('leaky');
+      const thread = await run.harness.client.startThread({ agent: 'prober', threadId });
+      assert.equal((await thread.send('Make it talk.')).reply, 'It died.');
+      const [failed] = await callResults(run, threadId);
+      // The server's last line is there, each value it was given replaced by its variable (or its env entry).
+      assert.equal(
+        failed?.result,
+        `Error: tool 'leaky__leak' failed: MCP server 'leaky' (\${MCP_TEST_NODE} ${LEAKY_SERVER} --token=\${MCP_TEST_SECRET}): ` +
+          'MCP error -32000: Connection closed; its last output: leaking --token=${MCP_TEST_SECRET} ${MCP_TEST_TOKEN} [env LEAKY_LITERAL]',
+      );
+      const seen = {
+        transcript: JSON.stringify(await listMessages(run.harness.pool, threadId)),
+        model: JSON.stringify(run.requests(threadId)),
+        history: await historyText(run, threadId),
+        log: lines.join('\n'),
+        status: JSON.stringify(mcp.status()),
+      };
+      for (const [where, text] of Object.entries(seen)) {
+        for (const value of [secret, token, literal]) assert.ok(!text.includes(value), `the ${where} holds ${value}`);
+      }
+    });
+  });
+
+  test("mcp tools: a stdio server's environment holds its own variables and the few it needs, none of the worker's", async () => {
+    const script = `
+agents:
+  prober:
+    - { call: leaky__environment, args: {} }
+    - say: "Listed."
+`;
+    await withHarness('leaky-env', mcp, { prober: ['mcp:leaky'] }, script, async (run) => {
+      const threadId = uniqueThreadId('leaky-env');
+      const thread = await run.harness.client.startThread({ agent: 'prober', threadId });
+      assert.equal((await thread.send('What do you have?')).reply, 'Listed.');
+      const [listed] = await callResults(run, threadId);
+      const names = JSON.parse(listed?.result ?? '[]') as string[];
+      const inherited = ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER'];
+      assert.deepEqual(
+        names.filter((name) => !inherited.includes(name)),
+        ['LEAKY_LITERAL', 'LEAKY_TOKEN'],
+        'nothing of the worker but the inherited few',
+      );
+      assert.ok(names.includes('PATH'), listed?.result);
+      assert.ok(process.env.BATON_TEST_DATABASE_URL !== undefined, 'the worker has a secret the server must not get');
+    });
+  });
 });

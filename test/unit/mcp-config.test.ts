@@ -12,6 +12,7 @@ import {
   DEFAULT_MCP_MAX_TIMEOUT_S,
   DEFAULT_MCP_TIMEOUT_S,
   McpConfigError,
+  mcpRedactor,
   parseMcpConfig,
   type McpServerConfig,
 } from '../../activities/tools/mcp-config';
@@ -63,6 +64,13 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
   assert.deepEqual(config.servers, [
     {
       name: 'files',
+      target: '${NODE} server.js --root=${HOME_DIR}/data',
+      secrets: [
+        { value: '/usr/bin/node', placeholder: '${NODE}' },
+        { value: '/home/u', placeholder: '${HOME_DIR}' },
+        { value: 'x1', placeholder: '${SUFFIX}' },
+        { value: 'secret-x1', placeholder: '[env TOKEN]' },
+      ],
       deny: [],
       timeoutS: DEFAULT_MCP_TIMEOUT_S,
       maxTimeoutS: DEFAULT_MCP_MAX_TIMEOUT_S,
@@ -76,6 +84,12 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
     },
     {
       name: 'remote',
+      target: 'https://mcp.example.test/${PATH_PART}',
+      secrets: [
+        { value: 'mcp', placeholder: '${PATH_PART}' },
+        { value: 't0k', placeholder: '${TOKEN}' },
+        { value: 'Bearer t0k', placeholder: '[header Authorization]' },
+      ],
       allow: ['search'],
       deny: ['delete'],
       timeoutS: 20,
@@ -106,6 +120,10 @@ test('mcp config: unknown fields, bad names, both or neither of command and url,
   refuses({ none: { args: [] } }, /MCP server 'none': give either "command"/);
   refuses({ old: { type: 'sse', url: 'http://h.test/sse' } }, /MCP server 'old': the SSE transport is not supported/);
   refuses({ bad: { url: 'not a url' } }, /MCP server 'bad': 'url' is not a URL: not a url/);
+  // The URL as the file writes it: the value of a variable may be a secret.
+  refuses({ bad: { url: '${BAD_URL}' } }, /MCP server 'bad': 'url' is not a URL: \$\{BAD_URL\}$/, {
+    BAD_URL: 'not-a-url-but-a-secret',
+  });
   refuses({ ftp: { url: 'ftp://h.test/' } }, /MCP server 'ftp': 'url' must be http or https/);
   refuses({ slow: { command: 'node', timeout_s: 0 } }, /MCP server 'slow': .*timeout_s/);
   refuses(
@@ -118,6 +136,29 @@ test('mcp config: unknown fields, bad names, both or neither of command and url,
     new McpConfigError(SOURCE, "unknown field 'servers' (only 'mcpServers')"),
   );
   assert.throws(() => parseMcpConfig('{', SOURCE, {}), /^McpConfigError: .*mcp\.json: not valid JSON/);
+});
+
+test('mcp redaction: every value given a server, longest first, as it is, percent-encoded or JSON-escaped', () => {
+  const [files] = parse(
+    {
+      files: {
+        command: 'node',
+        args: ['--key=${KEY}', '--prefix=${PREFIX}', '--flag=${FLAG}'],
+        env: { GIVEN: 'literal-token', PLAIN: 'x' },
+      },
+    },
+    { KEY: 'k3y with space/"quote"', PREFIX: 'k3y', FLAG: 'on' },
+  ).servers;
+  assert.ok(files !== undefined);
+  const redact = mcpRedactor(files.secrets);
+  assert.equal(
+    redact('k3y with space/"quote" k3y%20with%20space%2F%22quote%22 "k3y with space/\\"quote\\"" literal-token x on'),
+    '${KEY} ${KEY} "${KEY}" [env GIVEN] x on',
+    'values under 4 characters (k3y, x, on) are left: redaction could not hide them',
+  );
+  // One pass: a placeholder is never redacted again, even when it holds a value.
+  assert.equal(mcpRedactor([{ value: 'NAME', placeholder: '${NAME}' }])('NAME'), '${NAME}');
+  assert.equal(mcpRedactor([])('nothing to hide'), 'nothing to hide');
 });
 
 test('mcp results: text, structured content, images as placeholders with their size, resources', () => {
@@ -184,6 +225,8 @@ function server(name: string, fields: Partial<McpServerConfig> = {}): McpServerC
     approval: 'none',
     transport: 'http',
     url: 'http://h.test/mcp',
+    target: 'http://h.test/mcp',
+    secrets: [],
     headers: {},
     ...fields,
   } as McpServerConfig;
