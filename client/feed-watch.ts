@@ -38,7 +38,10 @@ export interface FeedSource<Row extends { seq: number }> {
   rootThreadId: string;
   /** Channels whose announcements (`{ rootThreadId, seq? }`) say rows may have committed. */
   channels: readonly string[];
-  /** Rows after `since`, oldest first, at most `limit`. */
+  /**
+   * Rows after `since`, oldest first, at most `limit`: every row up to the last one returned, none that commits later
+   * with a lower number (the logs are read under the root's lock, migrations 008 and 014).
+   */
   read(since: number, limit: number): Promise<Row[]>;
   /** Called with each row in order, once; the next waits until it settles. */
   deliver(row: Row): void | Promise<void>;
@@ -69,8 +72,9 @@ function parseAnnouncement(payload: string | undefined): Announcement | undefine
 
 /**
  * One watch: LISTENs, and after each announcement for its root reads the log from the last row it delivered, one
- * read at a time. An announcement below the last delivered number is read from just below it, and the numbers
- * delivered are remembered so nothing is delivered twice. Writers announce after their commit, so a writer that dies
+ * read at a time. A read misses no row below the last one it returns (`FeedSource.read`), so every row up to the
+ * highest number delivered has been delivered: that number alone tells a row (or an announcement) already seen, and
+ * a watch holds the same few fields however long it runs. Writers announce after their commit, so a writer that dies
  * in between announces nothing: the watch also reads every `REREAD_MS`, which delivers such a row.
  */
 export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
@@ -78,11 +82,10 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
   private settle!: (failure?: Error) => void;
   private stopped = false;
   private closing: Promise<void> | undefined;
-  /** The highest number delivered (or `since`). */
+  /** The highest number delivered (or `since`): every row up to it was delivered, or lies at or below `since`. */
   private lastSeq: number;
-  private readonly delivered = new Set<number>();
-  /** Read from just after this once the current read is done; `undefined` when nothing is pending. */
-  private pendingFrom: number | undefined;
+  /** Whether another read is wanted once the current one is done. */
+  private pending = false;
   private draining: Promise<void> | undefined;
   private reading: Promise<unknown> | undefined;
   private reread: ReturnType<typeof setInterval> | undefined;
@@ -91,7 +94,7 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
   constructor(
     private readonly listener: pg.Client,
     private readonly source: FeedSource<Row>,
-    private readonly since: number,
+    since: number,
     private readonly onClosed: () => void,
   ) {
     this.lastSeq = since;
@@ -121,9 +124,9 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
       throw error;
     }
     // Rows logged before the LISTEN took effect were announced to nobody: read them now.
-    await this.schedule(this.lastSeq);
+    await this.schedule();
     if (!this.stopped) {
-      this.reread = setInterval(() => void this.schedule(this.lastSeq), REREAD_MS);
+      this.reread = setInterval(() => void this.schedule(), REREAD_MS);
       // A watch alone does not keep the process running; its connection decides that.
       this.reread.unref();
     }
@@ -137,7 +140,7 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
   }
 
   catchUp(): Promise<void> {
-    return this.stopped ? Promise.resolve() : this.schedule(this.lastSeq);
+    return this.stopped ? Promise.resolve() : this.schedule();
   }
 
   private readonly onNotification = (message: pg.Notification): void => {
@@ -148,25 +151,27 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
     }
     const announced = parseAnnouncement(message.payload);
     if (announced && announced.rootThreadId !== this.source.rootThreadId) return;
-    const seq = announced?.seq;
-    if (seq !== undefined && (seq <= this.since || this.delivered.has(seq))) return;
-    // Without a number (or a readable announcement), read on from the last row delivered: nothing is lost either way.
-    void this.schedule(seq === undefined ? this.lastSeq : Math.min(this.lastSeq, seq - 1));
+    // A row at or below the last delivered one was delivered with it. Without a number (or a readable announcement),
+    // read on from the last row delivered: nothing is lost either way.
+    if (announced?.seq !== undefined && announced.seq <= this.lastSeq) return;
+    void this.schedule();
   };
 
-  /** Asks for a read from after `from`; merges with a pending one. Resolves when no read is pending any more. */
-  private schedule(from: number): Promise<void> {
-    this.pendingFrom = Math.min(this.pendingFrom ?? from, from);
+  /**
+   * Asks for a read from after the last row delivered; merges with a pending one. Resolves when no read is pending
+   * any more.
+   */
+  private schedule(): Promise<void> {
+    this.pending = true;
     this.draining ??= this.drain();
     return this.draining;
   }
 
   private async drain(): Promise<void> {
     try {
-      while (this.pendingFrom !== undefined && !this.stopped) {
-        const from = this.pendingFrom;
-        this.pendingFrom = undefined;
-        await this.deliverAfter(from);
+      while (this.pending && !this.stopped) {
+        this.pending = false;
+        await this.deliverAfter(this.lastSeq);
       }
     } catch (error) {
       void this.shutdown(error instanceof Error ? error : new Error(String(error)));
@@ -189,9 +194,8 @@ export class FeedWatcher<Row extends { seq: number }> implements FeedWatch {
       const rows = await read.finally(() => (this.reading = undefined));
       for (const row of rows) {
         if (this.stopped) return;
-        if (row.seq <= this.since || this.delivered.has(row.seq)) continue;
-        this.delivered.add(row.seq);
-        this.lastSeq = Math.max(this.lastSeq, row.seq);
+        if (row.seq <= this.lastSeq) continue;
+        this.lastSeq = row.seq;
         await this.source.deliver(row);
       }
       const last = rows.at(-1);

@@ -3,6 +3,7 @@
  * streamed text of model replies as they are generated. Pure: the rows are read by `db/run-events.ts` and watched by
  * the client SDK; this file says what they mean.
  */
+import { setBounded } from './bounded-map';
 import { wakeupOfThread, type WatchChange } from './watchers';
 
 /**
@@ -504,26 +505,35 @@ export function parseDeltaAnnouncement(payload: string | undefined): DeltaAnnoun
   }
 }
 
-/**
- * Follows the streams of a feed, so readers can be told which streamed output will never be completed: a stream ends
- * with its model call's stored reply; a newer attempt of the same call, or its thread's turn ending first, abandons it.
- * Deltas of a stream not started (yet) are passed on; those of an abandoned or ended stream are dropped. A stream
- * whose start a reader never reads (it came before the reader's `since`) is followed from its deltas once `adopt`ed.
- */
 /** The model call a stream (`<operationId>#<attempt>`) is an attempt of. */
 function operationOfStream(stream: string): string {
   return stream.slice(0, Math.max(0, stream.lastIndexOf('#')));
 }
 
+/**
+ * Streams and model calls a `StreamTracker` remembers of each kind, the most recent kept: a late delta comes within
+ * moments of its stream's end, and a watch may run for days.
+ */
+export const MAX_TRACKED_STREAMS = 4096;
+
+/**
+ * Follows the streams of a feed, so readers can be told which streamed output will never be completed: a stream ends
+ * with its model call's stored reply; a newer attempt of the same call, or its thread's turn ending first, abandons it.
+ * Deltas of a stream not started (yet) are passed on; those of an abandoned or ended stream are dropped. A stream
+ * whose start a reader never reads (it came before the reader's `since`) is followed from its deltas once `adopt`ed.
+ * It remembers at most MAX_TRACKED_STREAMS open streams, ended streams and replied calls, forgetting the oldest: a
+ * delta of a stream forgotten that long ago would be taken for one whose start came before `since`.
+ */
 export class StreamTracker {
   /** Open streams by operation id. */
   private readonly open = new Map<string, { stream: string; threadId: string }>();
-  private readonly closed = new Set<string>();
+  /** Ended or abandoned streams (a `Map` for its insertion order, so the oldest is forgotten first). */
+  private readonly closed = new Map<string, true>();
   /**
    * Operations whose reply was read: a delta of one of their streams comes late, even when its stream's start was
    * never read (it came before the reader's `since`) and the delta was held until a catch-up that read the reply.
    */
-  private readonly replied = new Set<string>();
+  private readonly replied = new Map<string, true>();
 
   /** What to emit for a stored event, the event itself last. */
   onStored(event: StoredRunEvent): RunEvent[] {
@@ -533,12 +543,12 @@ export class StreamTracker {
       if (previous && previous.stream !== event.stream) {
         out.push(this.abandon(event.operationId, previous, 'retried'));
       }
-      this.open.set(event.operationId, { stream: event.stream, threadId: event.threadId });
+      setBounded(this.open, event.operationId, { stream: event.stream, threadId: event.threadId }, MAX_TRACKED_STREAMS);
     } else if (event.type === 'model_call_ended') {
-      this.replied.add(event.operationId);
+      setBounded(this.replied, event.operationId, true, MAX_TRACKED_STREAMS);
       const current = this.open.get(event.operationId);
       if (current) {
-        this.closed.add(current.stream);
+        setBounded(this.closed, current.stream, true, MAX_TRACKED_STREAMS);
         this.open.delete(event.operationId);
       }
     } else if (event.type === 'turn_ended') {
@@ -570,8 +580,8 @@ export class StreamTracker {
   adopt(delta: Pick<DeltaAnnouncement, 'stream' | 'threadId'>): void {
     if (this.knows(delta.stream)) return;
     const operationId = operationOfStream(delta.stream);
-    if (this.open.has(operationId)) this.closed.add(delta.stream);
-    else this.open.set(operationId, { stream: delta.stream, threadId: delta.threadId });
+    if (this.open.has(operationId)) setBounded(this.closed, delta.stream, true, MAX_TRACKED_STREAMS);
+    else setBounded(this.open, operationId, { stream: delta.stream, threadId: delta.threadId }, MAX_TRACKED_STREAMS);
   }
 
   private abandon(
@@ -580,7 +590,7 @@ export class StreamTracker {
     reason: StreamAbandonedEvent['reason'],
   ): StreamAbandonedEvent {
     this.open.delete(operationId);
-    this.closed.add(stream.stream);
+    setBounded(this.closed, stream.stream, true, MAX_TRACKED_STREAMS);
     return { type: 'stream_abandoned', threadId: stream.threadId, stream: stream.stream, reason };
   }
 }

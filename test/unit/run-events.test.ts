@@ -13,6 +13,7 @@ import {
   MAX_DELTA_PAYLOAD_BYTES,
   runDeltasChannel,
   runEventsChannel,
+  MAX_TRACKED_STREAMS,
   StreamTracker,
   parseDeltaAnnouncement,
   runEventsOf,
@@ -398,6 +399,54 @@ test('StreamTracker: a delta that comes after its call’s reply, its start neve
   assert.equal(tracker.accepts(delta('op#2')), false, 'nor a stream of another attempt of the replied call');
   assert.ok(tracker.accepts(delta('other#1')), 'another call streams on');
   assert.deepEqual(tracker.onStored(turnEnded('root')), [turnEnded('root')], 'nothing open to abandon');
+});
+
+test('StreamTracker: a long feed keeps what it remembers bounded; recent streams are still told apart', () => {
+  const tracker = new StreamTracker();
+  const largest = () =>
+    Math.max(
+      ...Object.values(tracker).map((field: unknown) =>
+        field instanceof Map || field instanceof Set ? field.size : Array.isArray(field) ? field.length : 0,
+      ),
+    );
+  let abandoned = 0;
+  // 30,000 model calls across 30 threads: every third retried once, every seventh cut off by its turn's end, every
+  // eleventh known only from its deltas (its start came before the reader's since).
+  for (let call = 0; call < 30_000; call++) {
+    const op = `run:model:${call}`;
+    const thread = `root/helper-${call % 30}`;
+    const cutOff = call % 7 === 3;
+    if (call % 11 === 5) tracker.adopt(delta(`${op}#1`, thread));
+    else assert.deepEqual(tracker.onStored(started(op, 1, thread)), [started(op, 1, thread)]);
+    assert.ok(tracker.accepts(delta(`${op}#1`, thread)), `${op}: its stream is shown while it runs`);
+    let attempt = 1;
+    if (call % 3 === 0) {
+      attempt = 2;
+      const out = tracker.onStored(started(op, 2, thread));
+      assert.deepEqual(out.at(-1), started(op, 2, thread));
+      assert.deepEqual(out.slice(0, -1), [
+        { type: 'stream_abandoned', threadId: thread, stream: `${op}#1`, reason: 'retried' },
+      ]);
+      abandoned += 1;
+    }
+    const end = cutOff ? turnEnded(thread) : ended(op, thread);
+    const out = tracker.onStored(end);
+    assert.deepEqual(out.at(-1), end, 'the event itself comes last, once');
+    abandoned += out.length - 1;
+    assert.deepEqual(
+      out.slice(0, -1).map((event) => event.type === 'stream_abandoned' && event.stream),
+      cutOff ? [`${op}#${attempt}`] : [],
+    );
+    assert.equal(tracker.accepts(delta(`${op}#${attempt}`, thread)), false, `${op}: a late delta is dropped`);
+    assert.ok(largest() <= MAX_TRACKED_STREAMS, `after ${call + 1} calls the tracker holds ${largest()} of one kind`);
+  }
+  assert.equal(abandoned, 10_000 + Math.ceil((30_000 - 3) / 7));
+  // The most recent streams that ended are still known: their late deltas are dropped, not adopted.
+  for (let call = 30_000 - MAX_TRACKED_STREAMS / 4; call < 30_000; call++) {
+    const op = `run:model:${call}`;
+    assert.ok(tracker.knows(`${op}#1`) || call % 7 === 3, `${op} is still known`);
+    assert.equal(tracker.accepts(delta(`${op}#1`)), false);
+  }
 });
 
 test('run feed channels: one pair per root, the same for every process, within a channel name’s 63 bytes', () => {
