@@ -50,6 +50,7 @@ import {
   type OutputFlags,
 } from './live-view';
 import { runDemo, runDev } from '../dev/commands';
+import { hiddenStateDirectories } from '../dev/local-stack';
 import {
   formatReplay,
   installReplayRuntime,
@@ -1302,7 +1303,8 @@ program
   .command('worker')
   .description('run a production worker configured by environment variables (see the README)')
   .action(async () => {
-    await runWorkerFromEnv(process.env);
+    // A `baton dev` in this directory keeps its stack file (the database password) there: no tool shows it.
+    await runWorkerFromEnv(process.env, { hiddenDirectories: hiddenStateDirectories(globals().stateDir) });
   });
 
 program

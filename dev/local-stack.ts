@@ -26,7 +26,7 @@ import {
   type ModelConfig,
 } from '../worker/config';
 import { describeUserTools, loadToolModules } from '../worker/tool-modules';
-import { resolveDatabase } from '../stack/local-postgres';
+import { relocatedPostgresHomes, resolveDatabase } from '../stack/local-postgres';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { resolveTemporal, type ProgressStream } from '../stack/temporal-cli';
 import { startTemporal, webUiWorkflowsUrl } from '../stack/temporal-server';
@@ -73,6 +73,14 @@ export interface LocalStack {
   close(): Promise<void>;
 }
 
+/**
+ * What no tool shows the model of a stack kept in `stateDir`: the directory (stack.json with the database password,
+ * the embedded Postgres, token files) and wherever its Postgres cluster was moved to (its credentials).
+ */
+export function hiddenStateDirectories(stateDir: string): string[] {
+  return [path.resolve(stateDir), ...relocatedPostgresHomes(path.join(stateDir, 'pg'))];
+}
+
 /** Starts the local stack and a worker; writes `stack.json` for other CLI commands. */
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   const { env, log, stateDir } = options;
@@ -84,9 +92,10 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const providerConfigs = readProviders(env);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
   const userTools = await loadToolModules(toolModules);
-  // Once, at start. The state directory (stack.json, the embedded Postgres) stays out of every command's view, even
-  // in a world whose working directory holds it.
-  const shellSandbox = await probeShellSandbox({ ...tools.sandbox, hidden: [path.resolve(stateDir)] }, env);
+  // Once, at start. The state directory (stack.json, the embedded Postgres, token files) stays out of every tool's
+  // view, even in a world whose working directory holds it: the sandbox masks it and the file tools refuse it.
+  const hiddenDirectories = hiddenStateDirectories(stateDir);
+  const shellSandbox = await probeShellSandbox({ ...tools.sandbox, hidden: hiddenDirectories }, env);
   const mcpConfig = options.mcpConfig === undefined ? tools.mcpConfig : path.resolve(options.mcpConfig);
   const mcp = mcpConfig === undefined ? undefined : await startMcpServers(mcpConfig, env, { log });
   let catalog: ReturnType<typeof createAgentCatalog>;
@@ -94,6 +103,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     catalog = createAgentCatalog({
       agents: options.agentsDir,
       ...tools,
+      hiddenDirectories,
       shellSandbox,
       userTools,
       providers: providerConfigs.map((provider) => provider.name),

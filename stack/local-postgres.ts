@@ -677,6 +677,14 @@ function relocatedHome(base: string, dataDir: string): string {
   return path.join(base, `${RELOCATED_PREFIX}${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`);
 }
 
+/**
+ * The per-project directories the cluster of `dataDir` may have been moved to (see {@link startLocalPostgres}), which
+ * hold its credentials: tools hide them from the model as they hide the state directory.
+ */
+export function relocatedPostgresHomes(dataDir: string): string[] {
+  return relocationCandidates(path.resolve(dataDir));
+}
+
 function relocationCandidates(dataDir: string): string[] {
   return [...new Set(RELOCATION_BASES)].map((base) => relocatedHome(base, dataDir));
 }

@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before } from 'node:test';
 import type { Pool } from 'pg';
@@ -55,7 +56,10 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
   const env: Record<string, string | undefined> = { ...process.env, ...options.env };
   // The test runner marks its children through this variable; the worker is not a test file.
   delete env.NODE_TEST_CONTEXT;
-  const child = spawn(process.execPath, [BATON_BIN, 'worker'], {
+  // Run from the repository, whose `.baton/` holds the test stack and the tests' worlds, which no tool of a worker
+  // whose state directory it were could reach: the worker is given one elsewhere (it writes nothing there).
+  const stateDir = path.join(os.tmpdir(), 'baton-worker-process-state');
+  const child = spawn(process.execPath, [BATON_BIN, '--state-dir', stateDir, 'worker'], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

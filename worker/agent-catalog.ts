@@ -10,6 +10,11 @@ export interface AgentCatalogOptions {
   agents: string | AgentRegistry;
   /** The directory `read_file` and `list_files` are confined to. */
   filesRoot: string;
+  /**
+   * Directories no tool shows the model (`ToolRegistryOptions.hiddenDirectories`): `baton dev` and `baton worker`
+   * name their state directory, and probe the shell's sandbox with the same list. @default none
+   */
+  hiddenDirectories?: readonly string[];
   /** The directory of ARC task files for `load_arc_task`. */
   arcDataDir: string;
   /** The base environment of shell commands (never the worker's whole environment). @default DEFAULT_SHELL_ENV */
@@ -84,6 +89,7 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
   let current: AgentRegistry;
   const tools = createToolRegistry({
     filesRoot: options.filesRoot,
+    ...(options.hiddenDirectories === undefined ? {} : { hiddenDirectories: options.hiddenDirectories }),
     arcDataDir: options.arcDataDir,
     ...(options.shellEnv === undefined ? {} : { shellEnv: options.shellEnv }),
     ...(options.shellSandbox === undefined ? {} : { shellSandbox: options.shellSandbox }),

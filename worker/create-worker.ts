@@ -46,6 +46,11 @@ export interface BatonWorkerOptions {
   /** The directory `read_file` and `list_files` are confined to, when no `catalog` is given. @default the working directory */
   filesRoot?: string;
   /**
+   * Directories no tool shows the model, when no `catalog` is given (`createAgentCatalog({ hiddenDirectories })`):
+   * name any that hold secrets inside `filesRoot` or a world's working directory. @default none
+   */
+  hiddenDirectories?: readonly string[];
+  /**
    * More endpoints, by provider name, that an agent's `model` names as `provider/model` (the name after the `/` is
    * sent); each an `openai` client with `maxRetries: 0` (see `createProviderClients`). Give the catalog the same
    * names. @default none
@@ -102,6 +107,7 @@ function catalogFrom(options: BatonWorkerOptions): AgentCatalog {
   return createAgentCatalog({
     agents: options.agents,
     filesRoot: options.filesRoot ?? process.cwd(),
+    ...(options.hiddenDirectories === undefined ? {} : { hiddenDirectories: options.hiddenDirectories }),
     arcDataDir: DEFAULT_ARC_DATA_DIR,
     userTools: prepareUserTools(options.tools ?? [], 'createBatonWorker({ tools })'),
     providers: Object.keys(options.providers ?? {}),

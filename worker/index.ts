@@ -46,7 +46,13 @@ export {
   type WorkerConfig,
   type WorkerTuning,
 } from './config';
-export { runSetupFromEnv, runWorkerFromEnv, WORKER_READY_PREFIX, writeWorkflowBundle } from './main';
+export {
+  runSetupFromEnv,
+  runWorkerFromEnv,
+  WORKER_READY_PREFIX,
+  writeWorkflowBundle,
+  type RunWorkerOptions,
+} from './main';
 export { WORKFLOWS_PATH, workflowBundleProblem } from './workflow-bundle';
 export { createPool, type CreatePoolOptions } from '../db/pool';
 export { migrate, MigrationError, type MigrateOptions, type MigrateResult } from '../db/migrate';

@@ -20,18 +20,37 @@ import { describeMcpServers, startMcpServers } from './mcp';
 /** The line a supervisor (or a test) can wait for: the worker is polling. */
 export const WORKER_READY_PREFIX = 'baton worker: polling';
 
+/** What `runWorkerFromEnv` takes besides the environment. */
+export interface RunWorkerOptions {
+  /**
+   * Directories no tool shows the model, even inside the files root or a world's working directory: the shell's
+   * sandbox masks them and the file tools refuse them. `baton worker` names its state directory (`--state-dir`,
+   * `.baton` by default), where a `baton dev` in the same directory keeps the stack file and its database password.
+   * @default none
+   */
+  hiddenDirectories?: readonly string[];
+}
+
 /**
  * Reads the configuration, checks the namespace was set up, applies migrations, and runs a worker until
  * SIGINT/SIGTERM (the Temporal runtime installs those handlers and drains in-flight tasks before `run()` resolves).
  * @throws ConfigError, AgentConfigError, ToolDefinitionError at start-up, before anything is opened.
  * @throws SetupRequiredError when the namespace lacks Baton's search attributes (run `baton setup`).
  */
-export async function runWorkerFromEnv(env: Record<string, string | undefined>): Promise<void> {
+export async function runWorkerFromEnv(
+  env: Record<string, string | undefined>,
+  options: RunWorkerOptions = {},
+): Promise<void> {
   const config = readWorkerConfig(env);
   installRuntime(config.logLevel, config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {});
   const userTools = await loadToolModules(config.tools.toolModules);
+  // One list for every tool: the sandbox masks these directories, the file tools refuse them.
+  const hiddenDirectories = [...new Set(options.hiddenDirectories?.map((dir) => path.resolve(dir)) ?? [])];
   // Once, at start: every command of this worker then runs the way it says (or is refused, saying why).
-  const shellSandbox = await probeShellSandbox(config.tools.sandbox, env);
+  const shellSandbox = await probeShellSandbox(
+    { ...config.tools.sandbox, hidden: [...(config.tools.sandbox.hidden ?? []), ...hiddenDirectories] },
+    env,
+  );
   const mcp = config.tools.mcpConfig === undefined ? undefined : await startMcpServers(config.tools.mcpConfig, env);
   const closers: (() => Promise<void>)[] = [];
   if (mcp !== undefined) closers.push(() => mcp.close());
@@ -39,6 +58,7 @@ export async function runWorkerFromEnv(env: Record<string, string | undefined>):
     const catalog = createAgentCatalog({
       agents: config.agentsDir,
       ...config.tools,
+      hiddenDirectories,
       shellSandbox,
       userTools,
       providers: config.providers.map((provider) => provider.name),

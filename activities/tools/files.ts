@@ -1,6 +1,7 @@
 /**
  * Read-only file tools confined to one directory. The model names paths; the worker decides the root, and every
- * path is checked against the real (symlink-free) root before anything is opened.
+ * path is checked against the real (symlink-free) root before anything is opened. Directories the worker hides
+ * (Baton's state directory, which holds its secrets) are refused and left out of listings, even inside the root.
  */
 import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
 import fs from 'node:fs/promises';
@@ -12,6 +13,15 @@ import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './
 export interface FileToolOptions {
   /** The directory the tools may read. Paths outside it (after resolving symlinks) are refused. */
   root: string;
+  /**
+   * Directories the tools never show, even inside the root (absolute paths): `baton dev` and `baton worker` name
+   * their state directory (`.baton/`, which holds `stack.json` with the database password, the embedded Postgres and
+   * token files), the same ones the shell's sandbox masks. Reading or listing anything in one is refused, however
+   * the path reaches it (a symlink, `..`, another spelling of its name on a case-insensitive file system), and a
+   * listing leaves them out. A directory created after the tools were is hidden too: each call looks again.
+   * @default none
+   */
+  hidden?: readonly string[];
 }
 
 /** Bytes `read_file` returns when the model names no `max_bytes`. */
@@ -61,6 +71,8 @@ const listFilesParameters = z.strictObject({
  * the root are all refused the same way. Refusals name only the path the model passed.
  */
 export function createFileTools(options: FileToolOptions): ToolDefinition[] {
+  const hidden = (options.hidden ?? []).map((dir) => path.resolve(dir));
+
   /** The world's working_directory when it has one (the directory the shell works in too), else the configured root. */
   function rootOf(context: ToolContext): string {
     const workingDirectory = context.world.variables[WORKING_DIRECTORY_VARIABLE]?.trim();
@@ -79,19 +91,35 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
     }
   }
 
-  /** The real path of `requested`, or a ToolError if it is outside the root or missing. */
-  async function confine(requested: string, context: ToolContext): Promise<{ real: string; realRoot: string }> {
+  /**
+   * The real path of `requested`, or a ToolError if it is outside the root, in a hidden directory or missing. A
+   * missing path below a hidden directory is refused as hidden, so probing one learns nothing of what it holds.
+   */
+  async function confine(
+    requested: string,
+    context: ToolContext,
+  ): Promise<{ real: string; realRoot: string; masks: HiddenDirectories }> {
     if (requested.includes('\0')) throw new ToolError('Paths must not contain NUL bytes.');
     const root = rootOf(context);
     const rootReal = await resolveRoot(root);
+    const masks = await HiddenDirectories.find(hidden);
+    if (await masks.covers(rootReal)) {
+      throw new ToolError(
+        "The files directory is inside a directory hidden from the file tools (Baton's state, which holds its " +
+          'secrets): nothing can be read there. Ask for a world whose working directory is elsewhere.',
+      );
+    }
     const found = await confinePath(root, rootReal, requested);
     if (found.status === 'outside') throw outside(requested);
+    if (found.status === 'inside' ? await masks.covers(found.real) : await masks.coversMissing(root, requested)) {
+      throw hiddenPath(requested);
+    }
     if (found.status === 'missing') {
       if (found.code === 'EACCES') throw new ToolError(`Permission denied: ${requested}`);
       if (found.code === 'ELOOP') throw new ToolError(`Too many levels of symbolic links: ${requested}`);
       throw new ToolError(`File not found: ${requested}`);
     }
-    return { real: found.real, realRoot: rootReal };
+    return { real: found.real, realRoot: rootReal, masks };
   }
 
   const readFile = defineTool({
@@ -137,10 +165,10 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
     handledBy: 'activity',
     async run(args, context) {
       context.signal.throwIfAborted();
-      const { real, realRoot: rootReal } = await confine(args.path, context);
+      const { real, realRoot: rootReal, masks } = await confine(args.path, context);
       const stats = await statOrExplain(real, args.path);
       if (!stats.isDirectory()) throw new ToolError(`'${args.path}' is not a directory; use read_file to read it.`);
-      return listDirectory(real, rootReal, args.recursive, args.path, context);
+      return listDirectory(real, { rootReal, masks }, args.recursive, args.path, context);
     },
   });
 
@@ -196,9 +224,15 @@ interface PendingEntry {
   descend: boolean;
 }
 
+/** What a listing is confined to: the root's real path, and the hidden directories it leaves out. */
+interface ListingBounds {
+  rootReal: string;
+  masks: HiddenDirectories;
+}
+
 async function listDirectory(
   dir: string,
-  rootReal: string,
+  bounds: ListingBounds,
   recursive: boolean,
   requested: string,
   context: ToolContext,
@@ -211,7 +245,7 @@ async function listDirectory(
 
   let top: PendingEntry[];
   try {
-    top = await readEntries(dir, rootReal);
+    top = await readEntries(dir, bounds);
   } catch (error) {
     if (isCode(error, 'EACCES', 'EPERM')) throw new ToolError(`Permission denied: ${requested}`, { cause: error });
     throw error;
@@ -232,7 +266,7 @@ async function listDirectory(
     context.signal.throwIfAborted();
     context.heartbeat({ listed: shown + leftOut });
     try {
-      stack.push(...(await readEntries(entry.real, rootReal)).reverse());
+      stack.push(...(await readEntries(entry.real, bounds)).reverse());
     } catch (error) {
       if (!isCode(error, 'EACCES', 'EPERM', 'ENOENT', 'ENOTDIR')) throw error;
       unreadable.push(`${entry.rel}/`);
@@ -249,16 +283,19 @@ async function listDirectory(
   return lines.join('\n');
 }
 
-async function readEntries(dir: string, rootReal: string): Promise<PendingEntry[]> {
+async function readEntries(dir: string, { rootReal, masks }: ListingBounds): Promise<PendingEntry[]> {
   const dirents: Dirent[] = await fs.readdir(dir, { withFileTypes: true });
   dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const entries: PendingEntry[] = [];
   for (const dirent of dirents) {
     const real = path.join(dir, dirent.name);
+    // `dir` is a real path, so a hidden directory's entry is the directory itself: left out, never descended into.
+    if (!dirent.isSymbolicLink() && (await masks.isEntry(real, dirent.name))) continue;
     const rel = path.relative(rootReal, real).split(path.sep).join('/');
     if (dirent.isSymbolicLink()) {
-      // Only a target inside the root is looked at, so a listing says nothing about what lies outside.
-      entries.push({ rel, real, directory: await isDirectoryInside(real, rootReal), descend: false });
+      // Only a target inside the root is looked at, so a listing says nothing about what lies outside; a link into a
+      // hidden directory is a plain entry, which read_file then refuses.
+      entries.push({ rel, real, directory: await isDirectoryInside(real, rootReal, masks), descend: false });
     } else {
       entries.push({ rel, real, directory: dirent.isDirectory(), descend: dirent.isDirectory() });
     }
@@ -266,13 +303,131 @@ async function readEntries(dir: string, rootReal: string): Promise<PendingEntry[
   return entries;
 }
 
-async function isDirectoryInside(link: string, rootReal: string): Promise<boolean> {
+async function isDirectoryInside(link: string, rootReal: string, masks: HiddenDirectories): Promise<boolean> {
   try {
     const target = await fs.realpath(link);
-    return isInside(rootReal, target) && (await fs.stat(target)).isDirectory();
+    return isInside(rootReal, target) && !(await masks.covers(target)) && (await fs.stat(target)).isDirectory();
   } catch {
     return false; // dangling or looping: listed as a plain entry
   }
+}
+
+/**
+ * The hidden directories as they are at one call: each by its path as configured, its real path and its identity
+ * (device and inode), so a path that reaches one under another name (a case-insensitive file system, a bind mount)
+ * is still recognised. One that does not exist (yet) hides only its own path.
+ */
+class HiddenDirectories {
+  private constructor(private readonly dirs: readonly { paths: readonly string[]; id: string | undefined }[]) {}
+
+  static async find(configured: readonly string[]): Promise<HiddenDirectories> {
+    const dirs = await Promise.all(
+      configured.map(async (dir) => {
+        try {
+          const real = await fs.realpath(dir);
+          return { paths: [dir, real], id: identity(await fs.stat(real)) };
+        } catch {
+          return { paths: [dir], id: undefined };
+        }
+      }),
+    );
+    return new HiddenDirectories(dirs);
+  }
+
+  /**
+   * Whether `real` is a hidden directory or lies below one: by its spelling, or by the identity of any of its
+   * ancestors that exists (`real` need not exist, nor be free of symlinks: `stat` follows them).
+   */
+  async covers(real: string): Promise<boolean> {
+    if (this.dirs.length === 0) return false;
+    if (this.dirs.some((dir) => dir.paths.some((hidden) => isInside(hidden, real)))) return true;
+    const ids = this.ids();
+    if (ids.size === 0) return false;
+    for (let at = real; ; at = path.dirname(at)) {
+      const id = await identityOf(at);
+      if (id !== undefined && ids.has(id)) return true;
+      if (path.dirname(at) === at) return false;
+    }
+  }
+
+  /**
+   * Whether a path that does not resolve (`requested`, relative to `root`) would lie in a hidden directory: as it is
+   * spelt, or where the dangling symlinks on its way lead (followed by their text, as `classifyMissing` does).
+   */
+  async coversMissing(root: string, requested: string): Promise<boolean> {
+    if (this.dirs.length === 0) return false;
+    const candidate = path.resolve(root, requested);
+    if (await this.covers(candidate)) return true;
+    const target = await unresolvedTarget(candidate, 0);
+    return target !== undefined && (await this.covers(target));
+  }
+
+  /**
+   * Whether the directory entry `real` (named `name`, its parent a real path) is a hidden directory. Only an entry
+   * whose name matches a hidden directory's, ignoring case, is looked at, so a listing pays for no other.
+   */
+  async isEntry(real: string, name: string): Promise<boolean> {
+    if (this.dirs.some((dir) => dir.paths.includes(real))) return true;
+    const lower = name.toLowerCase();
+    const named = this.dirs.filter((dir) => dir.id !== undefined && dir.paths.some((p) => basenameLower(p) === lower));
+    if (named.length === 0) return false;
+    const id = await identityOf(real);
+    return named.some((dir) => dir.id === id);
+  }
+
+  private ids(): Set<string> {
+    return new Set(this.dirs.flatMap((dir) => (dir.id === undefined ? [] : [dir.id])));
+  }
+}
+
+/**
+ * Where a path that cannot be resolved would be if its missing part were created: its deepest existing ancestor's
+ * real path with the rest appended, a dangling symlink on the way followed by its text. `undefined` past
+ * MAX_SYMLINK_HOPS or when no ancestor can be resolved.
+ */
+async function unresolvedTarget(candidate: string, hops: number): Promise<string | undefined> {
+  if (hops > MAX_SYMLINK_HOPS) return undefined;
+  const rest: string[] = [];
+  let ancestor = candidate;
+  let ancestorReal: string | undefined;
+  while (ancestorReal === undefined) {
+    const parent = path.dirname(ancestor);
+    if (parent === ancestor) return undefined;
+    rest.unshift(path.basename(ancestor));
+    ancestor = parent;
+    try {
+      ancestorReal = await fs.realpath(ancestor);
+    } catch (error) {
+      if (!isCode(error, 'ENOENT', 'ENOTDIR')) return undefined;
+    }
+  }
+  const [first, ...remaining] = rest;
+  if (first === undefined) return ancestorReal;
+  const next = path.join(ancestorReal, first);
+  try {
+    if ((await fs.lstat(next)).isSymbolicLink()) {
+      return unresolvedTarget(path.resolve(ancestorReal, await fs.readlink(next), ...remaining), hops + 1);
+    }
+  } catch {
+    // Not there: the path ends here.
+  }
+  return path.join(ancestorReal, ...rest);
+}
+
+function identity(stats: { dev: number; ino: number }): string {
+  return `${stats.dev}:${stats.ino}`;
+}
+
+async function identityOf(file: string): Promise<string | undefined> {
+  try {
+    return identity(await fs.stat(file));
+  } catch {
+    return undefined;
+  }
+}
+
+function basenameLower(file: string): string {
+  return path.basename(file).toLowerCase();
 }
 
 /**
@@ -355,6 +510,13 @@ export function isInside(parent: string, child: string): boolean {
 
 function outside(requested: string): ToolError {
   return new ToolError(`Path '${requested}' is outside the allowed directory.`);
+}
+
+function hiddenPath(requested: string): ToolError {
+  return new ToolError(
+    `Path '${requested}' is in a directory hidden from the file tools (Baton's state, which holds its secrets): ` +
+      'it cannot be read or listed. Use a path outside it.',
+  );
 }
 
 /** Whether `error` is a Node system error with one of `codes` (`ENOENT`, …). */

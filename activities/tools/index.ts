@@ -19,6 +19,13 @@ import { askHumanTool, listCapabilitiesTool, thinkTool, waitTool } from './unive
 export interface ToolRegistryOptions {
   /** The directory `read_file` and `list_files` are confined to. */
   filesRoot: string;
+  /**
+   * Directories no tool shows the model, even inside `filesRoot` or a world's working directory: `read_file` and
+   * `list_files` refuse them and leave them out of listings (`FileToolOptions.hidden`), and so do they for every
+   * directory `shellSandbox` masks. `baton dev` and `baton worker` name their state directory, which holds the stack
+   * file with the database password. Give the sandbox the same list (`ShellSandboxSetting.hidden`). @default none
+   */
+  hiddenDirectories?: readonly string[];
   /** The directory of ARC task files (`<task id>.json`) for `load_arc_task`. */
   arcDataDir: string;
   /**
@@ -70,6 +77,12 @@ export interface ModelTool {
   function: { name: string; description: string; parameters: Record<string, unknown> };
 }
 
+/** What the file tools hide: the directories named for every tool, and those the shell's sandbox masks. */
+function hiddenFromTools(options: ToolRegistryOptions): string[] {
+  const masked = options.shellSandbox?.kind === 'bwrap' ? options.shellSandbox.hidden : [];
+  return [...new Set([...(options.hiddenDirectories ?? []), ...masked])];
+}
+
 export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
   const tools = new Map<string, ToolDefinition>();
   const describe = (name: string) => tools.get(name)?.description ?? options.describeAgent(name);
@@ -95,7 +108,7 @@ export function createToolRegistry(options: ToolRegistryOptions): ToolRegistry {
     askHumanTool,
     waitTool,
     ...createEnvDataTools(),
-    ...createFileTools({ root: options.filesRoot }),
+    ...createFileTools({ root: options.filesRoot, hidden: hiddenFromTools(options) }),
     // Below the tool activity's 15-minute start-to-close timeout, so a command times out before its activity does.
     createShellTool({
       maxTimeoutS: 840,

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { z } from 'zod';
 import { createFileTools, MAX_LIST_ENTRIES } from '../../activities/tools/files';
+import { createToolRegistry } from '../../activities/tools';
 import { fakeToolContext } from '../../testing/tool-context';
 import { ToolError, type ToolContext, type ToolDefinition } from '../../activities/tools/types';
 
@@ -42,8 +43,8 @@ function fixture(t: TestContext): Fixture {
   return { base, root, outside, ...tools(root) };
 }
 
-function tools(root: string): { readFile: ToolDefinition; listFiles: ToolDefinition } {
-  const all = createFileTools({ root });
+function tools(root: string, hidden?: string[]): { readFile: ToolDefinition; listFiles: ToolDefinition } {
+  const all = createFileTools({ root, ...(hidden === undefined ? {} : { hidden }) });
   const readFile = all.find((tool) => tool.name === 'read_file');
   const listFiles = all.find((tool) => tool.name === 'list_files');
   assert.ok(readFile && listFiles);
@@ -330,4 +331,151 @@ test("file tools: the world's working_directory, when set, is the root instead o
   );
   const blank = fakeContext({ world: { name: 'w', variables: { working_directory: '  ' } } });
   assert.equal(await run(readFile, { path: 'b.txt' }, blank), 'hello\nwörld\n', 'a blank value counts as unset');
+});
+
+const HIDDEN = /hidden from the file tools.*cannot be read or listed/;
+const PASSWORD = 'pg-password-7f3a';
+
+/**
+ * A project as `baton dev` leaves it: its state directory `.baton/` holds the stack file with the database password
+ * (and a cluster directory), beside the project's own files; the tools hide `.baton/`.
+ */
+function project(t: TestContext) {
+  const fx = fixture(t);
+  const state = path.join(fx.root, '.baton');
+  fs.mkdirSync(path.join(state, 'pg'), { recursive: true });
+  fs.writeFileSync(
+    path.join(state, 'stack.json'),
+    JSON.stringify({ databaseUrl: `postgres://baton:${PASSWORD}@x/db` }),
+  );
+  fs.writeFileSync(path.join(state, 'pg', 'local-postgres.json'), JSON.stringify({ password: PASSWORD }));
+  return { ...fx, state, ...tools(fx.root, [state]) };
+}
+
+/** The result of `promise` as the model reads it: the text, or `Error: <message>` for a ToolError. */
+async function asModelSees(promise: Promise<unknown>): Promise<string> {
+  try {
+    return String(await promise);
+  } catch (error) {
+    assert.ok(error instanceof ToolError, `expected a ToolError, got ${String(error)}`);
+    return `Error: ${error.message}`;
+  }
+}
+
+test('file tools: the state directory cannot be read or listed, by any path that names it', async (t) => {
+  const fx = project(t);
+  for (const requested of [
+    '.baton/stack.json',
+    './a/../.baton/stack.json',
+    '.baton/./pg/../stack.json',
+    '.baton/pg/local-postgres.json',
+  ]) {
+    await assertToolError(run(fx.readFile, { path: requested }), HIDDEN, [fx.root]);
+  }
+  await assertToolError(run(fx.readFile, { path: path.join(fx.root, '.baton', 'stack.json') }), HIDDEN);
+  for (const requested of ['.baton', '.baton/', '.baton/pg', 'a/../.baton']) {
+    await assertToolError(run(fx.listFiles, { path: requested }), HIDDEN, [fx.root]);
+  }
+  // What does not exist in it is refused the same way: probing learns nothing of what it holds.
+  await assertToolError(run(fx.readFile, { path: '.baton/explorer-token' }), HIDDEN);
+  await assertToolError(run(fx.listFiles, { path: '.baton/nothing/here' }), HIDDEN);
+  // Another spelling is another (missing) file on a case-sensitive file system; on a case-insensitive one the
+  // directory's identity refuses it. Either way its text never comes back.
+  for (const requested of ['.BATON/stack.json', '.Baton/pg/local-postgres.json']) {
+    const seen = await asModelSees(run(fx.readFile, { path: requested }));
+    assert.ok(seen.startsWith('Error: ') && !seen.includes(PASSWORD), seen);
+  }
+  // The rest of the project reads as before.
+  assert.equal(await run(fx.readFile, { path: 'b.txt' }), 'hello\nwörld\n');
+});
+
+test('file tools: a symlink into the state directory, to a file or to the directory, is refused', async (t) => {
+  const fx = project(t);
+  fs.symlinkSync(path.join(fx.state, 'stack.json'), path.join(fx.root, 'peek.json'));
+  fs.symlinkSync('.baton', path.join(fx.root, 'state'));
+  fs.symlinkSync(path.join('..', '.baton', 'pg'), path.join(fx.root, 'a', 'cluster'));
+  fs.symlinkSync(path.join(fx.state, 'not-yet'), path.join(fx.root, 'dangling'));
+  await assertToolError(run(fx.readFile, { path: 'peek.json' }), HIDDEN, [fx.state]);
+  await assertToolError(run(fx.readFile, { path: 'state/stack.json' }), HIDDEN, [fx.state]);
+  await assertToolError(run(fx.readFile, { path: 'a/cluster/local-postgres.json' }), HIDDEN, [fx.state]);
+  await assertToolError(run(fx.listFiles, { path: 'state' }), HIDDEN, [fx.state]);
+  await assertToolError(run(fx.listFiles, { path: 'a/cluster' }), HIDDEN, [fx.state]);
+  await assertToolError(run(fx.readFile, { path: 'dangling' }), HIDDEN, [fx.state]);
+  // A listing shows the links as plain entries, never as directories to descend into.
+  const listed = String(await run(fx.listFiles, { recursive: true }));
+  assert.deepEqual(listed.split('\n'), [
+    'a/',
+    'a/cluster',
+    'a/deep/',
+    'a/deep/y.txt',
+    'a/x.txt',
+    'b.txt',
+    'c.md',
+    'dangling',
+    'peek.json',
+    'state',
+  ]);
+});
+
+test('file tools: a listing of the project, or of a parent of the state directory, leaves the state directory out', async (t) => {
+  const fx = project(t);
+  assert.equal(await run(fx.listFiles, {}), 'a/\nb.txt\nc.md');
+  const whole = String(await run(fx.listFiles, { recursive: true }));
+  assert.ok(!whole.includes('.baton') && !whole.includes('stack.json') && !whole.includes('local-postgres'), whole);
+  assert.equal(whole, 'a/\na/deep/\na/deep/y.txt\na/x.txt\nb.txt\nc.md');
+  // A root above the project: the project is listed, its state directory is not.
+  const above = tools(fx.base, [fx.state]);
+  const fromAbove = String(await run(above.listFiles, { path: 'root', recursive: true }));
+  assert.ok(fromAbove.split('\n').includes('root/b.txt'), fromAbove);
+  assert.ok(!fromAbove.includes('.baton'), fromAbove);
+  await assertToolError(run(above.readFile, { path: 'root/.baton/stack.json' }), HIDDEN);
+});
+
+test('file tools: a world whose working directory is the project, or is inside the state directory', async (t) => {
+  const fx = project(t);
+  const elsewhere = tools(fx.outside, [fx.state]);
+  const inProject = fakeContext({ world: { name: 'w', variables: { working_directory: fx.root } } });
+  await assertToolError(run(elsewhere.readFile, { path: '.baton/stack.json' }, inProject), HIDDEN);
+  assert.equal(await run(elsewhere.listFiles, {}, inProject), 'a/\nb.txt\nc.md');
+  for (const dir of [fx.state, path.join(fx.state, 'pg')]) {
+    const inState = fakeContext({ world: { name: 'w', variables: { working_directory: dir } } });
+    await assertToolError(run(elsewhere.readFile, { path: 'stack.json' }, inState), /inside a directory hidden/);
+    await assertToolError(run(elsewhere.listFiles, {}, inState), /inside a directory hidden/);
+  }
+});
+
+test('file tools: a state directory made after the tools were, or named through a symlink, is hidden too', async (t) => {
+  const fx = fixture(t);
+  const later = path.join(fx.root, '.baton');
+  const link = path.join(fx.base, 'state-link');
+  const { readFile, listFiles } = tools(fx.root, [later]);
+  const viaLink = tools(fx.root, [link]);
+  assert.equal(await run(listFiles, {}), 'a/\nb.txt\nc.md');
+  fs.mkdirSync(later);
+  fs.writeFileSync(path.join(later, 'stack.json'), PASSWORD);
+  fs.symlinkSync(later, link);
+  await assertToolError(run(readFile, { path: '.baton/stack.json' }), HIDDEN);
+  await assertToolError(run(viaLink.readFile, { path: '.baton/stack.json' }), HIDDEN);
+  assert.equal(await run(viaLink.listFiles, {}), 'a/\nb.txt\nc.md');
+});
+
+test('tool registry: the directories the shell sandbox masks are hidden from the file tools as well', async (t) => {
+  const fx = project(t);
+  const registry = createToolRegistry({
+    filesRoot: fx.root,
+    arcDataDir: fx.outside,
+    describeAgent: () => undefined,
+    shellSandbox: { kind: 'bwrap', bwrap: '/usr/bin/bwrap', system: [], hidden: [fx.state] },
+  });
+  const readFile = registry.get('read_file');
+  assert.ok(readFile);
+  await assertToolError(run(readFile, { path: '.baton/stack.json' }), HIDDEN);
+  const named = createToolRegistry({
+    filesRoot: fx.root,
+    arcDataDir: fx.outside,
+    describeAgent: () => undefined,
+    hiddenDirectories: [fx.state],
+  }).get('list_files');
+  assert.ok(named);
+  assert.equal(await run(named, {}), 'a/\nb.txt\nc.md');
 });
