@@ -97,7 +97,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const hiddenDirectories = hiddenStateDirectories(stateDir);
   const shellSandbox = await probeShellSandbox({ ...tools.sandbox, hidden: hiddenDirectories }, env);
   const mcpConfig = options.mcpConfig === undefined ? tools.mcpConfig : path.resolve(options.mcpConfig);
-  const mcp = mcpConfig === undefined ? undefined : await startMcpServers(mcpConfig, env, { log });
+  const mcp =
+    mcpConfig === undefined ? undefined : await startMcpServers(mcpConfig, env, { log, sandbox: shellSandbox });
   let catalog: ReturnType<typeof createAgentCatalog>;
   try {
     catalog = createAgentCatalog({

@@ -51,7 +51,10 @@ export async function runWorkerFromEnv(
     { ...config.tools.sandbox, hidden: [...(config.tools.sandbox.hidden ?? []), ...hiddenDirectories] },
     env,
   );
-  const mcp = config.tools.mcpConfig === undefined ? undefined : await startMcpServers(config.tools.mcpConfig, env);
+  const mcp =
+    config.tools.mcpConfig === undefined
+      ? undefined
+      : await startMcpServers(config.tools.mcpConfig, env, { sandbox: shellSandbox });
   const closers: (() => Promise<void>)[] = [];
   if (mcp !== undefined) closers.push(() => mcp.close());
   try {

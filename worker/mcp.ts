@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { McpConfigError, parseMcpConfig, type McpConfig } from '../activities/tools/mcp-config';
 import { connectMcpServers, type McpServers, type McpServerStatus } from '../activities/tools/mcp-servers';
+import { probeShellSandbox, type ShellSandbox } from '../activities/tools/shell-sandbox';
+import { readToolsConfig } from './config';
 import { BATON_VERSION } from './version';
 
 /**
@@ -27,20 +29,38 @@ export function readMcpConfig(file: string, env: Readonly<Record<string, string 
   return parseMcpConfig(text, source, env);
 }
 
+/** How {@link startMcpServers} starts the servers of a file. */
+export interface StartMcpServersOptions {
+  /** Refuse when a server cannot start (a worker); else report its state (`baton mcp list`). @default true */
+  strict?: boolean;
+  /** Where a refreshed tool list or a server's death is reported. @default stderr */
+  log?: (line: string) => void;
+  /**
+   * The worker's sandbox (its shell's), which servers with `sandbox` run in. @default probed from `env`
+   * (`BATON_SHELL_SANDBOX`, `BATON_BWRAP`) when a server asks for one
+   */
+  sandbox?: ShellSandbox;
+}
+
 /**
  * Reads the file and connects to every server it names, listing their tools.
- * @param strict refuse when a server cannot start (a worker); else report its state (`baton mcp list`)
  * @throws McpConfigError naming the file, the server and the reason
  */
-export function startMcpServers(
+export async function startMcpServers(
   file: string,
   env: Readonly<Record<string, string | undefined>>,
-  options: { strict?: boolean; log?: (line: string) => void } = {},
+  options: StartMcpServersOptions = {},
 ): Promise<McpServers> {
-  return connectMcpServers(readMcpConfig(file, env), {
+  const config = readMcpConfig(file, env);
+  const sandboxed = config.servers.some((server) => server.transport === 'stdio' && server.sandbox !== undefined);
+  const sandbox =
+    options.sandbox ??
+    (sandboxed ? await probeShellSandbox(readToolsConfig({ ...env }, process.cwd()).sandbox, env) : undefined);
+  return connectMcpServers(config, {
     strict: options.strict ?? true,
     clientInfo: { name: 'baton', version: BATON_VERSION },
     ...(options.log === undefined ? {} : { log: options.log }),
+    ...(sandbox === undefined ? {} : { sandbox }),
   });
 }
 

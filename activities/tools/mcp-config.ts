@@ -1,7 +1,8 @@
 /**
  * The MCP servers a worker connects to, from a JSON file in the shape other MCP clients already use:
  * `{ "mcpServers": { "<name>": { "command", "args", "env", "cwd" } | { "url", "headers" } } }`, with Baton's own
- * optional fields per server (which tools, how long a call may take, which tools are read-only, which need approval).
+ * optional fields per server (which tools, how long a call may take, which tools are read-only, which need approval,
+ * whether a local server runs in a sandbox).
  * `${VAR}` references are resolved from the environment the caller passes (the worker's), so secrets stay out of the
  * file; and out of every message: errors, log lines and `baton mcp list` show a server's command line or URL as the
  * file writes it, and what a server says is redacted of every value Baton gave it ({@link mcpRedactor}), since an
@@ -80,15 +81,35 @@ interface McpServerCommon {
   readonly approval: McpApprovalRule;
 }
 
-/** A server Baton starts as a child process of the worker and talks to over stdin and stdout. */
+/** The worker's variables every stdio server gets beside its own `env`: what a program needs to run, no secret. */
+export const MCP_INHERITED_VARIABLES = ['HOME', 'LANG', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER'] as const;
+
+/** How a sandboxed stdio server is isolated (its `sandbox` setting). */
+export interface McpSandboxSetting {
+  /** Whether it shares the worker's network (loopback included); without it, it has only a loopback of its own. */
+  readonly network: boolean;
+}
+
+/**
+ * A server Baton starts as a child process of the worker and talks to over stdin and stdout. Unless `sandbox` is
+ * set it runs as the worker's user with nothing between them: it can read whatever the worker can, the worker's
+ * own environment through `/proc` included.
+ */
 export interface McpStdioServer extends McpServerCommon {
   readonly transport: 'stdio';
   readonly command: string;
   readonly args: readonly string[];
-  /** Variables given to this server only (beside PATH, HOME and the like): never to another server or a shell. */
+  /** Variables given to this server only: never to another server or a shell. */
   readonly env: Readonly<Record<string, string>>;
+  /** The worker's {@link MCP_INHERITED_VARIABLES} that are set, which the server gets beside its `env`. */
+  readonly inheritedEnv: Readonly<Record<string, string>>;
   /** The server's working directory: the configuration file's directory unless set. */
   readonly cwd: string;
+  /**
+   * Run in a bubblewrap sandbox as shell commands are, with `cwd` its only writable directory (and the system
+   * directories read-only), a private HOME and `/tmp`, and no view of the worker's processes. Unset: unsandboxed.
+   */
+  readonly sandbox?: McpSandboxSetting;
 }
 
 /** A server reached over Streamable HTTP. */
@@ -122,6 +143,7 @@ const stdioSchema = z.strictObject({
   args: z.array(z.string()).optional(),
   env: z.record(z.string(), z.string()).optional(),
   cwd: text.optional(),
+  sandbox: z.union([z.boolean(), z.strictObject({ network: z.boolean().optional() })]).optional(),
   ...baton,
 });
 const httpSchema = z.strictObject({
@@ -224,6 +246,13 @@ function parseServer(
     const command = resolve(data.command, 'command');
     const args = (data.args ?? []).map((arg, index) => resolve(arg, `args[${index}]`));
     const serverEnv = resolveAll(data.env, 'env');
+    const inheritedEnv = Object.fromEntries(
+      MCP_INHERITED_VARIABLES.flatMap((variable) => {
+        const value = env[variable];
+        return value === undefined ? [] : [[variable, value]];
+      }),
+    );
+    const sandbox = data.sandbox === undefined || data.sandbox === false ? undefined : data.sandbox;
     return {
       ...common,
       secrets: secrets(serverEnv, 'env'),
@@ -231,7 +260,9 @@ function parseServer(
       command,
       args,
       env: serverEnv,
+      inheritedEnv,
       cwd: path.resolve(path.dirname(source), cwd ?? '.'),
+      ...(sandbox === undefined ? {} : { sandbox: { network: sandbox === true || (sandbox.network ?? true) } }),
     };
   }
   const url = resolve(data.url, 'url');

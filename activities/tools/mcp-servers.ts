@@ -9,6 +9,7 @@
  * says (its last stderr line, an error's text) is redacted of its secrets (see `mcpRedactor`), since a call's error
  * is the model's to read.
  */
+import fs from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -21,8 +22,9 @@ import {
   type CallToolResult,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
-import { McpConfigError, mcpRedactor, type McpConfig, type McpServerConfig } from './mcp-config';
+import { McpConfigError, mcpRedactor, type McpConfig, type McpServerConfig, type McpStdioServer } from './mcp-config';
 import { toMcpTools, type McpCall, type McpTool } from './mcp-tools';
+import { boundDirectoryProblem, sandboxArguments, type ShellSandbox } from './shell-sandbox';
 import { ToolError } from './types';
 
 /** How long connecting to a server and listing its tools may take. */
@@ -95,6 +97,11 @@ export interface ConnectMcpServersOptions {
   log?: (line: string) => void;
   /** The name and version Baton gives in the MCP handshake. */
   clientInfo?: { name: string; version: string };
+  /**
+   * How this worker sandboxes (its shell's, from `probeShellSandbox`): what a server with `sandbox` runs in. Such a
+   * server is refused when it is not bubblewrap. @default none
+   */
+  sandbox?: ShellSandbox;
 }
 
 /**
@@ -187,7 +194,7 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
   async function connect(state: ServerState): Promise<Connection> {
     const { config: server } = state;
     const stderr: string[] = [];
-    const transport = createTransport(server, stderr);
+    const transport = createTransport(server, stderr, options.sandbox, config.source);
     // One listing at a time, every page of it; a change said during one is listed again once it ends.
     let listing = false;
     let changedAgain = false;
@@ -304,15 +311,22 @@ export async function connectMcpServers(config: McpConfig, options: ConnectMcpSe
  * is one line, so a secret in it is redacted whole), the last {@link STDERR_LINES_KEPT}, each at most
  * {@link STDERR_LINE_MAX} characters.
  */
-function createTransport(server: McpServerConfig, stderr: string[]): Transport {
+function createTransport(
+  server: McpServerConfig,
+  stderr: string[],
+  sandbox: ShellSandbox | undefined,
+  source: string,
+): Transport {
   if (server.transport === 'http') {
     return new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: { ...server.headers } } });
   }
+  // The worker's few harmless variables (the SDK adds the same few of its own process) and this server's own.
+  const env = { ...server.inheritedEnv, ...server.env };
   const transport = new StdioClientTransport({
-    command: server.command,
-    args: [...server.args],
-    // Beside the SDK's short list of the worker's variables (PATH, HOME, …): this server's own, and no other's.
-    env: { ...server.env },
+    ...(server.sandbox === undefined
+      ? { command: server.command, args: [...server.args] }
+      : sandboxedCommand(server, sandbox, env.HOME, source)),
+    env,
     cwd: server.cwd,
     stderr: 'pipe',
   });
@@ -341,6 +355,35 @@ function createTransport(server: McpServerConfig, stderr: string[]): Transport {
     if (rest !== '' || overlong) keep(rest);
   });
   return transport;
+}
+
+/**
+ * bwrap running the server's command: the sandbox of a shell command, with the server's `cwd` as its working
+ * directory (the only one writable) and its own network unless the server's `sandbox` shares the worker's.
+ * @throws McpConfigError naming the server when the worker cannot sandbox, or `cwd` cannot be a sandbox's directory
+ */
+function sandboxedCommand(
+  server: McpStdioServer,
+  sandbox: ShellSandbox | undefined,
+  home: string | undefined,
+  source: string,
+): { command: string; args: string[] } {
+  const fail = (reason: string) =>
+    new McpConfigError(source, `MCP server '${server.name}' asks for a sandbox: ${reason}`);
+  if (sandbox === undefined || sandbox.kind === 'none') {
+    throw fail('this worker runs without one (BATON_SHELL_SANDBOX=none), so the server is not started');
+  }
+  if (sandbox.kind === 'unavailable') throw fail(`this worker cannot make one: ${sandbox.reason}`);
+  let cwd: string;
+  try {
+    cwd = fs.realpathSync(server.cwd);
+  } catch (error) {
+    throw fail(`its cwd ${server.cwd} cannot be used (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  const problem = boundDirectoryProblem(sandbox, cwd, home);
+  if (problem !== undefined) throw fail(`its cwd ${server.cwd} ${problem}`);
+  const run = { bound: cwd, cwd, network: server.sandbox?.network ?? false, ...(home === undefined ? {} : { home }) };
+  return { command: sandbox.bwrap, args: [...sandboxArguments(sandbox, run), '--', server.command, ...server.args] };
 }
 
 /**

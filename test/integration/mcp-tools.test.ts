@@ -9,10 +9,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import net from 'node:net';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities';
-import { McpConfigError } from '../../activities/tools/mcp-config';
+import { MCP_INHERITED_VARIABLES, McpConfigError } from '../../activities/tools/mcp-config';
 import type { McpServers } from '../../activities/tools/mcp-servers';
+import { probeShellSandbox } from '../../activities/tools/shell-sandbox';
 import { claimToolRun } from '../../db/tool-runs';
 import { appendMessage, listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
@@ -727,7 +729,7 @@ agents:
       assert.equal((await thread.send('What do you have?')).reply, 'Listed.');
       const [listed] = await callResults(run, threadId);
       const names = JSON.parse(listed?.result ?? '[]') as string[];
-      const inherited = ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER'];
+      const inherited: readonly string[] = MCP_INHERITED_VARIABLES;
       assert.deepEqual(
         names.filter((name) => !inherited.includes(name)),
         ['LEAKY_LITERAL', 'LEAKY_TOKEN'],
@@ -735,6 +737,87 @@ agents:
       );
       assert.ok(names.includes('PATH'), listed?.result);
       assert.ok(process.env.BATON_TEST_DATABASE_URL !== undefined, 'the worker has a secret the server must not get');
+    });
+  });
+});
+
+describe('stdio servers with and without a sandbox', () => {
+  const LEAKY_SERVER = path.join(ROOT, 'test', 'fixtures', 'mcp-leaky-server.mjs');
+  // The repository is their working directory (the fixture and the SDK are there); the test run's state under it is
+  // masked, as `baton dev` masks its state directory.
+  const entry = (extra: Record<string, unknown> = {}) => ({
+    command: process.execPath,
+    args: [LEAKY_SERVER],
+    cwd: ROOT,
+    ...extra,
+  });
+  let mcp: McpServers;
+  let listener: net.Server;
+
+  before(async () => {
+    const sandbox = await probeShellSandbox({ mode: 'bwrap', hidden: [path.join(ROOT, '.baton')] }, process.env);
+    assert.equal(sandbox.kind, 'bwrap', JSON.stringify(sandbox));
+    listener = net.createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    mcp = await startMcpServers(
+      writeMcpConfig(path.join(freshDir('sandboxed'), 'mcp.json'), {
+        open: entry(),
+        boxed: entry({ sandbox: true }),
+        cut: entry({ sandbox: { network: false } }),
+      }),
+      process.env,
+      { log: () => undefined, sandbox },
+    );
+  });
+
+  after(async () => {
+    await mcp?.close();
+    await new Promise((resolve) => listener?.close(resolve));
+  });
+
+  test("mcp tools: an unsandboxed stdio server reads the worker's environment through /proc; a sandboxed one cannot", async () => {
+    const script = `
+agents:
+  prober:
+    - calls:
+        - { call: open__read_environ, args: { pid: ${process.pid} } }
+        - { call: boxed__read_environ, args: { pid: ${process.pid} } }
+    - say: "Read."
+`;
+    await withHarness('environ', mcp, { prober: ['mcp:open', 'mcp:boxed'] }, script, async (run) => {
+      const threadId = uniqueThreadId('environ');
+      const thread = await run.harness.client.startThread({ agent: 'prober', threadId });
+      assert.equal((await thread.send('Read the worker.')).reply, 'Read.');
+      const results = new Map((await callResults(run, threadId)).map((call) => [call.name, call.result]));
+      // What the README warns of: the worker (this process) has the test database's address, and the server reads it.
+      assert.ok(
+        (JSON.parse(results.get('open__read_environ') ?? '[]') as string[]).includes('BATON_TEST_DATABASE_URL'),
+      );
+      assert.equal(
+        results.get('boxed__read_environ'),
+        `cannot read /proc/${process.pid}/environ: ENOENT`,
+        'the sandbox has a /proc of its own, without the worker',
+      );
+    });
+  });
+
+  test("mcp tools: a sandboxed stdio server shares the worker's network unless its sandbox cuts it", async () => {
+    const { port } = listener.address() as net.AddressInfo;
+    const script = `
+agents:
+  prober:
+    - calls:
+        - { call: boxed__connect, args: { port: ${port} } }
+        - { call: cut__connect, args: { port: ${port} } }
+    - say: "Tried."
+`;
+    await withHarness('network', mcp, { prober: ['mcp:boxed', 'mcp:cut'] }, script, async (run) => {
+      const threadId = uniqueThreadId('network');
+      const thread = await run.harness.client.startThread({ agent: 'prober', threadId });
+      assert.equal((await thread.send('Reach the port.')).reply, 'Tried.');
+      const results = new Map((await callResults(run, threadId)).map((call) => [call.name, call.result]));
+      assert.equal(results.get('boxed__connect'), 'connected');
+      assert.equal(results.get('cut__connect'), 'not connected: ECONNREFUSED', 'only a loopback of its own');
     });
   });
 });

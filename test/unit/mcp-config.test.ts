@@ -15,7 +15,9 @@ import {
   mcpRedactor,
   parseMcpConfig,
   type McpServerConfig,
+  type McpStdioServer,
 } from '../../activities/tools/mcp-config';
+import { connectMcpServers } from '../../activities/tools/mcp-servers';
 import { formatMcpResult, toMcpTools, type McpCall } from '../../activities/tools/mcp-tools';
 import { fakeToolContext } from '../../testing/tool-context';
 
@@ -80,6 +82,7 @@ test('mcp config: a stdio entry and an http entry, with defaults and ${VAR} reso
       command: '/usr/bin/node',
       args: ['server.js', '--root=/home/u/data'],
       env: { TOKEN: 'secret-x1' },
+      inheritedEnv: {},
       cwd: path.join(path.dirname(SOURCE), 'servers'),
     },
     {
@@ -136,6 +139,50 @@ test('mcp config: unknown fields, bad names, both or neither of command and url,
     new McpConfigError(SOURCE, "unknown field 'servers' (only 'mcpServers')"),
   );
   assert.throws(() => parseMcpConfig('{', SOURCE, {}), /^McpConfigError: .*mcp\.json: not valid JSON/);
+});
+
+test('mcp config: a stdio server inherits only the few harmless variables of the worker, and may ask for a sandbox', () => {
+  const worker = {
+    PATH: '/usr/bin',
+    HOME: '/home/u',
+    LANG: 'C.UTF-8',
+    DATABASE_URL: 'postgres://secret',
+    API_KEY: 'k',
+  };
+  const servers = parse(
+    {
+      plain: { command: 'node' },
+      boxed: { command: 'node', sandbox: true },
+      offline: { command: 'node', sandbox: { network: false } },
+      unboxed: { command: 'node', sandbox: false },
+    },
+    worker,
+  ).servers as McpStdioServer[];
+  assert.deepEqual(servers[0]?.inheritedEnv, { HOME: '/home/u', LANG: 'C.UTF-8', PATH: '/usr/bin' });
+  assert.deepEqual(
+    servers.map((server) => server.sandbox),
+    [undefined, { network: true }, { network: false }, undefined],
+  );
+  refuses({ remote: { url: 'http://h.test/', sandbox: true } }, /MCP server 'remote': .*sandbox/);
+  refuses({ odd: { command: 'node', sandbox: { network: 'egress' } } }, /MCP server 'odd': .*sandbox/);
+});
+
+test('mcp servers: a server asking for a sandbox on a worker without one is refused before anything starts', async () => {
+  const config = parse({ boxed: { command: 'node', args: ['-e', 'process.exit(9)'], sandbox: true } });
+  for (const sandbox of [undefined, { kind: 'none' } as const]) {
+    await assert.rejects(
+      connectMcpServers(config, { strict: true, log: () => undefined, ...(sandbox === undefined ? {} : { sandbox }) }),
+      new McpConfigError(
+        SOURCE,
+        "MCP server 'boxed' asks for a sandbox: this worker runs without one (BATON_SHELL_SANDBOX=none), so the server is not started",
+      ),
+    );
+  }
+  const unavailable = { kind: 'unavailable', reason: 'bubblewrap is not installed', remedy: 'install it' } as const;
+  await assert.rejects(
+    connectMcpServers(config, { strict: true, log: () => undefined, sandbox: unavailable }),
+    /MCP server 'boxed' asks for a sandbox: this worker cannot make one: bubblewrap is not installed$/,
+  );
 });
 
 test('mcp redaction: every value given a server, longest first, as it is, percent-encoded or JSON-escaped', () => {
