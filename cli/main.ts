@@ -1178,7 +1178,11 @@ mcp
   .action(async (options: { config?: string; json?: boolean }) => {
     const file = options.config ?? process.env.BATON_MCP_CONFIG?.trim();
     if (!file) throw new CliError('give the MCP configuration file with --config <file>, or set BATON_MCP_CONFIG');
-    const servers = await startMcpServers(file, process.env, { strict: false, log: () => undefined });
+    const servers = await startMcpServers(file, process.env, {
+      strict: false,
+      log: () => undefined,
+      hiddenDirectories: hiddenStateDirectories(globals().stateDir),
+    });
     try {
       const status = servers.status();
       if (options.json) {

@@ -40,6 +40,8 @@ export interface StartMcpServersOptions {
    * (`BATON_SHELL_SANDBOX`, `BATON_BWRAP`) when a server asks for one
    */
   sandbox?: ShellSandbox;
+  /** Directories a sandbox probed here masks (Baton's state directory). @default none */
+  hiddenDirectories?: readonly string[];
 }
 
 /**
@@ -55,7 +57,12 @@ export async function startMcpServers(
   const sandboxed = config.servers.some((server) => server.transport === 'stdio' && server.sandbox !== undefined);
   const sandbox =
     options.sandbox ??
-    (sandboxed ? await probeShellSandbox(readToolsConfig({ ...env }, process.cwd()).sandbox, env) : undefined);
+    (sandboxed
+      ? await probeShellSandbox(
+          { ...readToolsConfig({ ...env }, process.cwd()).sandbox, hidden: options.hiddenDirectories ?? [] },
+          env,
+        )
+      : undefined);
   return connectMcpServers(config, {
     strict: options.strict ?? true,
     clientInfo: { name: 'baton', version: BATON_VERSION },

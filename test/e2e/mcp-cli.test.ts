@@ -107,6 +107,29 @@ test('baton mcp list prints no secret: ${VAR} templates, not their values, and w
   );
 });
 
+test('baton mcp list starts a server asking for a sandbox in one it probes, and refuses it where sandboxing is off', async () => {
+  const dir = freshDir('mcp-sandboxed');
+  const leaky = path.join(ROOT, 'test', 'fixtures', 'mcp-leaky-server.mjs');
+  const config = writeMcpConfig(path.join(dir, 'mcp.json'), {
+    boxed: { command: process.execPath, args: [leaky], cwd: ROOT, sandbox: true },
+  });
+  const listed = await baton(['mcp', 'list', '--config', config, '--json'], childEnv());
+  assert.equal(listed.code, 0, describeRun(listed));
+  const [boxed] = (parseJson(listed) as { servers: { state: string; tools: { name: string }[] }[] }).servers;
+  assert.equal(boxed?.state, 'connected');
+  assert.ok(
+    boxed?.tools.some((tool) => tool.name === 'boxed__read_environ'),
+    describeRun(listed),
+  );
+
+  const off = await baton(['mcp', 'list', '--config', config], childEnv({ BATON_SHELL_SANDBOX: 'none' }));
+  assert.equal(off.code, 1, describeRun(off));
+  assert.match(
+    off.stdout,
+    /^boxed {2}stdio {2}.* {2}failed: MCP server 'boxed' asks for a sandbox: this worker runs without one \(BATON_SHELL_SANDBOX=none\), so the server is not started$/m,
+  );
+});
+
 test('baton mcp list without a file, and a file naming an unset variable, say what to do', async () => {
   const missing = await baton(['mcp', 'list'], childEnv());
   assert.equal(missing.code, 1, describeRun(missing));
