@@ -54,7 +54,10 @@ describe('the file tools under `baton dev` keep its state directory hidden', () 
   let dev: DevProcess | undefined;
   const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
 
-  /** The tool results of `thread`'s first step, in the order of its calls, as the model's next request holds them. */
+  /**
+   * The tool results of `thread`'s first step, in the order of its calls (the scripted model numbers a reply's call
+   * ids by their place, `call_<agent>_<step>_<index>`), as the model's next request holds them.
+   */
   function toolResults(thread: string, calls: number): string[] {
     const requests = fs
       .readFileSync(modelLog, 'utf8')
@@ -66,6 +69,9 @@ describe('the file tools under `baton dev` keep its state directory hidden', () 
     assert.ok(second, `the model was asked again after the tool calls of ${thread}`);
     const results = second.filter((message) => message.role === 'tool');
     assert.equal(results.length, calls);
+    const index = (message: { tool_call_id?: string }) => Number(message.tool_call_id?.split('_').at(-1));
+    results.sort((a, b) => index(a) - index(b));
+    assert.deepEqual(results.map(index), [...Array(calls).keys()], 'one result per call, by its place');
     return results.map((message) => String(message.content));
   }
 
