@@ -1,6 +1,7 @@
 /**
  * Watchers in Postgres (migration 017): a root's watchers, the changes after a watcher's cursor, its wake-ups (each
- * in a thread of its own), pauses and removal. Every change of a watcher's state and every wake-up is a run-feed event
+ * in a thread of its own), pauses and removal; the claims that coalesce their signals and what the sweep checked
+ * (migration 022). Every change of a watcher's state and every wake-up is a run-feed event
  * (triggers on `env_watchers` and `env_watch_wakeups`), in the transaction that makes it.
  */
 import type { Pool } from 'pg';
@@ -72,6 +73,8 @@ export interface RegisterWatcherInput {
   origin: WatcherOrigin;
   /** Who asked: `frontmatter of <agent>`, `cli`, an agent's name (its tool). */
   createdBy: string;
+  /** The task queue its root runs on (where the sweep finds it, and where its workflow starts). */
+  taskQueue?: string;
 }
 
 /**
@@ -87,7 +90,7 @@ export async function registerWatcher(
   pool: Pool,
   input: RegisterWatcherInput,
 ): Promise<{ watcher: Watcher; created: boolean }> {
-  return inTransaction(pool, async (client) => {
+  const registered = await inTransaction(pool, async (client) => {
     const { rows: roots } = await client.query(
       'SELECT 1 FROM threads WHERE thread_id = $1 AND parent_thread_id IS NULL',
       [input.rootThreadId],
@@ -149,6 +152,14 @@ export async function registerWatcher(
     );
     return { watcher: toWatcher(rows[0] as WatcherRow), created: true };
   });
+  if (input.taskQueue !== undefined) {
+    await pool.query(
+      `UPDATE env_watchers SET task_queue = $3
+        WHERE root_thread_id = $1 AND name = $2 AND task_queue IS DISTINCT FROM $3`,
+      [input.rootThreadId, input.name, input.taskQueue],
+    );
+  }
+  return registered;
 }
 
 /** The watchers of a root (removed ones too, with why), by name. */
@@ -186,6 +197,185 @@ export async function watchersToWake(
   return rows
     .filter((watcher) => keys === undefined || keys.some((key) => keyMatches(watcher.keys, key)))
     .map((watcher) => ({ rootThreadId, ...watcher }));
+}
+
+/**
+ * How long a sent signal's claim holds: past it, a change after the watcher's last look claims (and sends) one again.
+ * A watcher in a long turn or an hour's pause already knows; this only restarts one whose workflow was stopped from
+ * outside Baton.
+ */
+const SENT_CLAIM_HOLDS = "interval '15 minutes'";
+
+/** Whether a watcher row's claim is free to take: none, one never sent and older than `$grace` s, or an old one. */
+const CLAIM_FREE = (grace: string) => `(signalled_at IS NULL
+  OR (NOT signal_sent AND signalled_at < now() - make_interval(secs => ${grace}::double precision))
+  OR signalled_at < now() - ${SENT_CLAIM_HOLDS})`;
+
+/** A watcher whose signal a sender claimed: it sends it, then marks it sent with `claim`. */
+export interface ClaimedSignal extends Pick<Watcher, 'rootThreadId' | 'name' | 'agent' | 'keys'> {
+  /** The claim's number (`signal_claims`), so the sender marks its own claim sent and no later one. */
+  claim: number;
+}
+
+/**
+ * Claims the signal of each named watcher of a root that a change committed before this call may wake (migration
+ * 022): those with no claim since their last look began (or a stale one). The caller sends those it gets; the others
+ * need none, since the look their claimed signal causes begins after this change committed. Records the task queue
+ * the sender's root runs on.
+ */
+export async function claimWatchSignals(
+  db: Queryable,
+  rootThreadId: string,
+  names: readonly string[],
+  taskQueue: string,
+  graceSeconds: number,
+): Promise<ClaimedSignal[]> {
+  if (names.length === 0) return [];
+  const { rows } = await db.query<{ name: string; agent: string; keys: string[]; claim: string }>({
+    name: 'baton-claim-watch-signals',
+    text: `UPDATE env_watchers SET signalled_at = now(), signal_sent = false, signal_claims = signal_claims + 1,
+                  task_queue = $3
+            WHERE root_thread_id = $1 AND name = ANY($2::text[]) AND status IN ('active', 'paused')
+              AND ${CLAIM_FREE('$4')}
+        RETURNING name, agent, keys, signal_claims AS claim`,
+    values: [rootThreadId, names, taskQueue, graceSeconds],
+  });
+  return rows.map((row) => ({
+    rootThreadId,
+    name: row.name,
+    agent: row.agent,
+    keys: row.keys,
+    claim: Number(row.claim),
+  }));
+}
+
+/** Marks a claimed signal sent (Temporal accepted it), unless a look or a later claim replaced the claim since. */
+export async function markWatchSignalSent(db: Queryable, signal: ClaimedSignal): Promise<void> {
+  await db.query({
+    name: 'baton-mark-watch-signal-sent',
+    text: `UPDATE env_watchers SET signal_sent = true
+            WHERE root_thread_id = $1 AND name = $2 AND signal_claims = $3 AND signalled_at IS NOT NULL`,
+    values: [signal.rootThreadId, signal.name, signal.claim],
+  });
+}
+
+/**
+ * A watcher's look begins: its signal claim is cleared before it reads the log, so a change that commits after the
+ * read finds no claim and signals it again. Returns the watcher, or `undefined`.
+ */
+export async function beginWatchLook(db: Queryable, rootThreadId: string, name: string): Promise<Watcher | undefined> {
+  const { rows } = await db.query<WatcherRow>(
+    `UPDATE env_watchers SET signalled_at = NULL, signal_sent = false
+      WHERE root_thread_id = $1 AND name = $2 RETURNING ${WATCHER_COLUMNS}`,
+    [rootThreadId, name],
+  );
+  return rows[0] === undefined ? undefined : toWatcher(rows[0]);
+}
+
+/** Records the last env event a look read: the workflow handles every change up to it without another signal. */
+export async function recordWatchLook(db: Queryable, rootThreadId: string, name: string, seq: number): Promise<void> {
+  await db.query(
+    `UPDATE env_watchers SET looked_seq = $3 WHERE root_thread_id = $1 AND name = $2 AND looked_seq < $3`,
+    [rootThreadId, name, seq],
+  );
+}
+
+/** A watcher the sweep took: where to check its keys against the log from, and whether a claim of it went unsent. */
+export interface SweptWatcher extends Pick<Watcher, 'rootThreadId' | 'name' | 'agent' | 'keys'> {
+  /** The last env event known handled, looked at or checked: the sweep reads after it. */
+  from: number;
+  /** Its signal was claimed over `grace` seconds ago and never sent: send it again, whatever the log holds. */
+  unsent: boolean;
+}
+
+/**
+ * Takes up to `limit` watchers of a task queue for one sweep (each for `graceSeconds`, so workers sweeping at once
+ * take different ones; rows locked by another transaction are skipped): active or paused ones with a claimed signal
+ * left unsent over `graceSeconds`, or with no claim (or an old one) and env events after what they handled, looked at
+ * or were checked for that are over `graceSeconds` old.
+ */
+export async function takeWatchersToSweep(
+  db: Queryable,
+  taskQueue: string,
+  graceSeconds: number,
+  limit: number,
+): Promise<SweptWatcher[]> {
+  const { rows } = await db.query<{
+    rootThreadId: string;
+    name: string;
+    agent: string;
+    keys: string[];
+    from: string;
+    unsent: boolean;
+  }>({
+    name: 'baton-take-watchers-to-sweep',
+    text: `WITH picked AS (
+             SELECT c.root_thread_id, c.name FROM env_watchers c
+              WHERE c.task_queue = $1 AND c.status IN ('active', 'paused')
+                AND (c.swept_at IS NULL OR c.swept_at < now() - make_interval(secs => $2::double precision))
+                AND ((c.signalled_at IS NOT NULL AND NOT c.signal_sent
+                      AND c.signalled_at < now() - make_interval(secs => $2::double precision))
+                     OR ((c.signalled_at IS NULL OR c.signalled_at < now() - ${SENT_CLAIM_HOLDS})
+                         AND EXISTS (SELECT 1 FROM env_events e
+                                      WHERE e.root_thread_id = c.root_thread_id
+                                        AND e.seq > GREATEST(c.cursor_seq, c.looked_seq, c.swept_seq)
+                                        AND e.created_at < now() - make_interval(secs => $2::double precision))))
+              ORDER BY c.swept_at NULLS FIRST
+              LIMIT $3
+                FOR UPDATE SKIP LOCKED)
+           UPDATE env_watchers w SET swept_at = now() FROM picked
+            WHERE w.root_thread_id = picked.root_thread_id AND w.name = picked.name
+        RETURNING w.root_thread_id AS "rootThreadId", w.name, w.agent, w.keys,
+                  GREATEST(w.cursor_seq, w.looked_seq, w.swept_seq) AS "from",
+                  (w.signalled_at IS NOT NULL AND NOT w.signal_sent
+                   AND w.signalled_at < now() - make_interval(secs => $2::double precision)) AS unsent`,
+    values: [taskQueue, graceSeconds, limit],
+  });
+  return rows.map((row) => ({ ...row, from: Number(row.from) }));
+}
+
+/** One env event as the sweep checks it against a watcher's keys. */
+export interface SweepEvent {
+  seq: number;
+  key: string;
+  /** `stored`, `updated`, `deleted` (changes), or a refusal or proposal (not changes). */
+  action: string;
+  scope: string;
+  agent: string;
+  /** The watcher whose wake-up made it, if any. */
+  writerWatcher: string | null;
+  /** Over the sweep's grace old: a change this old that no signal announced may have lost its signal. */
+  settled: boolean;
+}
+
+/**
+ * A root's env events after `after`, oldest first, at most `limit`, read under the root's lock as every reader of the
+ * log reads them (so none that commits later has a lower number than the last one read).
+ */
+export async function sweepEventsAfter(
+  db: Queryable,
+  rootThreadId: string,
+  after: number,
+  limit: number,
+  graceSeconds: number,
+): Promise<SweepEvent[]> {
+  const { rows } = await db.query<Omit<SweepEvent, 'seq'> & { seq: string }>(
+    `SELECT e.seq, e.key, e.action, e.scope, e.actor_agent AS agent, t.watcher AS "writerWatcher",
+            e.created_at < now() - make_interval(secs => $4::double precision) AS settled
+       FROM env_events_after($1, $2, $3) e LEFT JOIN threads t ON t.thread_id = e.actor_thread
+      ORDER BY e.seq`,
+    [rootThreadId, after, limit, graceSeconds],
+  );
+  return rows.map((row) => ({ ...row, seq: Number(row.seq) }));
+}
+
+/** Records how far the sweep checked a watcher's keys against the log. */
+export async function recordWatchSweep(db: Queryable, rootThreadId: string, name: string, seq: number): Promise<void> {
+  await db.query(`UPDATE env_watchers SET swept_seq = $3 WHERE root_thread_id = $1 AND name = $2 AND swept_seq < $3`, [
+    rootThreadId,
+    name,
+    seq,
+  ]);
 }
 
 /**
