@@ -54,12 +54,17 @@ export interface ActivityDependencies {
   steps?: StepMode;
   /** Faults tests inject (`BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL`). @default none */
   watchFaults?: WatchFaults;
+  /**
+   * The watch sweep's interval (`BATON_WATCH_SWEEP_SECONDS`): a signal claimed this long ago and never sent is sent
+   * again by the next writer. @default DEFAULT_WATCH_SWEEP_SECONDS
+   */
+  watchSweepSeconds?: number;
 }
 
 export function createActivities(deps: ActivityDependencies) {
   const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
   const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
-  const envChanged = createWatchTrigger(deps.pool, deps.watchFaults);
+  const envChanged = createWatchTrigger(deps.pool, deps.watchFaults, deps.watchSweepSeconds);
   const shared = {
     pool: deps.pool,
     agentStore,
@@ -102,7 +107,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...toolCalls,
     ...delegations,
     ...createForkActivities({ pool: deps.pool, agentStore, env, envChanged }),
-    ...createWatcherActivities({ pool: deps.pool }),
+    ...createWatcherActivities({ pool: deps.pool, heartbeatIntervalMs: deps.heartbeatIntervalMs }),
     ...worlds,
     ...createScheduleActivities({ heartbeatIntervalMs: deps.heartbeatIntervalMs }),
     ...createDeliveryActivities({ pool: deps.pool }),

@@ -1,17 +1,21 @@
 /**
- * Watchers' I/O: waking a root's watchers after a change commits (Signal-with-Start of each matching watcher's
- * workflow), the watcher workflow's reads and records, and registering the watchers an agent's frontmatter declares.
+ * Watchers' I/O: waking a root's watchers after a change commits (a claimed, coalesced Signal-with-Start of each
+ * matching watcher's workflow, best effort), the sweep that finds the changes no signal told their watcher about, the
+ * watcher workflow's reads and records, and registering the watchers an agent's frontmatter declares.
  */
 import { Context, log } from '@temporalio/activity';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import type { AgentDefinition } from '../common/agent-definition';
 import { isKnownAgent } from '../db/agent-versions';
 import { ToolError } from './tools/types';
 import { ErrorType } from '../common/errors';
 import { threadWorkflowId } from '../common/ids';
+import { truncateBytes } from '../common/text';
 import { watcherSignalWithStartOptions } from '../common/thread-start';
+import { DEFAULT_WATCH_SWEEP_SECONDS, wakeWatchers, type WatchFaults } from './watch-signals';
+import { TurnStatus, type AgentTurnResult } from '../common/types';
 import {
   DEFAULT_WATCH_LIMITS,
   frontmatterWatcherName,
@@ -30,16 +34,17 @@ import {
   type WatchSpec,
 } from '../common/watchers';
 import {
+  beginWatchLook,
   changesAfter,
   endWatcher,
   findWatcher,
   finishWakeup,
   openWakeup,
+  recordWatchLook,
   registerWatcher,
   setWatcherPause,
   settleWatchChanges,
   stopRootWatchers,
-  watchersToWake,
   WatcherExistsError,
   type OpenedWakeup,
 } from '../db/watchers';
@@ -48,28 +53,40 @@ import { loadWorldVariables } from './worlds';
 /** Env events one look of a watcher reads. */
 const EVENTS_PER_LOOK = 1000;
 
+export { DEFAULT_WATCH_SWEEP_SECONDS, sweepWatchSignals, wakeWatchers } from './watch-signals';
+export type { WatchFaults, WatchSignalling, WatchSweepResult } from './watch-signals';
+
 /**
  * Something that wakes the watchers of a root after a change to `keys` (every watcher when `keys` is undefined)
- * committed. Called by the writer after its commit, and again by a retried writer (which finds its write done), so a
- * worker that dies between the two still wakes them: a watcher reads the log after its cursor, so an extra signal
- * finds nothing new and wakes nothing.
+ * committed. Called by the writer after its commit (and again by a retried writer, which finds its write done). Never
+ * fails: a committed write must not fail, nor be reported failed, because a watcher could not be told of it. A signal
+ * that was not sent (the worker died first, Temporal refused it) is sent by the sweep from what Postgres holds; a
+ * watcher reads the log after its cursor, so an extra signal finds nothing new and wakes nothing.
  */
 export type WatchTrigger = (rootThreadId: string, keys?: readonly string[]) => Promise<void>;
 
-/** Fault injection for tests (`BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL`): the key whose write kills the worker. */
-export interface WatchFaults {
-  killBeforeSignalForKey?: string;
-}
-
-export function createWatchTrigger(pool: Pool, faults: WatchFaults = {}): WatchTrigger {
+/** The writers' trigger of one worker's activities: {@link wakeWatchers} with the activity's client and queue. */
+export function createWatchTrigger(
+  pool: Pool,
+  faults: WatchFaults = {},
+  graceSeconds = DEFAULT_WATCH_SWEEP_SECONDS,
+): WatchTrigger {
   return async (rootThreadId, keys) => {
-    const woken = await watchersToWake(pool, rootThreadId, keys);
-    if (woken.length === 0) return;
-    if (faults.killBeforeSignalForKey !== undefined && keys?.includes(faults.killBeforeSignalForKey)) {
-      log.warn('fault injection: killing this worker between an env write and its watchers signal', { keys });
-      process.kill(process.pid, 'SIGKILL');
-    }
-    await startWatchers(woken);
+    const context = Context.current();
+    await wakeWatchers(
+      {
+        pool,
+        temporal: context.client,
+        taskQueue: context.info.taskQueue,
+        graceSeconds,
+        faults,
+        warn: (message, attributes) => {
+          log.warn(message, attributes);
+        },
+      },
+      rootThreadId,
+      keys,
+    );
   };
 }
 
@@ -93,6 +110,7 @@ export async function registerFrontmatterWatchers(
       },
       origin: 'frontmatter',
       createdBy: `frontmatter of ${agent.name}`,
+      taskQueue: Context.current().info.taskQueue,
     });
     if (registered.created) created.push(registered.watcher);
   }
@@ -205,15 +223,33 @@ export function watchLimitsFrom(
 
 export interface WatcherActivityOptions {
   pool: Pool;
+  /** How often `awaitWatchWakeup` heartbeats. @default 5000 */
+  heartbeatIntervalMs?: number;
 }
 
-export function createWatcherActivities({ pool }: WatcherActivityOptions) {
+/** How a wake-up's turn ended, as its watcher records it. */
+export interface WakeupOutcome {
+  status: 'completed' | 'max_steps' | 'failed';
+  error?: string;
+}
+
+export function createWatcherActivities({ pool, heartbeatIntervalMs = 5000 }: WatcherActivityOptions) {
   /**
    * A watcher's look at its root: whether it still runs (removed, or its root thread ended: then it is stopped and
-   * says why), and the changes after its cursor that it wakes for.
+   * says why), and the changes after its cursor that it wakes for. It clears the watcher's signal claim before it
+   * reads the log (a change committed after the read then signals again), unless `keepSignal` (a look during a pause,
+   * which only checks for a removal: the changes wait for the pause's end, which looks again, and need no signal
+   * until then). It records how far it read.
    */
-  async function lookForWatchChanges(input: { rootThreadId: string; watcher: string }): Promise<WatchLook> {
-    const watcher = await findWatcher(pool, input.rootThreadId, input.watcher);
+  async function lookForWatchChanges(input: {
+    rootThreadId: string;
+    watcher: string;
+    keepSignal?: boolean;
+  }): Promise<WatchLook> {
+    const watcher =
+      input.keepSignal === true
+        ? await findWatcher(pool, input.rootThreadId, input.watcher)
+        : await beginWatchLook(pool, input.rootThreadId, input.watcher);
     if (watcher === undefined) return { state: 'ended', reason: 'no such watcher' };
     if (watcher.status === 'removed' || watcher.status === 'stopped') {
       return { state: 'ended', reason: watcher.reason ?? watcher.status };
@@ -226,6 +262,7 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     const world = await rootWorld(input.rootThreadId);
     const limits = watchLimitsFrom(await loadWorldVariables(pool, world));
     const found = await watchedChanges(pool, watcher, limits.maxDepth);
+    await recordWatchLook(pool, input.rootThreadId, input.watcher, found.lastSeq);
     return {
       state: 'active',
       count: found.changes.length,
@@ -321,6 +358,36 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     await finishWakeup(pool, input);
   }
 
+  /**
+   * Waits for the turn of a wake-up that an earlier run of its watcher started and left running when it continued as
+   * new (too many signals came during it), heartbeating, and says how it ended. A retry waits again.
+   */
+  async function awaitWatchWakeup(input: {
+    rootThreadId: string;
+    watcher: string;
+    wakeup: number;
+    workflowId: string;
+  }): Promise<WakeupOutcome> {
+    const context = Context.current();
+    const beat = setInterval(() => context.heartbeat(), heartbeatIntervalMs);
+    try {
+      const result = await Promise.race([
+        context.client.workflow.getHandle(input.workflowId).result() as Promise<AgentTurnResult>,
+        context.cancelled,
+      ]);
+      return { status: result.status === TurnStatus.Completed ? 'completed' : 'max_steps' };
+    } catch (error) {
+      if (error instanceof CancelledFailure) throw error;
+      if (error instanceof WorkflowNotFoundError) {
+        return { status: 'failed', error: `its turn's workflow '${input.workflowId}' was not found` };
+      }
+      if (error instanceof WorkflowFailedError) return { status: 'failed', error: innermostMessage(error) };
+      throw error;
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
   /** Pauses a watcher (its rate limit) until a time, saying why, or resumes it. */
   async function pauseWatcher(input: {
     rootThreadId: string;
@@ -348,7 +415,24 @@ export function createWatcherActivities({ pool }: WatcherActivityOptions) {
     return { stopped };
   }
 
-  return { lookForWatchChanges, settleWatch, openWatchWakeup, finishWatchWakeup, pauseWatcher, stopWatchers };
+  return {
+    lookForWatchChanges,
+    settleWatch,
+    openWatchWakeup,
+    finishWatchWakeup,
+    awaitWatchWakeup,
+    pauseWatcher,
+    stopWatchers,
+  };
+}
+
+/** The innermost message of a failure chain, as a watcher's wake-up records why its turn failed. */
+function innermostMessage(error: unknown): string {
+  let current: unknown = error;
+  for (let depth = 0; depth < 10 && current instanceof Error && current.cause instanceof Error; depth++) {
+    current = current.cause;
+  }
+  return truncateBytes(current instanceof Error ? current.message : String(current), 1000);
 }
 
 /** A run-time watcher an agent asks for (`watch_env_data`). */
@@ -377,6 +461,7 @@ export async function addWatcherFromTool(pool: Pool, request: AddWatcherRequest)
       spec,
       origin: 'run_time',
       createdBy: request.createdBy,
+      taskQueue: Context.current().info.taskQueue,
     });
     await startWatchers([watcher]);
     return watcher;

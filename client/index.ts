@@ -37,7 +37,6 @@ import {
   listWatchers,
   listWatchFeed,
   registerWatcher,
-  watchersToWake,
   WatcherExistsError,
   WatcherNotFoundError,
   type WakeupRow,
@@ -91,6 +90,7 @@ import { newThreadId } from './thread-ids';
 import { Schedules } from './schedules';
 import { FeedWatcher, type FeedSource, type FeedWatch } from './feed-watch';
 import { lastRunFeedSeq, readRunFeed } from '../db/run-events';
+import { DEFAULT_WATCH_SWEEP_SECONDS, wakeWatchers } from '../activities/watch-signals';
 import {
   parseDeltaAnnouncement,
   runDeltasChannel,
@@ -1104,13 +1104,19 @@ export class ThreadHandle {
     }
     // Announced now rather than after the store's gathering delay: a short-lived caller (the CLI) ends its pool next.
     await store.flushAnnouncements();
-    // The change is committed: wake the watchers of its key, as an agent's write does (accepting again does again).
-    for (const watcher of await watchersToWake(db, this.threadId, [proposal.key])) {
-      await this.client.temporal.workflow.signalWithStart(
-        'envWatcherWorkflow',
-        watcherSignalWithStartOptions(watcher, this.client.taskQueue),
-      );
-    }
+    // The change is committed: wake the watchers of its key as an agent's write does, best effort (the workers' sweep
+    // tells a watcher this could not).
+    await wakeWatchers(
+      {
+        pool: db,
+        temporal: this.client.temporal,
+        taskQueue: this.client.taskQueue,
+        graceSeconds: DEFAULT_WATCH_SWEEP_SECONDS,
+        warn: () => undefined,
+      },
+      this.threadId,
+      [proposal.key],
+    );
     return accepted;
   }
 
@@ -1172,6 +1178,7 @@ export class ThreadHandle {
         spec: watchSpecOf(request),
         origin: 'run_time',
         createdBy: request.createdBy ?? 'client',
+        taskQueue: this.client.taskQueue,
       });
       await this.client.temporal.workflow.signalWithStart(
         'envWatcherWorkflow',

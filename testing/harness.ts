@@ -54,6 +54,10 @@ export interface AgentHarnessOptions {
   modelStream?: boolean;
   /** Where turns run their steps when their agent and world set none (`BATON_STEPS`). @default 'activity' */
   steps?: StepMode;
+  /** Seconds between the worker's watch sweeps (`BATON_WATCH_SWEEP_SECONDS`). @default 10 */
+  watchSweepSeconds?: number;
+  /** Faults injected into the worker's watcher signals (tests of watchers). @default none */
+  watchFaults?: { killBeforeSignalForKey?: string; failSignalForKey?: string };
 }
 
 export interface AgentHarness {
@@ -118,6 +122,8 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       catalog,
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
+      ...(options.watchSweepSeconds === undefined ? {} : { watchSweepSeconds: options.watchSweepSeconds }),
+      ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
     });
     const running = worker.run();

@@ -170,6 +170,11 @@ export const workerEnvSchema = temporalEnvSchema.extend({
    * before it signals the key's watchers, as a crash there would (the chaos test of watchers sets it).
    */
   BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL: optionalText,
+  /**
+   * Seconds between the worker's watch sweeps, which signal the watchers of env-data changes no signal told them
+   * about (their writer's worker died between the commit and the signal, or Temporal refused it).
+   */
+  BATON_WATCH_SWEEP_SECONDS: envInteger('seconds', 1, 3600, 10),
   BATON_AGENTS_DIR: z.string().trim().min(1).default('agents'),
   BATON_FILES_ROOT: optionalText,
   BATON_ARC_DIR: optionalText,
@@ -255,6 +260,8 @@ export interface WorkerConfig {
   readonly steps: StepMode;
   /** Faults a test injects (BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL); none in normal use. */
   readonly watchFaults?: { killBeforeSignalForKey?: string };
+  /** Seconds between watch sweeps (BATON_WATCH_SWEEP_SECONDS). @default 10 */
+  readonly watchSweepSeconds: number;
   /** Answer from this scripted-model script (no API key set). */
   readonly modelScript?: string;
   readonly agentsDir: string;
@@ -518,6 +525,7 @@ export function readWorkerConfig(
     ...(value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL === undefined
       ? {}
       : { watchFaults: { killBeforeSignalForKey: value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL } }),
+    watchSweepSeconds: value.BATON_WATCH_SWEEP_SECONDS,
     ...(scripted && value.BATON_MODEL_SCRIPT ? { modelScript: path.resolve(cwd, value.BATON_MODEL_SCRIPT) } : {}),
     agentsDir: value.BATON_AGENTS_DIR,
     ...(workflowBundle === undefined ? {} : { workflowBundle }),

@@ -1,6 +1,8 @@
+import { Client } from '@temporalio/client';
 import {
   bundleWorkflowCode,
   DefaultLogger,
+  Runtime,
   Worker,
   type NativeConnection,
   type WorkflowBundle,
@@ -19,6 +21,8 @@ import { checkModels } from './agents';
 import { DEFAULT_ARC_DATA_DIR } from './config';
 import { checkProviderNames, type ModelProviders } from '../activities/model-providers';
 import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
+import { DEFAULT_WATCH_SWEEP_SECONDS } from '../activities/watchers';
+import { startWatchSweep } from './watch-sweep';
 
 export interface BatonWorkerOptions {
   pool: Pool;
@@ -66,7 +70,13 @@ export interface BatonWorkerOptions {
    */
   steps?: StepMode;
   /** Faults a test injects (`BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL`). @default none */
-  watchFaults?: { killBeforeSignalForKey?: string };
+  watchFaults?: { killBeforeSignalForKey?: string; failSignalForKey?: string };
+  /**
+   * Seconds between the worker's watch sweeps (`BATON_WATCH_SWEEP_SECONDS`), which signal the watchers of changes no
+   * signal told them about (a writer died between its commit and the signal, Temporal refused it), once such a change
+   * is that old: how late such a wake-up comes at most, about twice this. From 1 to 3600. @default 10
+   */
+  watchSweepSeconds?: number;
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -135,9 +145,13 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
   checkProviderNames(providers);
   // The catalog checked its agents against the providers it was given; these are the ones the calls will use.
   checkModels(catalog.agents(), Object.keys(providers));
+  const watchSweepSeconds = options.watchSweepSeconds ?? DEFAULT_WATCH_SWEEP_SECONDS;
+  if (!Number.isFinite(watchSweepSeconds) || watchSweepSeconds < 1 || watchSweepSeconds > 3600) {
+    throw new Error(`watchSweepSeconds must be from 1 to 3600 seconds, not ${watchSweepSeconds}`);
+  }
   // Before polling: a client that sees this worker's agents known can schedule them.
   await publishAgentVersions(pool, catalog.agents());
-  return Worker.create({
+  const worker = await Worker.create({
     connection,
     namespace,
     taskQueue,
@@ -153,9 +167,30 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
+      watchSweepSeconds,
     }),
     ...(workflowBundle
       ? { workflowBundle }
       : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: WORKFLOW_BUNDLER_OPTIONS }),
   });
+  // The watch sweep runs while the worker does (`runUntil` runs `run` too), in every worker of the task queue.
+  const run = worker.run.bind(worker);
+  worker.run = async () => {
+    const logger = Runtime.instance().logger;
+    const sweep = startWatchSweep({
+      pool,
+      temporal: new Client({ connection, namespace }),
+      taskQueue,
+      intervalSeconds: watchSweepSeconds,
+      warn: (message, attributes) => {
+        logger.warn(message, attributes);
+      },
+    });
+    try {
+      await run();
+    } finally {
+      await sweep.stop();
+    }
+  };
+  return worker;
 }

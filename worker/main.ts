@@ -106,6 +106,7 @@ export async function runWorkerFromEnv(
       modelStream: config.modelStream,
       steps: config.steps,
       ...(config.watchFaults === undefined ? {} : { watchFaults: config.watchFaults }),
+      watchSweepSeconds: config.watchSweepSeconds,
       tuning: config.worker,
       ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
     });

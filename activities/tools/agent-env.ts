@@ -14,7 +14,10 @@ import type {
 
 /** A root's watchers, as a tool call reaches them (`activities/watchers.ts`). */
 export interface EnvWatchers {
-  /** Wakes the watchers of `keys` after a change to them committed. */
+  /**
+   * Wakes the watchers of `keys` after a change to them committed. Best effort, never rejects: a watcher that cannot
+   * be told now is woken by the sweep, from the change in Postgres (`activities/watchers.ts`).
+   */
   changed(rootThreadId: string, keys: readonly string[]): Promise<void>;
   /**
    * Adds a run-time watcher to a root and starts its workflow; the same request made again (a retried call) finds
@@ -96,9 +99,9 @@ export class AgentEnv {
   }
 
   /**
-   * Once a write committed (or was found committed by an earlier attempt), wakes the watchers of its key; a failure
-   * to tell them fails the call, and its retry (which finds the write done) tells them again. A proposal changed
-   * nothing yet.
+   * Once a write committed (or was found committed by an earlier attempt), wakes the watchers of its key. That never
+   * fails the write: a tool with side effects runs once, so a failure here would report a committed write as failed
+   * and never be retried; a watcher not told now is told by the sweep. A proposal changed nothing yet.
    */
   private async told(key: string, write: Promise<EnvWriteResult>): Promise<EnvWriteResult> {
     const result = await write;

@@ -28,6 +28,7 @@ test('worker config: defaults fill what is not set', () => {
     providers: [],
     modelStream: false,
     steps: 'activity',
+    watchSweepSeconds: 10,
     agentsDir: 'agents',
     worker: {
       maxConcurrentActivityTaskExecutions: 100,
@@ -128,6 +129,17 @@ test('worker config: the env-data value limit takes decimal digits only (not 0x1
 test('worker config: the shutdown grace period is configurable in seconds', () => {
   assert.equal(readWorkerConfig({ ...minimal, BATON_SHUTDOWN_GRACE_S: '5' }).worker.shutdownGraceTime, 5000);
   assert.throws(() => readWorkerConfig({ ...minimal, BATON_SHUTDOWN_GRACE_S: 'soon' }), /BATON_SHUTDOWN_GRACE_S/);
+});
+
+test('worker config: the watch sweep runs every BATON_WATCH_SWEEP_SECONDS, from 1 to 3600', () => {
+  assert.equal(readWorkerConfig({ ...minimal, BATON_WATCH_SWEEP_SECONDS: '2' }).watchSweepSeconds, 2);
+  for (const raw of ['0', '3601', 'often', '1.5']) {
+    assert.throws(
+      () => readWorkerConfig({ ...minimal, BATON_WATCH_SWEEP_SECONDS: raw }),
+      /BATON_WATCH_SWEEP_SECONDS/,
+      raw,
+    );
+  }
 });
 
 test('worker config: the shell sandbox is bubblewrap unless BATON_SHELL_SANDBOX=none; BATON_BWRAP names bwrap', () => {

@@ -1,0 +1,63 @@
+/**
+ * The watch sweep every worker runs beside its polling: now and then it finds the env-data changes that no signal told
+ * their watcher about (the writer's worker died between its commit and the signal, or Temporal refused the signal)
+ * and signals those watchers (`sweepWatchSignals`). It keeps nothing in the process: what it checked is in Postgres,
+ * so any worker of the task queue goes on from where another stopped, and several sweep at once without doubling up.
+ */
+import type { Client } from '@temporalio/client';
+import type { Pool } from 'pg';
+import { sweepWatchSignals } from '../activities/watchers';
+
+export interface WatchSweepOptions {
+  pool: Pool;
+  temporal: Client;
+  /** The worker's task queue: it sweeps the watchers of roots that run there. */
+  taskQueue: string;
+  /** Seconds between sweeps, and how old an unannounced change must be before a sweep signals its watcher. */
+  intervalSeconds: number;
+  /** Where a failed sweep or signal is reported. */
+  warn: (message: string, attributes: Record<string, unknown>) => void;
+}
+
+/** A running sweep; `stop` waits for a sweep in progress to end. */
+export interface WatchSweep {
+  stop(): Promise<void>;
+}
+
+/** Starts sweeping every `intervalSeconds` (the first sweep after one interval); sweeps never overlap. */
+export function startWatchSweep(options: WatchSweepOptions): WatchSweep {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  const signalling = {
+    pool: options.pool,
+    temporal: options.temporal,
+    taskQueue: options.taskQueue,
+    graceSeconds: options.intervalSeconds,
+    warn: options.warn,
+  };
+  const schedule = () => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = sweepWatchSignals(signalling)
+        .then(() => undefined)
+        .catch((error: unknown) => {
+          // Postgres or Temporal away: the next sweep tries again, from what Postgres holds.
+          options.warn('the watch sweep failed; the next one tries again', {
+            error: error instanceof Error ? error.message : String(error),
+          });
+        })
+        .finally(schedule);
+    }, options.intervalSeconds * 1000);
+    // The sweep alone never keeps a process alive: the worker's polling does.
+    timer.unref();
+  };
+  schedule();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
