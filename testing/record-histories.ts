@@ -4,7 +4,8 @@
  * behaviour, and keep the files older code recorded: `test/replay` then proves they still replay (a change to what
  * they exercise goes behind `patched()`).
  */
-import { watcherWorkflowId } from '../common/watchers';
+import { ENV_CHANGED_SIGNAL, watcherWorkflowId } from '../common/watchers';
+import { SIGNALS_PER_RUN } from '../workflows/watcher';
 import fs from 'node:fs';
 import path from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
@@ -81,6 +82,8 @@ const agents = new Map(
     '---\nname: watchlead\ndescription: Gets a watcher ready, then writes.\ncapabilities: [watchful]\n---\nYou lead.\n',
     '---\nname: watchful\ndescription: Watches w/*.\nwatches:\n  - keys: ["w/*"]\n    debounce_s: 0\n' +
       '    message: "Look at w."\n---\nYou watch.\n',
+    '---\nname: floodlead\ndescription: Writes a watched value.\n---\nYou write.\n',
+    '---\nname: floodwatched\ndescription: Watches fw/* through a flood of signals.\n---\nYou watch.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -272,6 +275,12 @@ agents:
     - call: store_env_data
       args: { key: w/mine, short_description: "The watcher's own value.", value: 2 }
     - say: "Looked."
+  floodlead:
+    - call: store_env_data
+      args: { key: fw/1, short_description: "A flooded value.", value: 1 }
+    - say: "Stored."
+  floodwatched:
+    - { say: "Seen at last.", hold: flood }
 `,
   'record-histories',
 );
@@ -308,6 +317,11 @@ interface Scenario {
   throwingTurn?: boolean;
   /** Watchers whose wake-ups (this many) finish before the thread ends; their workflows' histories are written too. */
   watchers?: { name: string; wakeups: number }[];
+  /**
+   * A watcher added before the first message, whose first wake-up's turn is held (`hold`) until `signals` more
+   * signals than its run's bound reached it and its run continued as new.
+   */
+  flood?: { watcher: string; keys: string[]; debounceS: number; hold: string; signals: number };
 }
 
 const scenarios: Scenario[] = [
@@ -434,6 +448,16 @@ const scenarios: Scenario[] = [
     messages: ['Write something watched.'],
     watchers: [{ name: 'watchful', wakeups: 1 }],
   },
+  // A watcher under baton-watcher-signals-bound: it waits out its debounce window, wakes, and a flood of signals
+  // during its wake-up's turn makes its run continue as new, leaving the turn running; the next run waits for the
+  // turn (awaitWatchWakeup) and records its end.
+  {
+    name: 'watcher-signals-bound',
+    agent: 'floodlead',
+    messages: ['Write the flooded value.'],
+    flood: { watcher: 'floodwatched', keys: ['fw/*'], debounceS: 1, hold: 'flood', signals: SIGNALS_PER_RUN + 10 },
+    watchers: [{ name: 'floodwatched', wakeups: 1 }],
+  },
 ];
 
 /**
@@ -489,6 +513,10 @@ async function main(): Promise<void> {
           threadId: `replay-${scenario.name}`,
           ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
         });
+        const { flood } = scenario;
+        if (flood !== undefined) {
+          await thread.addWatcher({ agent: flood.watcher, keys: flood.keys, debounceS: flood.debounceS });
+        }
         for (const [index, message] of scenario.messages.entries()) {
           const messageId = scenario.messageIds?.[index];
           const reply = thread.send(message, messageId === undefined ? {} : { messageId });
@@ -512,6 +540,7 @@ async function main(): Promise<void> {
           }
           await reply;
         }
+        if (flood !== undefined) await floodWatcher(harness, thread.threadId, flood);
         if (scenario.resend !== undefined) {
           const { index, afterRuns } = scenario.resend;
           await until(`run ${afterRuns}`, async () => ((await thread.status()).runs >= afterRuns ? true : undefined));
@@ -629,6 +658,27 @@ async function recordThrowingTurn(harness: AgentHarness, scenario: Scenario): Pr
   const file = path.join(HISTORIES_DIR, `${scenario.name}.turn-by-hand.0.json`);
   fs.writeFileSync(file, `${scrubMachinePaths(historyToJSON(await turn.fetchHistory()), ROOT)}\n`);
   log(`wrote ${path.relative(ROOT, file)}`);
+}
+
+/**
+ * Once the flooded watcher's wake-up turn calls the model (and is held there), sends its workflow `signals` signals,
+ * waits for its run to continue as new, and lets the turn answer.
+ */
+async function floodWatcher(
+  harness: AgentHarness,
+  rootThreadId: string,
+  flood: NonNullable<Scenario['flood']>,
+): Promise<void> {
+  await until('the wake-up turn to call the model', () =>
+    Promise.resolve(harness.model.requestCount(flood.watcher) >= 1 ? true : undefined),
+  );
+  const handle = harness.client.temporal.workflow.getHandle(watcherWorkflowId(rootThreadId, flood.watcher));
+  const firstRun = (await handle.describe()).runId;
+  for (let index = 0; index < flood.signals; index += 1) await handle.signal(ENV_CHANGED_SIGNAL);
+  await until('the watcher to continue as new', async () =>
+    (await handle.describe()).runId !== firstRun ? true : undefined,
+  );
+  harness.model.release(flood.hold);
 }
 
 async function firstOpenQuestion(list: () => Promise<{ questionId: string }[]>): Promise<string> {

@@ -5,17 +5,23 @@ import {
   defineSignal,
   executeChild,
   log,
+  ParentClosePolicy,
+  patched,
+  proxyActivities,
   setCurrentDetails,
   setHandler,
   sleep,
+  startChild,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { WakeupOutcome } from '../activities/watchers';
 import { operationId } from '../common/ids';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import { TurnStatus } from '../common/types';
 import { ENV_CHANGED_SIGNAL, type WatcherWorkflowInput } from '../common/watchers';
-import { localDb } from './activity-profiles';
+import { DELIVERY_PROFILE, localDb } from './activity-profiles';
 import { agentTurnWorkflow } from './agent-turn';
 import { rootMessage } from './failure-text';
 
@@ -37,6 +43,39 @@ const WAKEUPS_PER_RUN = 50;
 const HOUR_MS = 3600_000;
 
 /**
+ * Watchers that continue as new on a bound of signals received, which holds while they wait for a change, in their
+ * debounce window, during a wake-up's turn, a pause or a cooldown; whose looks during a pause keep the signal claim
+ * (migration 022); and whose look that finds only changes past the depth limit and more events after them reads on.
+ */
+export const WATCH_SIGNALS_BOUND_PATCH = 'baton-watcher-signals-bound';
+
+/**
+ * Signals one run receives before it continues as new, wherever it is: far below Temporal's limit per run (10,000 by
+ * default, `history.maximumSignalsPerExecution`, which must stay above this), and a history of at most a few hundred
+ * events per hundred signals. Writers coalesce their signals, so a run meets it only under a flood (workers of an
+ * older version during a deploy, signals sent from outside Baton).
+ */
+export const SIGNALS_PER_RUN = 100;
+
+/** A wake-up whose turn a run left running when it continued as new: the next run waits for it and records its end. */
+export interface RunningWakeup {
+  wakeup: number;
+  threadId: string;
+  workflowId: string;
+}
+
+/** The watcher workflow's input: what a run carries into the next includes a wake-up left running. */
+export interface EnvWatcherInput extends WatcherWorkflowInput {
+  carried?: NonNullable<WatcherWorkflowInput['carried']> & { running?: RunningWakeup };
+}
+
+/**
+ * Waiting for the turn of a wake-up that an earlier run left running: as long as a scheduled run waits for its turn
+ * (see `DELIVERY_PROFILE`), heartbeating, so a dead worker is noticed and another waits instead.
+ */
+const wakeupWait = proxyActivities<Activities>(DELIVERY_PROFILE);
+
+/**
  * One watcher of one root: sleeps (no activity, no timer) until a writer signals that a change may concern it, then
  * waits out its debounce window, reads the root's env events after its cursor and, for the changes to its keys that
  * are not its own, runs a turn of its agent in a thread of its own under the root (`<root>/watch.<name>.<n>`), told
@@ -45,7 +84,7 @@ const HOUR_MS = 3600_000;
  * watchers waking each other stops at the world's depth limit; past its wake-ups per hour it pauses and says so; it
  * ends when removed or when its root thread ends. A new workflow type: no recorded history changes.
  */
-export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<WatcherState> {
+export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<WatcherState> {
   const { rootThreadId, watcher } = input;
   const { runId } = workflowInfo();
   // Signals received and those already looked at: a signal that arrives during a look or a turn means another look.
@@ -57,13 +96,21 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
   let lastEndedAt = input.carried?.lastEndedAt;
   let wakeupsThisRun = 0;
   const state: WatcherState = { rootThreadId, watcher, wakeups: input.carried?.wakeupsSoFar ?? 0 };
+  // Signals this run received: past SIGNALS_PER_RUN it continues as new, whatever it is doing (under the patch).
+  let received = 0;
   setHandler(envChangedSignal, () => {
     signals += 1;
+    received += 1;
   });
   setHandler(watcherStateQuery, () => state);
+  const bounded = patched(WATCH_SIGNALS_BOUND_PATCH);
+  const overBound = () => bounded && (received >= SIGNALS_PER_RUN || workflowInfo().continueAsNewSuggested);
 
-  /** Continues as new, carrying what the rate limit and the cooldown count; the next run looks at the log at once. */
-  const carryOn = () =>
+  /**
+   * Continues as new, carrying what the rate limit and the cooldown count, and a wake-up whose turn still runs; the
+   * next run looks at the log at once (after that turn).
+   */
+  const carryOn = (running?: RunningWakeup) =>
     continueAsNew<typeof envWatcherWorkflow>({
       rootThreadId,
       watcher,
@@ -72,6 +119,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
         ...(lastEndedAt === undefined ? {} : { lastEndedAt }),
         pending: true,
         wakeupsSoFar: state.wakeups,
+        ...(running === undefined ? {} : { running }),
       },
     });
 
@@ -79,8 +127,64 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
     localDb.lookForWatchChanges.executeWithOptions({ summary: `watch: ${watcher} looks at the log` }, [
       { rootThreadId, watcher },
     ]);
+  /** During a pause a look only checks for a removal; the signal claim stays, so writers send no more signals. */
+  const lookDuringPause = () =>
+    bounded
+      ? localDb.lookForWatchChanges.executeWithOptions({ summary: `watch: ${watcher} checks it still runs` }, [
+          { rootThreadId, watcher, keepSignal: true },
+        ])
+      : look();
+  /** Waits `ms`, or less when the run reaches its bound (then true: it must continue as new). */
+  const waitOrBound = async (ms: number): Promise<boolean> => {
+    if (!bounded) {
+      await sleep(ms);
+      return false;
+    }
+    await condition(overBound, ms);
+    return overBound();
+  };
+  /** Records how a wake-up's turn ended; what changed during it (its own writes among it) is looked at next. */
+  const finished = async (wakeup: number, outcome: WakeupOutcome) => {
+    if (outcome.status === 'failed') log.warn('a watcher wake-up failed', { watcher, wakeup, error: outcome.error });
+    await localDb.finishWatchWakeup.executeWithOptions(
+      { summary: `watch: ${watcher} wake-up ${wakeup} ${outcome.status}` },
+      [{ rootThreadId, watcher, wakeup, ...outcome }],
+    );
+    delete state.running;
+    lastEndedAt = Date.now();
+    signals += 1;
+  };
+  /**
+   * Waits for a wake-up's turn to end, or for the run's bound (then `undefined`: the run continues as new, carrying
+   * the wake-up, and its turn runs on: started with `ParentClosePolicy.ABANDON`).
+   */
+  const outcomeOrBound = async (ending: Promise<WakeupOutcome>): Promise<WakeupOutcome | undefined> => {
+    let outcome: WakeupOutcome | undefined;
+    void ending.then((ended) => {
+      outcome = ended;
+    });
+    await condition(() => outcome !== undefined || overBound());
+    return outcome;
+  };
+
+  // A wake-up an earlier run left running: wait for its turn before anything else, one turn at a time.
+  const left = bounded ? input.carried?.running : undefined;
+  if (left !== undefined) {
+    state.running = { wakeup: left.wakeup, threadId: left.threadId };
+    setCurrentDetails(`Watcher ${watcher}: wake-up ${left.wakeup} running in ${left.threadId}.`);
+    const outcome = await outcomeOrBound(
+      wakeupWait.awaitWatchWakeup
+        .executeWithOptions({ summary: `watch: ${watcher} waits for wake-up ${left.wakeup}` }, [
+          { rootThreadId, watcher, wakeup: left.wakeup, workflowId: left.workflowId },
+        ])
+        .catch((failure: unknown): WakeupOutcome => ({ status: 'failed', error: rootMessage(failure) })),
+    );
+    if (outcome === undefined) return carryOn(left);
+    await finished(left.wakeup, outcome);
+  }
 
   for (;;) {
+    if (overBound()) return carryOn();
     setCurrentDetails(`Watcher ${watcher}: waiting for changes (${state.wakeups} wake-up(s) so far).`);
     await condition(() => signals > looked);
     looked = signals;
@@ -92,7 +196,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
     if (found.count > 0 && found.debounceS > 0) {
       // Changes within the window are one wake-up: wait it out from the first, then look again.
       setCurrentDetails(`Watcher ${watcher}: a change came; waiting ${found.debounceS} s for more.`);
-      await sleep(found.debounceS * 1000);
+      if (await waitOrBound(found.debounceS * 1000)) return carryOn();
       looked = signals;
       found = await look();
       if (found.state === 'ended') return state;
@@ -106,6 +210,8 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
           skipped: { ...found.overDepth, maxDepth: found.limits.maxDepth },
         },
       ]);
+      // The look read one page of the log: the rest may hold changes within the limit.
+      if (bounded && found.more) signals += 1;
       continue;
     }
     if (found.count === 0) {
@@ -138,10 +244,12 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       setCurrentDetails(`Watcher ${watcher}: paused until ${untilText} (rate limit); changes wait, none is lost.`);
       // Changes wait for the pause to end; a removal does not.
       while (Date.now() < until) {
-        await condition(() => signals > looked, until - Date.now());
+        await condition(() => signals > looked || overBound(), until - Date.now());
+        // The next run pauses again: it carries the wake-ups the rate limit counts.
+        if (overBound()) return carryOn();
         if (signals > looked) {
           looked = signals;
-          const during = await look();
+          const during = await lookDuringPause();
           if (during.state === 'ended') return state;
         }
       }
@@ -156,7 +264,7 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
     if (lastEndedAt !== undefined && now - lastEndedAt < found.limits.cooldownS * 1000) {
       const wait = found.limits.cooldownS * 1000 - (now - lastEndedAt);
       setCurrentDetails(`Watcher ${watcher}: cooling down for ${Math.ceil(wait / 1000)} s before the next wake-up.`);
-      await sleep(wait);
+      if (await waitOrBound(wait)) return carryOn();
       signals += 1;
       continue;
     }
@@ -190,33 +298,53 @@ export async function envWatcherWorkflow(input: WatcherWorkflowInput): Promise<W
       `Watcher ${watcher}: wake-up ${opened.wakeup} running in ${opened.threadId} for ` +
         truncateBytes(found.keys.join(', '), 300),
     );
+    const turn = {
+      workflowId: opened.workflowId,
+      args: [
+        {
+          rootThreadId,
+          threadId: opened.threadId,
+          parentThreadId: rootThreadId,
+          agent: opened.agent,
+          message: opened.message,
+          sender: `watcher ${watcher}`,
+          epoch: opened.epoch,
+          chain: [opened.agent],
+          world: opened.world,
+          limitsFromWorld: {},
+        },
+      ] as [Parameters<typeof agentTurnWorkflow>[0]],
+      staticSummary: turnSummary(opened.agent, `watch ${watcher}: ${found.keys.join(', ')}`),
+      typedSearchAttributes: [
+        { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },
+        { key: BatonSearchAttributes.threadId, value: opened.threadId },
+        { key: BatonSearchAttributes.parentThreadId, value: rootThreadId },
+        { key: BatonSearchAttributes.agent, value: opened.agent },
+      ],
+    };
+    if (bounded) {
+      // A child the run may leave running: past its bound it continues as new, and the next run waits for the turn.
+      const ending = startChild(agentTurnWorkflow, { ...turn, parentClosePolicy: ParentClosePolicy.ABANDON }).then(
+        (child) => child.result(),
+      );
+      const outcome = await outcomeOrBound(
+        ending.then(
+          (result): WakeupOutcome => ({ status: result.status === TurnStatus.Completed ? 'completed' : 'max_steps' }),
+          // A failed wake-up does not stop the watcher: the next change wakes it again.
+          (failure: unknown): WakeupOutcome => ({ status: 'failed', error: rootMessage(failure) }),
+        ),
+      );
+      if (outcome === undefined) {
+        return carryOn({ wakeup: opened.wakeup, threadId: opened.threadId, workflowId: opened.workflowId });
+      }
+      await finished(opened.wakeup, outcome);
+      if (wakeupsThisRun >= WAKEUPS_PER_RUN || workflowInfo().continueAsNewSuggested) return carryOn();
+      continue;
+    }
     let status: string;
     let error: string | undefined;
     try {
-      const result = await executeChild(agentTurnWorkflow, {
-        workflowId: opened.workflowId,
-        args: [
-          {
-            rootThreadId,
-            threadId: opened.threadId,
-            parentThreadId: rootThreadId,
-            agent: opened.agent,
-            message: opened.message,
-            sender: `watcher ${watcher}`,
-            epoch: opened.epoch,
-            chain: [opened.agent],
-            world: opened.world,
-            limitsFromWorld: {},
-          },
-        ],
-        staticSummary: turnSummary(opened.agent, `watch ${watcher}: ${found.keys.join(', ')}`),
-        typedSearchAttributes: [
-          { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },
-          { key: BatonSearchAttributes.threadId, value: opened.threadId },
-          { key: BatonSearchAttributes.parentThreadId, value: rootThreadId },
-          { key: BatonSearchAttributes.agent, value: opened.agent },
-        ],
-      });
+      const result = await executeChild(agentTurnWorkflow, turn);
       status = result.status === TurnStatus.Completed ? 'completed' : 'max_steps';
     } catch (failure) {
       // A failed wake-up does not stop the watcher: the next change wakes it again.

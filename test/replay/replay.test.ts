@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import type { AgentTurnInput, BegunTurn } from '../../common/types';
@@ -28,6 +29,7 @@ import {
   TURNS_BEGIN_IN_THREAD_PATCH,
 } from '../../workflows/thread';
 import { eventSummary, localActivityResults, patchesOf } from '../../testing/turn-dispatches';
+import { WATCH_SIGNALS_BOUND_PATCH } from '../../workflows/watcher';
 
 const HISTORIES_DIR = path.join(__dirname, 'histories');
 const histories = fs
@@ -224,6 +226,21 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     ),
     "a recorded watcher ran its wake-up's turn as a child workflow",
   );
+  // Under the signal bound: a watcher run that continued as new during its wake-up's turn, left running (abandoned
+  // by its parent), and a next run that waited for that turn.
+  assert.ok(patches.includes(WATCH_SIGNALS_BOUND_PATCH), 'a recorded watcher bounded the signals of its runs');
+  assert.ok(
+    watcherRuns.some(
+      (h) =>
+        (h.history.events ?? []).some(
+          (e) =>
+            e.startChildWorkflowExecutionInitiatedEventAttributes?.parentClosePolicy ===
+            temporal.api.enums.v1.ParentClosePolicy.PARENT_CLOSE_POLICY_ABANDON,
+        ) && (h.history.events ?? []).some((e) => e.workflowExecutionContinuedAsNewEventAttributes),
+    ),
+    "a recorded watcher continued as new during its wake-up's turn, leaving it running",
+  );
+  assert.ok(activities.has('awaitWatchWakeup'), "a recorded watcher's next run waited for that turn");
   // MCP tools (`<server>__<tool>`): a model reply calling a read-only one and one with side effects, whose calls ran
   // with the next model call.
   const plannedMcpCalls = events
