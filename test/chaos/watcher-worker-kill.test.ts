@@ -56,6 +56,9 @@ const workers = useKillableWorkers({
   },
   script,
   modelLog,
+  // Worker 2 sweeps only once an hour, so the wake-up below is the retried writer's doing, not the sweep's
+  // (watcher-side-effects-kill.test.ts is the sweep's, for a write no retry repeats).
+  workerEnv: { BATON_WATCH_SWEEP_SECONDS: '3600' },
 });
 
 /** Worker 1 carries the fault, so it is started here rather than by the fixture (whose workers share one env). */
