@@ -131,14 +131,19 @@ export function createFileTools(options: FileToolOptions): ToolDefinition[] {
     handledBy: 'activity',
     async run(args, context) {
       context.signal.throwIfAborted();
-      const { real } = await confine(args.path, context);
+      const { real, realRoot, masks } = await confine(args.path, context);
       const stats = await statOrExplain(real, args.path);
       if (stats.isDirectory()) throw new ToolError(`'${args.path}' is a directory; use list_files to see its entries.`);
       // A FIFO or device would block or never end: only regular files are read.
       if (!stats.isFile()) throw new ToolError(`'${args.path}' is not a regular file.`);
 
       const limit = Math.max(args.max_bytes + 1, BINARY_SNIFF_BYTES);
-      const { bytes, size } = await readHead(real, limit);
+      // The path was checked before it was opened: a directory on it swapped for a symlink in between (a command of
+      // the same reply can try) would open something else. What was opened is checked again before a byte is read.
+      const { bytes, size } = await readHead(real, args.path, limit, async (opened) => {
+        if (!isInside(realRoot, opened)) throw outside(args.path);
+        if (await masks.covers(opened)) throw hiddenPath(args.path);
+      });
       if (bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0)) {
         throw new ToolError(`'${args.path}' is a binary file; read_file returns text only.`);
       }
@@ -474,10 +479,28 @@ async function statOrExplain(real: string, requested: string) {
   }
 }
 
-/** Reads up to `limit` bytes from the start of a file, and its size as stat reports it. */
-async function readHead(file: string, limit: number): Promise<{ bytes: Buffer; size: number }> {
-  const handle = await fs.open(file, 'r');
+/**
+ * Reads up to `limit` bytes from the start of a file, and its size as stat reports it, once `check` has accepted the
+ * real path of what was opened (where the system tells it: Linux's `/proc/self/fd`).
+ */
+async function readHead(
+  file: string,
+  requested: string,
+  limit: number,
+  check: (opened: string) => Promise<void>,
+): Promise<{ bytes: Buffer; size: number }> {
+  let handle: fs.FileHandle;
   try {
+    handle = await fs.open(file, 'r');
+  } catch (error) {
+    // Removed (or swapped) since it was checked: as if it had not been there.
+    if (isCode(error, 'ENOENT', 'ENOTDIR', 'ELOOP'))
+      throw new ToolError(`File not found: ${requested}`, { cause: error });
+    throw error;
+  }
+  try {
+    const opened = await openedPath(handle);
+    if (opened !== undefined) await check(opened);
     const { size } = await handle.stat();
     // Sized by the limit, not by stat: some special files report size 0 and still have content.
     const buffer = Buffer.alloc(limit);
@@ -490,6 +513,16 @@ async function readHead(file: string, limit: number): Promise<{ bytes: Buffer; s
     return { bytes: buffer.subarray(0, length), size };
   } finally {
     await handle.close();
+  }
+}
+
+/** The real path of an open file as the kernel has it, or `undefined` where it cannot be read (not Linux, no /proc). */
+async function openedPath(handle: fs.FileHandle): Promise<string | undefined> {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    return await fs.readlink(`/proc/self/fd/${handle.fd}`);
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -478,4 +479,46 @@ test('tool registry: the directories the shell sandbox masks are hidden from the
   }).get('list_files');
   assert.ok(named);
   assert.equal(await run(named, {}), 'a/\nb.txt\nc.md');
+});
+
+test('file tools: a directory swapped for a link into the state directory while read_file runs never leaks it', async (t) => {
+  const fx = project(t);
+  fs.mkdirSync(path.join(fx.root, 'box'));
+  fs.writeFileSync(path.join(fx.root, 'box', 'stack.json'), 'an ordinary file\n');
+  // What a command of the same reply can do while read_file checks its path and opens it: swap `box` for a link into
+  // the state directory and back, as fast as it can (a process of its own, bounded in count and time).
+  const swapper = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const fs = require('node:fs');
+       const [box, aside] = process.argv.slice(1);
+       const end = Date.now() + 60000;
+       for (let i = 0; i < 5000000 && Date.now() < end; i++) {
+         fs.renameSync(box, aside);
+         fs.symlinkSync('.baton', box);
+         fs.unlinkSync(box);
+         fs.renameSync(aside, box);
+       }`,
+      path.join(fx.root, 'box'),
+      path.join(fx.root, 'box-aside'),
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise((resolve) => swapper.once('exit', resolve));
+  let ordinary = 0;
+  try {
+    for (let attempt = 0; attempt < 3000; attempt++) {
+      const seen = await asModelSees(run(fx.readFile, { path: 'box/stack.json' }));
+      assert.ok(!seen.includes(PASSWORD), `attempt ${attempt} read the stack file: ${seen}`);
+      if (seen === 'an ordinary file\n') ordinary += 1;
+      else assert.match(seen, /^Error: (Path 'box\/stack\.json' is (in a directory hidden|outside)|File not found)/);
+    }
+    assert.ok(swapper.exitCode === null, 'the swapping went on through every attempt');
+  } finally {
+    // Stopped before the fixture's directory is removed, which it would otherwise race.
+    swapper.kill('SIGKILL');
+    await exited;
+  }
+  assert.ok(ordinary > 0, 'some attempts found the ordinary file');
 });
