@@ -7,7 +7,7 @@ import { appendMessage } from '../db/transcripts';
 import { EnvDataError, type EnvStore } from '../db/env-data';
 import { BatonDbError } from '../db/errors';
 import { readToolCallContext } from '../db/step-context';
-import { claimToolRun, finishToolRun } from '../db/tool-runs';
+import { claimToolRun, finishToolRun, startToolAttempt } from '../db/tool-runs';
 import { findApprovalByOperation } from '../db/approvals';
 import { approvalOperationId } from '../common/ids';
 import type { AgentDefinition } from '../common/agent-definition';
@@ -83,16 +83,24 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       );
 
     let outcome: { content: string; ok: boolean };
+    // Replies are stored with distinct call ids (`distinctToolCallIds`); one stored before that may repeat an id, and
+    // then which call this is cannot be told: none of them runs, rather than one run with another's arguments.
+    const repeated = (replyToolCalls ?? []).filter((candidate) => candidate.id === call.id).length > 1;
     const checked = checkToolCall(call, agent, options.tools);
     const outsideWorld =
       checked.ok && options.tools.mcpServerOf(call.name) !== undefined
         ? mcpWorldRefusal(options.tools, call.name, world.variables)
         : undefined;
     const unapproved =
-      checked.ok && checked.kind === 'tool' && checked.tool.run
+      !repeated && checked.ok && checked.kind === 'tool' && checked.tool.run
         ? await approvalRefusal(input, checked.tool, checked.args, agent, world)
         : undefined;
-    if (!checked.ok) {
+    if (repeated) {
+      outcome = {
+        content: `Error: this reply has more than one tool call with the id '${call.id}', so none of them ran.`,
+        ok: false,
+      };
+    } else if (!checked.ok) {
       outcome = { content: `Error: ${checked.error}`, ok: false };
     } else if (checked.kind === 'agent' || !checked.tool.run) {
       outcome = { content: `Error: '${call.name}' cannot be run as a tool here.`, ok: false };
@@ -175,8 +183,9 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
   /**
    * Runs the tool once and says how it went. A `ToolError`, a refused env-data write or data Postgres refuses is a
    * result the model reads. A tool that declares `retries` (every user tool does) is retried by Temporal when it
-   * throws anything else, up to its retries, then the model reads the error; Baton's own tools leave a throw to the
-   * activity's retry policy. Past its `timeout_s` the tool's signal is aborted and the call ends without it.
+   * throws anything else, up to its retries (this call's runs, counted in `tool_attempts`, not the activity's
+   * attempts), then the model reads the error; Baton's own tools leave a throw to the activity's retry policy. Past
+   * its `timeout_s` the tool's signal is aborted and the call ends without it.
    */
   async function runTool(
     input: ExecuteToolCallInput,
@@ -187,9 +196,13 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
   ): Promise<{ content: string; ok: boolean }> {
     if (!tool.run) return { content: `Error: '${tool.name}' cannot be run as a tool here.`, ok: false };
     const activity = Context.current();
-    const { attempt } = activity.info;
     const runs = tool.sideEffects || tool.retries === undefined ? undefined : tool.retries + 1;
-    // An attempt past the last run allowed comes only after a worker died running that one: report, do not run.
+    // The call's own attempt, counted in Postgres: the activity's attempt number is another thing when the activity
+    // runs several calls (a batch of steps retried for a later step's model error) or is a local activity run again
+    // on the next worker, which counts from 1.
+    const attempt = runs === undefined ? 0 : await startToolAttempt(pool, input.scope, input.operationId, tool.name);
+    // An attempt past the last run allowed comes only after the last one ended without its result recorded (its
+    // worker stopped, or the transcript write failed): report, do not run.
     if (runs !== undefined && attempt > runs) {
       return {
         content:

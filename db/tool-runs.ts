@@ -63,3 +63,29 @@ export async function finishToolRun(
     [rootThreadId, operationId, outcome.content, outcome.ok],
   );
 }
+
+/**
+ * Counts a start of a tool call with retry rules (a tool without side effects that may run again after a throw or a
+ * lost worker) and returns which start this is, from 1: the call's own attempt, whichever activity runs it (its own,
+ * the next model call's, a batch of steps retried for another step's sake) and on whichever worker. One statement.
+ * @throws BatonDbError when the operation id already ran a tool in another thread
+ */
+export async function startToolAttempt(
+  db: Queryable,
+  scope: Pick<ThreadScope, 'rootThreadId' | 'threadId'>,
+  operationId: string,
+  tool: string,
+): Promise<number> {
+  const { rows } = await db.query<{ attempts: number }>({
+    name: 'baton-tool-attempt',
+    text: `INSERT INTO tool_attempts AS a (root_thread_id, operation_id, thread_id, tool) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (root_thread_id, operation_id) DO UPDATE
+             SET attempts = a.attempts + 1, last_started_at = now()
+             WHERE a.thread_id = EXCLUDED.thread_id
+           RETURNING attempts`,
+    values: [scope.rootThreadId, operationId, scope.threadId, tool],
+  });
+  const row = rows[0];
+  if (!row) throw new BatonDbError(`operation '${operationId}' already ran a tool in another thread`);
+  return row.attempts;
+}

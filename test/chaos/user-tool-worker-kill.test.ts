@@ -1,7 +1,8 @@
 /**
  * Users' tools when the worker running them dies: a tool with side effects is never run a second time (the model is
- * told its outcome is unknown), and a read-only tool is run again on the next worker. The tools come from a module
- * loaded by `baton worker` through `BATON_TOOLS`, as in production.
+ * told its outcome is unknown), and a read-only tool is run again on the next worker, as often as its `retries` allow
+ * and no more, with local and batched steps too (whose local activities count their attempts afresh on the next
+ * worker). The tools come from a module loaded by `baton worker` through `BATON_TOOLS`, as in production.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -19,6 +20,9 @@ const workDir = fs.mkdtempSync(path.join(env.stateDir, 'chaos-user-tools-'));
 const toolsFile = path.join(workDir, 'tools.mjs');
 const chargesLog = path.join(workDir, 'charges.log');
 const ratesLog = path.join(workDir, 'rates.log');
+/** Each step mode's `probe` runs, one line each. */
+const probesLog = (mode: string) => path.join(workDir, `probes-${mode}.log`);
+const STEP_MODES = ['local', 'batched'] as const;
 
 /**
  * `charge` has side effects: it logs its run, then takes long enough to be killed mid-run. `fetch_rates` is
@@ -53,6 +57,18 @@ export default [
       return 'EUR/USD 1.10';
     },
   },
+  {
+    name: 'probe',
+    description: 'Reads a sensor, never retried.',
+    parameters: z.object({ mode: z.string() }),
+    retries: 0,
+    run: async ({ mode }, ctx) => {
+      const log = ${JSON.stringify(workDir)} + '/probes-' + mode + '.log';
+      fs.appendFileSync(log, ctx.operationId + '\\n');
+      if (fs.readFileSync(log, 'utf8').trim().split('\\n').length === 1) await hang(ctx.signal);
+      return 'probed';
+    },
+  },
 ];
 `;
 
@@ -64,7 +80,7 @@ agents:
         - { call: charge, args: { cents: 500 } }
         - { call: fetch_rates, args: {} }
     - say: "Checked what happened."
-`,
+${STEP_MODES.map((mode) => `  prober-${mode}:\n    - { call: probe, args: { mode: ${mode} } }\n    - say: "Probed."\n`).join('')}`,
   'user-tool-worker-kill',
 );
 
@@ -79,6 +95,12 @@ const workers = useKillableWorkers({
   agents: {
     'buyer.md':
       '---\nname: buyer\ndescription: Charges and checks rates.\ncapabilities: [charge, fetch_rates]\n---\nYou buy.\n',
+    ...Object.fromEntries(
+      STEP_MODES.map((mode) => [
+        `prober-${mode}.md`,
+        `---\nname: prober-${mode}\ndescription: Probes once.\ncapabilities: [probe]\nsteps: ${mode}\n---\nYou probe.\n`,
+      ]),
+    ),
   },
   script,
   workerEnv: { BATON_TOOLS: toolsFile },
@@ -100,7 +122,7 @@ test(
   async (t) => {
     const { client, pool } = workers();
     const workerA = await startWorker('worker A');
-    assert.match(workerA.output(), /tools charge, fetch_rates from .*tools\.mjs/, 'the ready line names the tools');
+    assert.match(workerA.output(), /tools charge, fetch_rates, probe from .*tools\.mjs/, 'the ready line names the tools');
     const threadId = uniqueThreadId('user-tool-kill');
     let thread: ThreadHandle | undefined;
     try {
@@ -134,3 +156,49 @@ test(
     }
   },
 );
+
+for (const mode of STEP_MODES) {
+  test(
+    `chaos: under ${mode} steps, a read-only tool with retries: 0 whose worker was SIGKILLed mid-run is not run again`,
+    { timeout: TEST_TIMEOUT_MS },
+    async (t) => {
+      const { client, pool } = workers();
+      // The tests share a task queue: no worker of an earlier test may pick the turn up.
+      for (const worker of workers().alive()) await worker.kill();
+      const workerA = await startWorker(`worker A (${mode})`);
+      const threadId = uniqueThreadId(`probe-${mode}`);
+      let thread: ThreadHandle | undefined;
+      try {
+        thread = await client.startThread({ agent: `prober-${mode}`, threadId });
+        const sending = settle(thread.send('Probe the sensor.'));
+        await waitFor('the probe running on worker A', 60_000, () =>
+          lines(probesLog(mode)).length === 1 ? true : undefined,
+        );
+        assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' });
+        t.diagnostic(`worker A killed while the probe ran in a local activity (${mode} steps)`);
+
+        // Worker B runs the step again in a local activity of its own, whose attempt number starts from 1 again.
+        await startWorker(`worker B (${mode})`);
+        const outcome = await sending;
+        if (!outcome.ok) throw outcome.error;
+        assert.equal(outcome.value.reply, 'Probed.');
+
+        const transcript = await listMessages(pool, threadId);
+        const resultOf = new Map(transcript.map((message) => [message.toolCallId, message.content ?? '']));
+        const [probe] = transcript.flatMap((m) => (m.toolCalls ?? []).map((call) => resultOf.get(call.id)));
+        assert.equal(
+          probe,
+          "Error: tool 'probe' did not finish in 1 attempt (the worker running the last one stopped). It was not run again.",
+        );
+        assert.equal(lines(probesLog(mode)).length, 1, 'the probe ran once, as its retries: 0 allow');
+        const { rows } = await pool.query<{ attempts: number }>(
+          'SELECT attempts FROM tool_attempts WHERE root_thread_id = $1',
+          [threadId],
+        );
+        assert.deepEqual(rows, [{ attempts: 2 }], "worker B counted its start as the call's second");
+      } finally {
+        await thread?.end();
+      }
+    },
+  );
+}
