@@ -10,6 +10,7 @@ import { OMITTED_ASSISTANT_HEADER, trimContext, trimWindow } from '../common/con
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
+import { distinctToolCallIds } from '../common/ids';
 import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
 import { storableText } from '../common/text';
 import { readModelCallContext } from '../db/step-context';
@@ -239,16 +240,19 @@ export function createModelActivities(options: ModelActivityOptions) {
     if (!choice) {
       throw ApplicationFailure.create({ type: ErrorType.ModelInvalidReply, message: 'the model reply had no choices' });
     }
-    const toolCalls: ToolCallRequest[] = (choice.message.tool_calls ?? []).flatMap((call) =>
-      call.type === 'function'
-        ? [
-            {
-              id: storableText(call.id),
-              name: storableText(call.function.name),
-              arguments: storableText(call.function.arguments),
-            },
-          ]
-        : [],
+    // A repeated id is made distinct: each call is handled as itself, never as another call holding its id.
+    const toolCalls: ToolCallRequest[] = distinctToolCallIds(
+      (choice.message.tool_calls ?? []).flatMap((call) =>
+        call.type === 'function'
+          ? [
+              {
+                id: storableText(call.id),
+                name: storableText(call.function.name),
+                arguments: storableText(call.function.arguments),
+              },
+            ]
+          : [],
+      ),
     );
     const usage: TokenUsage | null = completion.usage
       ? {

@@ -40,3 +40,31 @@ export function operationId(runId: string, ...parts: (string | number)[]): strin
 export function approvalOperationId(toolCallOperationId: string): string {
   return `${toolCallOperationId}:approval`;
 }
+
+/**
+ * The calls of one model reply with ids that are distinct within it. A reply may give two calls one id (a model's
+ * mistake, an endpoint that numbers from 0 per reply, or a crafted reply); everything after the reply tells its calls
+ * apart by id (its approval's arguments, its tool result, the next request's `tool_call_id`), so a repeated id is
+ * replaced before the reply is stored: `<id>#<n>` for its n-th use, with more `#` while another call holds that id.
+ * The first call holding an id keeps it; a reply without repeats comes back unchanged.
+ */
+export function distinctToolCallIds<T extends { id: string }>(calls: readonly T[]): T[] {
+  const taken = new Set(calls.map((call) => call.id));
+  if (taken.size === calls.length) return [...calls];
+  const kept = new Set<string>();
+  const uses = new Map<string, number>();
+  return calls.map((call) => {
+    const use = (uses.get(call.id) ?? 0) + 1;
+    uses.set(call.id, use);
+    if (!kept.has(call.id)) {
+      kept.add(call.id);
+      return call;
+    }
+    let id = `${call.id}#${use}`;
+    // At most one more `#` per call of the reply: each is another id a call holds.
+    while (taken.has(id)) id += '#';
+    taken.add(id);
+    kept.add(id);
+    return { ...call, id };
+  });
+}

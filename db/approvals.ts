@@ -48,7 +48,7 @@ export interface NewApproval {
 /**
  * Stores a pending approval of a tool call, numbered `a<n>` within its root thread, once per operation id and only
  * while the calling thread is at `scope.epoch`. The tool's name and arguments are copied from the stored reply.
- * @throws StaleEpochError, ThreadNotFoundError; BatonDbError when the reply holds no such call
+ * @throws StaleEpochError, ThreadNotFoundError; BatonDbError when the reply holds no such call, or holds its id twice
  */
 export async function openApproval(
   pool: Pool,
@@ -76,8 +76,8 @@ export async function openApproval(
          SELECT $1, 'a' || n, n, $2, $3, $4, $5, $6, $7, call->>'name', call->>'arguments',
                 CASE WHEN $8::integer IS NULL THEN NULL ELSE now() + make_interval(secs => $8::integer) END
            FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM approvals WHERE root_thread_id = $1) next,
-                (SELECT call FROM transcript_messages m, jsonb_array_elements(m.tool_calls) call
-                  WHERE m.thread_id = $2 AND m.seq = $6 AND call->>'id' = $7) reply
+                (SELECT (array_agg(call))[1] AS call FROM transcript_messages m, jsonb_array_elements(m.tool_calls) call
+                  WHERE m.thread_id = $2 AND m.seq = $6 AND call->>'id' = $7 HAVING COUNT(*) = 1) reply
          RETURNING ${APPROVAL_COLUMNS}`,
         [
           scope.rootThreadId,
@@ -92,8 +92,10 @@ export async function openApproval(
       );
       const row = rows[0];
       if (!row) {
+        // A reply stored before its ids were made distinct may hold the id twice: which call it is cannot be told.
         throw new BatonDbError(
-          `tool call '${approval.toolCallId}' is not in message ${approval.messageSeq} of thread '${scope.threadId}'`,
+          `tool call '${approval.toolCallId}' is not in message ${approval.messageSeq} of thread '${scope.threadId}' ` +
+            'exactly once',
         );
       }
       return row;

@@ -9,7 +9,7 @@ type StepKind = (typeof STEP_KINDS)[number];
 
 const FIELDS_BY_KIND: Record<StepKind, readonly string[]> = {
   say: ['say', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
-  call: ['call', 'args', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
+  call: ['call', 'args', 'id', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
   calls: ['calls', 'delay_ms', 'hold', 'hold_end', 'chunk_delay_ms'],
   fail: ['fail', 'times', 'retry_after_s', 'message'],
 };
@@ -56,13 +56,19 @@ const toolArgs = z
   })
   .default({});
 
+/**
+ * The call's id in the reply; by default `call_<agent>_<step>_<index>`. A script sets one to send a reply whose calls
+ * share an id, as some endpoints (or a hostile model) do.
+ */
+const toolCallId = z.string({ error: 'id must be text' }).min(1, { error: 'id must not be empty' }).optional();
+
 const toolCall = z.strictObject(
-  { call: z.string().min(1, { error: 'call must name a tool or an agent' }), args: toolArgs },
+  { call: z.string().min(1, { error: 'call must name a tool or an agent' }), args: toolArgs, id: toolCallId },
   {
     error: (issue) =>
       issue.code === 'unrecognized_keys'
-        ? `unknown field ${issue.keys.map((key) => `'${key}'`).join(', ')} in a tool call (it takes: call, args)`
-        : 'each entry of calls must be { call, args }',
+        ? `unknown field ${issue.keys.map((key) => `'${key}'`).join(', ')} in a tool call (it takes: call, args, id)`
+        : 'each entry of calls must be { call, args, id? }',
   },
 );
 

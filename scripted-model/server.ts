@@ -175,7 +175,7 @@ function completionBody(request: ChatRequest, stepNumber: number, step: Answerin
   const agentId = idPart(request.agent);
   const calls = step.kind === 'say' ? [] : step.kind === 'call' ? [step] : step.calls;
   const toolCalls = calls.map((call, index) => ({
-    id: `call_${agentId}_${stepNumber}_${index}`,
+    id: call.id ?? `call_${agentId}_${stepNumber}_${index}`,
     type: 'function',
     function: { name: call.call, arguments: typeof call.args === 'string' ? call.args : JSON.stringify(call.args) },
   }));

@@ -190,7 +190,7 @@ test('scripted-model script: steps of unknown shape are reported with file, posi
     'shapes.yaml:4:7: agents.a[1]: a step has exactly one of say, call, calls, fail, this one has say and call',
     "shapes.yaml:6:7: agents.a[2]: unknown field 'delay' in a say step (it takes: say, delay_ms, hold, hold_end, chunk_delay_ms)",
     'shapes.yaml:9:13: agents.a[3].args: args must be an object (sent as JSON) or a string (sent verbatim)',
-    "shapes.yaml:10:15: agents.a[4].calls[0]: unknown field 'arg' in a tool call (it takes: call, args)",
+    "shapes.yaml:10:15: agents.a[4].calls[0]: unknown field 'arg' in a tool call (it takes: call, args, id)",
     'shapes.yaml:11:12: agents.a[5].say: say must be a string',
     'shapes.yaml:12:13: agents.a[6].fail: fail must be an HTTP error status (400-599)',
     'shapes.yaml:13:14: agents.a[6].times: times must be at least 1',
