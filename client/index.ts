@@ -802,13 +802,22 @@ export class ThreadHandle {
 
   /**
    * Answers an open question; the turn that asked it goes on. A question stored a moment before its turn waits for
-   * it is answered once the turn does (within `waitMs`, default 60 s).
+   * it is answered once the turn does (within `waitMs`, default 60 s). A question answered in Postgres whose turn
+   * never heard it (the answer's Update failed after its write) is handed the stored answer again; the call
+   * succeeds when that finished it and `answer` is the stored one.
    * @throws BatonClientError for an unknown question or one no longer open.
    */
   async answer(questionId: string, answer: string, options: { waitMs?: number } = {}): Promise<AnswerQuestionResult> {
     const db = this.client.database();
     const question = await findQuestion(db, this.threadId, questionId);
     if (!question) throw new BatonClientError(`thread '${this.threadId}' has no question '${questionId}'`);
+    if (question.status === 'answered' && question.answer !== null) {
+      const stored = { questionId, answer: question.answer };
+      const finished = await this.finishHalfDone(question.workflowId, 'answerQuestion', stored, options.waitMs);
+      if (finished && question.answer === answer) {
+        return { questionId, status: 'answered' };
+      }
+    }
     if (question.status !== 'open') {
       throw new BatonClientError(`question '${questionId}' is already ${closedQuestion(question)}`);
     }
@@ -834,7 +843,10 @@ export class ThreadHandle {
   }
 
   /**
-   * Approves a pending tool call: the turn waiting for it runs it. `by` is recorded as who decided.
+   * Approves a pending tool call: the turn waiting for it runs it. `by` is recorded as who decided. Deciding again a
+   * call decided in Postgres whose turn never heard it (the decision's Update was lost after its write) hands the
+   * turn the stored decision, so the turn and the row agree; the call succeeds when that finished it and this
+   * decision is the stored one.
    * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled.
    */
   approve(approvalId: string, options: { by?: string; waitMs?: number } = {}): Promise<DecideApprovalResult> {
@@ -872,6 +884,16 @@ export class ThreadHandle {
     const db = this.client.database();
     const approval = await findApproval(db, this.threadId, approvalId);
     if (!approval) throw new BatonClientError(`thread '${this.threadId}' has no approval '${approvalId}'`);
+    if (approval.status === 'approved' || approval.status === 'rejected') {
+      const stored: DecideApprovalInput = {
+        approvalId,
+        approve: approval.status === 'approved',
+        ...(approval.decidedBy === null ? {} : { decidedBy: approval.decidedBy }),
+        ...(approval.reason === null ? {} : { reason: approval.reason }),
+      };
+      const finished = await this.finishHalfDone(approval.workflowId, 'decideApproval', stored, options.waitMs);
+      if (finished && stored.approve === decision.approve) return { approvalId, status: approval.status };
+    }
     if (approval.status !== 'pending') {
       throw new BatonClientError(`approval '${approvalId}' is already ${approval.status}`);
     }
@@ -887,6 +909,37 @@ export class ThreadHandle {
       },
       waitMs: options.waitMs,
     });
+  }
+
+  /**
+   * Hands a turn an answer or decision stored in Postgres that it may never have heard: an Update whose write landed
+   * and which then failed (its turn's workflow code predating `baton-decisions-after-acceptance` wrote a decision
+   * before the Update was accepted), or whose handler's activity failed after committing. The turn's handler closes
+   * the row again, which finds it closed the same way and goes on. `true` when the turn took it; `false` when it was
+   * not waiting for it (it heard it, or has ended), which is the usual case, or did not answer within `waitMs`.
+   */
+  private async finishHalfDone<Input>(
+    workflowId: string,
+    update: string,
+    input: Input,
+    waitMs = ANSWER_WAIT_MS,
+  ): Promise<boolean> {
+    const turn = this.client.temporal.workflow.getHandle(workflowId);
+    try {
+      await this.client.temporal.connection.withDeadline(Date.now() + waitMs, () =>
+        turn.executeUpdate<unknown, [Input]>(update, { args: [input] }),
+      );
+      return true;
+    } catch (error) {
+      if (
+        error instanceof WorkflowNotFoundError ||
+        error instanceof WorkflowUpdateFailedError ||
+        error instanceof WorkflowUpdateRPCTimeoutOrCancelledError
+      ) {
+        return false;
+      }
+      throw error;
+    }
   }
 
   /**

@@ -385,6 +385,14 @@ const scenarios: Scenario[] = [
     messages: ['Deploy api and web.'],
     decisions: [{ approve: true }, { approve: false, reason: 'web is frozen' }],
   },
+  // The same approvals under baton-decisions-after-acceptance: each decision written by an activity that the workflow
+  // task accepting its Update scheduled, not by a local activity inside that task.
+  {
+    name: 'approvals-after-acceptance',
+    agent: 'gatekeeper',
+    messages: ['Deploy api and web.'],
+    decisions: [{ approve: true }, { approve: false, reason: 'web is frozen' }],
+  },
   // A delegated turn stopped by its own timeout_s, then a fork task stopped by its own: each fenced by its caller
   // (the other task of the fail_fast fork is reclaimed).
   { name: 'fenced-failures', agent: 'fencer', messages: ['Call the slow ones.'] },

@@ -91,6 +91,15 @@ export const LOCAL_STEPS_PATCH = 'baton-local-steps';
 export const FINISH_WITH_ANSWER_PATCH = 'baton-finish-with-answer';
 
 /**
+ * A decision (`decideApproval`) is written to Postgres by an activity the workflow task that accepts the Update
+ * schedules, so the row is decided only once the turn's history holds the decision: an Update lost before its
+ * acceptance was recorded (the worker died in the task, the server restarted, the client gave up) leaves the row
+ * pending, never decided for a turn that did not hear it. Histories recorded before wrote it in a local activity, inside
+ * the task and before the acceptance was recorded. Answers to questions were always written by an activity.
+ */
+export const DECISIONS_AFTER_ACCEPTANCE_PATCH = 'baton-decisions-after-acceptance';
+
+/**
  * One agent handling one incoming message until it answers: resolve the agent's version, record the message, then
  * model call → tool calls (all calls of one reply concurrently) → model call … until a final answer or the agent's
  * `max_steps`. Control flow only: every effect is an activity, and every write carries an operation id derived from
@@ -151,7 +160,8 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       const outcome = approve
         ? ({ status: 'approved', decidedBy: by } as const)
         : ({ status: 'rejected', decidedBy: by, ...(reason === undefined ? {} : { reason }) } as const);
-      const closed = await localDb.closeApproval.executeWithOptions(
+      const recorder = patched(DECISIONS_AFTER_ACCEPTANCE_PATCH) ? db : localDb;
+      const closed = await recorder.closeApproval.executeWithOptions(
         { summary: `approval: ${approvalId} ${outcome.status} by ${by}` },
         [{ rootThreadId: scope.rootThreadId, approvalId, outcome }],
       );

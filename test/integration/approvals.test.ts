@@ -17,12 +17,13 @@ import { approvalOperationId } from '../../common/ids';
 import { createAgentCatalog } from '../../worker/agent-catalog';
 import { createModelClient } from '../../worker/model-client';
 import { appendMessage, listMessages, type TranscriptMessage } from '../../db/transcripts';
-import type { ApprovalRow } from '../../db/approvals';
+import { closeApproval, type ApprovalRow } from '../../db/approvals';
+import { closeQuestion } from '../../db/questions';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
-import { settle, waitFor } from '../chaos/waiting';
+import { settle, waitFor, type Settled } from '../chaos/waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'approvals-'));
@@ -58,6 +59,7 @@ const agents: AgentRegistry = new Map([
   agent('manager', 'capabilities: [releaser]'),
   agent('fanout', 'capabilities: [fork_join, releaser]'),
   agent('hasty', 'capabilities: [fork_join, releaser]'),
+  agent('asker', 'capabilities: []'),
 ]);
 
 const script = parseScript(
@@ -82,6 +84,10 @@ agents:
     - call: fork_join
       args: { deadline_seconds: 3, tasks: [ { agent: releaser, message: "Release, if someone approves in time." } ] }
     - say: "The fork ran out of time."
+  asker:
+    - call: ask_human
+      args: { question: "Which day?" }
+    - say: "Asked."
 `,
   'approvals',
 );
@@ -298,4 +304,105 @@ test('approvals: the tool activity itself refuses a call that needs approval and
     "Error: this call of 'deploy' needs a person's approval and its approval is rejected, so it did not run.",
   ]);
   assert.equal(productionDeploys(), ranBefore, 'the call never ran');
+});
+
+/**
+ * What a decision's first half left when its Update was lost (the worker died in the task before the acceptance was
+ * recorded, the server restarted, the client gave up): the row decided in Postgres, the turn never told. Turns from
+ * before `baton-decisions-after-acceptance` wrote the row first; a handler's activity whose commit was not reported
+ * leaves the same.
+ */
+async function releaseWithLostApproval(
+  name: string,
+): Promise<{ thread: ThreadHandle; sending: Promise<Settled<Awaited<ReturnType<ThreadHandle['send']>>>> }> {
+  const threadId = uniqueThreadId(name);
+  const thread = await harness.client.startThread({ agent: 'releaser', threadId });
+  const sending = settle(thread.send('Release the api.'));
+  const [pending] = await pendingApprovals(thread, 1);
+  assert.equal(pending?.approvalId, 'a1');
+  const written = await closeApproval(harness.pool, threadId, 'a1', { status: 'approved', decidedBy: 'alice' });
+  assert.equal(written?.status, 'approved');
+  return { thread, sending };
+}
+
+test('approvals: a decision stored whose Update was lost is finished by deciding it again, and the turn and the row agree', async () => {
+  const before = productionDeploys();
+  const { thread, sending } = await releaseWithLostApproval('lost-approve');
+  try {
+    assert.deepEqual(await thread.approve('a1', { by: 'alice' }), { approvalId: 'a1', status: 'approved' });
+    const outcome = await sending;
+    if (!outcome.ok) throw outcome.error;
+    assert.equal(outcome.value.reply, 'Released.');
+    assert.equal(productionDeploys(), before + 1, 'the approved call ran, once');
+    const [row] = await thread.approvals({ all: true });
+    assert.deepEqual([row?.status, row?.decidedBy], ['approved', 'alice']);
+    // Now the turn has it: deciding again is refused as before.
+    await assert.rejects(thread.approve('a1'), /approval 'a1' is already approved/);
+  } finally {
+    await thread.end();
+  }
+});
+
+test('approvals: a rejection of a call whose approval was stored but never heard is refused, and the turn goes on as the row says', async () => {
+  const before = productionDeploys();
+  const { thread, sending } = await releaseWithLostApproval('lost-then-rejected');
+  try {
+    await assert.rejects(thread.reject('a1', { by: 'bob', reason: 'too late' }), /approval 'a1' is already approved/);
+    const outcome = await sending;
+    if (!outcome.ok) throw outcome.error;
+    assert.equal(outcome.value.reply, 'Released.');
+    assert.equal(productionDeploys(), before + 1, 'the call ran as approved');
+    const results = callResults(await listMessages(harness.pool, thread.threadId));
+    assert.equal(results[1]?.result, 'deployed api to production');
+    const [row] = await thread.approvals({ all: true });
+    assert.deepEqual([row?.status, row?.decidedBy, row?.reason], ['approved', 'alice', null]);
+  } finally {
+    await thread.end();
+  }
+});
+
+test('approvals: an answer stored whose Update was lost is finished by answering it again', async () => {
+  const threadId = uniqueThreadId('lost-answer');
+  const thread = await harness.client.startThread({ agent: 'asker', threadId });
+  try {
+    const sending = settle(thread.send('Ask me.'));
+    await waitFor('the question', 60_000, async () => ((await thread.questions()).length > 0 ? true : undefined));
+    await closeQuestion(harness.pool, threadId, 'q1', { status: 'answered', answer: 'Tuesday' });
+    assert.deepEqual(await thread.answer('q1', 'Tuesday'), { questionId: 'q1', status: 'answered' });
+    const outcome = await sending;
+    if (!outcome.ok) throw outcome.error;
+    assert.equal(outcome.value.reply, 'Asked.');
+    const tool = (await listMessages(harness.pool, threadId)).find((message) => message.role === 'tool');
+    assert.equal(tool?.content, 'The human answered: Tuesday');
+    await assert.rejects(thread.answer('q1', 'Tuesday'), /question 'q1' is already answered/);
+  } finally {
+    await thread.end();
+  }
+});
+
+test('approvals: a decision is written to Postgres only after the turn accepted it, by an activity of its own', async () => {
+  const threadId = uniqueThreadId('durable-decision');
+  const thread = await harness.client.startThread({ agent: 'releaser', threadId });
+  try {
+    const sending = settle(thread.send('Release the api.'));
+    const [pending] = await pendingApprovals(thread, 1);
+    await thread.approve('a1', { by: 'alice' });
+    const outcome = await sending;
+    if (!outcome.ok) throw outcome.error;
+    const history = await harness.client.temporal.workflow.getHandle(pending?.workflowId ?? '').fetchHistory();
+    const events = history.events ?? [];
+    const accepted = events.find((event) => event.workflowExecutionUpdateAcceptedEventAttributes);
+    const scheduled = events.find(
+      (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'closeApproval',
+    );
+    assert.ok(accepted && scheduled, 'the decision was recorded by an activity (not a local one inside the task)');
+    const started = events.find(
+      (event) =>
+        event.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === scheduled.eventId?.toString(),
+    );
+    // The write runs in the activity, which starts only once the task that accepted the Update was recorded.
+    assert.ok(Number(started?.eventId) > Number(accepted.eventId), 'the write started after the acceptance');
+  } finally {
+    await thread.end();
+  }
 });

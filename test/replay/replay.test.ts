@@ -10,6 +10,7 @@ import type { AgentTurnInput, BegunTurn } from '../../common/types';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import * as workflows from '../../workflows';
 import {
+  DECISIONS_AFTER_ACCEPTANCE_PATCH,
   FEWER_DISPATCHES_PATCH,
   FINISH_WITH_ANSWER_PATCH,
   LOCAL_STEPS_PATCH,
@@ -173,9 +174,12 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     events.filter(
       (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'decideApproval',
     ).length,
-    2,
-    'a recorded turn had one call approved and one rejected',
+    4,
+    'two recorded turns (before and after decisions were written after their acceptance) each had one call approved and one rejected',
   );
+  // Since the decisions-after-acceptance patch the decision is written by an activity, not a local one in the task.
+  assert.ok(patches.includes(DECISIONS_AFTER_ACCEPTANCE_PATCH), 'a recorded turn wrote its decisions after acceptance');
+  assert.ok(activities.has('closeApproval'), 'a recorded decision was written by an activity of its own');
   // Local steps: model calls and combined steps as local activity markers, one of them retried, around a delegation.
   assert.ok(patches.includes(LOCAL_STEPS_PATCH), 'a recorded turn ran its steps as local activities');
   const localTypes = events.flatMap((e) => {
