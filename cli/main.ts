@@ -58,7 +58,16 @@ import {
   replayHistories,
   type ReplayInput,
 } from '../worker/replay';
-import { DEFAULT_EXPLORER_HOST, DEFAULT_EXPLORER_PORT, exposedHostWarning, startExplorer } from '../explorer';
+import {
+  AccessTokenError,
+  DEFAULT_EXPLORER_HOST,
+  DEFAULT_EXPLORER_PORT,
+  exposedHostWarning,
+  resolveAccessToken,
+  shownToken,
+  startExplorer,
+  type AccessToken,
+} from '../explorer';
 import { ClientSource, createBatonMcpServer, DEFAULT_MCP_PORT, serveStdio, startMcpHttpServer } from '../mcp-server';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
 import { checkConnectionVariables } from '../worker/config';
@@ -1118,7 +1127,21 @@ interface ExplorerCommandOptions {
   port: number;
   host: string;
   uiUrl?: string;
+  tokenFile?: string;
   json?: boolean;
+}
+
+/** The token of `baton explorer` or `baton mcp serve --http`, or a CliError saying why it cannot be used. */
+function accessToken(
+  tokenFile: string | undefined,
+  variable: { name: string; value: string | undefined },
+): AccessToken {
+  try {
+    return resolveAccessToken({ tokenFile, variable, stateDir: globals().stateDir });
+  } catch (error) {
+    if (error instanceof AccessTokenError) throw new CliError(error.message);
+    throw error;
+  }
 }
 
 program
@@ -1127,12 +1150,21 @@ program
   .option('--port <port>', 'port to listen on (0: any free port)', parsePort, DEFAULT_EXPLORER_PORT)
   .option(
     '--host <host>',
-    'address to listen on; the explorer has no authentication, so keep it on loopback unless you mean it',
+    'address to listen on; beyond loopback its token travels in clear, so put a proxy with TLS in front',
     DEFAULT_EXPLORER_HOST,
   )
   .option('--ui-url <url>', "the Temporal Web UI, for links to workflows (default: the stack's, or TEMPORAL_UI_URL)")
-  .option('--json', 'print {url} as one JSON line once it listens')
+  .option(
+    '--token-file <file>',
+    "a file holding the token every request must carry (default: BATON_EXPLORER_TOKEN, else the state directory's " +
+      "'token', made on first use)",
+  )
+  .option('--json', 'print {url, token, openUrl} as one JSON line once it listens')
   .action(async (options: ExplorerCommandOptions) => {
+    const access = accessToken(options.tokenFile, {
+      name: 'BATON_EXPLORER_TOKEN',
+      value: process.env.BATON_EXPLORER_TOKEN,
+    });
     const connection = connectOptions({ database: true });
     const stack = process.env.TEMPORAL_ADDRESS ? undefined : readStackFile(globals().stateDir);
     const uiUrl = options.uiUrl ?? (process.env.TEMPORAL_UI_URL || stack?.uiUrl);
@@ -1147,14 +1179,16 @@ program
         host: options.host,
         port: options.port,
         uiUrl,
+        token: access.token,
         ...(connection.namespace ? { namespace: connection.namespace } : {}),
       });
       try {
-        // One line either way, so a script can read the URL as soon as it is printed.
+        // One line either way, so a script can read the URL as soon as it is printed. A configured token is the
+        // operator's: the line shows where it came from, not the token.
         process.stdout.write(
           options.json
-            ? `${JSON.stringify({ url: explorer.url })}\n`
-            : `Thread explorer: ${explorer.url}  (Ctrl-C to stop)\n`,
+            ? `${JSON.stringify({ url: explorer.url, token: explorer.token, openUrl: explorer.link() })}\n`
+            : `Thread explorer: ${access.printable ? explorer.link() : `${explorer.url}/?token=${shownToken(access)}`}  (Ctrl-C to stop)\n`,
         );
         await Promise.race([interrupted, terminated]);
       } finally {
@@ -1201,6 +1235,7 @@ mcp
 interface McpServeOptions {
   http?: boolean;
   port?: number;
+  tokenFile?: string;
   json?: boolean;
 }
 
@@ -1212,11 +1247,22 @@ mcp
   )
   .option('--http', `serve Streamable HTTP at http://127.0.0.1:<port>/mcp instead of stdio`)
   .option('--port <port>', `with --http: the port (default ${DEFAULT_MCP_PORT}; 0: any free port)`, parsePort)
-  .option('--json', 'with --http: print {url} as one JSON line once it listens')
+  .option(
+    '--token-file <file>',
+    "with --http: a file holding the token every request must carry as 'Authorization: Bearer <token>' (default: " +
+      "BATON_MCP_TOKEN, else the state directory's 'token', made on first use)",
+  )
+  .option('--json', 'with --http: print {url, token, headers} as one JSON line once it listens')
   .action(async (options: McpServeOptions) => {
-    if (!options.http && (options.port !== undefined || options.json)) {
-      throw new CliError(`${options.json ? '--json' : '--port'} goes with --http`);
+    if (!options.http && (options.port !== undefined || options.json || options.tokenFile !== undefined)) {
+      throw new CliError(
+        `${options.json ? '--json' : options.port !== undefined ? '--port' : '--token-file'} goes with --http`,
+      );
     }
+    // Read before anything starts, so a bad token stops the server at once.
+    const access = options.http
+      ? accessToken(options.tokenFile, { name: 'BATON_MCP_TOKEN', value: process.env.BATON_MCP_TOKEN })
+      : undefined;
     // Checked now, so a bad variable stops the server at once; where Baton runs is read again at every call.
     checkConnectionVariables(process.env);
     const clients = new ClientSource(() => connectOptions({ database: true }));
@@ -1233,13 +1279,18 @@ mcp
         await serveStdio(createServer(), { stop: stopped });
         return;
       }
-      const server = await startMcpHttpServer({ createServer, port: options.port ?? DEFAULT_MCP_PORT });
+      if (!access) return;
+      const server = await startMcpHttpServer({
+        createServer,
+        port: options.port ?? DEFAULT_MCP_PORT,
+        token: access.token,
+      });
       try {
         process.stderr.write(`baton mcp: ${await whereBatonRuns(clients)}\n`);
         process.stdout.write(
           options.json
-            ? `${JSON.stringify({ url: server.url })}\n`
-            : `Baton MCP server: ${server.url}  (Ctrl-C to stop)\n`,
+            ? `${JSON.stringify({ url: server.url, token: access.token, headers: server.headers })}\n`
+            : `Baton MCP server: ${server.url} with the header 'Authorization: Bearer ${shownToken(access)}'  (Ctrl-C to stop)\n`,
         );
         await stopped;
       } finally {

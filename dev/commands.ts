@@ -68,9 +68,12 @@ export async function runDev(options: DevCommandOptions): Promise<void> {
           `DATABASE_URL=${production.topology.databaseUrl} npx baton worker`,
       );
     }
-    if (options.json) process.stdout.write(`${JSON.stringify(stack.stack)}\n`);
+    if (options.json) {
+      const explorer = stack.explorer ? { explorerToken: stack.explorer.token } : {};
+      process.stdout.write(`${JSON.stringify({ ...stack.stack, ...explorer })}\n`);
+    }
     log(
-      `\nBaton is up. Try: npx baton run <agent> "<message>"${stack.stack.uiUrl ? `\nWeb UI: ${stack.stack.uiUrl}` : ''}${stack.stack.explorerUrl ? `\nThread explorer: ${stack.stack.explorerUrl}` : ''}`,
+      `\nBaton is up. Try: npx baton run <agent> "<message>"${stack.stack.uiUrl ? `\nWeb UI: ${stack.stack.uiUrl}` : ''}${stack.explorer ? `\nThread explorer: ${stack.explorer.link()}` : ''}`,
     );
     log('Press Ctrl-C to stop.');
     await untilStopped(stack);
@@ -162,7 +165,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       }
       if (reactive) problems.push(...reactive.problems);
       if (options.json) {
-        const explorer = stack.stack.explorerUrl ? `${stack.stack.explorerUrl}/threads/${threadId}` : undefined;
+        const explorer = stack.explorer?.link(`/threads/${threadId}`);
         const summary = { ...result, workflowId: thread.workflowId, webUi, explorer, tree, env };
         const checked = {
           ...summary,
@@ -183,9 +186,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
           process.stdout.write(`\nVerdicts, read from env data:\n${lines.join('\n') || '  none'}\n`);
         }
         if (webUi) log(`\nWeb UI, every workflow of this thread: ${webUi}`);
-        if (stack.stack.explorerUrl) {
-          log(`Thread explorer, this conversation: ${stack.stack.explorerUrl}/threads/${threadId}`);
-        }
+        if (stack.explorer) log(`Thread explorer, this conversation: ${stack.explorer.link(`/threads/${threadId}`)}`);
       }
       if (problems.length > 0) {
         const lines = problems.map((problem) => `  ${formatDemoProblem(problem)}`);

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { connect } from '../client';
 import { writeStackFile, removeStackFile, type StackFile } from '../stack/stack-file';
-import { DEFAULT_EXPLORER_PORT, startExplorer } from '../explorer';
+import { DEFAULT_EXPLORER_PORT, resolveAccessToken, shownToken, startExplorer } from '../explorer';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
@@ -58,9 +58,24 @@ export interface LocalStackOptions {
   watchAgents?: boolean;
   /**
    * Serve the thread explorer on loopback (its URL is logged and recorded as `explorerUrl` in stack.json), on
-   * `port`, or on DEFAULT_EXPLORER_PORT and a free port when that one is taken. Omitted: no explorer.
+   * `port`, or on DEFAULT_EXPLORER_PORT and a free port when that one is taken. Omitted: no explorer. Its token is
+   * `BATON_EXPLORER_TOKEN` from `env` when set, else the state directory's `token` file (made on first use); the
+   * logged address carries the latter.
    */
   explorer?: { port?: number };
+}
+
+/** The explorer a local stack serves. */
+export interface LocalExplorer {
+  /** `http://127.0.0.1:<port>`, as `explorerUrl` in stack.json. */
+  readonly url: string;
+  /** The token every request carries (`Authorization: Bearer`, or the cookie of the address with the token). */
+  readonly token: string;
+  /**
+   * The address a person opens: `path` with `?token=<token>` when the token is the stack's own; without it when it is
+   * one the operator configured (`BATON_EXPLORER_TOKEN`), which is theirs to know and never printed.
+   */
+  link(path?: string): string;
 }
 
 export interface LocalStack {
@@ -70,6 +85,8 @@ export interface LocalStack {
   readonly workerRun: Promise<void>;
   /** Web UI link listing the workflows that match a visibility query, when the UI runs. */
   workflowsUrl(query: string): string | undefined;
+  /** The thread explorer, when `explorer` was asked for. */
+  readonly explorer: LocalExplorer | undefined;
   close(): Promise<void>;
 }
 
@@ -227,8 +244,13 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       opened.push(() => Promise.resolve(unwatch()));
     }
 
-    let explorerUrl: string | undefined;
+    let explorer: LocalExplorer | undefined;
     if (options.explorer) {
+      // Read before anything is served, so a token that cannot be used stops the start.
+      const access = resolveAccessToken({
+        variable: { name: 'BATON_EXPLORER_TOKEN', value: env.BATON_EXPLORER_TOKEN },
+        stateDir,
+      });
       const client = await connect({
         address: temporal.address,
         namespace: temporal.namespace,
@@ -236,17 +258,23 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         databaseUrl: database.databaseUrl,
       });
       opened.push(() => client.close());
-      const explorer = await startExplorer({
+      const server = await startExplorer({
         client,
         port: options.explorer.port ?? DEFAULT_EXPLORER_PORT,
         portFallback: options.explorer.port === undefined,
         uiUrl: temporal.uiUrl,
         namespace: temporal.namespace,
+        token: access.token,
       });
-      opened.push(() => explorer.close());
-      explorerUrl = explorer.url;
-      log(`explorer: ${explorer.url}`);
+      opened.push(() => server.close());
+      explorer = {
+        url: server.url,
+        token: server.token,
+        link: (path = '/') => (access.printable ? server.link(path) : new URL(path, server.url).href),
+      };
+      log(`explorer: ${access.printable ? explorer.link() : `${server.url}/?token=${shownToken(access)}`}`);
     }
+    const explorerUrl = explorer?.url;
 
     const stack: StackFile = {
       temporalAddress: temporal.address,
@@ -269,6 +297,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       workerRun,
       workflowsUrl: (query) =>
         temporal.uiUrl ? webUiWorkflowsUrl(temporal.uiUrl, temporal.namespace, query) : undefined,
+      explorer,
       close: closeAll,
     };
   } catch (error) {

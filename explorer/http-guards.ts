@@ -1,7 +1,8 @@
 /**
- * What keeps a loopback HTTP server without authentication (the explorer, `baton mcp serve --http`) to the pages and
- * programs of this machine: a page on another site can still reach loopback from the user's browser, through DNS
- * rebinding (a name of its own resolving to 127.0.0.1) or by posting straight to the address.
+ * What keeps another site's page in the user's browser away from a loopback HTTP server (the explorer,
+ * `baton mcp serve --http`): such a page can reach loopback through DNS rebinding (a name of its own resolving to
+ * 127.0.0.1) or by sending straight to the address. These checks stop browsers only; the secret token of access.ts
+ * is what stops every other program of the machine.
  */
 import type http from 'node:http';
 
@@ -20,12 +21,15 @@ export function loopbackHostHeaders(host: string, port: number): ReadonlySet<str
 }
 
 /**
- * Whether a browser sent this request from another site's page: its `Origin` is not this server's own, or
- * `Sec-Fetch-Site` says `cross-site`. Programs other than browsers send neither.
+ * Whether a browser sent this request from a page other than this server's own: its `Origin` is not this server's,
+ * or `Sec-Fetch-Site` says `cross-site` or `same-site` (a page on another port of the same host is same-site, and
+ * cookies do not tell ports apart). `same-origin` and `none` (the person typed or opened the address) pass; programs
+ * other than browsers send neither header.
  */
 export function crossSiteRequest(req: http.IncomingMessage): 'origin' | 'fetch-site' | undefined {
   const origin = req.headers.origin;
   if (origin !== undefined && origin !== `http://${req.headers.host ?? ''}`) return 'origin';
-  if (req.headers['sec-fetch-site'] === 'cross-site') return 'fetch-site';
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return 'fetch-site';
   return undefined;
 }

@@ -471,6 +471,14 @@ function questionForms(root: string, questions: readonly QuestionRow[]): Html {
   )}`;
 }
 
+/**
+ * What the explorer adds to the name a person gives when deciding (`alice (in the explorer)`): the name is theirs to
+ * claim, the way the decision came (a request with the explorer's token) is the explorer's to record.
+ */
+export const EXPLORER_CHANNEL = ' (in the explorer)';
+/** The longest name a person may give, so that it and `EXPLORER_CHANNEL` fit in a decision's `decidedBy`. */
+export const MAX_EXPLORER_NAME_CHARS = MAX_DECIDED_BY_CHARS - EXPLORER_CHANNEL.length;
+
 /** Where a decision form sends the person back to: the tree, or the transcript holding the call. */
 export type DecisionOrigin = 'tree' | 'transcript';
 
@@ -492,7 +500,8 @@ function decisionForm(root: string, approval: ApprovalRow, from: DecisionOrigin)
         placeholder="why, told to the agent when you reject"
     /></label>
     <label class="by"
-      >as <input type="text" name="by" maxlength="${MAX_DECIDED_BY_CHARS}" placeholder="your name" autocomplete="name"
+      >as
+      <input type="text" name="by" maxlength="${MAX_EXPLORER_NAME_CHARS}" placeholder="your name" autocomplete="name"
     /></label>
     <button type="submit" class="approve">Approve</button>
     <button type="submit" class="reject" formaction="${action('reject')}">Reject</button>

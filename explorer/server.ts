@@ -4,14 +4,16 @@
  * root's run feed (every durable step of its tree, and streamed model text) as Server-Sent Events fed by
  * `thread.events()`.
  * It reads through the SDK and `db/explorer.ts`; the only things it changes are answering a question and deciding
- * an approval, through the same SDK calls `baton answer`, `baton approve` and `baton reject` make.
+ * an approval, through the same SDK calls `baton answer`, `baton approve` and `baton reject` make. Every request
+ * carries its secret token (access.ts), or gets 401.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { accessTokenProblem, AccessTokenError, generateAccessToken, requestHasToken, tokenMatches } from './access';
 import { BatonClientError, type BatonClient, type EnvWatch, type RunEvent } from '../client';
 import { THREAD_ID_PATTERN } from '../common/ids';
 import { envKeyProblem } from '../common/env-data';
-import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS, type DecideApprovalResult } from '../common/types';
+import { MAX_APPROVAL_REASON_CHARS, type DecideApprovalResult } from '../common/types';
 import type { ApprovalRow } from '../db/approvals';
 import type { ThreadRow } from '../db/threads';
 import { EXPLORER_CSS, EXPLORER_JS } from './assets';
@@ -27,14 +29,18 @@ import {
   rootListPage,
   threadPath,
   transcriptPage,
+  EXPLORER_CHANNEL,
+  MAX_EXPLORER_NAME_CHARS,
   type DecisionOrigin,
   type PageContext,
 } from './pages';
 
 /** The explorer's port unless told otherwise (the Temporal Web UI's is 8233). */
 export const DEFAULT_EXPLORER_PORT = 8234;
-/** Loopback: the explorer has no authentication, so it is reachable from this machine only unless told otherwise. */
+/** Loopback: reachable from this machine only unless told otherwise (every request needs the token even so). */
 export const DEFAULT_EXPLORER_HOST = '127.0.0.1';
+/** How long a live stream's reader may take nothing that was sent before it is disconnected. */
+export const DEFAULT_STREAM_STALL_MS = 30_000;
 
 export interface ExplorerOptions {
   /** A connected client with a database URL; the caller owns it and closes it after the explorer. */
@@ -54,11 +60,31 @@ export interface ExplorerOptions {
    * connection). @default 32
    */
   maxStreams?: number;
+  /**
+   * The secret every request carries: `Authorization: Bearer <token>`, or the cookie a browser gets by opening any
+   * page with `?token=<token>` (see explorer/access.ts). At least `MIN_ACCESS_TOKEN_CHARS` characters.
+   * @default a fresh random token, read back from `ExplorerServer.token`
+   * @throws AccessTokenError (from `startExplorer`) for a token too short or with characters a header cannot carry
+   */
+  token?: string;
+  /**
+   * A live stream whose reader takes none of what was sent for this long (the server's send buffer stays full) is
+   * disconnected, instead of buffering without bound; a browser reconnects and resumes after the last event it got.
+   * @default DEFAULT_STREAM_STALL_MS
+   */
+  streamStallMs?: number;
 }
 
 export interface ExplorerServer {
   /** `http://host:port`. */
   readonly url: string;
+  /** The token every request must carry. */
+  readonly token: string;
+  /**
+   * The address a person opens: `path` (default `/`) with `?token=<token>`. The explorer answers it with the cookie
+   * and a redirect to the same address without the token.
+   */
+  link(path?: string): string;
   /** Ends the live streams and stops listening. */
   close(): Promise<void>;
 }
@@ -68,11 +94,18 @@ class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
     this.name = new.target.name;
   }
 }
+
+/** How a refused request learns what to send: a program the header, a person the address with the token. */
+const NEEDS_TOKEN =
+  "this explorer needs its token: open the address with '?token=…' that started it printed (a local stack's token " +
+  "is in its state directory's 'token' file), or send 'Authorization: Bearer <token>'";
+const BEARER_CHALLENGE = { 'www-authenticate': 'Bearer realm="Baton explorer"' } as const;
 
 /** Most thread-id segments: `root/agent-n` today, a little room for deeper ids. */
 const MAX_THREAD_ID_PARTS = 4;
@@ -146,7 +179,14 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   const data = new ExplorerData(options.client);
   const namespace = options.namespace ?? 'default';
   const maxStreams = options.maxStreams ?? 32;
+  const stallMs = options.streamStallMs ?? DEFAULT_STREAM_STALL_MS;
+  const token = options.token ?? generateAccessToken();
+  const tokenProblem = accessTokenProblem(token);
+  if (tokenProblem) throw new AccessTokenError(`the explorer's token ${tokenProblem}`);
+  // Streams being opened count too: a slot is taken before the first await, so concurrent requests cannot overfill.
   const streams = new Set<{ stop: () => Promise<void> }>();
+  // Named by port: cookies do not tell ports apart, and two explorers of two stacks may run on one machine.
+  let cookieName = 'baton-explorer';
   // On loopback, its own names, set once it listens (they carry the port); elsewhere any name is served.
   let allowedHosts: ReadonlySet<string> | undefined = undefined;
 
@@ -166,8 +206,9 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         return;
       }
       const api = (req.url ?? '').startsWith('/api/');
-      if (api) sendJson(res, status, { error: message });
-      else sendHtml(res, status, errorPage(status === 404 ? 'Not found' : `Error ${status}`, message));
+      const headers = error instanceof HttpError ? error.headers : {};
+      if (api) sendJson(res, status, { error: message }, headers);
+      else sendHtml(res, status, errorPage(errorTitle(status), message), headers);
     });
   });
 
@@ -185,8 +226,25 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
     }
     const method = req.method ?? 'GET';
     if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') throw new HttpError(405, `${method} is not served`);
-    if (method === 'POST') checkSameOrigin(req);
     const api = parts[0] === 'api';
+    // A page of another site may link to a page here (it gets no cookie: SameSite=Strict), never read the API or a
+    // stream, nor post.
+    if (method === 'POST' || api) checkSameOrigin(req, method);
+    const offered = url.searchParams.get('token');
+    if (!api && offered !== null && method !== 'POST') {
+      if (!tokenMatches(token, offered)) throw new HttpError(401, "that is not this explorer's token");
+      // The cookie for the token, and the same address without it: it stays out of the address bar and history.
+      url.searchParams.delete('token');
+      res.writeHead(302, {
+        location: `${url.pathname}${url.search}`,
+        'set-cookie': `${cookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`,
+        'cache-control': 'no-store',
+        'referrer-policy': 'no-referrer',
+      });
+      res.end();
+      return;
+    }
+    if (!requestHasToken(req, token, cookieName)) throw new HttpError(401, NEEDS_TOKEN, BEARER_CHALLENGE);
     const route = api ? parts.slice(1) : parts;
 
     if (!api && route.length === 2 && route[0] === 'assets') {
@@ -373,16 +431,17 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   }
 
   /**
-   * Starts a Server-Sent Events response: counted among the live streams, kept open by a comment every
-   * `HEARTBEAT_MS`, and ended (with `stopFeed`) when the request closes or `stop()` is called, once.
+   * Takes a place among the live streams, at once (before any await, so concurrent requests cannot all pass the
+   * check), or refuses with 503. `stop()` gives it back, ends the feed (`stopFeed`) and the response, once.
    */
-  function openEventStream(
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    stopFeed: () => Promise<unknown> | undefined,
-  ) {
+  function reserveStream(res: http.ServerResponse) {
+    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
+    let stopFeed: () => Promise<unknown> | undefined = () => undefined;
+    let heartbeat: ReturnType<typeof setInterval> | undefined;
     const entry = {
       closed: false,
+      /** A write is waiting for the reader to take what was sent. */
+      blocked: false,
       stop: async () => {
         if (entry.closed) return;
         entry.closed = true;
@@ -391,9 +450,34 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
         await stopFeed();
         if (!res.writableEnded) res.end();
       },
+      /** What ends the feed (and the heartbeat, once the response has started). */
+      started(stop: () => Promise<unknown> | undefined, timer: ReturnType<typeof setInterval> | undefined) {
+        stopFeed = stop;
+        heartbeat = timer;
+      },
     };
     streams.add(entry);
-    const heartbeat = setInterval(() => res.write(': ping\n\n'), HEARTBEAT_MS);
+    return entry;
+  }
+
+  type StreamEntry = ReturnType<typeof reserveStream>;
+
+  /**
+   * Starts the Server-Sent Events response of a reserved stream: kept open by a comment every `HEARTBEAT_MS`, and
+   * ended (with `stopFeed`) when the request closes or `stop()` is called. `send` respects backpressure: when the
+   * socket's buffer is full it waits for the reader (so the feed is read no further meanwhile); a reader that takes
+   * nothing for `stallMs` is disconnected, and a browser's EventSource reconnects with `Last-Event-ID`.
+   */
+  function openEventStream(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    entry: StreamEntry,
+    stopFeed: () => Promise<unknown> | undefined,
+  ) {
+    const heartbeat = setInterval(() => {
+      if (!entry.blocked && !entry.closed) res.write(': ping\n\n');
+    }, HEARTBEAT_MS);
+    entry.started(stopFeed, heartbeat);
     req.on('close', () => void entry.stop());
     res.writeHead(200, {
       ...SECURITY_HEADERS,
@@ -402,19 +486,29 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       connection: 'keep-alive',
     });
     res.write('retry: 2000\n\n');
-    return entry;
+    const send = async (frame: string): Promise<void> => {
+      if (entry.closed || res.write(frame)) return;
+      entry.blocked = true;
+      const drained = await drainedWithin(res, stallMs);
+      entry.blocked = false;
+      if (drained || entry.closed) return;
+      // Everything it missed is stored and numbered: a reconnecting reader resumes after the last event it got.
+      res.destroy();
+      await entry.stop();
+    };
+    return send;
   }
 
   async function stream(req: http.IncomingMessage, res: http.ServerResponse, root: string, url: URL): Promise<void> {
-    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
     const lastEventId = req.headers['last-event-id'];
     const since =
       parseSeqParam(typeof lastEventId === 'string' ? lastEventId : null, 'Last-Event-ID') ??
       parseSeqParam(url.searchParams.get('since'), 'since') ??
       0;
     let watch: EnvWatch | undefined;
-    const entry = openEventStream(req, res, () => watch?.stop());
-    const closed = () => entry.closed;
+    const reserved = reserveStream(res);
+    const send = openEventStream(req, res, reserved, () => watch?.stop());
+    const closed = () => reserved.closed;
     try {
       watch = await options.client.thread(root).watchEnv(
         async (event) => {
@@ -428,16 +522,17 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
           const logEvent = logged[0] ?? { ...event, scope: '', actor: { ...event.actor, task: null } };
           // `entry` is the key's root-scope state after the event; a write in a fork task's own scope leaves it as is.
           const change = { event: logEvent, rootScope: logEvent.scope === '', entry: current ? manifestEntry : null };
-          res.write(`id: ${event.seq}\nevent: env\ndata: ${JSON.stringify(change)}\n\n`);
+          // The watch delivers its next event once this one is sent: a slow reader slows the reading, nothing piles up.
+          await send(`id: ${event.seq}\nevent: env\ndata: ${JSON.stringify(change)}\n\n`);
         },
         { since },
       );
     } catch (error) {
-      await entry.stop();
+      await reserved.stop();
       throw error;
     }
     if (closed()) await watch.stop();
-    watch.done.catch(() => undefined).finally(() => void entry.stop());
+    watch.done.catch(() => undefined).finally(() => void reserved.stop());
   }
 
   /**
@@ -446,35 +541,33 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
    * not stored. Every frame's data is the event's JSON, its `type` saying which.
    */
   async function runFeed(req: http.IncomingMessage, res: http.ServerResponse, root: string, url: URL) {
-    if (streams.size >= maxStreams) throw new HttpError(503, `already serving ${maxStreams} live streams`);
     const lastEventId = req.headers['last-event-id'];
     // A browser reconnecting sends the id of the last event it got, beside the `since` of the address it opened.
     const resume: FeedResume =
       typeof lastEventId === 'string' && lastEventId !== ''
         ? resumeAfterEventId(lastEventId)
         : { since: parseSeqParam(url.searchParams.get('since'), 'since') ?? 0 };
+    const reserved = reserveStream(res);
     const events = options.client.thread(root).events({ since: resume.since });
-    // The page shows itself live once its stream opens, so the stream opens only once the feed listens: streamed text
-    // is announced and never stored, and what was announced before the LISTEN took effect is lost to this reader.
-    // A feed that cannot be read fails the loop below, which ends the stream.
-    await events.catchUp().catch(() => undefined);
-    if (req.socket.destroyed) {
-      await events.return();
-      return;
-    }
-    const entry = openEventStream(req, res, () => events.return());
+    reserved.started(() => events.return(), undefined);
     try {
+      // The page shows itself live once its stream opens, so the stream opens only once the feed listens: streamed
+      // text is announced and never stored, and what was announced before the LISTEN took effect is lost to this
+      // reader. A feed that cannot be read fails the loop below, which ends the stream.
+      await events.catchUp().catch(() => undefined);
+      if (req.socket.destroyed || reserved.closed) return;
+      const send = openEventStream(req, res, reserved, () => events.return());
       for await (const event of events) {
-        if (entry.closed) break;
+        if (reserved.closed) break;
         const { skip } = resume;
         if (skip && 'id' in event && event.seq === skip.seq && eventPart(event.id) <= skip.part) continue;
-        res.write(runEventFrame(event));
+        await send(runEventFrame(event));
       }
     } catch {
       // The feed could not be read on (its database connection stayed lost): the stream ends, and a browser opens
       // it again after `retry`, resuming after the last event it got.
     } finally {
-      await entry.stop();
+      await reserved.stop();
     }
   }
 
@@ -487,8 +580,15 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   const hostForUrl = host.includes(':') ? `[${host}]` : host;
   const url = `http://${hostForUrl}:${address.port}`;
   allowedHosts = loopbackHostHeaders(host, address.port);
+  cookieName = `baton-explorer-${address.port}`;
   return {
     url,
+    token,
+    link(path = '/') {
+      const target = new URL(path, url);
+      target.searchParams.set('token', token);
+      return target.href;
+    },
     async close() {
       await Promise.all([...streams].map((s) => s.stop()));
       await new Promise<void>((resolve) => {
@@ -525,11 +625,40 @@ function searchParam(url: URL): string | undefined {
   return q === '' ? undefined : q;
 }
 
-/** Refuses a POST another site's page made (a form aimed at this loopback server from the user's browser). */
-function checkSameOrigin(req: http.IncomingMessage): void {
+/**
+ * Refuses a POST, an API read or a live stream another site's page made (a form, a fetch or an EventSource aimed at
+ * this server from the user's browser).
+ */
+function checkSameOrigin(req: http.IncomingMessage, method: string): void {
   const crossSite = crossSiteRequest(req);
-  if (crossSite === 'origin') throw new HttpError(403, 'a form from another site cannot post here');
-  if (crossSite === 'fetch-site') throw new HttpError(403, 'a cross-site request cannot post here');
+  const what = method === 'POST' ? 'post here' : "read this explorer's data";
+  if (crossSite === 'origin') throw new HttpError(403, `a page from another site cannot ${what}`);
+  if (crossSite === 'fetch-site') throw new HttpError(403, `a cross-site request cannot ${what}`);
+}
+
+/**
+ * Resolves `true` once `res` has sent what it buffered, `false` when `ms` pass first or the response closes.
+ */
+function drainedWithin(res: http.ServerResponse, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (drained: boolean) => {
+      clearTimeout(timer);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(drained);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    res.once('drain', onDrain);
+    res.once('close', onClose);
+  });
+}
+
+function errorTitle(status: number): string {
+  if (status === 404) return 'Not found';
+  if (status === 401) return 'This explorer needs its token';
+  return `Error ${status}`;
 }
 
 /**
@@ -583,6 +712,11 @@ function optionalText(fields: Record<string, unknown>, name: string, max: number
   return text === '' ? undefined : text;
 }
 
+/** Who decided, for the record: the name given (a claim) and that it came through the explorer. */
+function withChannel(name: string | undefined): string {
+  return name === undefined ? EXPLORER_DECIDER : `${name}${EXPLORER_CHANNEL}`;
+}
+
 /** Who decides (blank: the explorer's default), the reason of a rejection, and the page the form came from. */
 function decisionFields(fields: Record<string, unknown>): DecisionFields {
   const from = fields.from;
@@ -591,7 +725,7 @@ function decisionFields(fields: Record<string, unknown>): DecisionFields {
   }
   const reason = optionalText(fields, 'reason', MAX_APPROVAL_REASON_CHARS);
   return {
-    by: optionalText(fields, 'by', MAX_DECIDED_BY_CHARS) ?? EXPLORER_DECIDER,
+    by: withChannel(optionalText(fields, 'by', MAX_EXPLORER_NAME_CHARS)),
     ...(reason === undefined ? {} : { reason }),
     ...(from === undefined ? {} : { from }),
   };
@@ -613,8 +747,9 @@ function allParam(url: URL): boolean {
   throw new HttpError(400, `all must be 1 or 0, not '${value}'`);
 }
 
-function sendHtml(res: http.ServerResponse, status: number, page: Html): void {
+function sendHtml(res: http.ServerResponse, status: number, page: Html, headers: Record<string, string> = {}): void {
   res.writeHead(status, {
+    ...headers,
     ...SECURITY_HEADERS,
     'content-type': 'text/html; charset=utf-8',
     'cache-control': 'no-store',
@@ -622,8 +757,14 @@ function sendHtml(res: http.ServerResponse, status: number, page: Html): void {
   res.end(page.text);
 }
 
-function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
+function sendJson(
+  res: http.ServerResponse,
+  status: number,
+  value: unknown,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(status, {
+    ...headers,
     ...SECURITY_HEADERS,
     'content-type': 'application/json; charset=utf-8',
     'cache-control': 'no-store',

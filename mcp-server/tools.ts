@@ -66,6 +66,8 @@ const waitSeconds = z
   .max(MAX_WAIT_SECONDS)
   .optional()
   .describe(`How long to wait for the reply, in seconds (1 to ${MAX_WAIT_SECONDS}).`);
+/** What a decision's `decidedBy` gets after the name given: the way it came, which the caller cannot leave out. */
+const MCP_CHANNEL = ' (over MCP)';
 const allRows = z.boolean().optional().describe('Closed ones too (answered, decided, expired, cancelled).');
 
 /** What a thread's turns wait for from a person: its open questions and pending approvals, whole tree included. */
@@ -337,7 +339,7 @@ export const TOOLS: readonly McpTool[] = [
     title: 'Approve or reject a tool call',
     description:
       'Approves a pending tool call (a1, a2, … as list_approvals lists them), which then runs, or rejects it: it ' +
-      'does not run, and the agent reads the reason. The decision is recorded as made by `by`.',
+      'does not run, and the agent reads the reason. The decision is recorded as made by `by` (over MCP).',
     parameters: z.strictObject({
       thread_id: rootThreadId,
       approval_id: z.string().regex(/^a[1-9][0-9]{0,8}$/, 'must be an approval id such as a1'),
@@ -351,16 +353,18 @@ export const TOOLS: readonly McpTool[] = [
         .string()
         .trim()
         .min(1)
-        .max(MAX_DECIDED_BY_CHARS)
+        .max(MAX_DECIDED_BY_CHARS - MCP_CHANNEL.length)
         .optional()
-        .describe("Who decides, for the record (default: this MCP client's name)."),
+        .describe("Who decides, for the record (default: this MCP client's name); recorded with ' (over MCP)'."),
     }),
     annotations: { ...WRITES, destructiveHint: true },
     async run(args, { client, clientName }) {
       if (args.decision === 'approve' && args.reason !== undefined) {
         throw new BatonClientError("'reason' goes with a rejection: an approval has none");
       }
-      const by = args.by ?? `${clientName ?? 'an MCP client'} (over MCP)`.slice(0, MAX_DECIDED_BY_CHARS);
+      // The name is the caller's claim; that the decision came over MCP is the server's to record.
+      const name = args.by ?? (clientName ?? 'an MCP client').slice(0, MAX_DECIDED_BY_CHARS - MCP_CHANNEL.length);
+      const by = `${name}${MCP_CHANNEL}`;
       const thread = client.thread(args.thread_id);
       const result =
         args.decision === 'approve'

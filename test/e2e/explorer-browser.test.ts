@@ -1,6 +1,7 @@
 /**
  * The thread explorer in a real browser: `playwright-core` drives Debian's Chromium against `baton dev`, which starts
- * a Temporal dev server of its own (so its Web UI runs) on the test database. The ARC team answers the demo message,
+ * a Temporal dev server of its own (so its Web UI runs) on the test database. The browser opens the address with the
+ * stack's token that `baton dev` printed (a browser without it is refused). The ARC team answers the demo message,
  * then the tests look at the tree and the env panel, watch a value stored from the SDK appear without a reload, step
  * the env state back, answer a question from the page, approve a tool call next to it in the transcript and reject one
  * with a reason from the tree (a user tool with `needsApproval`, loaded with `--tools`), open a fork (its rows are a
@@ -146,6 +147,7 @@ describe('the thread explorer in Chromium', { skip: isCi() ? false : missingChro
   let explorerUrl = '';
   let uiUrl: string | undefined;
   let threadId = '';
+  let token = '';
   const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
 
   const shot = async (name: string) => {
@@ -189,7 +191,12 @@ describe('the thread explorer in Chromium', { skip: isCi() ? false : missingChro
     assert.ok(stack?.explorerUrl, `stack.json records explorerUrl:\n${dev.output.stderr()}`);
     explorerUrl = stack.explorerUrl;
     uiUrl = stack.uiUrl;
-    assert.match(dev.output.stderr(), /explorer: http:\/\/127\.0\.0\.1:\d+/);
+    // The stack's token, in its state directory, and the address `baton dev` printed with it.
+    token = fs.readFileSync(path.join(stateDir, 'token'), 'utf8').trim();
+    assert.ok(
+      dev.output.stderr().includes(`explorer: ${explorerUrl}/?token=${token}`),
+      `baton dev prints the address with the token:\n${dev.output.stderr()}`,
+    );
 
     const run = await cli('run', 'coordinator', ARC_MESSAGE, '--json');
     assert.equal(run.code, 0, `${describeRun(run)}\nbaton dev:\n${dev.output.stderr()}`);
@@ -197,12 +204,48 @@ describe('the thread explorer in Chromium', { skip: isCi() ? false : missingChro
 
     browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: CHROMIUM_FLAGS });
     page = await browser.newPage({ viewport: { width: 1366, height: 860 } });
+    // As a person opens it: the printed address, which leaves the cookie and comes back without the token.
+    await page.goto(`${explorerUrl}/?token=${token}`);
+    assert.equal(page.url(), `${explorerUrl}/`);
   });
 
   after(async () => {
     await browser?.close();
     await dev?.stop();
     await pool.end();
+  });
+
+  test('browser: without its token the explorer shows nothing; the address with it leaves an HttpOnly SameSite=Strict cookie and no token in the address', async () => {
+    assert.ok(browser);
+    const stranger = await browser.newContext();
+    try {
+      const other = await stranger.newPage();
+      const refused = await other.goto(`${explorerUrl}/threads/${threadId}`);
+      assert.equal(refused?.status(), 401);
+      assert.match(await other.locator('h1').innerText(), /This explorer needs its token/);
+      assert.doesNotMatch(await other.content(), new RegExp(threadId), 'nothing of the thread');
+      const api = await other.goto(`${explorerUrl}/api/threads`);
+      assert.equal(api?.status(), 401);
+      assert.equal((await other.goto(`${explorerUrl}/?token=${'w'.repeat(43)}`))?.status(), 401, 'a wrong token');
+      assert.deepEqual(await stranger.cookies(), [], 'and no cookie for it');
+
+      const opened = await other.goto(`${explorerUrl}/threads/${threadId}?token=${token}`);
+      assert.equal(opened?.status(), 200);
+      assert.equal(other.url(), `${explorerUrl}/threads/${threadId}`, 'the token is gone from the address');
+      const [cookie] = await stranger.cookies();
+      assert.deepEqual(
+        [cookie?.name, cookie?.value, cookie?.httpOnly, cookie?.sameSite, cookie?.path],
+        [`baton-explorer-${new URL(explorerUrl).port}`, token, true, 'Strict', '/'],
+      );
+      assert.equal(await other.evaluate('document.cookie'), '', "the page's script cannot read it");
+      // The page's own requests carry it: its fetch of the API answers.
+      const listed = await other.evaluate<number>(
+        "fetch('/api/threads', { headers: { accept: 'application/json' } }).then((r) => r.status)",
+      );
+      assert.equal(listed, 200);
+    } finally {
+      await stranger.close();
+    }
   });
 
   test('browser: the front page lists the ARC run; its tree shows coordinator → solver → observer with preambles and Web UI links', async () => {
@@ -332,7 +375,10 @@ describe('the thread explorer in Chromium', { skip: isCi() ? false : missingChro
     assert.equal(parseJson(result).reply, DEPLOYER_REPLY);
     await page.reload();
     assert.match(await page.locator('.tool-result').first().innerText(), /deploy[\s\S]*deployed api <b>v2<\/b>/);
-    assert.match(await call.locator('.approval-note').innerText(), /approved\s+a1: approved by alice/);
+    assert.match(
+      await call.locator('.approval-note').innerText(),
+      /approved\s+a1: approved by alice \(in the explorer\)/,
+    );
     assert.equal(await page.locator('form.decide').count(), 0);
     assert.equal(await page.evaluate("localStorage.getItem('baton-explorer-decider')"), 'alice', 'the name is kept');
     await shot('explorer-approved');
@@ -365,13 +411,13 @@ describe('the thread explorer in Chromium', { skip: isCi() ? false : missingChro
     await page.goto(`${explorerUrl}/threads/${root}/transcript`);
     assert.equal(
       await page.locator('.tool-result pre').first().innerText(),
-      `Error: bob rejected this call of 'deploy', so it did not run. Reason: ${REJECTION}`,
+      `Error: bob (in the explorer) rejected this call of 'deploy', so it did not run. Reason: ${REJECTION}`,
     );
     await page.goto(`${explorerUrl}/threads/${root}`);
     await page.locator('#approvals details.approval-history summary').click();
     assert.match(
       await page.locator('#approvals tr[data-approval="a1"]').innerText(),
-      new RegExp(`deploy[\\s\\S]*rejected\\s+bob\\s+not before the <i>release notes</i> are out`),
+      new RegExp(`deploy[\\s\\S]*rejected\\s+bob \\(in the explorer\\)\\s+not before the <i>release notes</i> are out`),
     );
     assert.equal(await page.locator('#no-approvals').count(), 1);
   });

@@ -18,7 +18,9 @@ import type { AgentHarness } from '../../testing/harness';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
 import {
+  baton,
   childEnv,
+  describeRun,
   env,
   freshDir,
   ROOT,
@@ -502,12 +504,16 @@ describe('with no worker on its task queue', () => {
 });
 
 describe('over Streamable HTTP on loopback, found through TEMPORAL_ADDRESS and DATABASE_URL', () => {
+  const stateDir = freshDir('mcp-http-state');
   let server: BackgroundCommand;
   let url: URL;
+  let token = '';
+  /** What a client sends with every request: the header `baton mcp serve --http --json` printed. */
+  let headers: Record<string, string> = {};
 
   before(async () => {
     server = startBaton(
-      ['mcp', 'serve', '--http', '--port', '0', '--json'],
+      ['--state-dir', stateDir, 'mcp', 'serve', '--http', '--port', '0', '--json'],
       stackEnv({ BATON_TASK_QUEUE: harness.taskQueue }),
     );
     await waitFor('the MCP server to listen', () => server.output.stdout().includes('\n'), {
@@ -515,16 +521,37 @@ describe('over Streamable HTTP on loopback, found through TEMPORAL_ADDRESS and D
       child: server.child,
       describe: server.output.stderr,
     });
-    url = new URL((JSON.parse(server.output.stdout()) as { url: string }).url);
+    const printed = JSON.parse(server.output.stdout()) as {
+      url: string;
+      token: string;
+      headers: Record<string, string>;
+    };
+    url = new URL(printed.url);
+    token = printed.token;
+    headers = printed.headers;
   });
   after(() => {
     if (server.child.exitCode === null) server.child.kill('SIGKILL');
   });
 
+  /** The SDK's client over HTTP, sending `requestHeaders` with every request. */
+  async function httpClient(requestHeaders: Record<string, string>): Promise<Client> {
+    const client = mcpClient();
+    await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers: requestHeaders } }));
+    return client;
+  }
+
+  test('the token: generated into the state directory (mode 600) and printed as the header a client sends', () => {
+    const file = path.join(stateDir, 'token');
+    assert.equal(fs.readFileSync(file, 'utf8').trim(), token);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    assert.match(token, /^[A-Za-z0-9_-]{43}$/, '256 random bits, base64url');
+    assert.deepEqual(headers, { Authorization: `Bearer ${token}` });
+  });
+
   test("the SDK's client lists the tools, starts a thread and gets its reply", async () => {
     assert.match(url.href, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-    const client = mcpClient();
-    await client.connect(new StreamableHTTPClientTransport(url));
+    const client = await httpClient(headers);
     try {
       assert.deepEqual(
         (await client.listTools()).tools.map((tool) => tool.name),
@@ -545,13 +572,73 @@ describe('over Streamable HTTP on loopback, found through TEMPORAL_ADDRESS and D
     }
   });
 
-  /** One raw request to the server: its status and body. */
+  test('without the token nothing is served: decide_approval decides nothing, and the SDK client cannot connect', async () => {
+    const client = await httpClient(headers);
+    try {
+      const started = structured(await callTool(client, 'start_thread', { agent: SHIPPER, message: 'Ship billing.' }));
+      const threadId = String(started.threadId);
+      const pending = async () => (await call(client, 'list_approvals', { thread_id: threadId, all: true })).approvals;
+      await waitFor('the approval', async () => ((await pending()) as unknown[]).length === 1, { timeoutMs: 60_000 });
+      const deployedBefore = deployed.length;
+      const decide = (decision: string) =>
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: {
+            name: 'decide_approval',
+            arguments: { thread_id: threadId, approval_id: 'a1', decision, by: 'erin' },
+          },
+        });
+      for (const authorization of [undefined, `Bearer ${'x'.repeat(43)}`, `Basic ${token}`, token]) {
+        const refused = await request({ authorization: authorization ?? null, body: decide('approve') });
+        assert.equal(refused.status, 401, `${authorization ?? 'no header'}: ${refused.body}`);
+        assert.match((JSON.parse(refused.body) as { error: { message: string } }).error.message, /needs its token/);
+      }
+      assert.deepEqual(
+        ((await pending()) as Record<string, unknown>[]).map((a) => [a.approvalId, a.status, a.decidedBy]),
+        [['a1', 'pending', null]],
+        'the approval still waits',
+      );
+      assert.equal(deployed.length, deployedBefore, 'nothing ran');
+      await assert.rejects(httpClient({}), (error: Error) => {
+        assert.match(error.message, /this MCP server needs its token/);
+        assert.equal((error as Error & { code?: number }).code, 401);
+        return true;
+      });
+      await assert.rejects(httpClient({ Authorization: `Bearer ${'x'.repeat(43)}` }), /needs its token/);
+
+      // With the token the same call decides it, recorded as the name given and that it came over MCP.
+      const approved = await request({ body: decide('approve') });
+      assert.equal(approved.status, 200, approved.body);
+      await call(client, 'get_thread', { thread_id: threadId, message_id: started.messageId, wait_seconds: 30 });
+      assert.deepEqual(
+        ((await pending()) as Record<string, unknown>[]).map((a) => [a.approvalId, a.status, a.decidedBy]),
+        [['a1', 'approved', 'erin (over MCP)']],
+      );
+      assert.equal(deployed.length, deployedBefore + 1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  /** Calls a tool over `client`; its structured result. */
+  async function call(client: Client, name: string, args: Record<string, unknown>) {
+    return structured(await callTool(client, name, args));
+  }
+
+  /**
+   * One raw request to the server: its status and body. It carries the token unless `authorization` says otherwise
+   * (`null`: no header).
+   */
   function request(options: {
     method?: string;
     path?: string;
     headers?: http.OutgoingHttpHeaders;
+    authorization?: string | null;
     body?: string;
   }): Promise<{ status: number; body: string }> {
+    const authorization = options.authorization === undefined ? `Bearer ${token}` : options.authorization;
     return new Promise((resolve, reject) => {
       const req = http.request(
         {
@@ -562,6 +649,7 @@ describe('over Streamable HTTP on loopback, found through TEMPORAL_ADDRESS and D
           headers: {
             'content-type': 'application/json',
             accept: 'application/json, text/event-stream',
+            ...(authorization === null ? {} : { authorization }),
             ...options.headers,
           },
         },
@@ -614,6 +702,50 @@ describe('over Streamable HTTP on loopback, found through TEMPORAL_ADDRESS and D
     // The same origin, as a page the server itself served would send it, is served.
     const sameOrigin = await request({ headers: { origin: `http://127.0.0.1:${url.port}` } });
     assert.equal(sameOrigin.status, 200, sameOrigin.body);
+  });
+
+  test('a configured token: BATON_MCP_TOKEN or --token-file, never printed in full; one that is too short stops it', async () => {
+    const configured = `configured-${'k'.repeat(32)}`;
+    const other = startBaton(
+      ['--state-dir', freshDir('mcp-http-configured'), 'mcp', 'serve', '--http', '--port', '0'],
+      stackEnv({ BATON_TASK_QUEUE: harness.taskQueue, BATON_MCP_TOKEN: configured }),
+    );
+    try {
+      await waitFor('the MCP server to listen', () => other.output.stdout().includes('\n'), {
+        timeoutMs: 60_000,
+        child: other.child,
+        describe: other.output.stderr,
+      });
+      const line = other.output.stdout();
+      assert.match(
+        line,
+        /^Baton MCP server: http:\/\/127\.0\.0\.1:\d+\/mcp with the header 'Authorization: Bearer <the token of BATON_MCP_TOKEN>'/,
+      );
+      assert.ok(!line.includes(configured), 'the configured token is not printed');
+      const otherUrl = new URL(/(http:\S+\/mcp)/.exec(line)?.[1] ?? '');
+      const client = mcpClient();
+      await client.connect(
+        new StreamableHTTPClientTransport(otherUrl, {
+          requestInit: { headers: { Authorization: `Bearer ${configured}` } },
+        }),
+      );
+      assert.equal((await client.listTools()).tools.length, TOOL_NAMES.length);
+      await client.close();
+    } finally {
+      other.child.kill('SIGINT');
+      await other.finished(30_000);
+    }
+
+    const short = path.join(freshDir('mcp-short-token'), 'token');
+    fs.writeFileSync(short, 'too-short\n');
+    for (const [args, message] of [
+      [['--http', '--token-file', short], `the token in ${short} is 9 characters long; a token needs at least 32`],
+      [['--token-file', short], '--token-file goes with --http'],
+    ] as const) {
+      const refused = await baton(['mcp', 'serve', ...args], stackEnv());
+      assert.equal(refused.code, 1, describeRun(refused));
+      assert.ok(refused.stderr.includes(message), describeRun(refused));
+    }
   });
 
   test('SIGINT stops it cleanly', async () => {

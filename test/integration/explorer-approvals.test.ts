@@ -3,7 +3,8 @@
  * in its turn, the explorer lists it at the root of its tree (arguments escaped) and next to its call in the
  * transcript, and its forms and JSON API decide it through the SDK: approved from a delegated thread's transcript,
  * rejected with a reason over the API, rejected from the tree; an expired approval shows in the history and cannot
- * be decided; bad input is refused and leaves the approval waiting.
+ * be decided; bad input is refused and leaves the approval waiting, and so does every request without the explorer's
+ * token.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -19,7 +20,7 @@ import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { settle, waitFor } from '../chaos/waiting';
-import { explorerHttp, flat, textOf } from './explorer-http';
+import { explorerHttp, flat, textOf, type Fetched } from './explorer-http';
 
 const SCRIPT = '<script>alert(1)</script>';
 const SCRIPT_ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt;';
@@ -69,7 +70,7 @@ agents:
 
 let harness: AgentHarness;
 let explorer: ExplorerServer;
-const { request, json, markup, page } = explorerHttp(() => explorer.url);
+const { request, json, markup, page } = explorerHttp(() => explorer);
 const p = (id: string) => encodeURIComponent(id);
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 const JSON_BODY = { 'content-type': 'application/json' };
@@ -169,28 +170,30 @@ test('explorer approvals: a delegated call waits at the root, its arguments esca
   const after = await markup(`/threads/${p(shipper)}/transcript`);
   const note = /<div class="approval-note" data-approval="a1">(.*?)<\/div>/s.exec(after)?.[1] ?? '';
   assert.match(note, /status-approved/);
-  assert.match(textOf(note), /^approved a1: approved by alice · [-0-9: ]+$/);
+  assert.match(textOf(note), /^approved a1: approved by alice \(in the explorer\) · [-0-9: ]+$/);
   assert.doesNotMatch(after, /<form class="decide"/);
   const history = await page(`/threads/${p(root)}`);
   assert.match(history, /<p class="muted" id="no-approvals">No tool call is waiting for approval\.<\/p>/);
   assert.match(
     history,
-    /<tr data-approval="a1">.*?<td><span class="status status-approved">approved<\/span><\/td><td>alice<\/td><td><\/td>/,
+    /<tr data-approval="a1">.*?<td><span class="status status-approved">approved<\/span><\/td><td>alice \(in the explorer\)<\/td><td><\/td>/,
   );
   const all = (await json(`/api/threads/${p(root)}/approvals?all=1`)) as ApprovalRow[];
   assert.deepEqual(
     all.map((row) => [row.approvalId, row.status, row.decidedBy]),
-    [['a1', 'approved', 'alice']],
+    [['a1', 'approved', 'alice (in the explorer)']],
   );
   assert.deepEqual(await json(`/api/threads/${p(root)}/approvals`), []);
 
   const again = await postForm(`/threads/${p(root)}/approvals/a1/reject`, { reason: 'too late' });
   assert.equal(again.status, 409);
   assert.match(again.headers['content-type'] ?? '', /^text\/html/);
-  assert.match(flat(again.body), /approval &#39;a1&#39; is already approved by alice/);
+  assert.match(flat(again.body), /approval &#39;a1&#39; is already approved by alice \(in the explorer\)/);
   const againApi = await request(`/api/threads/${p(root)}/approvals/a1/approve`, { method: 'POST' });
   assert.equal(againApi.status, 409);
-  assert.deepEqual(JSON.parse(againApi.body), { error: "approval 'a1' is already approved by alice" });
+  assert.deepEqual(JSON.parse(againApi.body), {
+    error: "approval 'a1' is already approved by alice (in the explorer)",
+  });
   assert.equal(deployed.filter((service) => service === SCRIPT).length, 1, 'still deployed once');
 });
 
@@ -212,19 +215,22 @@ test('explorer approvals: a rejection over the JSON API reaches the agent with i
   if (!outcome.ok) throw outcome.error;
   assert.equal(
     await resultOf(root, pending.toolCallId),
-    `Error: bob rejected this call of 'deploy', so it did not run. Reason: ${reason}`,
+    `Error: bob (in the explorer) rejected this call of 'deploy', so it did not run. Reason: ${reason}`,
   );
   assert.equal(deployed.length, ranBefore, 'the rejected call never ran');
   const transcript = await markup(`/threads/${p(root)}/transcript`);
   assert.match(
     textOf(transcript),
-    /rejected a1: rejected by bob: not on a <b>Friday<\/b> · /,
+    /rejected a1: rejected by bob \(in the explorer\): not on a <b>Friday<\/b> · /,
     'the outcome by the call',
   );
-  assert.ok(transcript.includes('rejected by bob: not on a &lt;b&gt;Friday&lt;/b&gt;'), 'the reason, escaped');
+  assert.ok(
+    transcript.includes('rejected by bob (in the explorer): not on a &lt;b&gt;Friday&lt;/b&gt;'),
+    'the reason, escaped',
+  );
   assert.ok(!transcript.includes('<b>Friday'));
   const row = (await json(`/api/threads/${p(root)}/approvals/a1`)) as ApprovalRow;
-  assert.deepEqual([row.status, row.decidedBy, row.reason], ['rejected', 'bob', reason]);
+  assert.deepEqual([row.status, row.decidedBy, row.reason], ['rejected', 'bob (in the explorer)', reason]);
 });
 
 test('explorer approvals: an expired approval shows in the history and can no longer be decided', async () => {
@@ -316,6 +322,69 @@ test('explorer approvals: bad ids, bad fields and cross-site posts are refused, 
   assert.equal(
     await resultOf(root, pending.toolCallId),
     "Error: a person in the explorer rejected this call of 'deploy', so it did not run.",
+  );
+});
+
+test('explorer approvals: a request without the token (any process of this machine, a shell command among them) lists nothing and decides nothing', async () => {
+  const root = uniqueThreadId('xa-token');
+  const thread = await harness.client.startThread({ agent: 'shipper', threadId: root });
+  const sending = settle(thread.send('Ship it.'));
+  const pending = await pendingApproval(thread);
+  const row = async () =>
+    (await harness.pool.query('SELECT * FROM approvals WHERE root_thread_id = $1', [root])).rows as unknown[];
+  const before = await row();
+  const ranBefore = deployed.length;
+  const approve = `/threads/${p(root)}/approvals/a1/approve`;
+  const wrong = 'x'.repeat(43);
+  const refused: [string, Promise<Fetched>][] = [
+    ['a JSON approval', request(`/api${approve}`, { method: 'POST', token: null, headers: JSON_BODY, body: '{}' })],
+    [
+      'a form as the page posts it',
+      request(approve, { method: 'POST', token: null, headers: { ...FORM, origin: explorer.url }, body: 'by=me' }),
+    ],
+    ['a wrong token', request(`/api${approve}`, { method: 'POST', token: wrong, headers: JSON_BODY, body: '{}' })],
+    [
+      'the token in the address of a post',
+      request(`${approve}?token=${explorer.token}`, { method: 'POST', token: null, headers: FORM, body: 'by=me' }),
+    ],
+    [
+      'a cookie of another explorer',
+      request(`/api${approve}`, {
+        method: 'POST',
+        token: null,
+        headers: { ...JSON_BODY, cookie: `baton-explorer-1=${explorer.token}` },
+        body: '{}',
+      }),
+    ],
+    ['the thread list, which names approvals', request('/api/threads', { token: null })],
+    ['the approvals', request(`/api/threads/${p(root)}/approvals`, { token: null })],
+    ['the front page', request('/', { token: null })],
+    ['the tree', request(`/threads/${p(root)}`, { token: null })],
+  ];
+  for (const [what, response] of refused) {
+    const { status, headers, body } = await response;
+    assert.equal(status, 401, `${what}: ${body}`);
+    assert.match(body, /needs its token/, what);
+    assert.doesNotMatch(body, new RegExp(root), `${what}: nothing of the thread in the refusal`);
+    assert.equal(headers['www-authenticate'], 'Bearer realm="Baton explorer"', what);
+  }
+  const live = await request(`/api/threads/${p(root)}/events`, { token: null });
+  assert.equal(live.status, 401, 'the run feed too');
+
+  assert.deepEqual(await row(), before, 'the approval row is as it was');
+  assert.equal(deployed.length, ranBefore, 'nothing ran');
+  assert.equal((await thread.approvals())[0]?.status, 'pending');
+
+  // With the token, the same request decides it.
+  const approved = await request(`/api${approve}`, { method: 'POST', headers: JSON_BODY, body: '{"by":"dana"}' });
+  assert.equal(approved.status, 200, approved.body);
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  assert.equal(await resultOf(root, pending.toolCallId), `deployed ${SCRIPT}`);
+  assert.equal(
+    ((await json(`/api/threads/${p(root)}/approvals/a1`)) as ApprovalRow).decidedBy,
+    'dana (in the explorer)',
+    'the name given, and that it came through the explorer',
   );
 });
 

@@ -18,9 +18,10 @@ import { announceRunEvents, publishDeltas, readRunFeed, recordModelCallStarted }
 import { ensureThread } from '../../db/threads';
 import { appendMessage } from '../../db/transcripts';
 import { startExplorer, type ExplorerServer } from '../../explorer';
+import { runEventFrame } from '../../explorer/server';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { waitFor } from '../chaos/waiting';
-import { explorerHttp } from './explorer-http';
+import { bearer, explorerHttp, type ExplorerAddress } from './explorer-http';
 
 const env = readTestEnv();
 const pool = createPool({ connectionString: env.databaseUrl, max: 4 });
@@ -31,7 +32,7 @@ const WAIT_MS = 20_000;
 
 let client: BatonClient;
 let explorer: ExplorerServer;
-const { request, markup } = explorerHttp(() => explorer.url);
+const { request, markup } = explorerHttp(() => explorer);
 const p = (id: string) => encodeURIComponent(id);
 const feedPath = (query = '') => `/api/threads/${p(root)}/events${query}`;
 
@@ -50,9 +51,13 @@ interface OpenFeed {
 }
 
 /** Opens a feed stream and parses its frames as they come (comments and `retry:` are skipped). */
-function openFeed(path: string, headers: Record<string, string> = {}, base = explorer.url): Promise<OpenFeed> {
+function openFeed(
+  path: string,
+  headers: Record<string, string> = {},
+  server: ExplorerAddress = explorer,
+): Promise<OpenFeed> {
   return new Promise((resolve, reject) => {
-    const req = http.get(`${base}${path}`, { headers }, (res) => {
+    const req = http.get(`${server.url}${path}`, { headers: { ...bearer(server.token), ...headers } }, (res) => {
       const frames: Frame[] = [];
       const waiters: (() => void)[] = [];
       let buffer = '';
@@ -351,19 +356,109 @@ describe('the explorer run feed', () => {
     // Env streams and run feeds share the cap; a closed request ends its iteration and frees its place.
     const capped = await startExplorer({ client, port: 0, maxStreams: 1 });
     try {
-      const first = await openFeed(feedPath(), {}, capped.url);
+      const first = await openFeed(feedPath(), {}, capped);
       assert.equal(first.status, 200);
-      const envStream = await openFeed(`/api/threads/${p(root)}/env/stream`, {}, capped.url);
+      const envStream = await openFeed(`/api/threads/${p(root)}/env/stream`, {}, capped);
       assert.equal(envStream.status, 503);
       envStream.close();
       first.close();
       await waitFor('the capped feed to be free again', 10_000, async () => {
-        const again = await openFeed(feedPath(), {}, capped.url);
+        const again = await openFeed(feedPath(), {}, capped);
         again.close();
         return again.status === 200 ? true : undefined;
       });
     } finally {
       await capped.close();
+    }
+  });
+
+  test("explorer feed: another site's page cannot read the API or a stream (Origin, Sec-Fetch-Site), though it may link to a page", async () => {
+    const foreign: [string, Record<string, string>][] = [
+      ['a foreign Origin', { origin: 'http://evil.example' }],
+      ['Origin: null', { origin: 'null' }],
+      ['a cross-site fetch', { 'sec-fetch-site': 'cross-site' }],
+      ['a page on another port of this host', { 'sec-fetch-site': 'same-site' }],
+    ];
+    for (const path of [
+      '/api/threads',
+      `/api/threads/${p(root)}/approvals`,
+      feedPath(),
+      `/api/threads/${p(root)}/env/stream`,
+    ]) {
+      for (const [what, headers] of foreign) {
+        const opened = await openFeed(path, headers);
+        opened.close();
+        assert.equal(opened.status, 403, `${what}: ${path}`);
+      }
+    }
+    const refused = await request('/api/threads', { headers: { 'sec-fetch-site': 'cross-site' } });
+    assert.deepEqual(JSON.parse(refused.body), { error: "a cross-site request cannot read this explorer's data" });
+    // The explorer's own page (same-origin) and an address the person typed (none) read it; a link from elsewhere
+    // opens a page.
+    for (const site of ['same-origin', 'none']) {
+      assert.equal((await request('/api/threads', { headers: { 'sec-fetch-site': site } })).status, 200, site);
+      const own = await openFeed(feedPath(), { 'sec-fetch-site': site, origin: explorer.url });
+      own.close();
+      assert.equal(own.status, 200, site);
+    }
+    assert.equal((await request(`/threads/${p(root)}`, { headers: { 'sec-fetch-site': 'cross-site' } })).status, 200);
+  });
+
+  test('explorer feed: requests at once cannot overfill the cap on live streams', async () => {
+    const capped = await startExplorer({ client, port: 0, maxStreams: 1 });
+    try {
+      // All of them reach the check before any stream has opened (opening one waits for its LISTEN).
+      const feeds = await Promise.all([1, 2, 3, 4].map(() => openFeed(feedPath(), {}, capped)));
+      for (const feed of feeds) feed.close();
+      assert.deepEqual(feeds.map((feed) => feed.status).sort(), [200, 503, 503, 503]);
+    } finally {
+      await capped.close();
+    }
+  });
+
+  test('explorer feed: a reader that takes nothing is disconnected once it stalls, and its place freed, instead of buffered for', async () => {
+    const big = uniqueThreadId('xfeed-big');
+    const scope: ThreadScope = { rootThreadId: big, threadId: big, agent: 'lead', epoch: 0 };
+    await ensureThread(pool, { threadId: big, rootThreadId: big, agent: 'lead' });
+    // About 24 MB of events (an assistant message's event carries up to 20,000 characters): far more than the socket
+    // buffers of both ends hold, so the server's writes report a full buffer.
+    for (let i = 0; i < 1200; i += 1) {
+      await appendMessage(pool, scope, `${big}:m${i}`, { role: 'assistant', content: `${i} ${'x'.repeat(19_990)}` });
+    }
+    const rows = await readRunFeed(pool, big, { limit: 10_000 });
+    const whole = rows.flatMap(runEventsOf).reduce((sum, event) => sum + Buffer.byteLength(runEventFrame(event)), 0);
+    const slow = await startExplorer({ client, port: 0, maxStreams: 1, streamStallMs: 300 });
+    let stalled: http.ClientRequest | undefined;
+    try {
+      const response = await new Promise<http.IncomingMessage>((resolve, reject) => {
+        stalled = http.get(`${slow.url}/api/threads/${p(big)}/events`, { headers: bearer(slow.token) }, resolve);
+        stalled.on('error', reject);
+      });
+      assert.equal(response.statusCode, 200);
+      // It reads nothing more.
+      response.pause();
+      // The stream's place comes free once the server gave up on the reader (the only place: maxStreams is 1).
+      await waitFor('the stalled stream to be dropped', 60_000, async () => {
+        const probe = await openFeed(feedPath(), {}, slow);
+        probe.close();
+        return probe.status === 200 ? true : undefined;
+      });
+      // Reading again, it gets what was buffered and then the end: the server holds nothing more for it.
+      let received = 0;
+      const ended = new Promise<void>((resolve) => {
+        response.on('data', (chunk: Buffer) => (received += chunk.length));
+        response.on('close', () => resolve());
+        response.on('error', () => resolve());
+      });
+      response.resume();
+      await Promise.race([
+        ended,
+        new Promise((_, reject) => setTimeout(() => reject(new Error(`still open after ${received} bytes`)), 60_000)),
+      ]);
+      assert.ok(received < whole, `${received} of the feed's ${whole} bytes: it was dropped, not written whole`);
+    } finally {
+      stalled?.destroy();
+      await slow.close();
     }
   });
 });

@@ -12,6 +12,8 @@ export interface RequestOptions {
   method?: string;
   headers?: Record<string, string>;
   body?: string;
+  /** Send this token as `Authorization: Bearer`, or none with `null`. @default the explorer's own */
+  token?: string | null;
 }
 
 /** Markup without the whitespace around tags (the templates are formatted by Prettier), `<pre>` text kept. */
@@ -29,14 +31,32 @@ export function textOf(markup: string): string {
     .trim();
 }
 
-/** Requests to the explorer at `baseUrl()` (read when each request is made, so it may start after this is set up). */
-export function explorerHttp(baseUrl: () => string) {
+/** What `explorerHttp` asks for: where the explorer listens, and its token. */
+export interface ExplorerAddress {
+  url: string;
+  token: string;
+}
+
+/** `Authorization: Bearer <token>` as a header object, none for `null`. */
+export function bearer(token: string | null): Record<string, string> {
+  return token === null ? {} : { authorization: `Bearer ${token}` };
+}
+
+/**
+ * Requests to the explorer `explorer()` (read when each request is made, so it may start after this is set up), each
+ * with its token as a bearer header unless told otherwise.
+ */
+export function explorerHttp(explorer: () => ExplorerAddress) {
   /** One request; resolves with whatever status comes back. */
   function request(path: string, options: RequestOptions = {}): Promise<Fetched> {
+    const { url, token } = explorer();
     return new Promise((resolve, reject) => {
       const req = http.request(
-        `${baseUrl()}${path}`,
-        { method: options.method ?? 'GET', headers: options.headers ?? {} },
+        `${url}${path}`,
+        {
+          method: options.method ?? 'GET',
+          headers: { ...bearer(options.token === undefined ? token : options.token), ...options.headers },
+        },
         (res) => {
           let body = '';
           res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));

@@ -92,11 +92,15 @@ after(async () => {
   await harness?.close();
 });
 
-/** A page of the explorer, once its script follows the run feed; marked, so a reload would show. */
-async function livePage(url: string): Promise<Page> {
-  assert.ok(browser);
+/**
+ * A page of the explorer at `path`, opened as a person opens it (the address with the token, which sets the cookie
+ * and comes back without it), once its script follows the run feed; marked, so a reload would show.
+ */
+async function livePage(path: string): Promise<Page> {
+  assert.ok(browser && explorer);
   const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
-  await page.goto(url);
+  await page.goto(explorer.link(path));
+  assert.equal(page.url(), `${explorer.url}${path}`, 'the token is gone from the address');
   await page.locator('#run-live.connected').waitFor({ timeout: UI_TIMEOUT_MS });
   await page.evaluate('window.liveTestMarker = 1');
   return page;
@@ -138,7 +142,7 @@ test(
     });
 
     // The tree, open before the lead delegates: only the lead's card.
-    const tree = await livePage(`${explorer.url}/threads/${encodeURIComponent(root)}`);
+    const tree = await livePage(`/threads/${encodeURIComponent(root)}`);
     assert.equal(await tree.locator('#tree .node').count(), 1);
 
     // The delegation commits: the helper's card appears.
@@ -180,7 +184,7 @@ test(
     await fork.locator('.bar.bar-success').waitFor({ timeout: UI_TIMEOUT_MS });
 
     // The root's transcript, open before the lead's last reply.
-    const transcript = await livePage(`${explorer.url}/threads/${encodeURIComponent(root)}/transcript`);
+    const transcript = await livePage(`/threads/${encodeURIComponent(root)}/transcript`);
     const entriesBefore = await transcript.locator('#transcript li.msg').count();
     model.release('lead-start');
     const leadStream = transcript.locator('#transcript li.live-stream');
@@ -253,7 +257,7 @@ test(
     const port = new URL(server.url).port;
     const page = await browser.newPage();
     try {
-      await page.goto(`${server.url}/`);
+      await page.goto(server.link('/'));
       // An EventSource of the page's own, recording the id of every event it gets.
       await page.evaluate(`(() => {
         window.feedIds = [];
@@ -272,7 +276,8 @@ test(
       await server.close();
       await appendMessage(pool, scope, `${root}:m3`, { role: 'tool', toolCallId: 'c1', content: 'ok' });
       await appendMessage(pool, scope, `${root}:m4`, { role: 'tool', toolCallId: 'c2', content: 'ok' });
-      server = await startExplorer({ client: harness.client, port: Number(port) });
+      // The same token: the page's cookie (and so its EventSource) is still good.
+      server = await startExplorer({ client: harness.client, port: Number(port), token: server.token });
       announceRunEvents(pool, root);
       const all = await storedIds();
       await waitFor(`event ${all.at(-1)} in the page`, UI_TIMEOUT_MS, async () =>
@@ -295,7 +300,7 @@ test(
     const root = uniqueThreadId('watched');
     const thread = await harness.client.startThread({ agent: 'noted', threadId: root });
     await thread.send('Hello.');
-    const page = await livePage(`${explorer.url}/threads/${encodeURIComponent(root)}`);
+    const page = await livePage(`/threads/${encodeURIComponent(root)}`);
     assert.equal(await page.locator('#watchers').count(), 0, 'no Watchers section before there is a watcher');
     await thread.addWatcher({ agent: 'noted', keys: ['notes/*'], debounceS: 0 });
     const card = page.locator('#watchers .watcher[data-watcher="noted"]');

@@ -26,7 +26,7 @@ const PAUSED_UNTIL = '2099-01-02T03:04:05.000Z';
 
 let client: BatonClient;
 let explorer: ExplorerServer;
-const { json, markup } = explorerHttp(() => explorer.url);
+const { json, markup } = explorerHttp(() => explorer);
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const p = (id: string) => encodeURIComponent(id);
 

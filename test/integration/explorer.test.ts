@@ -2,7 +2,7 @@
  * The thread explorer over HTTP against the test stack's Postgres: pages and `/api/` for a tree written as fixtures
  * (a delegation with its preamble, tool calls and an `Error:` result, env data with updates and a delete, and a fork
  * with a reclaimed task — the fork/join tables are filled directly here, as a fixture), escaping, the env state as of
- * an event, live changes over Server-Sent Events, and refused input.
+ * an event, live changes over Server-Sent Events, the token's cookie, and refused input.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -19,7 +19,7 @@ import { startExplorer, type ExplorerServer } from '../../explorer';
 import { waitFor } from '../chaos/waiting';
 import { compactJson } from '../../explorer/pages';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
-import { explorerHttp, flat } from './explorer-http';
+import { bearer, explorerHttp, flat } from './explorer-http';
 
 const env = readTestEnv();
 const pool = createPool({ connectionString: env.databaseUrl, max: 4 });
@@ -43,7 +43,7 @@ const PREAMBLE = [
 /** Sequence numbers of the env events, by step. */
 const seqs: Record<string, number> = {};
 
-const { request, json, page } = explorerHttp(() => explorer.url);
+const { request, json, page } = explorerHttp(() => explorer);
 
 const p = (id: string) => encodeURIComponent(id);
 
@@ -354,7 +354,8 @@ describe('explorer pages and API', () => {
   test('explorer: a change committed while the stream is open arrives over Server-Sent Events', async () => {
     const since = seqs['temp-deleted'] ?? 0;
     const received = new Promise<string>((resolve, reject) => {
-      const req = http.get(`${explorer.url}/api/threads/${p(root)}/env/stream?since=${since}`, (res) => {
+      const streamUrl = `${explorer.url}/api/threads/${p(root)}/env/stream?since=${since}`;
+      const req = http.get(streamUrl, { headers: bearer(explorer.token) }, (res) => {
         assert.equal(res.statusCode, 200);
         assert.match(res.headers['content-type'] ?? '', /^text\/event-stream/);
         let text = '';
@@ -414,13 +415,67 @@ describe('explorer pages and API', () => {
     assert.deepEqual([question?.questionId, question?.status, question?.answer], ['q1', 'open', null]);
   });
 
+  test('explorer: the address with the token gives a browser its cookie and the same address without the token', async () => {
+    const port = new URL(explorer.url).port;
+    const cookieName = `baton-explorer-${port}`;
+    const opened = await request(`/threads/${p(root)}?token=${encodeURIComponent(explorer.token)}&x=1`, {
+      token: null,
+    });
+    assert.equal(opened.status, 302, opened.body);
+    assert.equal(opened.headers.location, `/threads/${p(root)}?x=1`, 'the same address, without the token');
+    assert.deepEqual(opened.headers['set-cookie'], [
+      `${cookieName}=${explorer.token}; HttpOnly; SameSite=Strict; Path=/`,
+    ]);
+    assert.equal(opened.headers['cache-control'], 'no-store');
+    const cookie = { cookie: `other=1; ${cookieName}=${explorer.token}` };
+    // The cookie serves pages, the API and the streams, as a browser's fetches and EventSource send it.
+    assert.equal((await request(`/threads/${p(root)}?x=1`, { token: null, headers: cookie })).status, 200);
+    assert.equal((await request('/api/threads', { token: null, headers: cookie })).status, 200);
+    const stream = await new Promise<number>((resolve, reject) => {
+      const req = http.get(`${explorer.url}/api/threads/${p(root)}/env/stream`, { headers: cookie }, (res) => {
+        resolve(res.statusCode ?? 0);
+        req.destroy();
+      });
+      req.on('error', reject);
+    });
+    assert.equal(stream, 200);
+    // A wrong token gets no cookie; the API takes the token as a header only.
+    const wrong = await request(`/?token=${'y'.repeat(43)}`, { token: null });
+    assert.equal(wrong.status, 401);
+    assert.equal(wrong.headers['set-cookie'], undefined);
+    assert.match(wrong.body, /not this explorer&#39;s token/);
+    const inQuery = await request(`/api/threads?token=${encodeURIComponent(explorer.token)}`, { token: null });
+    assert.equal(inQuery.status, 401);
+    assert.deepEqual(JSON.parse(inQuery.body), {
+      error:
+        "this explorer needs its token: open the address with '?token=…' that started it printed (a local stack's token is in its state directory's 'token' file), or send 'Authorization: Bearer <token>'",
+    });
+    assert.equal(
+      (await request('/', { token: null, headers: { cookie: `${cookieName}=${'z'.repeat(43)}` } })).status,
+      401,
+    );
+    // `link` is that address.
+    assert.equal(explorer.link(`/threads/${p(root)}`), `${explorer.url}/threads/${p(root)}?token=${explorer.token}`);
+  });
+
+  test('explorer: a token shorter than 32 characters or with characters a header cannot carry is refused at start', async () => {
+    await assert.rejects(startExplorer({ client, port: 0, token: 'short' }), {
+      name: 'AccessTokenError',
+      message: /the explorer's token is 5 characters long; a token needs at least 32/,
+    });
+    await assert.rejects(startExplorer({ client, port: 0, token: `${'a'.repeat(40)};x` }), {
+      name: 'AccessTokenError',
+      message: /holds characters other than/,
+    });
+  });
+
   test('explorer: live streams beyond its cap are refused with 503 until one ends', async () => {
     const capped = await startExplorer({ client, port: 0, maxStreams: 1 });
     try {
       const streamPath = `${capped.url}/api/threads/${p(root)}/env/stream`;
       const open = () =>
         new Promise<{ status: number; close: () => void }>((resolve, reject) => {
-          const req = http.get(streamPath, (res) => {
+          const req = http.get(streamPath, { headers: bearer(capped.token) }, (res) => {
             res.resume();
             resolve({ status: res.statusCode ?? 0, close: () => req.destroy() });
           });

@@ -168,7 +168,8 @@ test('providers: each agent reaches its own endpoint with the prefix stripped, a
   // The explorer: each reply's provider and model in the transcript, providers in the tree and the usage line.
   const explorer = await startExplorer({ client: harness.client, port: 0 });
   try {
-    const page = async (pathname: string) => (await fetch(new URL(pathname, explorer.url))).text();
+    const page = async (pathname: string) =>
+      (await fetch(new URL(pathname, explorer.url), { headers: { authorization: `Bearer ${explorer.token}` } })).text();
     const workerPage = await page(threadPath(`${root}/worker-1`, '/transcript'));
     assert.match(workerPage, /<span class="muted provider">· via local\/llama3\.1:8b<\/span>/);
     const overview = await page(threadPath(root));

@@ -73,7 +73,7 @@ agents:
 
 let harness: AgentHarness;
 let explorer: ExplorerServer;
-const { request, page } = explorerHttp(() => explorer.url);
+const { request, page } = explorerHttp(() => explorer);
 
 before(async () => {
   harness = await startTestHarness('reclaim', { agents, script });

@@ -93,10 +93,10 @@ test('explorer links: a workflow opens at <uiUrl>/namespaces/<ns>/workflows/<id>
   assert.equal(workflowUrl({ ...context, uiUrl: undefined }, 'baton/arc-1'), undefined);
 });
 
-test('explorer host: listening beyond loopback carries a no-authentication warning', () => {
+test('explorer host: listening beyond loopback warns that the token crosses the network in clear', () => {
   assert.equal(exposedHostWarning('127.0.0.1'), undefined);
   assert.equal(exposedHostWarning('localhost'), undefined);
-  assert.match(exposedHostWarning('0.0.0.0') ?? '', /no authentication/);
+  assert.match(exposedHostWarning('0.0.0.0') ?? '', /over plain HTTP; its token .* cross the network in clear/);
 });
 
 test('explorer imports: workflows/ and activities/ never import the explorer', () => {
