@@ -193,6 +193,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   ),
   /** The bubblewrap executable, when not the `bwrap` on PATH. */
   BATON_BWRAP: optionalText,
+  /** The slirp4netns executable that gives shell commands egress, when not the `slirp4netns` on PATH. */
+  BATON_SLIRP4NETNS: optionalText,
   // Plain decimal digits: z.coerce.number would also take '0x10', '1e4' or ' 2048 '.
   BATON_ENV_MAX_VALUE_BYTES: z
     .string()
@@ -301,7 +303,10 @@ export interface ToolsConfig {
   readonly maxEnvValueBytes: number;
   /** The base environment of shell commands: the worker's PATH, HOME and LANG (see {@link toolEnvironment}). */
   readonly shellEnv: Readonly<Record<string, string>>;
-  /** How shell commands are isolated (BATON_SHELL_SANDBOX, BATON_BWRAP); `probeShellSandbox` checks it at start. */
+  /**
+   * How shell commands are isolated (BATON_SHELL_SANDBOX, BATON_BWRAP, BATON_SLIRP4NETNS); `probeShellSandbox` checks
+   * it at start.
+   */
   readonly sandbox: ShellSandboxSetting;
   /** Users' tool modules to load (`BATON_TOOLS`), absolute paths in order. */
   readonly toolModules: readonly string[];
@@ -324,12 +329,17 @@ export function readToolsConfig(env: Record<string, string | undefined>, cwd: st
   ];
   if (!limit.success || !sandboxMode.success) throw new ConfigError(problems);
   const bwrap = env.BATON_BWRAP?.trim();
+  const slirp4netns = env.BATON_SLIRP4NETNS?.trim();
   return Object.freeze({
     filesRoot: path.resolve(cwd, env.BATON_FILES_ROOT?.trim() || '.'),
     arcDataDir: path.resolve(cwd, env.BATON_ARC_DIR?.trim() || DEFAULT_ARC_DATA_DIR),
     maxEnvValueBytes: limit.data ?? DEFAULT_MAX_ENV_VALUE_BYTES,
     shellEnv: Object.freeze(toolEnvironment(env)),
-    sandbox: Object.freeze({ mode: sandboxMode.data, ...(bwrap ? { bwrap: path.resolve(cwd, bwrap) } : {}) }),
+    sandbox: Object.freeze({
+      mode: sandboxMode.data,
+      ...(bwrap ? { bwrap: path.resolve(cwd, bwrap) } : {}),
+      ...(slirp4netns ? { slirp4netns: path.resolve(cwd, slirp4netns) } : {}),
+    }),
     toolModules: Object.freeze(toolModulePaths(env.BATON_TOOLS, cwd)),
     ...(env.BATON_MCP_CONFIG?.trim() ? { mcpConfig: path.resolve(cwd, env.BATON_MCP_CONFIG.trim()) } : {}),
   });

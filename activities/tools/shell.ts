@@ -1,8 +1,8 @@
 /**
  * The `shell` tool: runs one command with `sh -c` in a directory the tool can resolve, inside a bubblewrap sandbox
  * (shell-sandbox.ts) and in its own process group, and returns its exit status with the tail of its output. Nothing
- * is started until the sandbox and the directory are settled: a call that names no directory in a world without
- * `working_directory`, or on a worker that cannot make a sandbox, is refused before any spawn.
+ * is started until the sandbox and the directory are settled: a call in a world without `working_directory`, on a
+ * worker that cannot make a sandbox, or wanting a network the worker cannot give, is refused before any spawn.
  */
 import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
 import { spawn as spawnProcess, type ChildProcess, type SpawnOptions } from 'node:child_process';
@@ -12,12 +12,21 @@ import path from 'node:path';
 import { z } from 'zod';
 import { confinePath, isCode } from './files';
 import {
+  attachEgress,
+  GATE_FD,
   boundDirectoryProblem,
+  egressLaunch,
+  noNetworkMessage,
   probeShellSandbox,
+  RESOLV_CONF_FD,
   sandboxArguments,
   SHELL_NETWORK_VARIABLE,
+  STATUS_FD,
+  stdioPipe,
   unavailableMessage,
+  type AttachedEgress,
   type BwrapSandbox,
+  type EgressNetwork,
   type ShellSandbox,
 } from './shell-sandbox';
 import { defineTool, ToolError, type ToolContext, type ToolDefinition } from './types';
@@ -88,25 +97,27 @@ export function toolVariables(variables: Readonly<Record<string, string>>): Reco
  * Builds the `shell` tool (`{ command, directory?, timeout_s? }`, run in the tool activity). POSIX only: it relies
  * on process groups; its sandbox on Linux.
  *
- * **Directory.** The command runs in, by precedence: the `directory` argument; else the world's
- * `working_directory` variable; else nowhere — the call is refused with guidance and no process is started. When
- * the world sets `working_directory`, it must be an existing directory (an absolute path), and a `directory`
- * argument is resolved against it (relative or absolute) and refused unless its real path (symlinks followed)
- * lies inside it. When the world sets no `working_directory`, an absolute `directory` argument naming an existing
- * directory is accepted as is (the variable is what confines the tool; a world without it has chosen no root),
- * and a relative one is refused. Every refusal happens before anything is spawned.
+ * **Directory.** The world's `working_directory` is the root the tool is confined to, and it must be set: a world
+ * without one has chosen no root, and every call is refused with guidance (an absolute `directory` does not stand in
+ * for it: that would let the model bind any host directory, `/proc` included, read-write). It must be an existing
+ * directory (an absolute path); a `directory` argument is resolved against it (relative or absolute) and refused
+ * unless its real path (symlinks followed) lies inside it; without one the command runs in the root itself. Every
+ * refusal happens before anything is spawned.
  *
  * **Sandbox.** With `options.sandbox` of kind `bwrap` (what a worker uses wherever bubblewrap runs) the command
  * runs in a bubblewrap sandbox (`sandboxArguments`): its own user, PID, IPC and UTS namespaces and a fresh `/proc`,
  * so no process of the worker is visible and no `/proc/<pid>/environ` or `cwd` of one can be read; the system
- * directories read-only; a private `/tmp` and HOME; the world's `working_directory` (or, without one, the
- * `directory` argument) read-write and no other host path at all, so not the worker's files, its home or
- * `.baton/` (a hidden directory inside the working directory is masked); and the network of the host unless the
- * world sets {@link SHELL_NETWORK_VARIABLE}`=off`. A working directory that is `/`, holds the worker's home or
- * lies in a hidden directory is refused. bwrap itself is started with the command's environment, so the sandbox's
- * PID 1 shows nothing else either. Kind `unavailable`: every call is refused with the reason and how to enable
- * the sandbox; kind `none` (`BATON_SHELL_SANDBOX=none`): commands run as plain processes of the worker's user
- * and a `BATON_SHELL_NETWORK=off` world is refused, since nothing could cut its network.
+ * directories read-only; a private `/tmp` and HOME; the world's `working_directory` read-write and no other host
+ * path at all, so not the worker's files, its home or `.baton/` (a hidden directory inside the working directory is
+ * masked); and never the host's loopback: with {@link SHELL_NETWORK_VARIABLE}`=off` only a loopback of its own,
+ * otherwise (the default) egress from a network namespace of its own through slirp4netns (`egressLaunch`,
+ * `attachEgress`: the command starts once its interface is up; a world wanting the network on a worker whose probe
+ * found no slirp4netns is refused, saying what to install). A working directory that is `/`, a system or kernel
+ * directory (`/usr`, `/etc`, `/proc`, `/sys`, `/dev`…), holds the worker's home or lies in a hidden directory is
+ * refused. bwrap itself is started with the command's environment, so the sandbox's PID 1 shows nothing else either.
+ * Kind `unavailable`: every call is refused with the reason and how to enable the sandbox; kind `none`
+ * (`BATON_SHELL_SANDBOX=none`): commands run as plain processes of the worker's user, on the host's network with
+ * its loopback, and a `BATON_SHELL_NETWORK=off` world is refused, since nothing could cut its network.
  *
  * **Process.** `<shell> -c <command>` runs with stdin closed and a minimal environment: `options.env` (the worker
  * passes its PATH, HOME and LANG) or {@link DEFAULT_SHELL_ENV}, plus the world's variables meant for tools
@@ -122,11 +133,12 @@ export function toolVariables(variables: Readonly<Record<string, string>>): Reco
  * {@link SHELL_RUN_MARKER} value, found through `/proc`: a process that left the group or the session (`setsid`, a
  * double fork, `nohup`) inherits the marker and is killed too. In the sandbox, bwrap itself gets only the SIGKILL
  * (its death ends the sandbox's PID namespace, and every process in it, marker or not, at once), and the sandbox
- * ends when the shell exits. The call returns once they are gone (waiting at most a short moment more for the
- * output pipes), never waiting on a process that holds the pipes open. So nothing the command started outlives
- * the call (without the sandbox, short of a process that scrubs its own environment with `env -i`). A server
- * started with `&` is stopped when the command returns, and the description tells the model so. A cancelled call
- * rejects with the signal's reason once its processes are gone.
+ * ends when the shell exits. slirp4netns carries the marker too and is stopped with the call; a worker that dies
+ * closes its exit fd, which ends it as well. The call returns once they are gone (waiting at most a short moment
+ * more for the output pipes), never waiting on a process that holds the pipes open. So nothing the command started
+ * outlives the call (without the sandbox, short of a process that scrubs its own environment with `env -i`). A
+ * server started with `&` is stopped when the command returns, and the description tells the model so. A cancelled
+ * call rejects with the signal's reason once its processes are gone.
  *
  * **Result.** `exit code: N` (a non-zero code is a normal result, not an error; in the sandbox a shell killed by a
  * signal reads 128 + its number, as shells report it), `terminated by signal SIG…`, or
@@ -170,8 +182,8 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
       .min(1)
       .optional()
       .describe(
-        "Directory to run in. Relative paths resolve against the world's working_directory, and the directory " +
-          'must lie inside it. Omit it to run in the working_directory itself.',
+        "Directory to run in, inside the world's working_directory (relative paths resolve against it). Omit it " +
+          'to run in the working_directory itself.',
       ),
     timeout_s: z
       .number()
@@ -207,13 +219,16 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
             `(BATON_SHELL_SANDBOX=none), so nothing could cut their network. ${NO_COMMAND_RUN}`,
         );
       }
+      if (isolation.kind === 'bwrap' && network && isolation.network?.kind !== 'egress') {
+        throw new ToolError(`${noNetworkMessage(isolation)} ${NO_COMMAND_RUN}`);
+      }
       const { cwd, bound } = await resolveDirectory(
         args.directory,
         context.world.variables[WORKING_DIRECTORY_VARIABLE],
       );
       context.signal.throwIfAborted();
       const env = { ...settings.env, ...toolVariables(context.world.variables) };
-      const launch =
+      const launch: Launch =
         isolation.kind === 'bwrap'
           ? await sandboxedLaunch(isolation, settings, args.command, { bound, cwd, network })
           : { command: settings.shell, args: ['-c', args.command], sandboxed: false };
@@ -225,16 +240,16 @@ export function createShellTool(options: ShellToolOptions = {}): ToolDefinition 
   });
 }
 
-/** Where a command runs (`cwd`) and the directory it may write, `cwd` or one holding it (`bound`): real paths. */
+/** Where a command runs (`cwd`) and what it may write, its world's `working_directory` (`bound`): real paths. */
 interface CommandDirectory {
   readonly cwd: string;
   readonly bound: string;
 }
 
 /**
- * The real path of the directory to run in, by precedence argument → `working_directory` → refusal, and the
- * directory the sandbox binds: the `working_directory`, or the directory itself when the world sets none.
- * @throws ToolError for every refusal; nothing has been started when it does.
+ * The real path of the directory to run in (the argument inside the `working_directory`, or the `working_directory`
+ * itself), and the directory the sandbox binds: the `working_directory`.
+ * @throws ToolError for every refusal (a world without `working_directory` among them); nothing has been started.
  */
 async function resolveDirectory(
   argument: string | undefined,
@@ -244,20 +259,13 @@ async function resolveDirectory(
   const root = workingDirectory?.trim() ? workingDirectory : undefined;
 
   if (root === undefined) {
-    if (argument === undefined) {
-      throw new ToolError(
-        "No working directory: pass `directory`, or set the world's working_directory with " +
-          `\`baton world dir PATH\`. ${NO_COMMAND_RUN}`,
-      );
-    }
-    if (!path.isAbsolute(argument)) {
-      throw new ToolError(
-        `'${argument}' is relative and the world sets no working_directory to resolve it against: pass an ` +
-          `absolute directory, or set one with \`baton world dir PATH\`. ${NO_COMMAND_RUN}`,
-      );
-    }
-    const cwd = await existingDirectory(argument, argument);
-    return { cwd, bound: cwd };
+    // Not even an absolute `directory`: the world's working_directory is what confines the shell, and a world without
+    // one has chosen no root (otherwise the model could bind any directory of the host read-write, /proc included).
+    const inside = argument === undefined ? '' : '; `directory` then names a directory inside it';
+    throw new ToolError(
+      'No working directory: this world sets no working_directory, the directory shell commands are confined to. ' +
+        `Set one with \`baton world dir PATH\`${inside}. ${NO_COMMAND_RUN}`,
+    );
   }
 
   if (!path.isAbsolute(root)) {
@@ -328,11 +336,13 @@ function networkSetting(variables: Readonly<Record<string, string>>): boolean {
   );
 }
 
-/** What `execute` starts: bwrap with the sandbox's arguments, or the shell itself. */
+/** What `execute` starts: bwrap with the sandbox's arguments (behind `unshare` with egress), or the shell itself. */
 interface Launch {
   readonly command: string;
   readonly args: readonly string[];
   readonly sandboxed: boolean;
+  /** With the network on: the slirp4netns to attach once bwrap runs, and the command's `/etc/resolv.conf`. */
+  readonly egress?: { readonly network: EgressNetwork; readonly resolvConf: string };
 }
 
 /**
@@ -361,15 +371,23 @@ async function sandboxedLaunch(
   }
   const home = settings.env.HOME;
   const args = sandboxArguments(sandbox, { ...directory, ...(home === undefined ? {} : { home }) });
+  if (directory.network) {
+    // `run` refused this already, before resolving the directory; checked again for the type's sake.
+    if (sandbox.network?.kind !== 'egress') throw new ToolError(`${noNetworkMessage(sandbox)} ${NO_COMMAND_RUN}`);
+    const egress = egressLaunch(sandbox, sandbox.network, { bwrapArguments: args, shell: settings.shell, command });
+    return {
+      command: egress.command,
+      args: egress.args,
+      sandboxed: true,
+      egress: { network: sandbox.network, resolvConf: egress.resolvConf },
+    };
+  }
   return {
     command: sandbox.bwrap,
     args: [...args, '--json-status-fd', String(STATUS_FD), '--', settings.shell, '-c', command],
     sandboxed: true,
   };
 }
-
-/** The file descriptor bwrap writes its status to: `{ "child-pid": … }` once set up, `{ "exit-code": … }` at the end. */
-const STATUS_FD = 3;
 
 /** The sandbox of a tool built without one: bubblewrap on `PATH`, probed once per PATH in this process. */
 const defaultSandboxes = new Map<string, Promise<ShellSandbox>>();
@@ -538,7 +556,11 @@ function execute(
       child = settings.spawn(launch.command, launch.args, {
         cwd,
         detached: true, // leader of its own process group (and session), so the group can be killed as a whole
-        stdio: launch.sandboxed ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+        stdio: launch.egress
+          ? ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe']
+          : launch.sandboxed
+            ? ['ignore', 'pipe', 'pipe', 'pipe']
+            : ['ignore', 'pipe', 'pipe'],
         // bwrap gets the command's environment too: it is PID 1 in the sandbox, where its environ is readable.
         env: { ...settings.env, [SHELL_RUN_MARKER]: marker },
       });
@@ -550,6 +572,15 @@ function execute(
     if (stdout === null || stderr === null) throw new Error('the spawned process has no output pipes');
     const statusPipe = launch.sandboxed ? child.stdio[STATUS_FD] : undefined;
     let status = '';
+    // With egress: the command waits on GATE_FD until slirp4netns has brought its interface up.
+    const gatePipe = launch.egress ? stdioPipe(child, GATE_FD) : undefined;
+    const resolvPipe = launch.egress ? stdioPipe(child, RESOLV_CONF_FD) : undefined;
+    // Flowing, so that each ends when bwrap does ('close' waits for every pipe); EPIPE once bwrap is gone is no news.
+    for (const pipe of [gatePipe, resolvPipe]) pipe?.on('error', () => undefined).resume();
+    resolvPipe?.end(launch.egress?.resolvConf);
+    let egress: AttachedEgress | undefined;
+    /** Why the command's network could not start, if it could not: the call then fails, the command never ran. */
+    let egressFailure: string | undefined;
 
     const heartbeat = setInterval(
       () => context.heartbeat({ tool: 'shell', elapsedMs: Date.now() - started, bytes: output.total }),
@@ -614,7 +645,16 @@ function execute(
       stdout.destroy();
       stderr.destroy();
       statusPipe?.destroy();
+      gatePipe?.destroy();
+      resolvPipe?.destroy();
+      egress?.close();
       const { bytes, dropped } = output.tail();
+      if (egressFailure !== undefined && stop === undefined) {
+        reject(
+          new ToolError(`The sandbox could not give the command its network: ${egressFailure}. ${NO_COMMAND_RUN}`),
+        );
+        return;
+      }
       // bwrap reports the command's exit code once it ran; without one, it ended before the command could start.
       if (launch.sandboxed && stop === undefined && !status.includes('"exit-code"')) {
         const said = bytes.toString('utf8').trim();
@@ -628,6 +668,19 @@ function execute(
     stderr.on('data', (chunk: Buffer) => output.push(chunk));
     statusPipe?.on('data', (chunk: Buffer) => {
       status = (status + chunk.toString('utf8')).slice(-4096);
+      // bwrap runs (in the namespaces unshare made): attach slirp4netns to them, then let the command start.
+      const network = launch.egress?.network;
+      if (network === undefined || egress !== undefined || stopping !== undefined || settled) return;
+      if (!status.includes('"child-pid"') || child.pid === undefined || exit !== undefined) return;
+      egress = attachEgress(network, child.pid, { [SHELL_RUN_MARKER]: marker });
+      egress.ready.then(
+        () => gatePipe?.end('go\n'),
+        (error: unknown) => {
+          egressFailure ??= error instanceof Error ? error.message : String(error);
+          gatePipe?.destroy(); // the gate reads end-of-file: the command is never started
+          void stopAll().then(finishSoon);
+        },
+      );
     });
     child.on('error', (error) => {
       if (child.pid !== undefined || settled) return; // a started process reports through 'exit' and 'close'

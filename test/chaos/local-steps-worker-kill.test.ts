@@ -43,7 +43,7 @@ ${(['local', 'batched'] as const)
     (mode) => `  ${AGENTS[mode]}:
     - { call: think, args: { thought: "first" } }
     - call: shell
-      args: { command: "echo ran >> ${RUNS_FILE}", directory: ${JSON.stringify(shellDirOf(mode))} }
+      args: { command: "echo ran >> ${RUNS_FILE}" }
     - { call: think, args: { thought: "second" }, hold: ${holdOf(mode)} }
     - say: "${REPLY}"
 `,
@@ -134,7 +134,10 @@ async function killMidTurn(t: TestContext, mode: Mode): Promise<void> {
   const turnId = `baton/${threadId}`;
   let thread: ThreadHandle | undefined;
   try {
-    thread = await client.startThread({ agent, threadId });
+    // The shell works in its world's working_directory, and only there.
+    const world = `local-kill-${threadId}`;
+    await client.world(world).set({ working_directory: shellDirOf(mode) });
+    thread = await client.startThread({ agent, threadId, world });
     const sending = settle(thread.send('Write it down.'));
 
     await waitFor('the third model request, held by the scripted model', 60_000, () =>

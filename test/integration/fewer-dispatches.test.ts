@@ -42,7 +42,7 @@ agents:
     - say: "Thought it through."
   scribe:
     - call: shell
-      args: { command: "echo ran >> runs.txt", directory: ${JSON.stringify(workDir)} }
+      args: { command: "echo ran >> runs.txt" }
     - fail: 503
       times: 1
     - say: "Wrote it once."
@@ -143,7 +143,10 @@ test('fewer dispatches: a tool step runs with the next model call, the turn star
 
 test('fewer dispatches: a retry after the model call failed does not run the step’s tool again', async () => {
   const threadId = uniqueThreadId('scribe');
-  const thread = await harness.client.startThread({ agent: 'scribe', threadId });
+  // The shell works in its world's working_directory, and only there.
+  const world = `fewer-dispatches-${threadId}`;
+  await harness.client.world(world).set({ working_directory: workDir });
+  const thread = await harness.client.startThread({ agent: 'scribe', threadId, world });
   const result = await thread.send('Write once.');
 
   assert.equal(result.reply, 'Wrote it once.');

@@ -1,9 +1,11 @@
 /**
  * The shell's sandbox end to end: real `baton worker` processes, started with secrets in their launch environment
  * (what `/proc/<pid>/environ` shows), run an agent whose shell commands try what an attacker would: walk up to the
- * worker through /proc, read its environment and working directory, look at the repository, reach the Postgres port.
- * Then the same worker where bwrap cannot run (it says so at start, and the shell refuses) and with
- * BATON_SHELL_SANDBOX=none (it warns at start, and the secrets are readable: what the sandbox prevents).
+ * worker through /proc, read its environment and working directory, look at the repository, reach the Postgres port
+ * on the host's loopback (with the network on or off). Then the same worker where bwrap cannot run (it says so at
+ * start, and the shell refuses), without slirp4netns (it says so at start, and worlds with the network on are
+ * refused) and with BATON_SHELL_SANDBOX=none (it warns at start, and the secrets and the loopback are in reach: what
+ * the sandbox prevents).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -51,7 +53,7 @@ agents:
   'shell-sandbox',
 );
 
-/** Three worker start-ups (a few seconds each with the stack's bundle) and four short conversations. */
+/** A worker start-up (a few seconds with the stack's bundle) and up to three short conversations. */
 const TEST_TIMEOUT_MS = 240_000;
 
 let model: ScriptedModelServer;
@@ -104,13 +106,17 @@ async function probe(variables: Record<string, string>): Promise<{ probed: strin
 }
 
 test(
-  'shell sandbox: a worker started with secrets runs commands that cannot reach them, its files or, cut off, Postgres',
+  'shell sandbox: a worker started with secrets runs commands that cannot reach them, its files or the Postgres on its loopback',
   { timeout: TEST_TIMEOUT_MS },
   async () => {
     assert.ok(databasePassword !== '', 'the test stack’s database has a password to keep');
+    assert.match(database.hostname, /^(127\.0\.0\.1|localhost)$/, 'the test stack’s Postgres listens on loopback');
     const worker = await startWorker('sandboxed worker');
     try {
-      assert.match(worker.output(), /^baton worker: shell: commands run in a bubblewrap sandbox \(\/.*bwrap\)$/m);
+      assert.match(
+        worker.output(),
+        /^baton worker: shell: commands run in a bubblewrap sandbox \(\/.*bwrap\); their network is egress only, through \/.*slirp4netns, never this host's loopback$/m,
+      );
       for (const network of ['on', 'off']) {
         const { probed, connected } = await probe({ BATON_SHELL_NETWORK: network });
         assert.match(probed, /^exit code: 0\n/);
@@ -125,11 +131,10 @@ test(
         assert.match(probed, new RegExp(`cannot open /proc/${worker.child.pid}/environ: No such file`));
         assert.match(probed, new RegExp(`cat: ${ROOT}/package\\.json: No such file or directory`));
         assert.match(probed, new RegExp(`ls: cannot access '${ROOT}/agents': No such file or directory`));
-        if (network === 'on') assert.equal(connected, 'exit code: 0\nconnected\n');
-        else {
-          assert.match(connected, /^exit code: 1\n/);
-          assert.match(connected, /Connection refused/);
-        }
+        // On or off, 127.0.0.1 in there is the command's own loopback: the host's Postgres is not on it.
+        assert.match(connected, /^exit code: 1\n/);
+        assert.match(connected, /Connection refused/);
+        assert.doesNotMatch(connected, /connected/);
       }
     } finally {
       await worker.kill();
@@ -167,6 +172,48 @@ test(
 );
 
 test(
+  'shell sandbox: a worker without slirp4netns says so at start, and refuses commands of worlds that keep the network on',
+  { timeout: TEST_TIMEOUT_MS },
+  async () => {
+    const missing = path.join(workDir, 'no-such-slirp4netns');
+    const worker = await startWorker('worker without slirp4netns', { BATON_SLIRP4NETNS: missing });
+    try {
+      const reason = `BATON_SLIRP4NETNS ${missing} cannot be run (ENOENT)`;
+      assert.match(
+        worker.output(),
+        /^baton worker: shell: commands run in a bubblewrap sandbox \(\/.*bwrap\); warning: /m,
+      );
+      assert.ok(
+        worker
+          .output()
+          .includes(
+            `warning: commands of worlds with BATON_SHELL_NETWORK on (the default) will be refused: ${reason}. ` +
+              'To enable it: install slirp4netns',
+          ),
+        worker.output(),
+      );
+      const { probed, connected } = await probe({});
+      for (const result of [probed, connected]) {
+        assert.ok(
+          result.startsWith(
+            "Error: This world keeps the shell's network on (BATON_SHELL_NETWORK, on by default), and this worker " +
+              `cannot give a command a network of its own: ${reason}. To enable it: install slirp4netns`,
+          ),
+          result,
+        );
+        assert.match(result, /BATON_SHELL_NETWORK=off.*No command was run\.$/s);
+      }
+      // A world without the network runs its commands as before.
+      const offline = await probe({ BATON_SHELL_NETWORK: 'off' });
+      assert.match(offline.probed, /^exit code: 0\n/);
+      assert.match(offline.connected, /^exit code: 1\n[^]*Connection refused/);
+    } finally {
+      await worker.kill();
+    }
+  },
+);
+
+test(
   'shell sandbox: with BATON_SHELL_SANDBOX=none the worker warns at start, and its secrets are in reach',
   { timeout: TEST_TIMEOUT_MS },
   async () => {
@@ -177,7 +224,8 @@ test(
         /^baton worker: warning: BATON_SHELL_SANDBOX=none: shell commands run without a sandbox/m,
       );
       const { probed, connected } = await probe({});
-      // What the sandbox prevents: the same command walks up to the worker and prints what it was started with.
+      // What the sandbox prevents: the same command walks up to the worker and prints what it was started with, and
+      // reaches the host's loopback (where Postgres, and any server deciding approvals, listens).
       assert.ok(probed.includes(apiKey) && probed.includes(databasePassword), probed);
       assert.equal(connected, 'exit code: 0\nconnected\n');
     } finally {

@@ -12,7 +12,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { createShellTool, SHELL_RUN_MARKER, sweepOrphanedShellProcesses } from '../../activities/tools/shell';
+import {
+  createShellTool,
+  SHELL_RUN_MARKER,
+  shellRunProcesses,
+  sweepOrphanedShellProcesses,
+} from '../../activities/tools/shell';
 import {
   describeShellSandbox,
   probeShellSandbox,
@@ -61,6 +66,24 @@ async function refusal(promise: Promise<unknown>): Promise<string> {
     return true;
   });
   return message;
+}
+
+/** A process's command line, words joined by spaces ('' once it is gone). */
+function commandLine(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Whether a process runs: a zombie (dead, waiting to be reaped) does not. */
+function isRunning(pid: number): boolean {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return false;
+  }
 }
 
 async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
@@ -258,6 +281,12 @@ test('shell sandbox: the stack file, the repository and the home stay out of vie
     [stateDir, /is inside Baton's state directory/],
     ['/', /is the root of the file system/],
     [base, /holds this worker's home directory/],
+    // The host's /proc would show every process's environment (the worker's secrets), and bind it read-write.
+    ['/proc', /is a system directory \(inside \/proc\), which the sandbox would make writable/],
+    ['/sys/kernel', /is a system directory \(inside \/sys\)/],
+    ['/dev', /is a system directory \(inside \/dev\)/],
+    ['/usr/share', /is a system directory \(inside \/usr\)/],
+    ['/etc', /is a system directory \(inside \/etc\)/],
   ] as const) {
     const message = await refusal(run(tool, { working_directory: directory }, 'echo ran > ran.txt'));
     assert.match(message, reason);
@@ -266,25 +295,89 @@ test('shell sandbox: the stack file, the repository and the home stay out of vie
   assert.ok(!fs.existsSync(path.join(base, 'ran.txt')) && !fs.existsSync(path.join(stateDir, 'ran.txt')));
 });
 
-test('shell sandbox: its own user, PID, IPC, UTS and mount namespaces; BATON_SHELL_NETWORK=off cuts the network, on keeps it', async (t) => {
-  const work = scratch(t);
-  const server = net.createServer((socket) => socket.end('hello from the host\n'));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+/** A TCP server on `host` that greets whoever connects, closed after the test. */
+async function greeter(t: TestContext, host: string): Promise<number> {
+  const server = net.createServer((socket) => socket.end(`hello from ${host}\n`));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, host, resolve);
+  });
   t.after(() => server.close());
-  const { port } = server.address() as net.AddressInfo;
+  return (server.address() as net.AddressInfo).port;
+}
+
+/** bash's /dev/tcp: a plain TCP connection, as a command reaching a database port (or an approval URL) would make. */
+const connectTo = (host: string, port: number) => `bash -c 'exec 3<>/dev/tcp/${host}/${port} && cat <&3'`;
+
+/** This machine's first IPv4 address that is not loopback (eth0, a veth), if it has one. */
+function outsideAddress(): string | undefined {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .find((address) => address !== undefined && address.family === 'IPv4' && !address.internal)?.address;
+}
+
+test('shell sandbox: with the network on (the default), a command has egress from a namespace of its own and never reaches the host’s loopback', async (t) => {
+  const work = scratch(t);
+  const loopbackPort = await greeter(t, '127.0.0.1');
   const tool = createShellTool({ env: PATH_ONLY, sandbox: await bwrapSandbox() });
-  // bash's /dev/tcp: a plain TCP connection, as a command reaching a database port would make.
-  const connect = `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3'`;
-  assert.equal(await run(tool, { working_directory: work }, connect), 'exit code: 0\nhello from the host\n');
-  assert.equal(
-    await run(tool, { working_directory: work, BATON_SHELL_NETWORK: 'on' }, connect),
-    'exit code: 0\nhello from the host\n',
-  );
-  const cut = await run(tool, { working_directory: work, BATON_SHELL_NETWORK: 'off' }, connect);
+  for (const variables of [
+    { working_directory: work },
+    { working_directory: work, BATON_SHELL_NETWORK: 'on' },
+  ] as Record<string, string>[]) {
+    // 127.0.0.1 in there is the command's own loopback; 10.0.2.2, slirp4netns's gateway, is no door to the host's.
+    const loopback = await run(tool, variables, connectTo('127.0.0.1', loopbackPort));
+    assert.match(loopback, /^exit code: 1\n/);
+    assert.match(loopback, /Connection refused/);
+    const gateway = await run(tool, variables, connectTo('10.0.2.2', loopbackPort));
+    assert.match(gateway, /^exit code: 1\n/);
+    assert.match(gateway, /Network is unreachable/);
+    for (const result of [loopback, gateway]) assert.doesNotMatch(result, /hello/);
+  }
+  const outside = outsideAddress();
+  if (outside === undefined) {
+    t.diagnostic('this machine has no non-loopback IPv4 address: the egress half of this test did not run');
+  } else {
+    // What the machine reaches on the network, the command reaches: a server on the host's own non-loopback address
+    // answers (as it would any machine of that network), while the loopback server does not answer there either.
+    const outsidePort = await greeter(t, outside);
+    assert.equal(
+      await run(tool, { working_directory: work }, connectTo(outside, outsidePort)),
+      `exit code: 0\nhello from ${outside}\n`,
+    );
+    const loopbackThere = await run(tool, { working_directory: work }, connectTo(outside, loopbackPort));
+    assert.match(loopbackThere, /^exit code: 1\n[^]*Connection refused/);
+  }
+  // Its interface is slirp4netns's, its resolver slirp4netns's DNS forwarder (the host's search and options kept).
+  const inside = await run(tool, { working_directory: work }, 'cat /proc/net/route /etc/resolv.conf');
+  assert.match(inside, /^tap0\t00000000\t0202000A\t/m);
+  assert.deepEqual(inside.match(/^nameserver .*$/gm), ['nameserver 10.0.2.3']);
+  // slirp4netns carries the call's marker and ends with it: nothing of this process's calls is left.
+  assert.deepEqual(await shellRunProcesses([process.pid]), []);
+});
+
+test('shell sandbox: BATON_SHELL_NETWORK=off leaves a command only a loopback of its own; every namespace is its own either way', async (t) => {
+  const work = scratch(t);
+  const port = await greeter(t, '127.0.0.1');
+  const tool = createShellTool({ env: PATH_ONLY, sandbox: await bwrapSandbox() });
+  const cut = await run(tool, { working_directory: work, BATON_SHELL_NETWORK: 'off' }, connectTo('127.0.0.1', port));
   assert.match(cut, /^exit code: 1\n/);
   assert.match(cut, /Connection refused/);
   assert.doesNotMatch(cut, /hello/);
-  // Its namespaces, against this process's: all its own but the network, which is its own only when cut.
+  const outside = outsideAddress();
+  if (outside !== undefined) {
+    const unreachable = await run(
+      tool,
+      { working_directory: work, BATON_SHELL_NETWORK: 'off' },
+      connectTo(outside, await greeter(t, outside)),
+    );
+    assert.match(unreachable, /^exit code: 1\n[^]*Network is unreachable/);
+  }
+  assert.equal(
+    await run(tool, { working_directory: work, BATON_SHELL_NETWORK: 'off' }, 'cat /proc/net/route | wc -l'),
+    'exit code: 0\n1\n',
+    'no route but the header line',
+  );
+  // Its namespaces, against this process's: all its own, the network included, with the network on or off.
   const namespaces = ['user', 'pid', 'ipc', 'uts', 'mnt', 'net'];
   const host = Object.fromEntries(namespaces.map((ns) => [ns, fs.readlinkSync(`/proc/self/ns/${ns}`)]));
   const listNamespaces = namespaces.map((ns) => `echo ${ns} $(readlink /proc/self/ns/${ns})`).join('; ');
@@ -292,7 +385,7 @@ test('shell sandbox: its own user, PID, IPC, UTS and mount namespaces; BATON_SHE
     const inside = await run(tool, { working_directory: work, BATON_SHELL_NETWORK: network }, listNamespaces);
     for (const ns of namespaces) {
       const own = !new RegExp(`^${ns} ${host[ns]?.replace(/[[\]]/g, '\\$&')}$`, 'm').test(inside);
-      assert.equal(own, ns !== 'net' || network === 'off', `${ns} namespace with the network ${network}:\n${inside}`);
+      assert.ok(own, `${ns} namespace with the network ${network}:\n${inside}`);
     }
   }
   // Any other value is refused, naming the variable.
@@ -303,9 +396,95 @@ test('shell sandbox: its own user, PID, IPC, UTS and mount namespaces; BATON_SHE
   // Without a sandbox nothing could cut the network: such a world is refused rather than given it.
   const unsandboxed = createShellTool({ env: PATH_ONLY, sandbox: { kind: 'none' } });
   assert.match(
-    await refusal(run(unsandboxed, { working_directory: work, BATON_SHELL_NETWORK: 'off' }, connect)),
+    await refusal(run(unsandboxed, { working_directory: work, BATON_SHELL_NETWORK: 'off' }, 'true')),
     /BATON_SHELL_NETWORK=off, but this worker runs commands without a sandbox \(BATON_SHELL_SANDBOX=none\)/,
   );
+  // And with the network on, an unsandboxed command reaches the host's loopback: what the sandbox prevents.
+  assert.equal(
+    await run(unsandboxed, { working_directory: work }, connectTo('127.0.0.1', port)),
+    'exit code: 0\nhello from 127.0.0.1\n',
+  );
+});
+
+test('shell sandbox: without slirp4netns, a world with the network on is refused before anything starts, saying what to install', async (t) => {
+  const base = scratch(t);
+  const real = await bwrapSandbox();
+  // slirp4netns that cannot give a network: the probe runs it as a command would, and says what it said.
+  const failing = path.join(base, 'slirp4netns');
+  fs.writeFileSync(failing, '#!/bin/sh\necho "slirp4netns: no TAP for you" >&2\nexit 1\n', { mode: 0o755 });
+  const cases: [ShellSandbox, RegExp, RegExp][] = [
+    [
+      await probeShellSandbox({ mode: 'bwrap', slirp4netns: path.join(base, 'missing') }, process.env),
+      /^BATON_SLIRP4NETNS .*missing cannot be run \(ENOENT\)$/,
+      /apt-get install slirp4netns/,
+    ],
+    [
+      await probeShellSandbox({ mode: 'bwrap', bwrap: real.bwrap }, { PATH: path.join(base, 'empty') }),
+      /^slirp4netns is not installed \(no `slirp4netns` on PATH\)$/,
+      /apt-get install slirp4netns/,
+    ],
+    [
+      await probeShellSandbox({ mode: 'bwrap', slirp4netns: failing }, process.env),
+      /^a command could not get its network from .*slirp4netns \(slirp4netns: no TAP for you\)$/,
+      /BATON_SHELL_NETWORK=off/,
+    ],
+  ];
+  for (const [sandbox, reason, remedy] of cases) {
+    assert.equal(sandbox.kind, 'bwrap', 'bwrap itself runs: only the network is missing');
+    if (sandbox.kind !== 'bwrap') continue;
+    const network = sandbox.network;
+    assert.equal(network?.kind, 'unavailable');
+    if (network?.kind !== 'unavailable') continue;
+    assert.match(network.reason, reason);
+    assert.match(network.remedy, remedy);
+    assert.match(network.remedy, /BATON_SHELL_NETWORK=off/);
+    assert.deepEqual(describeShellSandbox(sandbox), {
+      line:
+        `shell: commands run in a bubblewrap sandbox (${sandbox.bwrap}); warning: commands of worlds with ` +
+        `BATON_SHELL_NETWORK on (the default) will be refused: ${network.reason}. To enable it: ${network.remedy}`,
+      warning: true,
+    });
+    let spawned = 0;
+    const tool = createShellTool({
+      env: PATH_ONLY,
+      sandbox,
+      spawn: (command, args, options) => {
+        spawned += 1;
+        return spawn(command, [...args], options);
+      },
+    });
+    for (const variables of [
+      { working_directory: base },
+      { working_directory: base, BATON_SHELL_NETWORK: 'on' },
+    ] as Record<string, string>[]) {
+      assert.equal(
+        await refusal(run(tool, variables, 'echo ran > ran.txt')),
+        "This world keeps the shell's network on (BATON_SHELL_NETWORK, on by default), and this worker cannot give a " +
+          `command a network of its own: ${network.reason}. To enable it: ${network.remedy} No command was run.`,
+      );
+    }
+    assert.equal(spawned, 0);
+    assert.ok(!fs.existsSync(path.join(base, 'ran.txt')));
+    // A world that wants no network runs as before.
+    assert.equal(
+      await run(tool, { working_directory: base, BATON_SHELL_NETWORK: 'off' }, 'echo offline'),
+      'exit code: 0\noffline\n',
+    );
+    assert.equal(spawned, 1);
+  }
+  // Found at start but failing at a call (the TUN device gone meanwhile): the call fails, its command never ran.
+  assert.equal(real.network?.kind, 'egress');
+  if (real.network?.kind !== 'egress') return;
+  const broken = createShellTool({
+    env: PATH_ONLY,
+    sandbox: { ...real, network: { ...real.network, slirp4netns: failing } },
+  });
+  assert.equal(
+    await refusal(run(broken, { working_directory: base }, 'echo ran > ran.txt')),
+    'The sandbox could not give the command its network: slirp4netns: no TAP for you. No command was run.',
+  );
+  assert.ok(!fs.existsSync(path.join(base, 'ran.txt')));
+  assert.deepEqual(await shellRunProcesses([process.pid]), []);
 });
 
 test('shell sandbox: where bwrap cannot run, the shell refuses saying why and how to enable it', async (t) => {
@@ -373,8 +552,11 @@ test('shell sandbox: where bwrap cannot run, the shell refuses saying why and ho
     await run(createShellTool({ env: PATH_ONLY, sandbox: none }), { working_directory: base }, 'echo unsandboxed'),
     'exit code: 0\nunsandboxed\n',
   );
-  assert.deepEqual(describeShellSandbox(await bwrapSandbox()), {
-    line: `shell: commands run in a bubblewrap sandbox (${(await bwrapSandbox()).bwrap})`,
+  const found = await bwrapSandbox();
+  assert.deepEqual(describeShellSandbox(found), {
+    line:
+      `shell: commands run in a bubblewrap sandbox (${found.bwrap}); their network is egress only, through ` +
+      `${found.network?.kind === 'egress' ? found.network.slirp4netns : 'slirp4netns'}, never this host's loopback`,
     warning: false,
   });
 });
@@ -409,7 +591,7 @@ test('shell sandbox: the orphan sweep finds sandboxed processes whose worker is 
 });
 
 test(
-  'shell sandbox: a worker killed mid-command takes its sandbox with it; unsandboxed, the sweep is what stops it',
+  'shell sandbox: a worker killed mid-command takes its sandbox and its slirp4netns with it; unsandboxed, the sweep is what stops it',
   { timeout: 120_000 },
   async (t) => {
     const work = scratch(t);
@@ -420,13 +602,17 @@ test(
       });
       const worker = await started.pid;
       await until(`${mode}: the command runs`, () => processesWithVariable('BATON_TEST_TAG', tag).length >= 2, 30_000);
+      // The network's helper of a sandboxed command (the world keeps the network on): a process of the call too.
+      const helpers = (await shellRunProcesses([worker])).filter((pid) => commandLine(pid).includes('slirp4netns'));
+      assert.equal(helpers.length, mode === 'bwrap' ? 1 : 0, `slirp4netns of worker ${worker}`);
       started.child.kill('SIGKILL');
       await new Promise((resolve) => started.child.once('close', resolve));
       if (mode === 'bwrap') {
-        // bwrap dies with its parent, and the sandbox's PID namespace with it: no sweep needed.
+        // bwrap dies with its parent, and the sandbox's PID namespace with it; slirp4netns sees its exit fd close.
+        // No sweep needed.
         await until(
-          'the sandbox died with its worker',
-          () => processesWithVariable('BATON_TEST_TAG', tag).length === 0,
+          'the sandbox and its slirp4netns died with their worker',
+          () => processesWithVariable('BATON_TEST_TAG', tag).length === 0 && helpers.every((pid) => !isRunning(pid)),
           3000,
         );
         continue;

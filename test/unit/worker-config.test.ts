@@ -142,13 +142,17 @@ test('worker config: the watch sweep runs every BATON_WATCH_SWEEP_SECONDS, from 
   }
 });
 
-test('worker config: the shell sandbox is bubblewrap unless BATON_SHELL_SANDBOX=none; BATON_BWRAP names bwrap', () => {
+test('worker config: the shell sandbox is bubblewrap unless BATON_SHELL_SANDBOX=none; BATON_BWRAP names bwrap, BATON_SLIRP4NETNS slirp4netns', () => {
   assert.deepEqual(readWorkerConfig(minimal, '/srv/app').tools.sandbox, { mode: 'bwrap' });
   assert.deepEqual(readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: '' }).tools.sandbox, { mode: 'bwrap' });
   assert.deepEqual(readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: ' None ' }).tools.sandbox, { mode: 'none' });
   assert.deepEqual(
     readWorkerConfig({ ...minimal, BATON_SHELL_SANDBOX: 'bwrap', BATON_BWRAP: 'bin/bwrap' }, '/srv/app').tools.sandbox,
     { mode: 'bwrap', bwrap: '/srv/app/bin/bwrap' },
+  );
+  assert.deepEqual(
+    readWorkerConfig({ ...minimal, BATON_SLIRP4NETNS: ' /opt/slirp4netns ' }, '/srv/app').tools.sandbox,
+    { mode: 'bwrap', slirp4netns: '/opt/slirp4netns' },
   );
   // `baton worker` and `baton dev` (which reads only the tool settings) both refuse another mode, naming it.
   assert.throws(
