@@ -18,10 +18,12 @@ ENV NODE_ENV=production
 # humans measured 316-349 MB against 352-407 MB without (README "Worker memory"; `npm run bench -- memory`).
 ENV MALLOC_ARENA_MAX=2
 # The shell tool runs every command in a bubblewrap sandbox, and refuses to run without one (README "Worlds:
-# variables, prompts and the shell"). bwrap also needs the container's security options that docker-compose.yml gives
-# the worker (README "Running in production").
+# variables, prompts and the shell"); slirp4netns gives commands of worlds with the network on their egress, never the
+# container's loopback (util-linux's unshare and nsenter, which it needs too, are in every Debian image). bwrap also
+# needs the container's security options, and slirp4netns the TUN device, that docker-compose.yml gives the worker
+# (README "Running in production").
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends bubblewrap \
+  && apt-get install -y --no-install-recommends bubblewrap slirp4netns \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules

@@ -26,6 +26,7 @@ interface ComposeService {
   healthcheck?: { test?: string[] };
   stop_grace_period?: string;
   security_opt?: string[];
+  devices?: string[];
 }
 
 const compose = parse(fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8')) as {
@@ -196,12 +197,12 @@ test('dockerfile: the dependencies install with no scripts, before the sources (
   assert.ok(install.index < dockerfile.search(/^COPY \. \.$/m), 'installed before the sources are copied');
 });
 
-test("docker compose and dockerfile: the worker's image has bubblewrap, and its container lets bwrap run", () => {
+test("docker compose and dockerfile: the worker's image has bubblewrap and slirp4netns, and its container lets them run", () => {
   // One instruction per line: continuation lines joined.
   const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8').replace(/\\\n\s*/g, '');
   const install = /^RUN apt-get update.*$/m.exec(dockerfile);
   assert.ok(install, 'the image installs packages with apt');
-  assert.match(install[0], /apt-get install -y --no-install-recommends bubblewrap/);
+  assert.match(install[0], /apt-get install -y --no-install-recommends bubblewrap slirp4netns/);
   assert.ok(install.index > dockerfile.search(/^FROM .+ AS runtime$/m), 'in the runtime stage');
   assert.ok(install.index < dockerfile.search(/^USER node$/m), 'as root, before the image drops to the node user');
   // Docker's seccomp profile refuses the user namespaces, its AppArmor profile the mounts, and its masked /proc paths
@@ -211,4 +212,6 @@ test("docker compose and dockerfile: the worker's image has bubblewrap, and its 
     'seccomp=unconfined',
     'systempaths=unconfined',
   ]);
+  // slirp4netns gives each command with the network a TAP interface: the worker refuses those commands without it.
+  assert.deepEqual(service('worker').devices, ['/dev/net/tun:/dev/net/tun']);
 });
