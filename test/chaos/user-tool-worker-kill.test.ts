@@ -122,7 +122,11 @@ test(
   async (t) => {
     const { client, pool } = workers();
     const workerA = await startWorker('worker A');
-    assert.match(workerA.output(), /tools charge, fetch_rates, probe from .*tools\.mjs/, 'the ready line names the tools');
+    assert.match(
+      workerA.output(),
+      /tools charge, fetch_rates, probe from .*tools\.mjs/,
+      'the ready line names the tools',
+    );
     const threadId = uniqueThreadId('user-tool-kill');
     let thread: ThreadHandle | undefined;
     try {
