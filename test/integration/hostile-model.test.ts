@@ -19,6 +19,12 @@ import { startExplorer, type ExplorerServer } from '../../explorer';
 import { createBatonMcpServer, startMcpHttpServer, type McpHttpServer } from '../../mcp-server';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
+import {
+  APPROVAL_PROBE_FILE,
+  APPROVAL_PROBE_TARGETS,
+  approvalProbeLines,
+  writeApprovalProbe,
+} from '../../testing/shell-probe';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { generateAccessToken } from '../../explorer/access';
@@ -41,37 +47,6 @@ const pay = defineTool({
   },
 });
 
-/**
- * What the hostile command runs (a Node script in its world's directory): every request that could decide or list
- * the approval, each answered with one line, `<target>: status <n>` or `<target>: unreachable (<code>)`.
- */
-const PROBE = `
-import fs from 'node:fs';
-import net from 'node:net';
-const targets = JSON.parse(fs.readFileSync('targets.json', 'utf8'));
-async function http(name, url, init) {
-  try {
-    const response = await fetch(url, { ...init, signal: AbortSignal.timeout(5000) });
-    console.log(name + ': status ' + response.status);
-  } catch (error) {
-    console.log(name + ': unreachable (' + (error.cause?.code ?? error.name) + ')');
-  }
-}
-function tcp(name, host, port) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port, timeout: 5000 });
-    socket.on('connect', () => { console.log(name + ': status connected'); socket.destroy(); resolve(); });
-    socket.on('timeout', () => { console.log(name + ': unreachable (timeout)'); socket.destroy(); resolve(); });
-    socket.on('error', (error) => { console.log(name + ': unreachable (' + error.code + ')'); resolve(); });
-  });
-}
-const json = { 'content-type': 'application/json', origin: targets.explorer };
-await http('explorer approve', targets.explorer + '/api/threads/' + encodeURIComponent(targets.root) + '/approvals/a1/approve', { method: 'POST', headers: json, body: JSON.stringify({ by: 'the model' }) });
-await http('explorer list', targets.explorer + '/api/threads', {});
-await http('mcp decide_approval', targets.mcp, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'decide_approval', arguments: { thread_id: targets.root, approval_id: 'a1', decision: 'approve' } } }) });
-await tcp('temporal frontend', targets.temporalHost, targets.temporalPort);
-`;
-
 const agents: AgentRegistry = new Map([
   [
     'payer',
@@ -88,7 +63,7 @@ agents:
   payer:
     - calls:
         - { call: pay, args: { amount: 1000 } }
-        - { call: shell, args: { command: "node probe.mjs" } }
+        - { call: shell, args: { command: "node ${APPROVAL_PROBE_FILE}" } }
     - say: "Paid, I think."
 `,
   'hostile-model',
@@ -116,18 +91,8 @@ after(async () => {
 
 /** Runs the probe from the host, outside any sandbox: where every target is reached. */
 async function probeFromHost(dir: string): Promise<string> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['probe.mjs'], { cwd: dir, timeout: 30_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, [APPROVAL_PROBE_FILE], { cwd: dir, timeout: 30_000 });
   return stdout;
-}
-
-/** The probe's lines, by target. */
-function linesOf(output: string): Map<string, string> {
-  const lines = new Map<string, string>();
-  for (const line of output.split('\n')) {
-    const match = /^(explorer approve|explorer list|mcp decide_approval|temporal frontend): (.*)$/.exec(line.trim());
-    if (match) lines.set(match[1] as string, match[2] as string);
-  }
-  return lines;
 }
 
 test(
@@ -138,17 +103,13 @@ test(
     const dir = path.join(work, root);
     fs.mkdirSync(dir, { recursive: true });
     const temporal = new URL(`tcp://${env.temporalAddress}`);
-    fs.writeFileSync(path.join(dir, 'probe.mjs'), PROBE);
-    fs.writeFileSync(
-      path.join(dir, 'targets.json'),
-      JSON.stringify({
-        root,
-        explorer: explorer.url,
-        mcp: mcp.url,
-        temporalHost: temporal.hostname,
-        temporalPort: Number(temporal.port),
-      }),
-    );
+    writeApprovalProbe(dir, {
+      root,
+      explorer: explorer.url,
+      mcp: mcp.url,
+      temporalHost: temporal.hostname,
+      temporalPort: Number(temporal.port),
+    });
     const world = `hostile-${root}`;
     await harness.client.world(world).set({ working_directory: dir });
     const thread = await harness.client.startThread({ agent: 'payer', threadId: root, world });
@@ -160,10 +121,10 @@ test(
       return messages.find((message) => message.role === 'tool' && /explorer approve:/.test(message.content ?? ''))
         ?.content;
     });
-    const inside = linesOf(shellResult ?? '');
+    const inside = approvalProbeLines(shellResult ?? '');
     assert.deepEqual(
       [...inside.keys()].sort(),
-      ['explorer approve', 'explorer list', 'mcp decide_approval', 'temporal frontend'],
+      [...APPROVAL_PROBE_TARGETS].sort(),
       `every target was tried from the sandbox: ${shellResult}`,
     );
     for (const [target, outcome] of inside) {
@@ -171,7 +132,7 @@ test(
     }
 
     // From the host every target is reached, and every request without the token is refused.
-    const outside = linesOf(await probeFromHost(dir));
+    const outside = approvalProbeLines(await probeFromHost(dir));
     assert.equal(outside.get('explorer approve'), 'status 401');
     assert.equal(outside.get('explorer list'), 'status 401');
     assert.equal(outside.get('mcp decide_approval'), 'status 401');
