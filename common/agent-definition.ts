@@ -2,6 +2,12 @@ import { z } from 'zod';
 import { AGENT_NAME_PATTERN } from './ids';
 import { MAX_DEBOUNCE_SECONDS, MAX_WATCH_MESSAGE_CHARS, MAX_WATCH_PATTERNS, watchPatternProblem } from './watchers';
 
+/** A watcher's key pattern; a refusal says what is wrong with it (its characters, its length, its wildcards). */
+export const watchPatternSchema = z.string().superRefine((pattern, context) => {
+  const problem = watchPatternProblem(pattern);
+  if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+});
+
 /** The longest an approval may wait for a decision: 30 days, like a question. */
 export const MAX_APPROVAL_WAIT_S = 30 * 24 * 3600;
 
@@ -80,11 +86,7 @@ export const agentFrontmatterSchema = z.strictObject({
     .array(
       z.strictObject({
         keys: z
-          .array(
-            z.string().refine((pattern) => watchPatternProblem(pattern) === undefined, {
-              error: "must be a key pattern: key characters, '*' within a segment, '**' as a whole segment",
-            }),
-          )
+          .array(watchPatternSchema)
           .min(1, 'must name at least one key pattern')
           .max(MAX_WATCH_PATTERNS),
         debounce_s: z.number().min(0).max(MAX_DEBOUNCE_SECONDS).optional(),

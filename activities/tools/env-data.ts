@@ -1,12 +1,8 @@
 import { z } from 'zod';
+import { watchPatternSchema } from '../../common/agent-definition';
 import { grantsCapability } from '../../common/capabilities';
 import { MAX_ENV_DESCRIPTION_LENGTH, MAX_ENV_KEY_LENGTH, envKeyProblem } from '../../common/env-data';
-import {
-  MAX_DEBOUNCE_SECONDS,
-  MAX_WATCH_MESSAGE_CHARS,
-  MAX_WATCH_PATTERNS,
-  watchPatternProblem,
-} from '../../common/watchers';
+import { MAX_DEBOUNCE_SECONDS, MAX_WATCH_MESSAGE_CHARS, MAX_WATCH_PATTERNS } from '../../common/watchers';
 import {
   EnvDataError,
   EnvDataErrorType,
@@ -272,11 +268,7 @@ export function createEnvDataTools(): ToolDefinition[] {
         "Patterns use '/' between segments, '*' for one segment, '**' for any number.",
       parameters: z.strictObject({
         keys: z
-          .array(
-            z.string().refine((pattern) => watchPatternProblem(pattern) === undefined, {
-              error: "must be a key pattern: key characters, '*' within a segment, '**' as a whole segment",
-            }),
-          )
+          .array(watchPatternSchema)
           .min(1)
           .max(MAX_WATCH_PATTERNS)
           .describe("Key patterns to watch, e.g. ['findings/*', 'arc/**', 'arc_task']."),

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { watchPatternSchema } from '../../common/agent-definition';
 import { keyMatches, MAX_WATCH_PATTERN_WILDCARDS, watchPatternProblem } from '../../common/watchers';
+import { parseAgentFile } from '../../worker/agents';
 
 /**
  * The meaning of a key pattern written as plainly as it can be: tables of which prefixes match which, one over the
@@ -130,4 +132,15 @@ test('key patterns: more wildcards than allowed, or a pattern longer than a key,
     undefined,
   );
   assert.match(watchPatternProblem('a'.repeat(201)) ?? '', /longer than 200 characters/);
+});
+
+test('key patterns: a refused pattern says why, in the watch tool and in frontmatter alike', () => {
+  const tooWild = '*a'.repeat(MAX_WATCH_PATTERN_WILDCARDS + 1);
+  const parsed = watchPatternSchema.safeParse(tooWild);
+  assert.equal(parsed.success, false);
+  assert.match(parsed.error?.issues[0]?.message ?? '', /holds 17 wildcards; at most 16 are allowed/);
+  assert.throws(
+    () => parseAgentFile(`---\nname: w\ndescription: W.\nwatches:\n  - keys: ["${tooWild}"]\n---\nBody\n`, 'w'),
+    /holds 17 wildcards/,
+  );
 });
