@@ -215,3 +215,10 @@ test("docker compose and dockerfile: the worker's image has bubblewrap and slirp
   // slirp4netns gives each command with the network a TAP interface: the worker refuses those commands without it.
   assert.deepEqual(service('worker').devices, ['/dev/net/tun:/dev/net/tun']);
 });
+
+test('docker compose: the Postgres password has no default, so no password everyone knows opens Baton’s database', () => {
+  const text = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+  const uses = [...text.matchAll(/\$\{POSTGRES_PASSWORD([^}]*)\}/g)].map((match) => match[1] ?? '');
+  assert.ok(uses.length >= 5, 'every service that needs the password names it');
+  for (const use of uses) assert.match(use, /^:\?/, `POSTGRES_PASSWORD is required (\${POSTGRES_PASSWORD${use}})`);
+});
