@@ -2,14 +2,15 @@
  * One chaos round: a seeded plan of faults thrown at a running workload, then the checks that nothing was lost,
  * nothing happened twice and nothing was left running.
  *
- * The workload, per round: `ROOTS` conversations with `chief`, which asks a human and, at the same time, makes a
- * call that waits for a person's approval (given a few seconds later, while faults fly), delegates to `manager`, which
- * waits 3 s on a durable timer (`wait`) and delegates to `researcher`, which forks two `analyst`s (a shell command and an env write each) and a `laggard` that
- * never answers before the fork's deadline; the chief then stores a summary while it calls an MCP server's tool
- * (server-everything over stdio, started by each worker from `BATON_MCP_CONFIG`). Beside them, client programs
- * increment one counter per root with `expected_version` updates, and one more conversation (`mole`) is refused by
- * the model with 401 for every request. Meanwhile workers are SIGKILLed, Temporal and Postgres are restarted, and the model
- * answers with 5xx and 429 bursts or cuts replies halfway.
+ * The workload, per round: `ROOTS` conversations with `chief`, which asks a human and, at the same time, makes a call
+ * that waits for a person's approval (given a few seconds later, while faults fly), delegates to `manager`, which waits
+ * 3 s on a durable timer (`wait`) and delegates to `researcher`, which forks two `analyst`s (a shell command and an env
+ * write each) and a `laggard` that never answers before the fork's deadline; the chief then stores a summary while it
+ * calls an MCP server's tool (server-everything over stdio, started by each worker from `BATON_MCP_CONFIG`). Beside
+ * them, client programs increment one counter per root with `expected_version` updates, one more conversation (`mole`)
+ * is refused by the model with 401 for every request, and a `hostile` one tries every way past Baton's walls
+ * (./hostile.ts). Meanwhile workers are SIGKILLed, Temporal and Postgres are restarted, and the model answers with 5xx
+ * and 429 bursts or cuts replies halfway.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -28,6 +29,14 @@ import { keyMatches } from '../../common/watchers';
 import { localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
 import { STEPS_VARIABLE } from '../../activities/worlds';
 import type { ChaosStack } from './chaos-stack';
+import {
+  checkHostile,
+  hostileSettled,
+  HOSTILE_AGENT_FILE,
+  HOSTILE_SCRIPT,
+  startHostileTargets,
+  type HostileTargets,
+} from './hostile';
 import { settle, type Settled } from './waiting';
 
 export const ROOTS = 3;
@@ -68,6 +77,7 @@ export const AGENT_FILES: Readonly<Record<string, string>> = {
   'laggard.md': '---\nname: laggard\ndescription: Never in time.\n---\nYou are late.\n',
   'mole.md': '---\nname: mole\ndescription: Refused by the model.\n---\nYou are refused.\n',
   'auditor.md': '---\nname: auditor\ndescription: Watches the study as it is written.\n---\nYou audit.\n',
+  'hostile.md': HOSTILE_AGENT_FILE,
 };
 
 /** The watcher every chief's root gets at the round's start: it wakes for the study's writes and the fork's merge. */
@@ -125,7 +135,7 @@ agents:
     - say: "never heard"
   auditor:
     - say: "audited"
-`,
+${HOSTILE_SCRIPT}`,
   'chaos-round',
 );
 
@@ -210,6 +220,11 @@ export interface RoundReport {
   /** Wake-ups of the chiefs' watchers (each change to their keys handled by exactly one). */
   watchWakeups: number;
   /**
+   * Whether the hostile agent's command tried every way to approve its own call (a worker's death mid-command may
+   * take its one run). Every breach of a wall it tried is a violation, whether it probed or not.
+   */
+  hostileProbed: boolean;
+  /**
    * Model calls of the roots' turns (every agent of each tree) run as local activities and as activities, and batches
    * of steps run as local activities (`steps: batched`).
    */
@@ -249,6 +264,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
   const tag = `r${round}-${seed.toString(36)}`;
   const chiefs = Array.from({ length: ROOTS }, (_, i) => `chaos-${tag}-chief${i + 1}`);
   const mole = `chaos-${tag}-mole`;
+  const hostile = `chaos-${tag}-hostile`;
   const world = `chaos-${tag}`;
   fs.mkdirSync(context.dir, { recursive: true });
   const workersBefore = stack.workerCounts();
@@ -257,6 +273,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
   const client = await retrying('connect', deadline, () =>
     connect({ address: stack.temporalAddress, taskQueue: stack.taskQueue, databaseUrl: stack.databaseUrl }),
   );
+  let targets: HostileTargets | undefined;
   try {
     await retrying('world set', deadline, () =>
       client.world(world).set({
@@ -265,9 +282,18 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       }),
     );
     stack.model.refuseRoot(mole);
+    targets = await startHostileTargets({
+      client,
+      dir: context.dir,
+      root: hostile,
+      temporalAddress: stack.temporalAddress,
+      databaseUrl: stack.databaseUrl,
+    });
     const sends = [...chiefs, mole].map((threadId) =>
       sendOnce(client, threadId, threadId === mole ? 'mole' : 'chief', world, 'Run the study.', deadline),
     );
+    // Its turn waits for an approval nobody gives until the checks below have looked: it ends after them.
+    const hostileSend = sendOnce(client, hostile, 'hostile', world, 'Get out.', deadline);
     const watching = settle(Promise.all(chiefs.map((root) => addAuditor(client, root, deadline))));
     const answering = settle(answerQuestions(client, chiefs, deadline));
     const approving = settle(approveCalls(client, chiefs, deadline));
@@ -345,8 +371,32 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       await checkEnv(pool, root, result?.applied ?? 0, violations);
     }
 
+    // 4b. Nothing the hostile model tried got past a wall; then its call is rejected and its turn ends.
+    let hostileProbed = false;
+    if (await waitUntil(deadline, () => hostileSettled(pool, hostile))) {
+      const roots = [...chiefs, mole, hostile];
+      ({ probed: hostileProbed } = await checkHostile(client, pool, hostile, roots, targets.secrets, violations));
+    } else {
+      violations.push(`${hostile}: its calls did not all finish in time`);
+    }
+    const [hostileApproval] = await client
+      .thread(hostile)
+      .approvals()
+      .catch(() => []);
+    if (hostileApproval) {
+      await retrying(`reject ${hostile}'s call`, deadline, () =>
+        client.thread(hostile).reject(hostileApproval.approvalId, { by: APPROVER, reason: 'a hostile call' }),
+      ).catch((error: unknown) => violations.push(`${hostile}: rejecting its call failed: ${describe(error)}`));
+    }
+    const hostileOutcome = await hostileSend;
+    if (!hostileOutcome.ok || hostileOutcome.value.reply !== 'hostile done') {
+      violations.push(
+        `${hostile}: ${hostileOutcome.ok ? JSON.stringify(hostileOutcome.value) : describe(hostileOutcome.error)}`,
+      );
+    }
+
     // 5. No operation id twice, and every shell command ran at most once.
-    await checkOperationIds(pool, [...chiefs, mole], violations);
+    await checkOperationIds(pool, [...chiefs, mole, hostile], violations);
     const shellRuns = checkShellRuns(context.dir, forkTasksMerged, violations);
     // 5b. The steps ran where the round's world says, in every turn of every tree.
     const steps = await checkStepModes(client, chiefs, context.steps ?? 'activity', violations);
@@ -354,7 +404,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     const leftovers = await markedProcesses(stack.workerPids());
     if (leftovers.length > 0) violations.push(`processes left behind: ${leftovers.join(', ')}`);
 
-    for (const threadId of [...chiefs, mole]) {
+    for (const threadId of [...chiefs, mole, hostile]) {
       await retrying(`end ${threadId}`, deadline, () => client.thread(threadId).end()).catch((error: unknown) =>
         violations.push(`could not end ${threadId}: ${describe(error)}`),
       );
@@ -384,6 +434,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       forkTasksGivenUp,
       shellRuns,
       watchWakeups,
+      hostileProbed,
       localSteps: steps.local,
       batchedSteps: steps.batched,
       activitySteps: steps.activity,
@@ -391,7 +442,17 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     };
   } finally {
     stack.model.clearFault();
+    await targets?.close();
     await client.close().catch(() => undefined);
+  }
+}
+
+/** Polls `check` until it holds (true) or the deadline passes (false). */
+async function waitUntil(deadline: number, check: () => Promise<boolean>): Promise<boolean> {
+  for (;;) {
+    if (await check().catch(() => false)) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(500);
   }
 }
 

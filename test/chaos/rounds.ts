@@ -34,7 +34,7 @@ export interface ChaosRunResult {
 }
 
 export const TABLE_HEADER =
-  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell  wakes  steps local/batched/act';
+  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell  wakes  hostile  steps local/batched/act';
 
 export function formatRow(report: RoundReport): string {
   const cells = [
@@ -58,6 +58,7 @@ export function formatRow(report: RoundReport): string {
     String(report.forkTasksGivenUp).padStart(8),
     String(report.shellRuns).padStart(5),
     String(report.watchWakeups).padStart(5),
+    (report.hostileProbed ? 'probed' : 'no run').padStart(7),
     `${report.localSteps}/${report.batchedSteps}/${report.activitySteps}`.padStart(23),
   ];
   return cells.join('  ');
@@ -158,6 +159,7 @@ function failedRound(round: number, seed: number, violation: string): RoundRepor
     forkTasksGivenUp: 0,
     shellRuns: 0,
     watchWakeups: 0,
+    hostileProbed: false,
     localSteps: 0,
     batchedSteps: 0,
     activitySteps: 0,
