@@ -85,6 +85,18 @@ describe('over stdio, found through stack.json', () => {
   const client = mcpClient();
   let transport: StdioClientTransport;
   let stderr = '';
+  let stderrBeforeStack = '';
+  let refusalBeforeStack = '';
+  const stack = () => ({
+    temporalAddress: env.temporalAddress,
+    namespace: 'default',
+    taskQueue: harness.taskQueue,
+    databaseUrl: env.databaseUrl,
+    scriptedModel: true,
+    // This test process: stack.json is live while the process that wrote it runs.
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+  });
   const call = async (name: string, args: Record<string, unknown> = {}) =>
     structured(await callTool(client, name, args));
   const refusal = async (name: string, args: Record<string, unknown> = {}) =>
@@ -101,27 +113,26 @@ describe('over stdio, found through stack.json', () => {
     });
     transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     await client.connect(transport);
+    // What it said before Baton ran, kept for the first test; then Baton is there for every test, each run alone too.
+    stderrBeforeStack = stderr;
+    refusalBeforeStack = await refusal('list_agents');
+    writeStackFile(stateDir, stack());
   });
 
+  // Its last test closes the client; one run alone (`--test-name-pattern`) must still end the server.
+  after(() => client.close());
+
   test('it starts before Baton runs, says so on every call, and connects once stack.json is there', async () => {
-    assert.match(stderr, /^baton mcp: serving on stdio; Baton is not reachable yet \(no Baton stack is running/);
-    assert.match(await refusal('list_agents'), /^no Baton stack is running \(no live .*stack\.json\): start one/);
-    const stack = {
-      temporalAddress: env.temporalAddress,
-      namespace: 'default',
-      taskQueue: harness.taskQueue,
-      databaseUrl: env.databaseUrl,
-      scriptedModel: true,
-      // This test process: stack.json is live while the process that wrote it runs.
-      pid: process.pid,
-      startedAt: new Date().toISOString(),
-    };
-    writeStackFile(stateDir, stack);
+    assert.match(
+      stderrBeforeStack,
+      /^baton mcp: serving on stdio; Baton is not reachable yet \(no Baton stack is running/,
+    );
+    assert.match(refusalBeforeStack, /^no Baton stack is running \(no live .*stack\.json\): start one/);
     assert.ok(((await call('list_agents')).agents as unknown[]).length > 0);
     // It looks at every call: a stack that stopped is gone for the next call, one that started again is found.
-    writeStackFile(stateDir, { ...stack, pid: deadPid() });
+    writeStackFile(stateDir, { ...stack(), pid: deadPid() });
     assert.match(await refusal('list_agents'), /^no Baton stack is running/);
-    writeStackFile(stateDir, stack);
+    writeStackFile(stateDir, stack());
     const { agents } = (await call('list_agents')) as { agents: Record<string, unknown>[] };
     const greeter = agents.find((agent) => agent.name === GREETER);
     assert.deepEqual(greeter, {
