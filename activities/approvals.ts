@@ -1,10 +1,22 @@
+import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
+import { ErrorType } from '../common/errors';
 import type { CloseApprovalInput, CloseApprovalResult, OpenApprovalInput, OpenApprovalResult } from '../common/types';
 import { storableText } from '../common/text';
 import { closeApproval as closeApprovalRow, openApproval as openApprovalRow } from '../db/approvals';
+import { decisionProofMatches } from './decision-proofs';
+
+export interface ApprovalActivityOptions {
+  pool: Pool;
+  /**
+   * The deployment's decision key (`BATON_DECISION_KEY`): a decision is written only with a proof made with it
+   * (activities/decision-proofs.ts). Without one, any decision is written, whoever sent it. @default none
+   */
+  decisionKey?: string | undefined;
+}
 
 /** Activities that store the approvals tool calls wait for (a tool's `needsApproval`, an agent's `approval`). */
-export function createApprovalActivities({ pool }: { pool: Pool }) {
+export function createApprovalActivities({ pool, decisionKey }: ApprovalActivityOptions) {
   /** Stores a pending approval of a stored tool call, once per operation id, fenced by the calling thread's epoch. */
   async function openApproval(input: OpenApprovalInput): Promise<OpenApprovalResult> {
     const row = await openApprovalRow(pool, input.scope, input.operationId, {
@@ -19,10 +31,29 @@ export function createApprovalActivities({ pool }: { pool: Pool }) {
   /**
    * Closes an approval and returns how it ended: when a decision and the timeout race, the first to reach Postgres
    * wins and both sides see the same outcome. Idempotent.
+   * @throws ApplicationFailure `Approval.Unauthorized` (non-retryable) for a decision without a valid proof, when this
+   * worker has a decision key: nothing is written, and the Update that carried it fails.
    */
   async function closeApproval(input: CloseApprovalInput): Promise<CloseApprovalResult> {
-    // A reason is a person's text: clean what Postgres cannot store rather than fail the waiting turn.
     const { outcome } = input;
+    if (decisionKey !== undefined && (outcome.status === 'approved' || outcome.status === 'rejected')) {
+      const decision = {
+        rootThreadId: input.rootThreadId,
+        approvalId: input.approvalId,
+        approve: outcome.status === 'approved',
+      };
+      if (!decisionProofMatches(decisionKey, decision, input.proof)) {
+        throw ApplicationFailure.create({
+          type: ErrorType.ApprovalUnauthorized,
+          nonRetryable: true,
+          message:
+            `approval '${input.approvalId}' of thread '${input.rootThreadId}' was not ${outcome.status}: the ` +
+            `decision carries ${input.proof === undefined ? 'no' : 'no valid'} proof, and only a client holding this ` +
+            "deployment's decision key (BATON_DECISION_KEY) can decide approvals",
+        });
+      }
+    }
+    // A reason is a person's text: clean what Postgres cannot store rather than fail the waiting turn.
     const cleaned =
       'reason' in outcome && outcome.reason !== undefined
         ? { ...outcome, reason: storableText(outcome.reason) }

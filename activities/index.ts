@@ -59,6 +59,11 @@ export interface ActivityDependencies {
    * again by the next writer. @default DEFAULT_WATCH_SWEEP_SECONDS
    */
   watchSweepSeconds?: number;
+  /**
+   * The deployment's decision key (`BATON_DECISION_KEY`): approvals' decisions are written only with a proof made
+   * with it (activities/decision-proofs.ts). @default none: every decision is written, whoever sent it
+   */
+  decisionKey?: string;
 }
 
 export function createActivities(deps: ActivityDependencies) {
@@ -102,7 +107,7 @@ export function createActivities(deps: ActivityDependencies) {
   return withTypedFailuresAndAnnouncements(deps.pool, {
     ...threads,
     ...createQuestionActivities({ pool: deps.pool }),
-    ...createApprovalActivities({ pool: deps.pool }),
+    ...createApprovalActivities({ pool: deps.pool, decisionKey: deps.decisionKey }),
     ...modelCalls,
     ...toolCalls,
     ...delegations,

@@ -70,7 +70,7 @@ import {
 } from '../explorer';
 import { ClientSource, createBatonMcpServer, DEFAULT_MCP_PORT, serveStdio, startMcpHttpServer } from '../mcp-server';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
-import { checkConnectionVariables } from '../worker/config';
+import { checkConnectionVariables, readDecisionKey, runningStackDecisionKey } from '../worker/config';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
 import { formatMcpServers, mcpServerJson, startMcpServers } from '../worker/mcp';
 
@@ -89,11 +89,13 @@ function globals(): GlobalOptions {
 
 /**
  * Where the Temporal server, task queue and Baton's database are: the environment first (`TEMPORAL_ADDRESS`, with
- * `DATABASE_URL` for commands that read Postgres), else the running `baton dev`.
+ * `DATABASE_URL` for commands that read Postgres), else the running `baton dev`. Decisions are signed with
+ * `BATON_DECISION_KEY` (or `BATON_DECISION_KEY_FILE`), else with the token of the `baton dev` found.
  */
 function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
   const env = process.env;
   checkConnectionVariables(env);
+  const configuredKey = readDecisionKey(env);
   if (env.TEMPORAL_ADDRESS) {
     if (needs.database && !env.DATABASE_URL) {
       throw new CliError("this command reads Baton's database: set DATABASE_URL as well as TEMPORAL_ADDRESS");
@@ -104,6 +106,7 @@ function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
       taskQueue: env.BATON_TASK_QUEUE || 'baton',
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
       ...scheduleMinimum(),
+      ...decisionKeyOption(configuredKey),
     };
   }
   const stack = readStackFile(globals().stateDir);
@@ -118,7 +121,12 @@ function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
     taskQueue: stack.taskQueue,
     databaseUrl: stack.databaseUrl,
     ...scheduleMinimum(),
+    ...decisionKeyOption(configuredKey ?? runningStackDecisionKey(globals().stateDir)),
   };
+}
+
+function decisionKeyOption(key: { key: string } | undefined): Pick<ConnectOptions, 'decisionKey'> {
+  return key === undefined ? {} : { decisionKey: key.key };
 }
 
 /**

@@ -91,6 +91,9 @@ import { Schedules } from './schedules';
 import { FeedWatcher, type FeedSource, type FeedWatch } from './feed-watch';
 import { lastRunFeedSeq, readRunFeed } from '../db/run-events';
 import { DEFAULT_WATCH_SWEEP_SECONDS, wakeWatchers } from '../activities/watch-signals';
+import { decisionProof } from '../activities/decision-proofs';
+import { ErrorType } from '../common/errors';
+import { accessTokenProblem } from '../stack/access-token';
 import {
   parseDeltaAnnouncement,
   runDeltasChannel,
@@ -147,6 +150,13 @@ export interface ConnectOptions {
    * @default 60
    */
   scheduleMinimumIntervalSeconds?: number;
+  /**
+   * The deployment's decision key (the workers' `BATON_DECISION_KEY`, at least 32 characters): `approve` and
+   * `reject` sign their decisions with it, and workers that have a key write no decision without such a proof. The
+   * CLI reads it from `BATON_DECISION_KEY` or `BATON_DECISION_KEY_FILE`, else the local stack's `.baton/token`.
+   * @default none: decisions are unsigned, which only workers without a key accept
+   */
+  decisionKey?: string;
 }
 
 export type {
@@ -257,9 +267,26 @@ export class BatonClient {
     private readonly pool: Pool | undefined,
     /** Where `pool` connects; env watches open a connection of their own there, since LISTEN holds it. */
     private readonly databaseUrl?: string,
-    options: { scheduleMinimumIntervalSeconds?: number } = {},
+    options: { scheduleMinimumIntervalSeconds?: number; decisionKey?: string } = {},
   ) {
     this.schedules = new Schedules(temporal, taskQueue, () => this.database(), options.scheduleMinimumIntervalSeconds);
+    this.#decisionKey = options.decisionKey;
+  }
+
+  /** Truly private (not a property anything can read or serialise): it signs decisions. */
+  readonly #decisionKey: string | undefined;
+
+  /** Whether this client signs its decisions (it was connected with a `decisionKey`). */
+  get signsDecisions(): boolean {
+    return this.#decisionKey !== undefined;
+  }
+
+  /**
+   * The proof `decision` carries: signed with this client's decision key, or none without one.
+   * @internal
+   */
+  decisionProof(decision: { rootThreadId: string; approvalId: string; approve: boolean }): string | undefined {
+    return this.#decisionKey === undefined ? undefined : decisionProof(this.#decisionKey, decision);
   }
 
   /** @throws BatonClientError when the client was connected without a database URL. */
@@ -846,8 +873,9 @@ export class ThreadHandle {
    * Approves a pending tool call: the turn waiting for it runs it. `by` is recorded as who decided. Deciding again a
    * call decided in Postgres whose turn never heard it (the decision's Update was lost after its write) hands the
    * turn the stored decision, so the turn and the row agree; the call succeeds when that finished it and this
-   * decision is the stored one.
-   * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled.
+   * decision is the stored one. Signed with the client's `decisionKey` (see `ConnectOptions.decisionKey`).
+   * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled, and for a decision
+   * the workers refused as unsigned (this client has no decision key, or not theirs): the approval stays pending.
    */
   approve(approvalId: string, options: { by?: string; waitMs?: number } = {}): Promise<DecideApprovalResult> {
     return this.decide(
@@ -858,8 +886,10 @@ export class ThreadHandle {
   }
 
   /**
-   * Rejects a pending tool call: it does not run, and the agent's tool result says so, with `reason`.
-   * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled.
+   * Rejects a pending tool call: it does not run, and the agent's tool result says so, with `reason`. Signed like
+   * `approve`.
+   * @throws BatonClientError for an unknown approval or one already decided, expired or cancelled, and for a decision
+   * the workers refused as unsigned.
    */
   reject(
     approvalId: string,
@@ -884,12 +914,19 @@ export class ThreadHandle {
     const db = this.client.database();
     const approval = await findApproval(db, this.threadId, approvalId);
     if (!approval) throw new BatonClientError(`thread '${this.threadId}' has no approval '${approvalId}'`);
+    // Signed for this root and approval, and the way it decides, whatever the rest says (activities/decision-proofs.ts).
+    const signed = (approve: boolean): Pick<DecideApprovalInput, 'proof'> => {
+      const proof = this.client.decisionProof({ rootThreadId: this.threadId, approvalId, approve });
+      return proof === undefined ? {} : { proof };
+    };
     if (approval.status === 'approved' || approval.status === 'rejected') {
+      const approve = approval.status === 'approved';
       const stored: DecideApprovalInput = {
         approvalId,
-        approve: approval.status === 'approved',
+        approve,
         ...(approval.decidedBy === null ? {} : { decidedBy: approval.decidedBy }),
         ...(approval.reason === null ? {} : { reason: approval.reason }),
+        ...signed(approve),
       };
       const finished = await this.finishHalfDone(approval.workflowId, 'decideApproval', stored, options.waitMs);
       if (finished && stored.approve === decision.approve) return { approvalId, status: approval.status };
@@ -901,7 +938,7 @@ export class ThreadHandle {
       what: `approval '${approvalId}'`,
       workflowId: approval.workflowId,
       update: 'decideApproval',
-      input: { approvalId, ...decision },
+      input: { approvalId, ...decision, ...signed(decision.approve) },
       notWaitingYet: /is not waiting for a decision in this turn/,
       stillWaiting: async () => {
         const now = await findApproval(db, this.threadId, approvalId);
@@ -931,6 +968,8 @@ export class ThreadHandle {
       );
       return true;
     } catch (error) {
+      const refused = this.refusedDecision(error);
+      if (refused) throw refused;
       if (
         error instanceof WorkflowNotFoundError ||
         error instanceof WorkflowUpdateFailedError ||
@@ -940,6 +979,25 @@ export class ThreadHandle {
       }
       throw error;
     }
+  }
+
+  /**
+   * The error to throw for a decision the workers refused as unsigned (`Approval.Unauthorized`), saying which key is
+   * missing or wrong; `undefined` for any other error.
+   */
+  private refusedDecision(error: unknown): BatonClientError | undefined {
+    let cause: unknown = error;
+    for (let depth = 0; cause instanceof Error && depth < 10; depth++) {
+      if ((cause as { type?: unknown }).type === ErrorType.ApprovalUnauthorized) {
+        const remedy = this.client.signsDecisions
+          ? "this client's decision key is not the workers': give both the same BATON_DECISION_KEY"
+          : 'this client has no decision key: connect with `decisionKey` (the CLI reads BATON_DECISION_KEY or ' +
+            'BATON_DECISION_KEY_FILE)';
+        return new BatonClientError(`${cause.message}; ${remedy}`, { cause: error });
+      }
+      cause = cause.cause;
+    }
+    return undefined;
   }
 
   /**
@@ -974,6 +1032,8 @@ export class ThreadHandle {
             { cause: error },
           );
         }
+        const refused = this.refusedDecision(error);
+        if (refused) throw refused;
         if (!(error instanceof WorkflowUpdateFailedError && request.notWaitingYet.test(String(error.cause?.message)))) {
           throw error;
         }
@@ -1295,8 +1355,15 @@ export class ThreadHandle {
   }
 }
 
-/** Connects to Temporal and returns a Baton client. */
+/**
+ * Connects to Temporal and returns a Baton client.
+ * @throws BatonClientError for a `decisionKey` that cannot be a key (shorter than 32 characters, say).
+ */
 export async function connect(options: ConnectOptions): Promise<BatonClient> {
+  if (options.decisionKey !== undefined) {
+    const problem = accessTokenProblem(options.decisionKey);
+    if (problem !== undefined) throw new BatonClientError(`decisionKey ${problem}`);
+  }
   const connection = await Connection.connect({ address: options.address });
   const namespace = options.namespace ?? 'default';
   const pool = options.databaseUrl
@@ -1308,9 +1375,12 @@ export async function connect(options: ConnectOptions): Promise<BatonClient> {
     options.taskQueue ?? 'baton',
     pool,
     options.databaseUrl,
-    options.scheduleMinimumIntervalSeconds === undefined
-      ? {}
-      : { scheduleMinimumIntervalSeconds: options.scheduleMinimumIntervalSeconds },
+    {
+      ...(options.scheduleMinimumIntervalSeconds === undefined
+        ? {}
+        : { scheduleMinimumIntervalSeconds: options.scheduleMinimumIntervalSeconds }),
+      ...(options.decisionKey === undefined ? {} : { decisionKey: options.decisionKey }),
+    },
   );
 }
 

@@ -21,6 +21,11 @@ export const ErrorType = {
   /** The turn's own workflow code threw (a bug, or input it cannot handle): the turn fails instead of retrying. */
   TurnCodeFailed: 'Turn.CodeFailed',
   InvalidInput: 'Input.Invalid',
+  /**
+   * A decision on an approval without a valid proof (activities/decision-proofs.ts) reached a worker that holds a
+   * decision key: it is not written, and the approval stays pending.
+   */
+  ApprovalUnauthorized: 'Approval.Unauthorized',
   /** A local activity's attempt that would begin past its schedule-to-close deadline (`refuseAttemptPastDeadline`). */
   ActivityPastDeadline: 'Activity.PastDeadline',
 } as const;

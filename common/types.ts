@@ -366,6 +366,11 @@ export interface CloseApprovalInput {
   rootThreadId: string;
   approvalId: string;
   outcome: ApprovalDecision | { status: 'expired' } | { status: 'cancelled'; reason: string };
+  /**
+   * The decision's proof, from its Update (`DecideApprovalInput.proof`): a worker with a decision key writes an
+   * `approved` or `rejected` outcome only when it matches. Expiries and cancellations, the turn's own, carry none.
+   */
+  proof?: string;
 }
 
 /** How an approval ended, whoever got there first. */
@@ -383,7 +388,16 @@ export interface DecideApprovalInput {
   reason?: string;
   /** Who decided, for the record. @default 'a person' */
   decidedBy?: string;
+  /**
+   * That the decider holds the deployment's decision key: `decisionProof(key, { rootThreadId, approvalId, approve })`
+   * (activities/decision-proofs.ts), which the client SDK attaches when connected with `decisionKey`. Required by
+   * workers that have a key. At most `MAX_DECISION_PROOF_CHARS` characters.
+   */
+  proof?: string;
 }
+
+/** The longest proof a decision's Update may carry (a `v1.` proof is 46 characters; room for a later scheme). */
+export const MAX_DECISION_PROOF_CHARS = 200;
 
 export interface DecideApprovalResult {
   approvalId: string;

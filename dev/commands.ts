@@ -135,6 +135,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       namespace: stack.stack.namespace,
       taskQueue: stack.stack.taskQueue,
       databaseUrl: stack.stack.databaseUrl,
+      decisionKey: stack.decisionKey,
     });
     let threadId: string;
     try {

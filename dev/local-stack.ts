@@ -19,7 +19,10 @@ import { describeShellSandbox, probeShellSandbox } from '../activities/tools/she
 import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
 import {
   checkConnectionVariables,
+  describeDecisionSigning,
+  readDecisionKey,
   readModelStream,
+  stackDecisionKey,
   readStepMode,
   readProviders,
   readToolsConfig,
@@ -87,6 +90,12 @@ export interface LocalStack {
   workflowsUrl(query: string): string | undefined;
   /** The thread explorer, when `explorer` was asked for. */
   readonly explorer: LocalExplorer | undefined;
+  /**
+   * The key the worker checks approvals' decisions with, which a client of this stack connects with
+   * (`connect({ decisionKey })`): `BATON_DECISION_KEY` or `BATON_DECISION_KEY_FILE`, else the state directory's
+   * token (the one the CLI finds beside `stack.json`).
+   */
+  readonly decisionKey: string;
   close(): Promise<void>;
 }
 
@@ -107,6 +116,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const modelStream = readModelStream(env);
   const steps = readStepMode(env);
   const providerConfigs = readProviders(env);
+  // Decisions are always signed on a local stack: with the configured key, else the stack's own secret, which the
+  // CLI beside it reads too, so nothing needs configuring.
+  const decision = readDecisionKey(env, process.cwd()) ?? stackDecisionKey(stateDir);
   const toolModules = options.toolModules?.map((file) => path.resolve(file)) ?? tools.toolModules;
   const userTools = await loadToolModules(toolModules);
   // Once, at start. The state directory (stack.json, the embedded Postgres, token files) stays out of every tool's
@@ -134,6 +146,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   if (userTools.length > 0) log(`tools:${describeUserTools(userTools).replace(/^; tools/, '')}`);
   if (mcp !== undefined) log(`MCP:${describeMcpServers(mcp).replace(/^; MCP/, '')} from ${mcp.source}`);
   log(describeShellSandbox(shellSandbox).line);
+  log(describeDecisionSigning(decision));
   const opened: (() => Promise<void>)[] = mcp === undefined ? [] : [() => mcp.close()];
   const closeAll = async () => {
     for (const close of opened.splice(0).reverse()) {
@@ -219,6 +232,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       maxEnvValueBytes: tools.maxEnvValueBytes,
       modelStream,
       steps,
+      decisionKey: decision.key,
     });
     const workerRun = worker.run();
     opened.push(async () => {
@@ -256,6 +270,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         namespace: temporal.namespace,
         taskQueue,
         databaseUrl: database.databaseUrl,
+        decisionKey: decision.key,
       });
       opened.push(() => client.close());
       const server = await startExplorer({
@@ -298,6 +313,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       workflowsUrl: (query) =>
         temporal.uiUrl ? webUiWorkflowsUrl(temporal.uiUrl, temporal.namespace, query) : undefined,
       explorer,
+      decisionKey: decision.key,
       close: closeAll,
     };
   } catch (error) {

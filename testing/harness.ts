@@ -19,6 +19,7 @@ import type { StepMode } from '../common/agent-definition';
 import { createAgentCatalog } from '../worker/agent-catalog';
 import { loadScript, startScriptedModelServer, type Script, type ScriptedModelServer } from '../scripted-model';
 import { readTestEnv, uniqueTaskQueue } from './test-env';
+import { generateAccessToken } from '../stack/access-token';
 
 export interface AgentHarnessOptions {
   /** Temporal frontend `host:port`. */
@@ -58,10 +59,18 @@ export interface AgentHarnessOptions {
   watchSweepSeconds?: number;
   /** Faults injected into the worker's watcher signals (tests of watchers). @default none */
   watchFaults?: { killBeforeSignalForKey?: string; failSignalForKey?: string };
+  /**
+   * The decision key of the harness's worker and client (`BATON_DECISION_KEY`): `harness.client` signs every
+   * decision with it, and the worker writes none without such a proof. `false`: neither has one, and the worker
+   * takes any decision. @default a key generated for this harness
+   */
+  decisionKey?: string | false;
 }
 
 export interface AgentHarness {
   client: BatonClient;
+  /** The key the worker checks decisions with and `client` signs them with (`undefined` with `decisionKey: false`). */
+  decisionKey: string | undefined;
   pool: Pool;
   model: ScriptedModelServer;
   worker: Worker;
@@ -97,6 +106,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
   });
   const script = typeof options.script === 'string' ? loadScript(options.script) : options.script;
   const namespace = options.namespace ?? 'default';
+  const decisionKey = options.decisionKey === false ? undefined : (options.decisionKey ?? generateAccessToken());
   const opened: (() => Promise<void>)[] = [];
   const closeAll = async () => {
     for (const close of opened.reverse()) await close();
@@ -125,6 +135,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       ...(options.watchSweepSeconds === undefined ? {} : { watchSweepSeconds: options.watchSweepSeconds }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
+      ...(decisionKey === undefined ? {} : { decisionKey }),
     });
     const running = worker.run();
     opened.push(async () => {
@@ -136,10 +147,12 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       namespace,
       taskQueue: options.taskQueue,
       databaseUrl: options.databaseUrl,
+      ...(decisionKey === undefined ? {} : { decisionKey }),
     });
     opened.push(() => client.close());
     return {
       client,
+      decisionKey,
       pool,
       model,
       worker,

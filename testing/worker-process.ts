@@ -12,6 +12,7 @@ import { connect, type BatonClient } from '../client';
 import { createPool } from '../db/pool';
 import { startScriptedModelServer, type Script, type ScriptedModelServer } from '../scripted-model';
 import { readTestEnv, uniqueTaskQueue } from './test-env';
+import { generateAccessToken } from '../stack/access-token';
 
 const ROOT = path.resolve(__dirname, '..');
 const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
@@ -157,8 +158,11 @@ export function startScriptedWorker(
 export interface KillableWorkers {
   readonly model: ScriptedModelServer;
   readonly pool: Pool;
+  /** Connected with the workers' decision key, so its decisions are signed. */
   readonly client: BatonClient;
   readonly taskQueue: string;
+  /** The workers' `BATON_DECISION_KEY`, generated for them: what a CLI deciding their approvals is given. */
+  readonly decisionKey: string;
   /** Starts one more worker process on the task queue (`worker A`, `worker B`, …). */
   start(name: string): Promise<WorkerProcess>;
   /** The workers it started that have not exited. */
@@ -190,19 +194,26 @@ export async function startKillableWorkers(options: {
     ...(options.modelLog === undefined ? {} : { logFile: options.modelLog }),
   });
   const pool = createPool({ connectionString: stack.databaseUrl, applicationName: `baton-${options.name}` });
-  const client = await connect({ address: stack.temporalAddress, taskQueue, databaseUrl: stack.databaseUrl });
+  const decisionKey = generateAccessToken();
+  const client = await connect({
+    address: stack.temporalAddress,
+    taskQueue,
+    databaseUrl: stack.databaseUrl,
+    decisionKey,
+  });
   const workers: WorkerProcess[] = [];
   return {
     model,
     pool,
     client,
     taskQueue,
+    decisionKey,
     async start(name) {
       const worker = await startScriptedWorker(name, {
         taskQueue,
         modelBaseUrl: model.baseURL,
         agentsDir,
-        ...(options.workerEnv === undefined ? {} : { env: options.workerEnv }),
+        env: { BATON_DECISION_KEY: decisionKey, ...options.workerEnv },
       });
       workers.push(worker);
       return worker;

@@ -7,6 +7,13 @@ import { DEFAULT_STEP_MODE, STEP_MODES, type StepMode } from '../common/agent-de
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 import { DEFAULT_PROVIDER, PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE } from '../activities/model-providers';
 import type { ShellSandboxSetting } from '../activities/tools/shell-sandbox';
+import {
+  ACCESS_TOKEN_FILE,
+  accessTokenProblem,
+  AccessTokenError,
+  readAccessTokenFile,
+  stackAccessToken,
+} from '../stack/access-token';
 import { workflowBundleProblem } from './workflow-bundle';
 
 /**
@@ -226,6 +233,13 @@ export const workerEnvSchema = temporalEnvSchema.extend({
    * the worker exits 0 once drained.
    */
   BATON_SHUTDOWN_GRACE_S: envInteger('seconds', 0, 3600, 30),
+  /**
+   * The key that signs approvals' decisions (at least 32 characters): set the same one on every worker and on
+   * whatever decides (the CLI, the explorer, `baton mcp serve`). Without it, anyone who reaches Temporal can decide.
+   */
+  BATON_DECISION_KEY: optionalText,
+  /** A file holding that key instead (a mounted secret), relative to the working directory. */
+  BATON_DECISION_KEY_FILE: optionalText,
 });
 
 /** TLS settings for the Temporal connection, files already read. */
@@ -273,6 +287,86 @@ export interface WorkerConfig {
   readonly worker: WorkerTuning;
   /** Temporal SDK log level. @default 'WARN' */
   readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  /** The key approvals' decisions are signed with (BATON_DECISION_KEY or BATON_DECISION_KEY_FILE); none: unsigned. */
+  readonly decisionKey?: DecisionKey;
+}
+
+/** The decision key, and where it was read from (for messages: the key itself is never printed). */
+export interface DecisionKey {
+  readonly key: string;
+  /** `BATON_DECISION_KEY`, the file it was read from, or the stack's token file. */
+  readonly source: string;
+}
+
+/** What a worker without a decision key prints at start. */
+export const UNSIGNED_DECISIONS_WARNING =
+  'approvals: decisions are not signed (no BATON_DECISION_KEY): anyone who reaches this Temporal namespace can decide them';
+
+/**
+ * The line a worker prints at start about its approvals: whence its decision key, or the warning that decisions are
+ * not signed.
+ */
+export function describeDecisionSigning(decisionKey: DecisionKey | undefined): string {
+  return decisionKey === undefined
+    ? `warning: ${UNSIGNED_DECISIONS_WARNING}`
+    : `approvals: decisions are signed with the key of ${decisionKey.source}; only clients holding it can decide`;
+}
+
+/**
+ * A local stack's decision key: the secret token of its state directory (`.baton/token`, the explorer's too), made
+ * on first use (mode 600, out of every agent's view), so a stack and the CLI beside it sign and check decisions with
+ * nothing to configure.
+ * @throws AccessTokenError when the file cannot be made or read.
+ */
+export function stackDecisionKey(stateDir: string): DecisionKey {
+  const { token, source } = stackAccessToken(stateDir);
+  return Object.freeze({ key: token, source });
+}
+
+/**
+ * The decision key of the running local stack whose state directory is `stateDir`, if it has one: its token file,
+ * read but never made (a stack makes it as it starts).
+ * @throws ConfigError when the file exists and holds no usable key.
+ */
+export function runningStackDecisionKey(stateDir: string): DecisionKey | undefined {
+  const file = path.resolve(stateDir, ACCESS_TOKEN_FILE);
+  if (!fs.existsSync(file)) return undefined;
+  try {
+    return Object.freeze({ key: readAccessTokenFile(file), source: file });
+  } catch (error) {
+    if (error instanceof AccessTokenError) throw new ConfigError([error.message]);
+    throw error;
+  }
+}
+
+/**
+ * The decision key from `BATON_DECISION_KEY` or `BATON_DECISION_KEY_FILE` (one, not both; `''` counts as unset), with
+ * the explorer's token checks: at least 32 characters, the characters of a token. `undefined` when neither is set.
+ * A file's path is resolved against `cwd`.
+ * @throws ConfigError naming the variable and why its key cannot be used.
+ */
+export function readDecisionKey(
+  env: Readonly<Record<string, string | undefined>>,
+  cwd = process.cwd(),
+): DecisionKey | undefined {
+  const value = env.BATON_DECISION_KEY?.trim() || undefined;
+  const file = env.BATON_DECISION_KEY_FILE?.trim() || undefined;
+  if (value !== undefined && file !== undefined) {
+    throw new ConfigError(['BATON_DECISION_KEY and BATON_DECISION_KEY_FILE are both set: set one of them']);
+  }
+  if (value !== undefined) {
+    const problem = accessTokenProblem(value);
+    if (problem !== undefined) throw new ConfigError([`BATON_DECISION_KEY ${problem}`]);
+    return Object.freeze({ key: value, source: 'BATON_DECISION_KEY' });
+  }
+  if (file === undefined) return undefined;
+  const resolved = path.resolve(cwd, file);
+  try {
+    return Object.freeze({ key: readAccessTokenFile(resolved), source: resolved });
+  } catch (error) {
+    if (error instanceof AccessTokenError) throw new ConfigError([`BATON_DECISION_KEY_FILE: ${error.message}`]);
+    throw error;
+  }
 }
 
 /** Concurrency, cache, identity and the opt-in endpoints of one worker process. */
@@ -517,6 +611,7 @@ export function readWorkerConfig(
   }
   const bundleProblem = workflowBundle === undefined ? undefined : workflowBundleProblem(workflowBundle);
   if (bundleProblem !== undefined) throw new ConfigError([`BATON_WORKFLOW_BUNDLE: ${bundleProblem}`]);
+  const decisionKey = readDecisionKey(env, cwd);
   return Object.freeze({
     temporalAddress: value.TEMPORAL_ADDRESS,
     namespace: value.TEMPORAL_NAMESPACE,
@@ -550,6 +645,7 @@ export function readWorkerConfig(
       ...(value.BATON_HEALTH_ADDRESS ? { healthAddress: value.BATON_HEALTH_ADDRESS } : {}),
     }),
     logLevel: value.BATON_LOG_LEVEL,
+    ...(decisionKey === undefined ? {} : { decisionKey }),
   });
 }
 

@@ -23,6 +23,7 @@ import { checkProviderNames, type ModelProviders } from '../activities/model-pro
 import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 import { DEFAULT_WATCH_SWEEP_SECONDS } from '../activities/watchers';
 import { startWatchSweep } from './watch-sweep';
+import { accessTokenProblem } from '../stack/access-token';
 
 export interface BatonWorkerOptions {
   pool: Pool;
@@ -77,6 +78,13 @@ export interface BatonWorkerOptions {
    * is that old: how late such a wake-up comes at most, about twice this. From 1 to 3600. @default 10
    */
   watchSweepSeconds?: number;
+  /**
+   * The deployment's decision key (`BATON_DECISION_KEY`, at least 32 characters): the worker writes an approval's
+   * decision only when it carries a proof made with this key, which clients connected with the same `decisionKey`
+   * attach. Give every worker of the task queue the same one. @default none: any decision is written, whoever sent
+   * it (anyone who reaches the Temporal namespace)
+   */
+  decisionKey?: string;
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
@@ -145,6 +153,10 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
   checkProviderNames(providers);
   // The catalog checked its agents against the providers it was given; these are the ones the calls will use.
   checkModels(catalog.agents(), Object.keys(providers));
+  if (options.decisionKey !== undefined) {
+    const problem = accessTokenProblem(options.decisionKey);
+    if (problem !== undefined) throw new Error(`decisionKey ${problem}`);
+  }
   const watchSweepSeconds = options.watchSweepSeconds ?? DEFAULT_WATCH_SWEEP_SECONDS;
   if (!Number.isFinite(watchSweepSeconds) || watchSweepSeconds < 1 || watchSweepSeconds > 3600) {
     throw new Error(`watchSweepSeconds must be from 1 to 3600 seconds, not ${watchSweepSeconds}`);
@@ -168,6 +180,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
       watchSweepSeconds,
+      ...(options.decisionKey === undefined ? {} : { decisionKey: options.decisionKey }),
     }),
     ...(workflowBundle
       ? { workflowBundle }

@@ -8,7 +8,7 @@ import { createPool } from '../db/pool';
 import { assertSearchAttributes, describeSetup, setupBaton, type SetupResult } from '../stack/temporal-setup';
 import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { createAgentCatalog } from './agent-catalog';
-import { readSetupConfig, readWorkerConfig } from './config';
+import { describeDecisionSigning, readSetupConfig, readWorkerConfig } from './config';
 import { connectTemporal } from './connection';
 import { bundleBatonWorkflows, createBatonWorker } from './create-worker';
 import { startHealthServer } from './health';
@@ -68,6 +68,7 @@ export async function runWorkerFromEnv(
       ...(mcp === undefined ? {} : { mcp }),
     });
     process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
+    process.stderr.write(`baton worker: ${describeDecisionSigning(config.decisionKey)}\n`);
     const pool = createPool({
       connectionString: config.databaseUrl,
       applicationName: 'baton-worker',
@@ -107,6 +108,7 @@ export async function runWorkerFromEnv(
       steps: config.steps,
       ...(config.watchFaults === undefined ? {} : { watchFaults: config.watchFaults }),
       watchSweepSeconds: config.watchSweepSeconds,
+      ...(config.decisionKey === undefined ? {} : { decisionKey: config.decisionKey.key }),
       tuning: config.worker,
       ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
     });

@@ -22,6 +22,7 @@ import {
   DEFAULT_DELEGATION_LIMITS,
   MAX_APPROVAL_REASON_CHARS,
   MAX_DECIDED_BY_CHARS,
+  MAX_DECISION_PROOF_CHARS,
   TurnStatus,
   type AgentTurnInput,
   type AgentTurnResult,
@@ -155,7 +156,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   const decisions = new Map<string, CloseApprovalResult | undefined>();
   setHandler(
     decideApprovalUpdate,
-    async ({ approvalId, approve, reason, decidedBy }) => {
+    async ({ approvalId, approve, reason, decidedBy, proof }) => {
       const by = decidedBy ?? 'a person';
       const outcome = approve
         ? ({ status: 'approved', decidedBy: by } as const)
@@ -163,7 +164,9 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       const recorder = patched(DECISIONS_AFTER_ACCEPTANCE_PATCH) ? db : localDb;
       const closed = await recorder.closeApproval.executeWithOptions(
         { summary: `approval: ${approvalId} ${outcome.status} by ${by}` },
-        [{ rootThreadId: scope.rootThreadId, approvalId, outcome }],
+        // The activity checks the proof (it holds the key, which the history must never see); a decision it refuses
+        // fails this Update alone, and the turn goes on waiting.
+        [{ rootThreadId: scope.rootThreadId, approvalId, outcome, ...(proof === undefined ? {} : { proof }) }],
       );
       if (closed.status !== outcome.status) {
         throw ApplicationFailure.create({
@@ -175,7 +178,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       return { approvalId, status: outcome.status };
     },
     {
-      validator: ({ approvalId, approve, reason, decidedBy }: DecideApprovalInput) => {
+      validator: ({ approvalId, approve, reason, decidedBy, proof }: DecideApprovalInput) => {
         if (!decisions.has(approvalId) || decisions.get(approvalId) !== undefined) {
           throw ApplicationFailure.create({
             type: ErrorType.InvalidInput,
@@ -195,6 +198,13 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
               message: `'${field}' must be non-empty text of at most ${limit} characters`,
             });
           }
+        }
+        // Checked against the key by the activity; here only kept small, as it is recorded in the history.
+        if (proof !== undefined && (typeof proof !== 'string' || proof.length > MAX_DECISION_PROOF_CHARS)) {
+          throw ApplicationFailure.create({
+            type: ErrorType.InvalidInput,
+            message: `'proof' must be text of at most ${MAX_DECISION_PROOF_CHARS} characters`,
+          });
         }
       },
     },

@@ -256,8 +256,8 @@ export function describeShellSandbox(sandbox: ShellSandbox): { line: string; war
       return {
         line:
           'warning: BATON_SHELL_SANDBOX=none: shell commands run without a sandbox, as this worker’s user: they can ' +
-          'read its environment through /proc (DATABASE_URL, API keys), .baton/stack.json and every file it can ' +
-          "read, and reach every port of this host's loopback",
+          'read its environment through /proc (DATABASE_URL, API keys, the decision key), .baton/stack.json and ' +
+          "every file it can read, and reach every port of this host's loopback",
         warning: true,
       };
     case 'unavailable':

@@ -19,6 +19,7 @@ import { startScriptedModelServer, type Script, type ScriptedModelServer } from 
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { startModelFaultProxy, type ModelFaultProxy } from './model-faults';
 import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
+import { generateAccessToken } from '../../stack/access-token';
 
 export interface ChaosStackOptions {
   /** Scratch directory; the stack keeps its state under it. */
@@ -47,6 +48,8 @@ export interface ChaosStack {
   readonly databaseUrl: string;
   readonly temporalAddress: string;
   readonly taskQueue: string;
+  /** The workers' decision key (`BATON_DECISION_KEY`): a client deciding approvals connects with it. */
+  readonly decisionKey: string;
   readonly model: ModelFaultProxy;
   /** SIGKILLs one running worker (the supervisor starts a new one). @returns its name, or undefined if none ran */
   killWorker(pick: (count: number) => number): Promise<string | undefined>;
@@ -109,6 +112,8 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     fs.writeFileSync(bundlePath, (await bundleBatonWorkflows()).code);
 
     const taskQueue = 'chaos';
+    // The workers write no decision without a proof made with it, as in production.
+    const decisionKey = generateAccessToken();
     const workerEnv: Record<string, string> = {
       TEMPORAL_ADDRESS: temporalAddress,
       TEMPORAL_NAMESPACE: 'default',
@@ -120,6 +125,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       BATON_AGENTS_DIR: options.agentsDir,
       BATON_WORKFLOW_BUNDLE: bundlePath,
       BATON_LOG_LEVEL: 'WARN',
+      BATON_DECISION_KEY: decisionKey,
       ...options.workerEnv,
     };
     const supervisor = new WorkerSupervisor(options.workers ?? 2, workerEnv, options.log);
@@ -130,6 +136,7 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       databaseUrl,
       temporalAddress,
       taskQueue,
+      decisionKey,
       model,
       killWorker: (pick) => supervisor.kill(pick),
       restartTemporal: async (downMs) => {

@@ -271,7 +271,12 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
   const modelBefore = stack.model.counts();
 
   const client = await retrying('connect', deadline, () =>
-    connect({ address: stack.temporalAddress, taskQueue: stack.taskQueue, databaseUrl: stack.databaseUrl }),
+    connect({
+      address: stack.temporalAddress,
+      taskQueue: stack.taskQueue,
+      databaseUrl: stack.databaseUrl,
+      decisionKey: stack.decisionKey,
+    }),
   );
   let targets: HostileTargets | undefined;
   try {

@@ -2,6 +2,7 @@
  * Approvals as a user runs them: `baton approvals`, `baton approve`, `baton reject` against a turn waiting for a
  * decision in a real `baton worker` process that loads a user tool module (`BATON_TOOLS`). The wait outlives its
  * worker: the worker is SIGKILLed while the approval is pending, and the approval given to the next one runs the call.
+ * The workers hold a decision key: the CLI decides with the same `BATON_DECISION_KEY`, and without it decides nothing.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -10,8 +11,8 @@ import { test } from 'node:test';
 import type { ThreadHandle } from '../../client';
 import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
-import { uniqueThreadId } from '../../testing/test-env';
-import { useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
+import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startScriptedWorker, useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 import { settle } from '../chaos/waiting';
 import { baton, describeRun, freshDir, parseJson, parseJsonArray, stackEnv, waitFor } from './cli-process';
 
@@ -60,7 +61,12 @@ const workers = useKillableWorkers({
 });
 
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
-const cli = (...args: string[]) => baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue }));
+/** The CLI with the workers' decision key, as an operator deciding their approvals has it. */
+const cli = (...args: string[]) =>
+  baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue, BATON_DECISION_KEY: workers().decisionKey }));
+/** The CLI with another key, or none: anyone else who reaches Temporal. */
+const cliWithKey = (decisionKey: string, ...args: string[]) =>
+  baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue, BATON_DECISION_KEY: decisionKey }));
 
 const deploys = () => (fs.existsSync(deployLog) ? fs.readFileSync(deployLog, 'utf8').split('\n').filter(Boolean) : []);
 
@@ -93,8 +99,34 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
 
   // The worker dies while the turn waits: nothing is lost, the wait lives in the workflow and the row in Postgres.
   assert.deepEqual(await workerA.kill(), { code: null, signal: 'SIGKILL' });
-  await startWorker('worker B');
+  const workerB = await startWorker('worker B');
+  assert.match(workerB.output(), /approvals: decisions are signed with the key of BATON_DECISION_KEY/);
+  assert.doesNotMatch(workerB.output(), new RegExp(workers().decisionKey), 'the key itself is never printed');
   assert.deepEqual(deploys(), [], 'nothing ran before the approval');
+
+  // Without the workers' decision key the CLI decides nothing, and says why.
+  const unsigned = await cliWithKey('', 'approve', threadId, 'a1', '--by', 'mallory');
+  assert.equal(unsigned.code, 1, describeRun(unsigned));
+  assert.match(
+    unsigned.stderr,
+    new RegExp(
+      `^baton: approval 'a1' of thread '${threadId}' was not approved: the decision carries no proof, and only a ` +
+        "client holding this deployment's decision key \\(BATON_DECISION_KEY\\) can decide approvals; this client " +
+        'has no decision key: connect with `decisionKey` \\(the CLI reads BATON_DECISION_KEY or BATON_DECISION_KEY_FILE\\)',
+    ),
+  );
+  const wrongKey = await cliWithKey('w'.repeat(40), 'reject', threadId, 'a1', '--reason', 'no');
+  assert.equal(wrongKey.code, 1, describeRun(wrongKey));
+  assert.match(wrongKey.stderr, /carries no valid proof.*this client's decision key is not the workers'/);
+  const short = await cliWithKey('too-short', 'approve', threadId, 'a1');
+  assert.equal(short.code, 1, describeRun(short));
+  assert.match(short.stderr, /BATON_DECISION_KEY is 9 characters long; a token needs at least 32/);
+  assert.deepEqual(
+    parseJsonArray(await cli('approvals', threadId, '--json')).map((r) => [r.status, r.decidedBy]),
+    [['pending', null]],
+    'the approval still waits',
+  );
+  assert.deepEqual(deploys(), [], 'nothing ran without a signed decision');
 
   const approved = await cli('approve', threadId, 'a1', '--by', 'carol');
   assert.equal(approved.code, 0, describeRun(approved));
@@ -137,4 +169,22 @@ test('baton reject gives the agent the reason, and bad ids are one clear error l
   );
   assert.equal(deploys().length, before, 'the rejected call never ran');
   await thread.end();
+});
+
+test('a baton worker without a decision key warns at start that anyone who reaches Temporal can decide', async () => {
+  // On a task queue of its own: a worker that checks nothing must not take this file's turns.
+  const unsigned = await startScriptedWorker('worker without a key', {
+    taskQueue: uniqueTaskQueue('approvals-cli-unsigned'),
+    modelBaseUrl: workers().model.baseURL,
+    agentsDir: path.join(dir, 'agents'),
+    env: { BATON_TOOLS: toolsFile, BATON_DECISION_KEY: '' },
+  });
+  try {
+    assert.match(
+      unsigned.output(),
+      /^baton worker: warning: approvals: decisions are not signed \(no BATON_DECISION_KEY\): anyone who reaches this Temporal namespace can decide them$/m,
+    );
+  } finally {
+    await unsigned.kill();
+  }
 });

@@ -116,6 +116,9 @@ describe('over stdio, found through stack.json', () => {
     // What it said before Baton ran, kept for the first test; then Baton is there for every test, each run alone too.
     stderrBeforeStack = stderr;
     refusalBeforeStack = await refusal('list_agents');
+    // As `baton dev` leaves it: stack.json, and the stack's token, with which its worker checks decisions (here the
+    // harness's key) and which a CLI that finds the stack signs them with.
+    fs.writeFileSync(path.join(stateDir, 'token'), `${harness.decisionKey ?? ''}\n`, { mode: 0o600 });
     writeStackFile(stateDir, stack());
   });
 
@@ -525,7 +528,8 @@ describe('over Streamable HTTP on loopback, found through TEMPORAL_ADDRESS and D
   before(async () => {
     server = startBaton(
       ['--state-dir', stateDir, 'mcp', 'serve', '--http', '--port', '0', '--json'],
-      stackEnv({ BATON_TASK_QUEUE: harness.taskQueue }),
+      // The workers' decision key, which a deployment gives whatever decides its approvals.
+      stackEnv({ BATON_TASK_QUEUE: harness.taskQueue, BATON_DECISION_KEY: harness.decisionKey ?? '' }),
     );
     await waitFor('the MCP server to listen', () => server.output.stdout().includes('\n'), {
       timeoutMs: 60_000,

@@ -1,9 +1,17 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import {
   ConfigError,
   DEFAULT_ARC_DATA_DIR,
+  describeDecisionSigning,
+  readDecisionKey,
   readModelStream,
+  runningStackDecisionKey,
+  stackDecisionKey,
+  UNSIGNED_DECISIONS_WARNING,
   readStepMode,
   readToolsConfig,
   readWorkerConfig,
@@ -184,4 +192,66 @@ test('worker config: BATON_STEPS is local, batched or activity (the default), an
     () => readStepMode({ BATON_STEPS: 'fast' }),
     /BATON_STEPS must be local \(steps inside the workflow task\), batched \(several steps per local activity\) or activity \(one task per step\)/,
   );
+});
+
+test('worker config: without BATON_DECISION_KEY decisions are not signed, and the worker says so as a warning', () => {
+  const config = readWorkerConfig({ ...minimal, BATON_DECISION_KEY: '  ', BATON_DECISION_KEY_FILE: '' });
+  assert.equal(config.decisionKey, undefined);
+  assert.equal(
+    describeDecisionSigning(config.decisionKey),
+    'warning: approvals: decisions are not signed (no BATON_DECISION_KEY): anyone who reaches this Temporal namespace can decide them',
+  );
+  assert.equal(describeDecisionSigning(config.decisionKey), `warning: ${UNSIGNED_DECISIONS_WARNING}`);
+});
+
+test('worker config: BATON_DECISION_KEY or BATON_DECISION_KEY_FILE is the decision key, checked like a token', () => {
+  const key = 'k'.repeat(40);
+  const config = readWorkerConfig({ ...minimal, BATON_DECISION_KEY: ` ${key}\n` });
+  assert.deepEqual(config.decisionKey, { key, source: 'BATON_DECISION_KEY' });
+  assert.ok(Object.isFrozen(config.decisionKey));
+  assert.equal(
+    describeDecisionSigning(config.decisionKey),
+    'approvals: decisions are signed with the key of BATON_DECISION_KEY; only clients holding it can decide',
+  );
+  assert.doesNotMatch(describeDecisionSigning(config.decisionKey), new RegExp(key), 'the key itself is never printed');
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-decision-key-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'decision-key'), `${key}\n`, { mode: 0o600 });
+    assert.deepEqual(readDecisionKey({ BATON_DECISION_KEY_FILE: 'decision-key' }, dir), {
+      key,
+      source: path.join(dir, 'decision-key'),
+    });
+    for (const [env, problem] of [
+      [{ BATON_DECISION_KEY: 'short' }, /^BATON_DECISION_KEY is 5 characters long; a token needs at least 32/],
+      [{ BATON_DECISION_KEY: `${key} ${key}` }, /^BATON_DECISION_KEY holds characters other than/],
+      [{ BATON_DECISION_KEY: key, BATON_DECISION_KEY_FILE: 'decision-key' }, /are both set: set one of them$/],
+      [{ BATON_DECISION_KEY_FILE: 'missing' }, /^BATON_DECISION_KEY_FILE: cannot read the token file .*missing/],
+    ] as const) {
+      assert.throws(
+        () => readDecisionKey(env, dir),
+        (error: unknown) => error instanceof ConfigError && problem.test(error.problems[0] ?? ''),
+        JSON.stringify(env),
+      );
+      // The worker refuses to start with it.
+      assert.throws(() => readWorkerConfig({ ...minimal, ...env }, dir), ConfigError);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("worker config: a local stack's decision key is its state directory's token, made once and read by the CLI", () => {
+  const stateDir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-stack-key-')), '.baton');
+  try {
+    assert.equal(runningStackDecisionKey(stateDir), undefined, 'no stack, no key: the CLI makes none');
+    const made = stackDecisionKey(stateDir);
+    const file = path.join(stateDir, 'token');
+    assert.equal(made.source, file);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    assert.deepEqual(stackDecisionKey(stateDir), made, 'kept across restarts');
+    assert.deepEqual(runningStackDecisionKey(stateDir), made, 'what the CLI beside the stack signs with');
+  } finally {
+    fs.rmSync(path.dirname(stateDir), { recursive: true, force: true });
+  }
 });
