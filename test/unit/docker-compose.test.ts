@@ -222,3 +222,8 @@ test('docker compose: the Postgres password has no default, so no password every
   assert.ok(uses.length >= 5, 'every service that needs the password names it');
   for (const use of uses) assert.match(use, /^:\?/, `POSTGRES_PASSWORD is required (\${POSTGRES_PASSWORD${use}})`);
 });
+
+test('docker compose: the workers require a decision key, so no decision sent to temporal:7233 counts without it', () => {
+  const key = service('worker').environment?.BATON_DECISION_KEY ?? '';
+  assert.match(key, /^\$\{BATON_DECISION_KEY:\?[^}]+\}$/, `BATON_DECISION_KEY is required (${key})`);
+});
