@@ -90,7 +90,8 @@ function globals(): GlobalOptions {
 /**
  * Where the Temporal server, task queue and Baton's database are: the environment first (`TEMPORAL_ADDRESS`, with
  * `DATABASE_URL` for commands that read Postgres), else the running `baton dev`. Decisions are signed with
- * `BATON_DECISION_KEY` (or `BATON_DECISION_KEY_FILE`), else with the token of the `baton dev` found.
+ * `BATON_DECISION_KEY` (or `BATON_DECISION_KEY_FILE`), else with the token of the running `baton dev` when that is
+ * where the commands go (found through its stack.json, or on the Temporal server `TEMPORAL_ADDRESS` names).
  */
 function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
   const env = process.env;
@@ -106,7 +107,7 @@ function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
       taskQueue: env.BATON_TASK_QUEUE || 'baton',
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
       ...scheduleMinimum(),
-      ...decisionKeyOption(configuredKey),
+      ...decisionKeyOption(configuredKey ?? localStackKey(env.TEMPORAL_ADDRESS, env.TEMPORAL_NAMESPACE || 'default')),
     };
   }
   const stack = readStackFile(globals().stateDir);
@@ -127,6 +128,21 @@ function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
 
 function decisionKeyOption(key: { key: string } | undefined): Pick<ConnectOptions, 'decisionKey'> {
   return key === undefined ? {} : { decisionKey: key.key };
+}
+
+/**
+ * The decision key of the `baton dev` of the state directory when it runs on `address` and `namespace` (a stack
+ * started with `TEMPORAL_ADDRESS`, and commands in the same shell): its worker checks decisions with it.
+ */
+function localStackKey(address: string, namespace: string): { key: string } | undefined {
+  let stack: ReturnType<typeof readStackFile>;
+  try {
+    stack = readStackFile(globals().stateDir);
+  } catch {
+    return undefined; // a stack file that cannot be read is no stack here; the commands go where the variables say
+  }
+  if (stack?.temporalAddress !== address || stack.namespace !== namespace) return undefined;
+  return runningStackDecisionKey(globals().stateDir);
 }
 
 /**

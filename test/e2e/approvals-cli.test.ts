@@ -2,7 +2,8 @@
  * Approvals as a user runs them: `baton approvals`, `baton approve`, `baton reject` against a turn waiting for a
  * decision in a real `baton worker` process that loads a user tool module (`BATON_TOOLS`). The wait outlives its
  * worker: the worker is SIGKILLed while the approval is pending, and the approval given to the next one runs the call.
- * The workers hold a decision key: the CLI decides with the same `BATON_DECISION_KEY`, and without it decides nothing.
+ * The workers hold a decision key: the CLI decides with the same `BATON_DECISION_KEY`, and without it decides nothing;
+ * beside `baton dev`, which signs with its stack's own token, the CLI needs nothing configured.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,7 +15,18 @@ import { parseScript } from '../../scripted-model';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { startScriptedWorker, useKillableWorkers, type WorkerProcess } from '../../testing/worker-process';
 import { settle } from '../chaos/waiting';
-import { baton, describeRun, freshDir, parseJson, parseJsonArray, stackEnv, waitFor } from './cli-process';
+import {
+  baton,
+  childEnv,
+  describeRun,
+  freshDir,
+  parseJson,
+  parseJsonArray,
+  stackEnv,
+  startBaton,
+  startDev,
+  waitFor,
+} from './cli-process';
 
 const dir = freshDir('approvals');
 const toolsFile = path.join(dir, 'tools.mjs');
@@ -186,5 +198,64 @@ test('a baton worker without a decision key warns at start that anyone who reach
     );
   } finally {
     await unsigned.kill();
+  }
+});
+
+test("baton dev checks decisions with its stack's token, and baton approve beside it needs nothing configured", async () => {
+  const stateDir = freshDir('approvals-dev-state');
+  const agentsDir = freshDir('approvals-dev-agents');
+  fs.writeFileSync(
+    path.join(agentsDir, 'releaser.md'),
+    '---\nname: releaser\ndescription: Releases services.\ncapabilities: [deploy]\n---\nYou release.\n',
+  );
+  fs.writeFileSync(
+    path.join(agentsDir, 'model-script.yaml'),
+    'agents:\n  releaser:\n    - { call: deploy, args: { service: "payments" } }\n    - say: "Done with the release."\n',
+  );
+  const taskQueue = uniqueTaskQueue('approvals-dev');
+  const dev = await startDev({
+    stateDir,
+    args: ['--agents', agentsDir, '--tools', toolsFile, '--task-queue', taskQueue],
+  });
+  const runs: ReturnType<typeof startBaton>[] = [];
+  try {
+    const token = path.join(stateDir, 'token');
+    assert.match(
+      dev.output.stderr(),
+      new RegExp(`^approvals: decisions are signed with the key of ${token}; only clients holding it can decide$`, 'm'),
+    );
+    // The CLI finds the stack through its stack.json, or is pointed at its Temporal server: it signs either way.
+    const foundByStackFile = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+    const pointedAtTemporal = (...args: string[]) =>
+      baton(['--state-dir', stateDir, ...args], stackEnv({ BATON_TASK_QUEUE: taskQueue }));
+    for (const [cli, decision, status] of [
+      [foundByStackFile, 'approve', 'approved'],
+      [pointedAtTemporal, 'reject', 'rejected'],
+    ] as const) {
+      const threadId = uniqueThreadId(`dev-${decision}`);
+      const run = startBaton(
+        ['--state-dir', stateDir, 'run', 'releaser', 'Release payments.', '--thread', threadId, '--json'],
+        childEnv(),
+      );
+      runs.push(run);
+      await waitFor(
+        'the approval',
+        async () => {
+          const listed = await foundByStackFile('approvals', threadId, '--json');
+          return listed.code === 0 && parseJsonArray(listed).length === 1;
+        },
+        { timeoutMs: 60_000, child: run.child, describe: run.output.stderr },
+      );
+      const decided = await cli(decision, threadId, 'a1', '--json');
+      assert.equal(decided.code, 0, describeRun(decided));
+      assert.deepEqual(parseJson(decided), { approvalId: 'a1', status });
+      const finished = await run.finished();
+      assert.equal(finished.code, 0, describeRun(finished));
+    }
+    assert.equal(deploys().filter((service) => service === 'payments').length, 1, 'the approved call ran, once');
+  } finally {
+    // A run whose call was never decided would wait on: it goes with the test.
+    for (const run of runs) if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
+    await dev.stop();
   }
 });
