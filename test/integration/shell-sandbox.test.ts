@@ -28,6 +28,8 @@ const database = new URL(env.databaseUrl);
 const databasePort = database.port || '5432';
 const databasePassword = decodeURIComponent(database.password);
 const apiKey = `sk-launch-${randomBytes(8).toString('hex')}`;
+/** The key the worker checks approvals' decisions with: a command that read it could sign its own. */
+const decisionKey = `decision-key-${randomBytes(16).toString('hex')}`;
 
 /** Everything a command could reach of its worker: ancestors, every visible process, the worker by its pid. */
 const PROBE = [
@@ -82,7 +84,7 @@ async function startWorker(name: string, settings: Record<string, string> = {}):
     taskQueue,
     modelBaseUrl: model.baseURL,
     agentsDir,
-    env: { OPENAI_API_KEY: apiKey, ...settings },
+    env: { OPENAI_API_KEY: apiKey, BATON_DECISION_KEY: decisionKey, ...settings },
   });
   fs.writeFileSync(path.join(project, 'worker.pid'), String(worker.child.pid));
   return worker;
@@ -121,6 +123,7 @@ test(
         const { probed, connected } = await probe({ BATON_SHELL_NETWORK: network });
         assert.match(probed, /^exit code: 0\n/);
         assert.ok(!probed.includes(apiKey), `the API key leaked:\n${probed}`);
+        assert.ok(!probed.includes(decisionKey), `the decision key leaked:\n${probed}`);
         assert.ok(!probed.includes(databasePassword), `the database password leaked:\n${probed}`);
         assert.doesNotMatch(probed, /DATABASE_URL|OPENAI|TEMPORAL_|BATON_TASK_QUEUE/);
         // What it reached were the shell and bwrap's PID 1, in the world's directory; the worker is not there.
@@ -226,7 +229,7 @@ test(
       const { probed, connected } = await probe({});
       // What the sandbox prevents: the same command walks up to the worker and prints what it was started with, and
       // reaches the host's loopback (where Postgres, and any server deciding approvals, listens).
-      assert.ok(probed.includes(apiKey) && probed.includes(databasePassword), probed);
+      assert.ok(probed.includes(apiKey) && probed.includes(databasePassword) && probed.includes(decisionKey), probed);
       assert.equal(connected, 'exit code: 0\nconnected\n');
     } finally {
       await worker.kill();
