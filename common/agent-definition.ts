@@ -85,10 +85,7 @@ export const agentFrontmatterSchema = z.strictObject({
   watches: z
     .array(
       z.strictObject({
-        keys: z
-          .array(watchPatternSchema)
-          .min(1, 'must name at least one key pattern')
-          .max(MAX_WATCH_PATTERNS),
+        keys: z.array(watchPatternSchema).min(1, 'must name at least one key pattern').max(MAX_WATCH_PATTERNS),
         debounce_s: z.number().min(0).max(MAX_DEBOUNCE_SECONDS).optional(),
         message: z.string().trim().min(1, 'must not be empty').max(MAX_WATCH_MESSAGE_CHARS).optional(),
       }),
