@@ -9,20 +9,16 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { z } from 'zod';
 import type { ThreadHandle } from '../../client';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { createActivities } from '../../activities';
 import { defineTool } from '../../activities/tools/types';
-import { prepareUserTools } from '../../activities/tools/user-tools';
 import { approvalOperationId } from '../../common/ids';
-import { createAgentCatalog } from '../../worker/agent-catalog';
-import { createModelClient } from '../../worker/model-client';
-import { appendMessage, listMessages, type TranscriptMessage } from '../../db/transcripts';
+import { listMessages, type TranscriptMessage } from '../../db/transcripts';
 import { closeApproval, type ApprovalRow } from '../../db/approvals';
 import { closeQuestion } from '../../db/questions';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { directActivities } from './direct-activities';
 import { settle, waitFor, type Settled } from '../chaos/waiting';
 
 const env = readTestEnv();
@@ -245,34 +241,17 @@ test("approvals: a reclaimed fork task's pending approval is closed, and can no 
 
 test('approvals: the tool activity itself refuses a call that needs approval and has none approved', async () => {
   // What a worker whose workflow code predates approvals would do during a rolling deploy: run the call at once.
-  const catalog = createAgentCatalog({
+  const { activities, run, storeReply } = directActivities(harness, {
     agents,
-    filesRoot: workDir,
-    arcDataDir: workDir,
-    userTools: prepareUserTools([deploy], 'approvals.test.ts'),
+    workDir,
+    tools: [deploy],
+    source: 'approvals.test.ts',
   });
-  const activities = createActivities({
-    pool: harness.pool,
-    openai: createModelClient({ baseURL: harness.model.baseURL, apiKey: 'scripted' }),
-    model: 'baton-scripted',
-    agents: () => catalog.agents(),
-    tools: catalog.tools,
-  });
-  const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> =>
-    new MockActivityEnvironment().run(fn, ...args);
   const threadId = uniqueThreadId('unapproved');
-  const { epoch } = await run(activities.ensureThread, { threadId, rootThreadId: threadId, agent: 'releaser' });
-  const { version } = await run(activities.resolveAgent, { name: 'releaser' });
-  const scope = { rootThreadId: threadId, threadId, agent: 'releaser', epoch };
   // The model's reply, stored as the model activity stores one.
-  const {
-    message: { seq },
-  } = await appendMessage(harness.pool, scope, `${threadId}:reply`, {
-    role: 'assistant',
-    content: null,
-    toolCalls: [{ id: 'call-1', name: 'deploy', arguments: '{"service":"api","env":"production"}' }],
-    usage: null,
-  });
+  const { scope, version, seq } = await storeReply(threadId, 'releaser', [
+    { id: 'call-1', name: 'deploy', arguments: '{"service":"api","env":"production"}' },
+  ]);
   const call = (operationId: string) =>
     run(activities.executeToolCall, {
       scope,

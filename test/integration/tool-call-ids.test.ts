@@ -8,20 +8,16 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { MockActivityEnvironment } from '@temporalio/testing';
 import { z } from 'zod';
 import type { ThreadHandle } from '../../client';
-import { createActivities } from '../../activities';
 import { defineTool } from '../../activities/tools/types';
-import { prepareUserTools } from '../../activities/tools/user-tools';
 import { approvalOperationId } from '../../common/ids';
-import { appendMessage, listMessages } from '../../db/transcripts';
-import { createAgentCatalog } from '../../worker/agent-catalog';
-import { createModelClient } from '../../worker/model-client';
+import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { directActivities } from './direct-activities';
 import { settle, waitFor } from '../chaos/waiting';
 
 const env = readTestEnv();
@@ -151,37 +147,18 @@ test('tool call ids: a repeated id needing approval is approved and run with its
 });
 
 test('tool call ids: a stored reply that repeats an id runs none of the calls sharing it, and opens no approval for them', async () => {
-  const catalog = createAgentCatalog({
+  const { activities, run, storeReply } = directActivities(harness, {
     agents,
-    filesRoot: workDir,
-    arcDataDir: workDir,
-    userTools: prepareUserTools([pay], 'tool-call-ids.test.ts'),
+    workDir,
+    tools: [pay],
+    source: 'tool-call-ids.test.ts',
   });
-  const activities = createActivities({
-    pool: harness.pool,
-    openai: createModelClient({ baseURL: harness.model.baseURL, apiKey: 'scripted' }),
-    model: 'baton-scripted',
-    agents: () => catalog.agents(),
-    tools: catalog.tools,
-  });
-  const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> =>
-    new MockActivityEnvironment().run(fn, ...args);
   const threadId = uniqueThreadId('stored-twin');
-  const { epoch } = await run(activities.ensureThread, { threadId, rootThreadId: threadId, agent: 'gated' });
-  const { version } = await run(activities.resolveAgent, { name: 'gated' });
-  const scope = { rootThreadId: threadId, threadId, agent: 'gated', epoch };
   // A reply as a worker from before distinct ids stored it.
-  const {
-    message: { seq },
-  } = await appendMessage(harness.pool, scope, `${threadId}:reply`, {
-    role: 'assistant',
-    content: null,
-    toolCalls: [
-      { id: 'same', name: 'pay', arguments: '{"cents":5}' },
-      { id: 'same', name: 'pay', arguments: '{"cents":7}' },
-    ],
-    usage: null,
-  });
+  const { scope, version, seq } = await storeReply(threadId, 'gated', [
+    { id: 'same', name: 'pay', arguments: '{"cents":5}' },
+    { id: 'same', name: 'pay', arguments: '{"cents":7}' },
+  ]);
   for (const index of [0, 1]) {
     await run(activities.executeToolCall, {
       scope,
