@@ -39,6 +39,25 @@ const deploy = defineTool({
   },
 });
 
+/** Every run of `purge`, and every time its `needsApproval` threw. */
+const purges: unknown[] = [];
+const approvalChecks = { thrown: 0 };
+const purge = defineTool({
+  name: 'purge',
+  description: 'Purges a cache.',
+  parameters: z.object({ target: z.string() }),
+  sideEffects: true,
+  // A check that cannot decide (its policy service is down): README says a throw counts as needing approval.
+  needsApproval: () => {
+    approvalChecks.thrown += 1;
+    throw new Error('the policy service is down');
+  },
+  run: (args) => {
+    purges.push(args);
+    return `purged ${args.target}`;
+  },
+});
+
 /** How often `deploy` ran for production, in any test. */
 const productionDeploys = () => deployments.filter((d) => (d as { env: string }).env === 'production').length;
 
@@ -56,6 +75,7 @@ const agents: AgentRegistry = new Map([
   agent('fanout', 'capabilities: [fork_join, releaser]'),
   agent('hasty', 'capabilities: [fork_join, releaser]'),
   agent('asker', 'capabilities: []'),
+  agent('purger', 'capabilities: [purge]'),
 ]);
 
 const script = parseScript(
@@ -84,6 +104,9 @@ agents:
     - call: ask_human
       args: { question: "Which day?" }
     - say: "Asked."
+  purger:
+    - { call: purge, args: { target: "cache" } }
+    - say: "Purged."
 `,
   'approvals',
 );
@@ -94,7 +117,7 @@ before(async () => {
   harness = await startTestHarness('approvals', {
     agents,
     script,
-    tools: [deploy],
+    tools: [deploy, purge],
     modelLogFile: path.join(workDir, 'model.jsonl'),
   });
 });
@@ -158,6 +181,27 @@ test('approvals: a call that needs approval waits, is listed, and runs once appr
   assert.deepEqual(await thread.approvals(), [], 'nothing is pending any more');
   await assert.rejects(thread.approve('a1'), /approval 'a1' is already approved/);
   await assert.rejects(thread.approve('a9'), new RegExp(`thread '${threadId}' has no approval 'a9'`));
+});
+
+test('approvals: a needsApproval function that throws counts as needing approval: the call waits, then runs once approved', async () => {
+  const threadId = uniqueThreadId('thrown');
+  const thread = await harness.client.startThread({ agent: 'purger', threadId });
+  const sending = settle(thread.send('Purge the cache.'));
+  const [pending] = await pendingApprovals(thread, 1);
+  assert.equal(pending?.tool, 'purge');
+  assert.deepEqual(JSON.parse(pending?.arguments ?? '{}'), { target: 'cache' });
+  assert.ok(approvalChecks.thrown > 0, 'the check was asked, and threw');
+  assert.deepEqual(purges, [], 'the call did not run while it waited');
+  await thread.approve(pending?.approvalId ?? '', { by: 'alice' });
+  const outcome = await sending;
+  if (!outcome.ok) throw outcome.error;
+  assert.equal(outcome.value.reply, 'Purged.');
+  assert.deepEqual(purges, [{ target: 'cache' }], 'it ran once, after the approval');
+  assert.deepEqual(
+    callResults(await listMessages(harness.pool, threadId)).map((call) => call.result),
+    ['purged cache'],
+  );
+  await thread.end();
 });
 
 test('approvals: a rejection becomes the tool result with its reason, and the call does not run', async () => {
@@ -244,7 +288,7 @@ test('approvals: the tool activity itself refuses a call that needs approval and
   const { activities, run, storeReply } = directActivities(harness, {
     agents,
     workDir,
-    tools: [deploy],
+    tools: [deploy, purge],
     source: 'approvals.test.ts',
   });
   const threadId = uniqueThreadId('unapproved');

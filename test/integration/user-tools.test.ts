@@ -112,13 +112,19 @@ const tools = [
     maxResultBytes: 1000,
     run: () => 'x'.repeat(5000),
   }),
+  defineTool({
+    name: 'verbose',
+    description: 'Answers at length, under the default cut.',
+    parameters: z.object({}),
+    run: () => 'y'.repeat(70_000),
+  }),
 ];
 
 const agents: AgentRegistry = new Map(
   [
     parseAgentFile(
       '---\nname: forecaster\ndescription: Uses every test tool.\n' +
-        'capabilities: [forecast, flaky_lookup, broken, picky, slow, chatty]\n---\nYou forecast.\n',
+        'capabilities: [forecast, flaky_lookup, broken, picky, slow, chatty, verbose]\n---\nYou forecast.\n',
       'forecaster.md',
     ),
     parseAgentFile('---\nname: bystander\ndescription: Did not declare forecast.\n---\nYou watch.\n', 'bystander.md'),
@@ -147,6 +153,7 @@ agents:
         - { call: picky, args: {} }
         - { call: slow, args: {} }
         - { call: chatty, args: {} }
+        - { call: verbose, args: {} }
     - { call: list_capabilities, args: {} }
     - say: "Sunny in Oslo."
   overseer:
@@ -201,7 +208,7 @@ test('user tools: validated arguments reach run, results reach the model, and ev
   const transcript = await listMessages(harness.pool, threadId);
   const resultOf = new Map(transcript.map((message) => [message.toolCallId, message.content ?? '']));
   const toolResults = transcript.flatMap((message) => (message.toolCalls ?? []).map((call) => resultOf.get(call.id)));
-  const [oslo, bergen, tromso, flaky, broken, picky, slow, chatty, capabilities] = toolResults;
+  const [oslo, bergen, tromso, flaky, broken, picky, slow, chatty, verbose, capabilities] = toolResults;
   assert.equal(oslo, '{"city":"Oslo","days":3,"sky":"sunny"}');
   assert.match(bergen ?? '', /^Error: Invalid arguments for 'forecast': 'days' Too big: expected number to be <=7/);
   // The tool ran, but the env store refused its key: the model reads the refusal, as from Baton's own tools.
@@ -215,6 +222,10 @@ test('user tools: validated arguments reach run, results reach the model, and ev
   assert.equal(seen.slowAborted, "Error: tool 'slow' ran past its timeout of 1 seconds", 'its signal was aborted');
   assert.ok(chatty?.startsWith('x'.repeat(900)));
   assert.match(chatty ?? '', /\n\[Baton\] The result was cut: it was 5000 bytes and at most 1000 are kept\.$/);
+  // Without maxResultBytes, the README's default: 64 KiB kept (the text and an ellipsis), then the note.
+  const [kept, note] = (verbose ?? '').split('\n');
+  assert.equal(note, '[Baton] The result was cut: it was 70000 bytes and at most 65536 are kept.');
+  assert.ok(kept === `${'y'.repeat(65_533)}…`, `64 KiB kept (${Buffer.byteLength(kept ?? '')} bytes)`);
   assert.match(capabilities ?? '', /- forecast: The weather forecast for a city\./, 'list_capabilities shows it');
 
   // The model read the results, and was offered the tool with the JSON Schema of its parameters.

@@ -69,14 +69,41 @@ export default [
   const [forecast, booking] = await loadToolModules([file]);
   assert.equal(forecast?.source, file);
   assert.equal(forecast?.tool.name, 'forecast');
-  assert.equal(forecast?.tool.timeout_s, DEFAULT_USER_TOOL_TIMEOUT_S);
-  assert.equal(forecast?.tool.retries, DEFAULT_USER_TOOL_RETRIES);
+  // The README's defaults, as literals: a changed constant makes the README wrong, so it must fail here too.
+  assert.equal(forecast?.tool.timeout_s, 300);
+  assert.equal(forecast?.tool.retries, 2);
   assert.equal(forecast?.tool.sideEffects, false);
-  assert.equal(forecast?.tool.maxResultBytes, DEFAULT_USER_TOOL_MAX_RESULT_BYTES);
+  assert.equal(forecast?.tool.maxResultBytes, 64 * 1024);
   assert.equal(await forecast?.tool.run?.({ city: 'Oslo', days: 2 }, undefined as never), 'Oslo: sunny for 2 days');
   assert.equal(booking?.tool.retries, 0, 'a tool with side effects is never retried');
   assert.equal(booking?.tool.timeout_s, 30);
   assert.equal(booking?.tool.needsApproval, true);
+});
+
+test('user tools: the defaults README "Your own tools" states are 300 s, 2 retries and a 64 KiB result cut', () => {
+  // Literals, not the constants: a changed default must fail here, where the README's table is checked too.
+  assert.equal(DEFAULT_USER_TOOL_TIMEOUT_S, 300);
+  assert.equal(DEFAULT_USER_TOOL_RETRIES, 2);
+  assert.equal(DEFAULT_USER_TOOL_MAX_RESULT_BYTES, 65_536);
+  // The table of a tool's fields: the table lines around its `run(args, ctx)` row.
+  const lines = fs.readFileSync(path.resolve(__dirname, '..', '..', 'README.md'), 'utf8').split('\n');
+  const at = lines.findIndex((line) => line.startsWith('| `run(args, ctx)` '));
+  assert.ok(at > 0, 'README has the table of a tool definition');
+  let first = at;
+  while (lines[first - 1]?.startsWith('|')) first -= 1;
+  let last = at;
+  while (lines[last + 1]?.startsWith('|')) last += 1;
+  const table = lines.slice(first, last + 1);
+  /** The last cell (the default) of the field's row. */
+  const defaultOf = (field: string): string | undefined =>
+    table
+      .find((line) => line.startsWith(`| \`${field}\` `))
+      ?.split('|')
+      .at(-2)
+      ?.trim();
+  assert.equal(defaultOf('timeout_s'), '`300`');
+  assert.equal(defaultOf('retries'), '`2` (`0`)');
+  assert.equal(defaultOf('maxResultBytes'), '65536');
 });
 
 test('tool modules: a named `tools` export (ES module) and module.exports.tools (CommonJS) load too', async () => {
