@@ -746,26 +746,39 @@ test('DeltaPublisher: gathered chunks go out by themselves within the interval; 
   );
 });
 
-test('announceRunEvents: roots announced together go in one statement, each once; those during a send, in the next', async () => {
+test('announceRunEvents: roots announced together go in one statement, each once; those during a send, in the next', async (t) => {
+  // The gathering delay runs on mocked timers: the test moves the clock past it instead of sleeping through it.
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  /** Far past any gathering delay: whatever a timer would send has been sent once the clock moved this far. */
+  const pastTheGathering = () => t.mock.timers.tick(60_000);
+  /** Until every promise continuation queued so far has run (a send loop that can end has ended). */
+  const settled = () => new Promise((resolve) => setImmediate(resolve));
   const pool = new RecordingPool(false);
   announceRunEvents(pool.asPool(), 'root-a');
   announceRunEvents(pool.asPool(), 'root-b');
   announceRunEvents(pool.asPool(), 'root-a');
+  await settled();
+  assert.equal(pool.queries.length, 0, 'the first roots wait for the gathering delay');
+  pastTheGathering();
   await pool.queriesArrived(1);
   assert.deepEqual(pool.queries[0]?.channels, [runEventsChannel('root-a'), runEventsChannel('root-b')]);
   assert.deepEqual(pool.batches(), [{ rootThreadId: 'root-a' }, { rootThreadId: 'root-b' }]);
   // While that statement is under way, more roots wait for it, then go at once, together.
   announceRunEvents(pool.asPool(), 'root-c');
   announceRunEvents(pool.asPool(), 'root-a');
-  await new Promise((resolve) => setTimeout(resolve, 30));
+  pastTheGathering();
+  await settled();
   assert.equal(pool.queries.length, 1, 'nothing more is sent while a statement is under way');
   pool.answer(new Error('connection lost'));
   await pool.queriesArrived(2);
   assert.deepEqual(pool.queries[1]?.channels, [runEventsChannel('root-c'), runEventsChannel('root-a')]);
   pool.answer();
-  // A later announcement starts a batch of its own.
-  await new Promise((resolve) => setTimeout(resolve, 30));
+  // Once that send is done, a later announcement starts a batch of its own, which gathers first.
+  await settled();
   announceRunEvents(pool.asPool(), 'root-d');
+  await settled();
+  assert.equal(pool.queries.length, 2, 'root-d waits for its own gathering delay');
+  pastTheGathering();
   await pool.queriesArrived(3);
   assert.deepEqual(pool.queries[2]?.channels, [runEventsChannel('root-d')]);
   pool.answer();
