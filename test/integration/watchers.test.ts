@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { sweepWatchSignals } from '../../activities/watchers';
 import { wakeupThreadId, watcherWorkflowId } from '../../common/watchers';
 import { setWorldVariablesText } from '../../db/worlds';
 import { parseScript } from '../../scripted-model';
@@ -185,6 +186,30 @@ async function seqOfWrite(rootThreadId: string, key: string): Promise<number> {
   return Number(rows[0]?.seq ?? 0);
 }
 
+/** What the watcher's row says: its status, its cursor, and how many signals writers and sweeps claimed for it. */
+async function watcherRow(
+  rootThreadId: string,
+  name: string,
+): Promise<{ status: string; cursor: number; claims: number }> {
+  const { rows } = await harness.pool.query<{ status: string; cursor: string; claims: string }>(
+    `SELECT status, cursor_seq AS cursor, signal_claims AS claims FROM env_watchers
+      WHERE root_thread_id = $1 AND name = $2`,
+    [rootThreadId, name],
+  );
+  const row = rows[0];
+  assert.ok(row, `watcher ${name} has a row`);
+  return { status: row.status, cursor: Number(row.cursor), claims: Number(row.claims) };
+}
+
+/** The number of the root's last env event (0 when it has none). */
+async function lastEnvEvent(rootThreadId: string): Promise<number> {
+  const { rows } = await harness.pool.query<{ seq: string | null }>(
+    'SELECT max(seq) AS seq FROM env_events WHERE root_thread_id = $1',
+    [rootThreadId],
+  );
+  return Number(rows[0]?.seq ?? 0);
+}
+
 /** Waits until the watcher has looked at the log past event `seq` (its cursor moved there). */
 async function lookedPast(thread: ThreadHandle, watcher: string, seq: number): Promise<void> {
   await waitFor(`${watcher} to look past event ${seq}`, 60_000, async () => {
@@ -264,23 +289,45 @@ test('changes within the debounce window wake the watcher once, with every chang
 test('a change during a running wake-up wakes the watcher again once that turn ends, never two at once', async () => {
   const thread = await harness.client.startThread({ agent: 'writer2', threadId: uniqueThreadId('during') });
   await thread.addWatcher({ agent: 'slowrev', keys: ['j/*'], debounceS: 0 });
+  const watcher = harness.client.temporal.workflow.getHandle(watcherWorkflowId(thread.threadId, 'slowrev'));
   await thread.send('First.');
   await waitFor('the first wake-up to run', 60_000, async () =>
     (await thread.wakeups({ watcher: 'slowrev' })).length === 1 ? true : undefined,
   );
+  // j/2 commits while wake-up 1 is held in its model call. Its write signalled the watcher before the turn that made
+  // it ended (Temporal accepted the signal), so once the watcher completed a workflow task after its last signal, it
+  // has decided what to do about j/2: a watcher that ran two wake-ups at once would have started the second then.
   await thread.send('Second.');
-  // j/2 committed while wake-up 1 is held in its model call: no second turn starts beside it.
-  assert.ok((await seqOfWrite(thread.threadId, 'j/2')) > 0);
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const j2 = await seqOfWrite(thread.threadId, 'j/2');
+  assert.ok(j2 > 0);
+  const events = await waitFor('the watcher to take the signal of j/2', 60_000, async () => {
+    const history = (await watcher.fetchHistory()).events ?? [];
+    const lastSignal = history.findLastIndex((event) => event.workflowExecutionSignaledEventAttributes);
+    const lastTask = history.findLastIndex((event) => event.workflowTaskCompletedEventAttributes);
+    const firstChild = history.findIndex((event) => event.startChildWorkflowExecutionInitiatedEventAttributes);
+    return firstChild >= 0 && lastSignal > firstChild && lastTask > lastSignal ? history : undefined;
+  });
+  const children = events.filter((event) => event.startChildWorkflowExecutionInitiatedEventAttributes);
+  assert.equal(children.length, 1, 'the watcher started no second wake-up while the first runs');
   const during = await thread.wakeups({ watcher: 'slowrev' });
-  assert.equal(during.length, 1);
-  assert.equal(during[0]?.status, 'running');
+  assert.deepEqual(
+    during.map((wakeup) => wakeup.status),
+    ['running'],
+  );
   harness.model.release('slow');
   const wakeups = await finishedWakeups(thread, 'slowrev', 2);
   assert.deepEqual(
     wakeups.map((wakeup) => wakeup.changes.map((change) => change.key)),
     [['j/1'], ['j/2']],
   );
+  // As recorded: the second began after the first ended, and the watcher's cursor moved past j/2's write.
+  const [first, second] = wakeups;
+  assert.ok(first?.finishedAt !== undefined && second !== undefined);
+  assert.ok(
+    Date.parse(second.startedAt) >= Date.parse(first.finishedAt),
+    `wake-up 2 started at ${second.startedAt}, after wake-up 1 finished at ${first.finishedAt}`,
+  );
+  await lookedPast(thread, 'slowrev', j2);
 });
 
 test("a watcher's own writes do not wake it", async () => {
@@ -353,11 +400,29 @@ test('a removed watcher ends its workflow and wakes no more', async () => {
   assert.equal(removed.status, 'removed');
   assert.equal(removed.reason, 'removed by the test');
   await handle.result();
+  const { runId } = await handle.describe();
+  const atRemoval = await watcherRow(thread.threadId, 'mremoved');
+  const logAtRemoval = await lastEnvEvent(thread.threadId);
+
   await thread.send('Store.');
-  assert.ok((await seqOfWrite(thread.threadId, 'm/1')) > 0);
-  await new Promise((resolve) => setTimeout(resolve, 1000));
-  assert.equal((await handle.describe()).status.name, 'COMPLETED');
-  assert.equal((await thread.wakeups({ watcher: 'mremoved' })).length, 0);
+  const write = await seqOfWrite(thread.threadId, 'm/1');
+  assert.ok(write > logAtRemoval, `the write (event ${write}) came after the removal (log at ${logAtRemoval})`);
+  // The write's activity told the watchers of m/* before the turn ended: it claimed no signal for the removed one.
+  // The sweep (run here, not waited for) finds nothing for it either.
+  await sweepWatchSignals({
+    pool: harness.pool,
+    temporal: harness.client.temporal,
+    taskQueue: harness.taskQueue,
+    graceSeconds: 0,
+    warn: () => undefined,
+  });
+  const afterWrite = await watcherRow(thread.threadId, 'mremoved');
+  assert.equal(afterWrite.status, 'removed');
+  assert.equal(afterWrite.claims, atRemoval.claims, 'no signal was claimed for the removed watcher');
+  assert.ok(afterWrite.cursor < write, 'its cursor never moved past the write');
+  const described = await handle.describe();
+  assert.deepEqual([described.runId, described.status.name], [runId, 'COMPLETED'], 'its workflow never ran again');
+  assert.deepEqual(await thread.wakeups({ watcher: 'mremoved' }), [], 'no wake-up has the write');
   assert.deepEqual(
     (await feedKinds(thread, 'watch_removed')).map((event) => event.watcher),
     ['mremoved'],
