@@ -4,9 +4,17 @@
  */
 import fs from 'node:fs';
 
-const CANDIDATES = process.env.BATON_CHROMIUM
-  ? [process.env.BATON_CHROMIUM]
-  : ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+/**
+ * Where the browser tests look for Chromium: `BATON_CHROMIUM` when set (only there), else Debian's and other
+ * distributions' paths. `npm test`'s system-tools step (system-tools.ts) looks at the same ones.
+ */
+export function chromiumCandidates(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
+  return env.BATON_CHROMIUM
+    ? [env.BATON_CHROMIUM]
+    : ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+}
+
+const CANDIDATES = chromiumCandidates();
 
 /** The executable found, or undefined. */
 export const chromiumPath: string | undefined = CANDIDATES.find((candidate) => fs.existsSync(candidate));

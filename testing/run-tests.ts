@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { resolveTemporalServerBinaries } from '../stack/temporal-server-binaries';
 import { isCi } from './ci';
+import { ensureSystemTools } from './system-tools';
 import { startTestStack, type TestStack } from './test-stack';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -77,6 +78,9 @@ function walk(dir: string): string[] {
 async function main(): Promise<number> {
   const { selections, namePatterns } = parseArgs(process.argv.slice(2));
   const files = testFiles(selections);
+  // The system tools these files need (bubblewrap, Chromium, tmux…), installed before anything boots when missing
+  // (testing/system-tools.ts).
+  if (!(await ensureSystemTools(files, { log }))) return 1;
   const needsStack = files.some(
     (file) => !STACKLESS_SUITES.some((suite) => file.includes(`${path.sep}test${path.sep}${suite}${path.sep}`)),
   );
