@@ -30,17 +30,27 @@ export function retryAfterMs(headers: Headers | undefined, now = Date.now()): nu
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
+/** The endpoint a failed call went to, named in its failure: with several providers, whose key or server failed. */
+export interface ModelErrorEndpoint {
+  /** The provider's name, or `default` for the default endpoint. */
+  readonly provider: string;
+  /** The model name sent. */
+  readonly model: string;
+}
+
 /**
  * Turns an error from the `openai` client into a typed `ApplicationFailure`, so Temporal's retry policy (not the
  * client's) decides what happens: 408/409/429/5xx and connection errors retry, honouring `retry-after`; other
- * 4xx fail the activity at once. Cancellation is passed through unchanged for the SDK to report.
+ * 4xx fail the activity at once. The message names the endpoint when it is given, the same way for every provider.
+ * Cancellation is passed through unchanged for the SDK to report.
  */
-export function classifyModelError(error: unknown): unknown {
+export function classifyModelError(error: unknown, endpoint?: ModelErrorEndpoint): unknown {
   if (error instanceof APIUserAbortError) return error;
   if (!(error instanceof APIError)) return error;
   const status: number | undefined = (error as APIError).status;
   const headers: Headers | undefined = (error as APIError).headers;
-  const detail = `model endpoint answered ${status ?? 'no response'}: ${error.message}`;
+  const where = endpoint === undefined ? '' : ` (provider '${endpoint.provider}', model '${endpoint.model}')`;
+  const detail = `model endpoint answered ${status ?? 'no response'}${where}: ${error.message}`;
   if (error instanceof APIConnectionError || status === undefined) {
     return ApplicationFailure.create({ type: ErrorType.ModelUnavailable, message: detail });
   }

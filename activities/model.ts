@@ -231,7 +231,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       await started.catch(() => undefined);
       // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
       if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
-      throw classifyModelError(error);
+      throw classifyModelError(error, { provider, model });
     } finally {
       clearInterval(heartbeat);
     }

@@ -378,7 +378,7 @@ test('delegation: a failing and a timed-out child fail only their own tool calls
   assert.equal(result.reply, 'boss carries on');
   assert.match(
     toolResult(root, 'boss', 1, 'broken') ?? '',
-    /^Error: broken failed: model endpoint answered 401: .*broken on purpose/,
+    /^Error: broken failed: model endpoint answered 401 \(provider 'default', model 'baton-scripted'\): .*broken on purpose/,
   );
   assert.equal(
     toolResult(root, 'boss', 1, 'sleepy'),

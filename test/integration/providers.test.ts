@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities';
 import { formatTranscript, formatTree } from '../../client/format';
@@ -42,8 +44,15 @@ const agents: AgentRegistry = new Map(
     agent('worker', 'local/llama3.1:8b'),
     // A gateway-style name with '/' goes to the default endpoint as it is.
     agent('reviewer', 'default/openai/gpt-4o'),
+    // The faults of the hosted endpoint: what the default endpoint's tests prove, through a provider.
+    agent('flaky', 'hosted/big-model-1'),
+    agent('throttled', 'hosted/big-model-1'),
+    agent('locked', 'hosted/big-model-1'),
   ].map((a) => [a.name, a]),
 );
+
+/** What the hosted endpoint's 429 asks for: longer than Temporal's first retry interval (1 s), so it shows. */
+const RETRY_AFTER_S = 3;
 
 /** Each endpoint scripts only the agents meant for it: a request that reaches the wrong one fails the turn. */
 const scripts = {
@@ -55,6 +64,15 @@ agents:
         - { call: worker, args: { message: "Count the cells." } }
         - { call: reviewer, args: { message: "Check the count." } }
     - say: "The team counted nine cells."
+  flaky:
+    - { fail: 503, times: 1 }
+    - say: "Recovered."
+  throttled:
+    - { fail: 429, times: 1, retry_after_s: ${RETRY_AFTER_S} }
+    - say: "Waited."
+  locked:
+    - { fail: 401, message: "the hosted key was revoked" }
+    - say: "Never reached."
 `,
     'hosted',
   ),
@@ -227,4 +245,102 @@ test('providers: an agent version naming a provider this worker lacks fails its 
     'no endpoint was called',
   );
   assert.equal((await listMessages(harness.pool, threadId)).length, 1, 'no reply was stored');
+});
+
+/** The history of a root thread's first turn, whose steps run as activities. */
+async function turnEvents(root: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
+  return (await harness.client.temporal.workflow.getHandle(`baton/${root}/turn-1`).fetchHistory()).events ?? [];
+}
+
+/** The one `callModel` a turn scheduled, and the attempt that completed it with the failure before it. */
+function onlyModelCall(events: readonly temporal.api.history.v1.IHistoryEvent[]) {
+  const scheduled = events.filter(
+    (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'callModel',
+  );
+  assert.equal(scheduled.length, 1, 'the workflow scheduled one model call');
+  const started = events.find(
+    (event) =>
+      String(event.activityTaskStartedEventAttributes?.scheduledEventId ?? '') === String(scheduled[0]?.eventId),
+  )?.activityTaskStartedEventAttributes;
+  assert.ok(started, 'the model call started');
+  return started;
+}
+
+/** The assistant replies stored in a thread: agent, provider and model. */
+async function storedReplies(threadId: string): Promise<(string | null)[][]> {
+  return (await listMessages(harness.pool, threadId))
+    .filter((message) => message.role === 'assistant')
+    .map((message) => [message.agent, message.provider, message.model]);
+}
+
+test('providers: a provider answering 503 is retried by Temporal, its failure classified, and the reply stored once', async () => {
+  const root = uniqueThreadId('flaky');
+  const thread = await harness.client.startThread({ agent: 'flaky', threadId: root });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Recovered.');
+  assert.deepEqual(received(logs.hosted, root), [
+    ['flaky', 'big-model-1', 'hosted'],
+    ['flaky', 'big-model-1', 'hosted'],
+  ]);
+  assert.deepEqual(received(logs.default, root), [], 'the retry went to the same provider');
+  assert.deepEqual(await storedReplies(root), [['flaky', 'hosted', 'big-model-1']]);
+  // Temporal's retry, not the client's: one scheduled call, completed on its attempt 2 after a typed failure.
+  const started = onlyModelCall(await turnEvents(root));
+  assert.equal(started.attempt, 2);
+  assert.equal(started.lastFailure?.applicationFailureInfo?.type, 'Model.Unavailable');
+  assert.equal(started.lastFailure?.applicationFailureInfo?.nonRetryable ?? false, false);
+  assert.match(
+    started.lastFailure?.message ?? '',
+    /^model endpoint answered 503 \(provider 'hosted', model 'big-model-1'\): /,
+  );
+  await thread.end();
+});
+
+test("providers: a provider's 429 is retried after its retry-after, classified, and the reply stored once", async () => {
+  const root = uniqueThreadId('throttled');
+  const thread = await harness.client.startThread({ agent: 'throttled', threadId: root });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Waited.');
+  const requests = readModelLog(logs.hosted).filter((entry) => entry.headers['x-baton-root-thread'] === root);
+  assert.equal(requests.length, 2, 'one refused, one answered');
+  assert.deepEqual(await storedReplies(root), [['throttled', 'hosted', 'big-model-1']]);
+  const started = onlyModelCall(await turnEvents(root));
+  assert.equal(started.attempt, 2);
+  const failure = started.lastFailure?.applicationFailureInfo;
+  assert.equal(failure?.type, 'Model.RateLimited');
+  assert.equal(
+    Number(failure?.nextRetryDelay?.seconds ?? 0),
+    RETRY_AFTER_S,
+    'the next retry waits as the endpoint asked',
+  );
+  // A lower bound, not a speed: Temporal's own backoff would have retried after 1 s.
+  const gap = Date.parse(requests[1]?.time ?? '') - Date.parse(requests[0]?.time ?? '');
+  assert.ok(gap >= RETRY_AFTER_S * 1000 - 50, `the retry came ${gap} ms after the 429`);
+  await thread.end();
+});
+
+test('providers: a provider answering 401 fails the turn at once as Model.AuthFailed, naming the provider', async () => {
+  const root = uniqueThreadId('locked');
+  const thread = await harness.client.startThread({ agent: 'locked', threadId: root });
+  const failure = await thread.send('Try.').then(
+    () => assert.fail('the turn should fail'),
+    (error: unknown) => error,
+  );
+  assert.ok(failure instanceof WorkflowUpdateFailedError, String(failure));
+  let cause: unknown = failure;
+  while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
+  assert.ok(cause instanceof ApplicationFailure, String(cause));
+  assert.equal(cause.type, 'Model.AuthFailed');
+  assert.equal(cause.nonRetryable, true);
+  assert.match(
+    cause.message,
+    /^model endpoint answered 401 \(provider 'hosted', model 'big-model-1'\): 401 the hosted key was revoked$/,
+  );
+  assert.equal(received(logs.hosted, root).length, 1, 'non-retryable: one request');
+  assert.deepEqual(await storedReplies(root), [], 'no reply stored');
+  const { rows } = await harness.pool.query<{ status: string }>('SELECT status FROM threads WHERE thread_id = $1', [
+    root,
+  ]);
+  assert.equal(rows[0]?.status, 'failed');
+  await thread.end();
 });

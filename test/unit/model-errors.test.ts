@@ -31,6 +31,18 @@ for (const { status, type, nonRetryable } of cases) {
   });
 }
 
+test('model errors: the failure names the provider and the model sent, whichever endpoint answered', () => {
+  for (const provider of ['default', 'hosted']) {
+    const failure = classifyModelError(apiError(401), { provider, model: 'big-model-1' });
+    assert.ok(failure instanceof ApplicationFailure);
+    assert.equal(failure.type, 'Model.AuthFailed');
+    assert.equal(
+      failure.message,
+      `model endpoint answered 401 (provider '${provider}', model 'big-model-1'): 401 status 401`,
+    );
+  }
+});
+
 test('model errors: retry-after sets the next retry delay', () => {
   const failure = classifyModelError(apiError(429, { 'retry-after': '7' }));
   assert.ok(failure instanceof ApplicationFailure);
