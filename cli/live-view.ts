@@ -20,8 +20,16 @@ export interface OutputFlags {
   stream?: boolean;
 }
 
+/** Where the events go: the process's stdout, or a test's buffer (`runCli`). */
+export interface OutputStream {
+  write(text: string): unknown;
+  readonly isTTY?: boolean;
+  readonly columns?: number;
+  readonly rows?: number;
+}
+
 /** Whether `stream` can be redrawn in place: a terminal that understands cursor movement. */
-export function isLiveTerminal(stream: NodeJS.WriteStream, env: NodeJS.ProcessEnv): boolean {
+export function isLiveTerminal(stream: OutputStream, env: NodeJS.ProcessEnv): boolean {
   return stream.isTTY === true && env.TERM !== 'dumb';
 }
 
@@ -32,7 +40,7 @@ export function isLiveTerminal(stream: NodeJS.WriteStream, env: NodeJS.ProcessEn
  */
 export function outputForSend(
   flags: OutputFlags,
-  stdout: NodeJS.WriteStream,
+  stdout: OutputStream,
   env: NodeJS.ProcessEnv,
 ): EventOutput | undefined {
   if (flags.json) return flags.stream ? 'json' : undefined;
@@ -42,7 +50,7 @@ export function outputForSend(
 }
 
 /** What `baton watch` prints: JSON lines with `--json`, the live tree on a terminal, plain lines otherwise. */
-export function outputForWatch(json: boolean, stdout: NodeJS.WriteStream, env: NodeJS.ProcessEnv): EventOutput {
+export function outputForWatch(json: boolean, stdout: OutputStream, env: NodeJS.ProcessEnv): EventOutput {
   if (json) return 'json';
   return isLiveTerminal(stdout, env) ? 'live' : 'lines';
 }
@@ -54,7 +62,7 @@ export interface EventView {
 }
 
 export interface EventViewOptions {
-  out: NodeJS.WriteStream;
+  out: OutputStream;
   rootThreadId: string;
   /** The root's agent, when known before its first event (the header shows it at once). */
   rootAgent?: string;
@@ -209,7 +217,7 @@ export async function sendShowingEvents(
   output: EventOutput,
   options: Pick<SendOptions, 'messageId'> & {
     rootAgent?: string;
-    out: NodeJS.WriteStream;
+    out: OutputStream;
     env: NodeJS.ProcessEnv;
     /** How the message goes out (`thread.send` unless given; `baton run` starts the thread with it). */
     send?: (message: string, options: SendOptions) => Promise<SendMessageResult>;
@@ -255,7 +263,7 @@ export async function watchEvents(
     deltas: boolean;
     signal: AbortSignal;
     rootAgent?: string;
-    out: NodeJS.WriteStream;
+    out: OutputStream;
     env: NodeJS.ProcessEnv;
   },
 ): Promise<void> {

@@ -7,4 +7,10 @@ export { ClientSource } from './connection';
 export { DEFAULT_MCP_PORT, MAX_MCP_BODY_BYTES, MCP_PATH, startMcpHttpServer, type McpHttpServer } from './http';
 export { createBatonMcpServer, type BatonMcpServerOptions } from './server';
 export { serveStdio } from './stdio';
-export { DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, TOOLS } from './tools';
+export {
+  DEFAULT_ACCEPT_WAIT_SECONDS,
+  DEFAULT_STATUS_WAIT_SECONDS,
+  DEFAULT_WAIT_SECONDS,
+  MAX_WAIT_SECONDS,
+  TOOLS,
+} from './tools';

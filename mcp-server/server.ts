@@ -20,12 +20,30 @@ import { BatonClientError, type BatonClient } from '../client';
 import { describeError } from '../client/errors';
 import { describeIssues } from '../activities/tools/zod-issues';
 import { AGENT_URI_TEMPLATE, agentMarkdown, agentNameOfUri, agentResourceUri } from './resources';
-import { MAX_WAIT_SECONDS, TOOLS, type McpTool } from './tools';
+import {
+  DEFAULT_ACCEPT_WAIT_SECONDS,
+  DEFAULT_STATUS_WAIT_SECONDS,
+  MAX_WAIT_SECONDS,
+  TOOLS,
+  type McpServerWaits,
+  type McpTool,
+} from './tools';
 import { BATON_VERSION } from '../worker/version';
 
 export interface BatonMcpServerOptions {
   /** The client every call uses: connected when first asked for, so the server starts before Baton does. */
   client: () => Promise<BatonClient>;
+  /**
+   * Seconds `start_thread` and `send_message` wait for the thread to accept the message (only a worker's workflow task
+   * accepts one) before the call fails saying no worker took it; the message may still run once one does. From 1 to
+   * MAX_WAIT_SECONDS. @default DEFAULT_ACCEPT_WAIT_SECONDS (20)
+   */
+  acceptWaitSeconds?: number;
+  /**
+   * Seconds `get_thread` waits for the thread's worker to answer what it is doing before the call fails saying none
+   * did. From 1 to MAX_WAIT_SECONDS. @default DEFAULT_STATUS_WAIT_SECONDS (10)
+   */
+  statusWaitSeconds?: number;
 }
 
 /** What the server tells a client about using it, at `initialize`. */
@@ -58,8 +76,26 @@ function toolError(message: string): CallToolResult {
   return { content: [{ type: 'text', text: message }], isError: true };
 }
 
-/** A new MCP server over Baton; connect it to one transport (each HTTP request gets its own). */
+/** The server's waits for a worker, checked. @throws RangeError for a wait outside 1 to MAX_WAIT_SECONDS seconds */
+function serverWaits(options: BatonMcpServerOptions): McpServerWaits {
+  const waits = {
+    acceptWaitSeconds: options.acceptWaitSeconds ?? DEFAULT_ACCEPT_WAIT_SECONDS,
+    statusWaitSeconds: options.statusWaitSeconds ?? DEFAULT_STATUS_WAIT_SECONDS,
+  };
+  for (const [name, seconds] of Object.entries(waits)) {
+    if (!Number.isInteger(seconds) || seconds < 1 || seconds > MAX_WAIT_SECONDS) {
+      throw new RangeError(`${name} must be a whole number of seconds from 1 to ${MAX_WAIT_SECONDS}, not ${seconds}`);
+    }
+  }
+  return Object.freeze(waits);
+}
+
+/**
+ * A new MCP server over Baton; connect it to one transport (each HTTP request gets its own).
+ * @throws RangeError for a wait out of bounds
+ */
 export function createBatonMcpServer(options: BatonMcpServerOptions): Server {
+  const waits = serverWaits(options);
   const server = new Server(
     { name: 'baton', title: 'Baton', version: BATON_VERSION },
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
@@ -78,7 +114,7 @@ export function createBatonMcpServer(options: BatonMcpServerOptions): Server {
     try {
       const client = await options.client();
       const result = await client.temporal.connection.withDeadline(Date.now() + CALL_DEADLINE_MS, () =>
-        tool.run(parsed.data, { client, signal: extra.signal, clientName: server.getClientVersion()?.name }),
+        tool.run(parsed.data, { client, waits, signal: extra.signal, clientName: server.getClientVersion()?.name }),
       );
       // Through JSON, as the client will see it: dates as ISO text, nothing undefined.
       const structured = JSON.parse(JSON.stringify(result)) as Record<string, unknown>;

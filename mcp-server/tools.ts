@@ -22,12 +22,27 @@ export const MAX_WAIT_SECONDS = 50;
 /** Transcript messages and env-data entries one call returns unless told otherwise, and at most. */
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 500;
-/** How long `get_thread` waits for the thread's worker to say what it is doing. */
-const STATUS_WAIT_MS = 10_000;
+/**
+ * How long `start_thread` and `send_message` wait for the thread to accept the message before the call fails saying no
+ * worker took it (`BatonMcpServerOptions.acceptWaitSeconds`).
+ */
+export const DEFAULT_ACCEPT_WAIT_SECONDS = 20;
+/** How long `get_thread` waits for the thread's worker to say what it is doing (`statusWaitSeconds`). */
+export const DEFAULT_STATUS_WAIT_SECONDS = 10;
+
+/** The server's own bounds on waiting for a worker, in seconds. */
+export interface McpServerWaits {
+  /** @default DEFAULT_ACCEPT_WAIT_SECONDS */
+  readonly acceptWaitSeconds: number;
+  /** @default DEFAULT_STATUS_WAIT_SECONDS */
+  readonly statusWaitSeconds: number;
+}
 
 /** What a tool runs with. */
 export interface ToolCallContext {
   client: BatonClient;
+  /** How long a call waits for a worker to accept a message or to answer a status query. */
+  waits: McpServerWaits;
   /** Aborted when the client cancels the request or goes away. */
   signal: AbortSignal;
   /** The MCP client's name from its `initialize`, for the record of who decided an approval. */
@@ -192,14 +207,14 @@ export const TOOLS: readonly McpTool[] = [
       wait_seconds: waitSeconds,
     }),
     annotations: WRITES,
-    async run(args, { client, signal }) {
+    async run(args, { client, signal, waits }) {
       await client.agent(args.agent);
       const thread = await client.startThread({
         agent: args.agent,
         ...(args.thread_id === undefined ? {} : { threadId: args.thread_id }),
         ...(args.world === undefined ? {} : { world: args.world }),
       });
-      const posted = await thread.post(args.message);
+      const posted = await thread.post(args.message, { acceptWaitMs: waits.acceptWaitSeconds * 1000 });
       return sentMessage(thread, posted.messageId, waitFor(args), signal);
     },
   }),
@@ -221,12 +236,12 @@ export const TOOLS: readonly McpTool[] = [
       wait_seconds: waitSeconds,
     }),
     annotations: WRITES,
-    async run(args, { client, signal }) {
+    async run(args, { client, signal, waits }) {
       const thread = client.thread(args.thread_id);
-      const posted = await thread.post(
-        args.message,
-        args.message_id === undefined ? {} : { messageId: args.message_id },
-      );
+      const posted = await thread.post(args.message, {
+        acceptWaitMs: waits.acceptWaitSeconds * 1000,
+        ...(args.message_id === undefined ? {} : { messageId: args.message_id }),
+      });
       return sentMessage(thread, posted.messageId, waitFor(args), signal);
     },
   }),
@@ -245,7 +260,7 @@ export const TOOLS: readonly McpTool[] = [
       ),
     }),
     annotations: READ_ONLY,
-    async run(args, { client, signal }) {
+    async run(args, { client, signal, waits }) {
       if (args.wait_seconds !== undefined && args.message_id === undefined) {
         throw new BatonClientError("'wait_seconds' waits for one message's reply: give its 'message_id' too");
       }
@@ -254,7 +269,7 @@ export const TOOLS: readonly McpTool[] = [
         args.message_id === undefined
           ? undefined
           : await messageOutcome(thread, args.message_id, args.wait_seconds ?? 0, signal);
-      const status = await thread.status({ timeoutMs: STATUS_WAIT_MS });
+      const status = await thread.status({ timeoutMs: waits.statusWaitSeconds * 1000 });
       const [lastReply, usage, people] = await Promise.all([
         thread.lastReply(),
         thread.usage(),

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { BatonClientError, type BatonClient, type ThreadHandle } from '../../client';
 import { createBatonMcpServer } from '../../mcp-server';
 import { agentMarkdown, agentNameOfUri, agentResourceUri } from '../../mcp-server/resources';
 import { parseAgentFile } from '../../worker/agents';
@@ -104,4 +105,54 @@ test('mcp tools: plain JSON types for every argument; bad arguments refused in o
   assert.equal(await refusal('list_agents', {}), 'Baton is not reachable in this test');
   assert.equal(asked(), 1);
   await client.close();
+});
+
+test('mcp server: a message waits 20 s for a worker to accept it and get_thread 10 s for its answer, unless told otherwise', async () => {
+  const cases = [
+    { options: {}, acceptWaitMs: 20_000, timeoutMs: 10_000 },
+    { options: { acceptWaitSeconds: 3, statusWaitSeconds: 2 }, acceptWaitMs: 3_000, timeoutMs: 2_000 },
+  ];
+  for (const { options, acceptWaitMs, timeoutMs } of cases) {
+    const asked: { post: unknown[]; status: unknown[] } = { post: [], status: [] };
+    const noWorker = () => Promise.reject(new BatonClientError('no worker in this test'));
+    const thread: Pick<ThreadHandle, 'threadId' | 'post' | 'status'> = {
+      threadId: 't',
+      post: (_message, given) => {
+        asked.post.push(given);
+        return noWorker();
+      },
+      status: (given) => {
+        asked.status.push(given);
+        return noWorker();
+      },
+    };
+    // Only what these three calls reach before the worker would answer.
+    const baton = {
+      temporal: { connection: { withDeadline: <T>(_deadline: number, call: () => Promise<T>) => call() } },
+      agent: () => Promise.resolve(undefined),
+      startThread: () => Promise.resolve(thread),
+      thread: () => thread,
+    } as unknown as BatonClient;
+    const server = createBatonMcpServer({ client: () => Promise.resolve(baton), ...options });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const client = new Client({ name: 'unit', version: '1' });
+    await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
+    for (const [name, args] of [
+      ['start_thread', { agent: 'a', message: 'Hi' }],
+      ['send_message', { thread_id: 't', message: 'Hi', message_id: 'm1' }],
+      ['get_thread', { thread_id: 't' }],
+    ] as const) {
+      const result = (await client.callTool({ name, arguments: args })) as CallToolResult;
+      assert.deepEqual(result.content, [{ type: 'text', text: 'no worker in this test' }], name);
+    }
+    assert.deepEqual(asked.post, [{ acceptWaitMs }, { acceptWaitMs, messageId: 'm1' }]);
+    assert.deepEqual(asked.status, [{ timeoutMs }]);
+    await client.close();
+  }
+  for (const wait of [0, 0.5, 51]) {
+    assert.throws(
+      () => createBatonMcpServer({ client: () => Promise.reject(new Error('unused')), statusWaitSeconds: wait }),
+      new RegExp(`^RangeError: statusWaitSeconds must be a whole number of seconds from 1 to 50, not ${wait}$`),
+    );
+  }
 });
