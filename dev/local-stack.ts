@@ -26,6 +26,7 @@ import {
   readStepMode,
   readProviders,
   readToolsConfig,
+  readWorkflowBundle,
   type ModelConfig,
 } from '../worker/config';
 import { describeUserTools, loadToolModules } from '../worker/tool-modules';
@@ -116,6 +117,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const modelStream = readModelStream(env);
   const steps = readStepMode(env);
   const providerConfigs = readProviders(env);
+  // A bundle `baton bundle` wrote spares the worker's start seconds of webpack (checked against these sources).
+  const workflowBundle = readWorkflowBundle(env, process.cwd());
   // Decisions are always signed on a local stack: with the configured key, else the stack's own secret, which the
   // CLI beside it reads too, so nothing needs configuring.
   const decision = readDecisionKey(env, process.cwd()) ?? stackDecisionKey(stateDir);
@@ -233,13 +236,17 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       modelStream,
       steps,
       decisionKey: decision.key,
+      ...(workflowBundle === undefined ? {} : { workflowBundle: { codePath: workflowBundle } }),
     });
     const workerRun = worker.run();
     opened.push(async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await workerRun.catch(() => undefined);
     });
-    log(`worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}`);
+    log(
+      `worker: task queue '${taskQueue}', agents ${[...catalog.agents().keys()].join(', ')}` +
+        (workflowBundle === undefined ? '' : `, workflows from ${workflowBundle} (BATON_WORKFLOW_BUNDLE)`),
+    );
     logModelRoutes(catalog.agents());
     if (options.watchAgents) {
       const unwatch = catalog.watch((outcome) => {

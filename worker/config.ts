@@ -449,6 +449,26 @@ export function toolModulePaths(list: string | undefined, cwd: string): string[]
 }
 
 /**
+ * `BATON_WORKFLOW_BUNDLE` (`baton worker`, `baton dev`, `baton demo`): a bundle `baton bundle` wrote, resolved against
+ * `cwd`, which the worker starts from instead of bundling its workflows with webpack.
+ * @returns its absolute path, or undefined when unset
+ * @throws ConfigError when it names no file, or a bundle built from other sources than these workflows
+ */
+export function readWorkflowBundle(env: Readonly<Record<string, string | undefined>>, cwd: string): string | undefined {
+  const value = env.BATON_WORKFLOW_BUNDLE?.trim();
+  if (!value) return undefined;
+  const workflowBundle = path.resolve(cwd, value);
+  if (!fs.statSync(workflowBundle, { throwIfNoEntry: false })?.isFile()) {
+    throw new ConfigError([
+      `BATON_WORKFLOW_BUNDLE: ${workflowBundle} is not a file (write one with \`baton bundle <file>\`)`,
+    ]);
+  }
+  const problem = workflowBundleProblem(workflowBundle);
+  if (problem !== undefined) throw new ConfigError([`BATON_WORKFLOW_BUNDLE: ${problem}`]);
+  return workflowBundle;
+}
+
+/**
  * `BATON_MODEL_STREAM`: whether model calls ask for streamed replies.
  * @throws ConfigError for a value other than on or off
  */
@@ -603,14 +623,7 @@ export function readWorkerConfig(
     ]);
   }
   const scripted = !value.OPENAI_API_KEY;
-  const workflowBundle = value.BATON_WORKFLOW_BUNDLE ? path.resolve(cwd, value.BATON_WORKFLOW_BUNDLE) : undefined;
-  if (workflowBundle !== undefined && !fs.statSync(workflowBundle, { throwIfNoEntry: false })?.isFile()) {
-    throw new ConfigError([
-      `BATON_WORKFLOW_BUNDLE: ${workflowBundle} is not a file (write one with \`baton bundle <file>\`)`,
-    ]);
-  }
-  const bundleProblem = workflowBundle === undefined ? undefined : workflowBundleProblem(workflowBundle);
-  if (bundleProblem !== undefined) throw new ConfigError([`BATON_WORKFLOW_BUNDLE: ${bundleProblem}`]);
+  const workflowBundle = readWorkflowBundle(env, cwd);
   const decisionKey = readDecisionKey(env, cwd);
   return Object.freeze({
     temporalAddress: value.TEMPORAL_ADDRESS,

@@ -29,6 +29,11 @@ export interface ChaosStackOptions {
   readonly agentsDir: string;
   /** More of every worker's configuration, e.g. `BATON_MCP_CONFIG`. */
   readonly workerEnv?: Readonly<Record<string, string>>;
+  /**
+   * A workflow bundle of these sources (`npm test` builds one per run) for every worker to start from; bundled here
+   * once when omitted (`npm run chaos`).
+   */
+  readonly workflowBundle?: string;
   /** Worker processes sharing the task queue. @default 2 */
   readonly workers?: number;
   readonly log: (line: string) => void;
@@ -107,9 +112,12 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
     const model = await startModelFaultProxy(scripted.url);
     cleanups.push(() => model.close());
 
-    // Bundled once: every worker restart would otherwise spend seconds of CPU in webpack.
-    const bundlePath = path.join(options.dir, 'workflow-bundle.js');
-    fs.writeFileSync(bundlePath, (await bundleBatonWorkflows()).code);
+    // Bundled once, or given: every worker restart would otherwise spend seconds of CPU in webpack.
+    let bundlePath = options.workflowBundle;
+    if (bundlePath === undefined) {
+      bundlePath = path.join(options.dir, 'workflow-bundle.js');
+      fs.writeFileSync(bundlePath, (await bundleBatonWorkflows()).code);
+    }
 
     const taskQueue = 'chaos';
     // The workers write no decision without a proof made with it, as in production.

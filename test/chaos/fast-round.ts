@@ -33,6 +33,8 @@ export async function runFastRound(t: TestContext, seed: number, steps: StepMode
     temporal,
     steps,
     roundTimeoutMs: ROUND_TIMEOUT_MS,
+    // The run's bundle: the round's workers then start without webpack, as the other tests' workers do.
+    workflowBundle: env.workflowBundlePath,
     log: (line) => t.diagnostic(line),
   });
   const [report] = result.reports;

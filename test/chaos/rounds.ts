@@ -25,6 +25,8 @@ export interface ChaosRunOptions {
   readonly steps?: StepMode;
   /** How long a round may take before it fails. @default ROUND_TIMEOUT_MS */
   readonly roundTimeoutMs?: number;
+  /** A workflow bundle of these sources for the workers (see `ChaosStackOptions.workflowBundle`). */
+  readonly workflowBundle?: string;
 }
 
 export interface ChaosRunResult {
@@ -78,6 +80,7 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
     script: SCRIPT,
     agentsDir,
     workerEnv: { BATON_MCP_CONFIG: mcpConfig },
+    ...(options.workflowBundle === undefined ? {} : { workflowBundle: options.workflowBundle }),
     log: options.log,
   });
   const reports: RoundReport[] = [];

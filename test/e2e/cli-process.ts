@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { runCli } from '../../cli/program';
 import type { TreeNode } from '../../client';
 import { createPool } from '../../db/pool';
 import { findDemoProblems, formatDemoProblem } from '../../dev/demo-check';
@@ -19,7 +20,7 @@ export const env = readTestEnv();
 /** The working directory of every `baton` process this test file starts. */
 export const workDir = fs.mkdtempSync(path.join(env.stateDir, 'cli-'));
 
-/** Bounds on every wait: `baton dev` bundles the workflows before its worker polls, which takes a few seconds. */
+/** Bounds on every wait: a `baton dev` given no bundle bundles the workflows before its worker polls (seconds). */
 export const STACK_UP_TIMEOUT_MS = 120_000;
 export const COMMAND_TIMEOUT_MS = 90_000;
 export const SIGINT_GRACE_MS = 30_000;
@@ -37,6 +38,7 @@ const INHERITED_SETTINGS = [
   'TEMPORAL_NAMESPACE',
   'BATON_TASK_QUEUE',
   'DATABASE_URL',
+  'BATON_WORKFLOW_BUNDLE',
 ] as const;
 
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -45,9 +47,17 @@ export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
   return { ...base, ...extra };
 }
 
-/** The test stack's servers, so `baton dev` and `baton demo` start none of their own. */
+/**
+ * The test stack's servers, so `baton dev` and `baton demo` start none of their own, and the workflow bundle `npm test`
+ * built, so their workers start without bundling again (seconds of webpack each).
+ */
 export const stackEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv =>
-  childEnv({ TEMPORAL_ADDRESS: env.temporalAddress, DATABASE_URL: env.databaseUrl, ...extra });
+  childEnv({
+    TEMPORAL_ADDRESS: env.temporalAddress,
+    DATABASE_URL: env.databaseUrl,
+    BATON_WORKFLOW_BUNDLE: env.workflowBundlePath,
+    ...extra,
+  });
 
 export interface CommandResult {
   code: number | null;
@@ -125,6 +135,42 @@ export function startBaton(args: readonly string[], childEnvironment: NodeJS.Pro
       return { ...exit, stdout: output.stdout(), stderr: output.stderr() };
     },
   };
+}
+
+/**
+ * Runs one `baton …` command line in this process (`runCli`: the commands of `bin/baton.js`, their argument parsing,
+ * output and exit code) with `childEnvironment` and this file's working directory, for a command that needs no
+ * process of its own: a starting process costs a second or more of CPU through tsx. A command that serves until a
+ * signal, or whose process behaviour is what a test checks, runs with `baton` instead. The binary differs from this
+ * only in cli/main.ts, which hands `runCli` the process's streams; the tests that start `baton` processes (`cli.test.ts`,
+ * `live-cli.test.ts`, the approvals, MCP, env-paging and package files) keep that path tested. Fails when it outlives
+ * `timeoutMs`.
+ */
+export async function batonInProcess(
+  args: readonly string[],
+  childEnvironment: NodeJS.ProcessEnv,
+  timeoutMs = COMMAND_TIMEOUT_MS,
+): Promise<CommandResult> {
+  let stdout = '';
+  let stderr = '';
+  const running = runCli(args, {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env: childEnvironment,
+    cwd: workDir,
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([
+    running,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(new Error(`\`baton ${args.join(' ')}\` did not finish within ${timeoutMs} ms; stderr:\n${stderr}`)),
+        timeoutMs,
+      );
+    }),
+  ]).finally(() => clearTimeout(timer));
+  return { code, signal: null, stdout, stderr };
 }
 
 /** Runs one `baton …` command to completion; SIGKILLs it and fails when it outlives `timeoutMs`. */

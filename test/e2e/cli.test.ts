@@ -27,6 +27,7 @@ import {
 } from './cli-process';
 
 const AGENT = 'concierge';
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const SCRIPTED_REPLY = 'Welcome! I am the concierge, answering from the e2e test script.';
 
 function writeAgentsDir(dir: string): void {
@@ -68,6 +69,14 @@ describe('with `baton dev` running on the test stack', () => {
     assert.equal(stack.taskQueue, taskQueue);
     assert.equal(stack.scriptedModel, true);
     assert.equal(stack.pid, dev?.child.pid);
+    // Its worker started from the run's bundle (BATON_WORKFLOW_BUNDLE), not from a webpack build of its own.
+    assert.match(
+      dev?.output.stderr() ?? '',
+      new RegExp(
+        `^worker: task queue '${taskQueue}', .*, workflows from ${escape(env.workflowBundlePath)} \\(BATON_WORKFLOW_BUNDLE\\)$`,
+        'm',
+      ),
+    );
   });
 
   test('cli: run --json prints one JSON document with the thread, its workflow id and the scripted reply', async () => {
@@ -158,6 +167,35 @@ test('cli: dev with a bad agent file exits non-zero naming the file and the reas
   assert.equal(result.signal, null, describeRun(result));
   assert.ok(result.stderr.includes(badFile), `stderr names ${badFile}:\n${result.stderr}`);
   assert.match(result.stderr, /missing required field 'description'/);
+  assert.equal(fs.existsSync(path.join(stateDir, 'stack.json')), false);
+});
+
+test('cli: dev refuses a BATON_WORKFLOW_BUNDLE built from other sources, naming what changed, and starts nothing', async () => {
+  const stateDir = freshDir('stale-bundle-state');
+  const agentsDir = freshDir('stale-bundle-agents');
+  writeAgentsDir(agentsDir);
+  // The run's bundle, as if built before workflows/thread.ts last changed: its source map carries the older text.
+  const code = fs.readFileSync(env.workflowBundlePath, 'utf8');
+  const at = code.lastIndexOf('base64,') + 'base64,'.length;
+  const map = JSON.parse(Buffer.from(code.slice(at).trimEnd(), 'base64').toString()) as {
+    sources: string[];
+    sourcesContent: string[];
+  };
+  const thread = map.sources.findIndex((source) => source.endsWith('/workflows/thread.ts'));
+  assert.ok(thread >= 0, 'the bundle names workflows/thread.ts among its sources');
+  map.sourcesContent[thread] += '// an older version\n';
+  const stale = path.join(stateDir, 'stale.js');
+  fs.writeFileSync(stale, code.slice(0, at) + Buffer.from(JSON.stringify(map)).toString('base64') + '\n');
+
+  const result = await baton(
+    ['--state-dir', stateDir, 'dev', '--agents', agentsDir, '--task-queue', uniqueTaskQueue('cli-stale')],
+    stackEnv({ BATON_WORKFLOW_BUNDLE: stale }),
+  );
+  assert.equal(result.code, 1, describeRun(result));
+  assert.match(
+    result.stderr,
+    /BATON_WORKFLOW_BUNDLE: .*stale\.js was built from other sources than this worker's \(changed or missing here: workflows\/thread\.ts\); write it again with `baton bundle <file>`/,
+  );
   assert.equal(fs.existsSync(path.join(stateDir, 'stack.json')), false);
 });
 
