@@ -26,6 +26,7 @@ import {
   startBaton,
   startDev,
   waitFor,
+  batonInProcess,
 } from './cli-process';
 
 const dir = freshDir('approvals');
@@ -75,7 +76,7 @@ const workers = useKillableWorkers({
 const startWorker = (name: string): Promise<WorkerProcess> => workers().start(name);
 /** The CLI with the workers' decision key, as an operator deciding their approvals has it. */
 const cli = (...args: string[]) =>
-  baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue, BATON_DECISION_KEY: workers().decisionKey }));
+  batonInProcess(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue, BATON_DECISION_KEY: workers().decisionKey }));
 /** The CLI with another key, or none: anyone else who reaches Temporal. */
 const cliWithKey = (decisionKey: string, ...args: string[]) =>
   baton(args, stackEnv({ BATON_TASK_QUEUE: workers().taskQueue, BATON_DECISION_KEY: decisionKey }));

@@ -23,6 +23,7 @@ import {
   startDev,
   waitFor,
   type DevProcess,
+  batonInProcess,
 } from './cli-process';
 
 const LIBRARIAN = 'librarian';
@@ -71,7 +72,7 @@ describe('a conversation through the CLI, with `baton dev` on the test stack', (
   const modelLog = path.join(freshDir('conversation-log'), 'model.jsonl');
   let dev: DevProcess | undefined;
   /** Commands find the stack through stack.json, as a user's do. */
-  const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+  const cli = (...args: string[]) => batonInProcess(['--state-dir', stateDir, ...args], childEnv());
   const devStderr = () => dev?.output.stderr() ?? '';
   const countOf = (text: string) => devStderr().split(text).length - 1;
 

@@ -13,7 +13,6 @@ import { connect, type BatonClient, type EnvEvent, type EnvWatch } from '../../c
 import { readStackFile } from '../../stack/stack-file';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import {
-  baton,
   childEnv,
   describeRun,
   freshDir,
@@ -24,6 +23,7 @@ import {
   waitFor,
   type BackgroundCommand,
   type DevProcess,
+  batonInProcess,
 } from './cli-process';
 
 const ARCHIVIST = 'archivist';
@@ -130,7 +130,7 @@ describe('shared environment data through the CLI and the client, with `baton de
   let dev: DevProcess | undefined;
   let client: BatonClient | undefined;
   const background: BackgroundCommand[] = [];
-  const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+  const cli = (...args: string[]) => batonInProcess(['--state-dir', stateDir, ...args], childEnv());
   const startCli = (...args: string[]) => {
     const command = startBaton(['--state-dir', stateDir, ...args], childEnv());
     background.push(command);

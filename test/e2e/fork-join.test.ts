@@ -9,7 +9,6 @@ import { after, before, describe, test } from 'node:test';
 import { uniqueTaskQueue } from '../../testing/test-env';
 import {
   ROOT,
-  baton,
   childEnv,
   describeRun,
   freshDir,
@@ -20,6 +19,7 @@ import {
   type CommandResult,
   type DevProcess,
   problemsInTree,
+  batonInProcess,
 } from './cli-process';
 import type { TreeNode } from '../../client';
 
@@ -29,7 +29,7 @@ const TESTERS = ['tiling_tester', 'scaling_tester', 'fractal_tester'];
 describe('the fork/join example through the CLI', () => {
   const stateDir = freshDir('fork-state');
   let dev: DevProcess | undefined;
-  const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+  const cli = (...args: string[]) => batonInProcess(['--state-dir', stateDir, ...args], childEnv());
   let run: CommandResult;
   let threadId = '';
 

@@ -26,6 +26,7 @@ import {
   startDev,
   waitFor,
   type DevProcess,
+  batonInProcess,
 } from './cli-process';
 
 const RELOAD_TIMEOUT_MS = 15_000;
@@ -75,7 +76,7 @@ describe('providers through the CLI: baton dev and baton worker with BATON_PROVI
   describe('baton dev', () => {
     const stateDir = freshDir('providers-state');
     let dev: DevProcess | undefined;
-    const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+    const cli = (...args: string[]) => batonInProcess(['--state-dir', stateDir, ...args], childEnv());
 
     before(async () => {
       dev = await startDev({

@@ -15,7 +15,6 @@ import { DEFAULT_ARC_DATA_DIR } from '../../worker/config';
 import { uniqueTaskQueue } from '../../testing/test-env';
 import {
   ROOT,
-  baton,
   childEnv,
   describeRun,
   env,
@@ -27,6 +26,7 @@ import {
   type CommandResult,
   type DevProcess,
   problemsInTree,
+  batonInProcess,
 } from './cli-process';
 import type { TreeNode as ClientTreeNode } from '../../client';
 
@@ -89,7 +89,7 @@ describe('the ARC team through the CLI, with `baton dev --agents agents` on the 
   const stateDir = freshDir('team-state');
   let dev: DevProcess | undefined;
   /** Commands find the stack through stack.json, as a user's do. */
-  const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+  const cli = (...args: string[]) => batonInProcess(['--state-dir', stateDir, ...args], childEnv());
   let run: CommandResult;
   let threadId = '';
 

@@ -10,7 +10,7 @@ import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile } from '../../worker/agents';
-import { baton, describeRun, parseJson, stackEnv, waitFor } from './cli-process';
+import { describeRun, parseJson, stackEnv, waitFor, batonInProcess } from './cli-process';
 
 const watcher = parseAgentFile(
   '---\nname: watcher\ndescription: Waits for the night.\n---\nYou watch.\n',
@@ -28,7 +28,7 @@ agents:
 );
 
 let harness: AgentHarness;
-const cli = (...args: string[]) => baton(args, stackEnv({ BATON_TASK_QUEUE: harness.taskQueue }));
+const cli = (...args: string[]) => batonInProcess(args, stackEnv({ BATON_TASK_QUEUE: harness.taskQueue }));
 
 before(async () => {
   harness = await startTestHarness('wait-cli', { agents: new Map([['watcher', watcher]]), script });

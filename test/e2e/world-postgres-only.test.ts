@@ -6,11 +6,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { baton, childEnv, describeRun, env, freshDir, parseJson } from './cli-process';
+import { baton, childEnv, describeRun, env, freshDir, parseJson, batonInProcess } from './cli-process';
 
 /** Postgres only: no TEMPORAL_ADDRESS, and a state directory with no stack file. */
 function postgresOnly(stateDir: string) {
-  return (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv({ DATABASE_URL: env.databaseUrl }));
+  return (...args: string[]) =>
+    batonInProcess(['--state-dir', stateDir, ...args], childEnv({ DATABASE_URL: env.databaseUrl }));
 }
 
 test('baton world: get, set, unset, import and dir work with DATABASE_URL and no Temporal server', async () => {

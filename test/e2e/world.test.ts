@@ -10,7 +10,16 @@ import { after, before, describe, test } from 'node:test';
 import YAML from 'yaml';
 import type { ScriptedModelLogEntry } from '../../scripted-model';
 import { uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
-import { baton, childEnv, describeRun, freshDir, parseJson, stackEnv, startDev, type DevProcess } from './cli-process';
+import {
+  childEnv,
+  describeRun,
+  freshDir,
+  parseJson,
+  stackEnv,
+  startDev,
+  type DevProcess,
+  batonInProcess,
+} from './cli-process';
 
 const SCRIPT = {
   agents: {
@@ -27,7 +36,7 @@ describe('worlds through the CLI, with `baton dev` on the test stack', () => {
   const freshWorld = () => `w${uniqueThreadId('x').split('-')[1]}`;
   const world = freshWorld();
   let dev: DevProcess | undefined;
-  const cli = (...args: string[]) => baton(['--state-dir', stateDir, ...args], childEnv());
+  const cli = (...args: string[]) => batonInProcess(['--state-dir', stateDir, ...args], childEnv());
 
   function requests(thread: string): ScriptedModelLogEntry[] {
     return fs
