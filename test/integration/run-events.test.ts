@@ -4,7 +4,7 @@
  * leaves mid-turn and comes back with `since` (or whose connection Postgres drops) gets exactly the rest; streamed
  * deltas add up to the stored reply; a worker that does not stream produces the same stored events; approvals,
  * questions, waits, env writes and refused writes have their events. (A worker SIGKILLed mid-stream:
- * test/chaos/stream-worker-kill.test.ts.)
+ * test/chaos/worker-kill.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

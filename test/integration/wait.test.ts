@@ -2,7 +2,7 @@
  * The `wait` tool (issue 16, durable timers for agents) on the real dev server: a short wait resumes on its timer; a
  * human message or a wake ends a long one early; the thread's status and the Web UI's current details say what it
  * waits for; a delegated agent's wait is woken through the root thread; waits beyond the world's limit and bad
- * arguments get clear errors and wait not at all. (A worker killed mid-wait: test/chaos/wait-worker-kill.test.ts.)
+ * arguments get clear errors and wait not at all. (A worker killed mid-wait: test/chaos/worker-kill.test.ts.)
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
