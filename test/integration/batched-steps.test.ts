@@ -40,8 +40,13 @@ const agents: AgentRegistry = new Map([
   ['aide', parseAgentFile('---\nname: aide\ndescription: Test agent aide.\n---\nYou are aide.\n', 'aide.md')] as const,
 ]);
 
-/** Longer than a workflow task's timeout (10 s): the batch must keep its task alive. */
-const SLOW_CALL_MS = 12_000;
+/**
+ * Longer than the thread's workflow task timeout (THREAD_TASK_TIMEOUT_MS, 5 s) by 2 s: without the SDK's renewal at 80%
+ * of it (4 s) the task would time out at 5 s, while the batch still holds it, and the history would show it; with the
+ * renewal, the task completes once (at 4 s) and a new one carries on. One renewal is what the test checks, so 7 s
+ * proves what a longer call would, a few seconds sooner.
+ */
+const SLOW_CALL_MS = 7_000;
 
 const script = parseScript(
   `

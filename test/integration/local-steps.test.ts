@@ -40,8 +40,14 @@ const agents: AgentRegistry = new Map([
   agent('helper'),
 ]);
 
-/** Longer than a workflow task's timeout (10 s): the local call must keep its task alive. */
-const SLOW_CALL_MS = 12_000;
+/**
+ * Longer than the thread's workflow task timeout (THREAD_TASK_TIMEOUT_MS, 5 s) by 2 s: without the SDK's renewal at 80%
+ * of it (4 s) the task would time out at 5 s, while the local call still holds it, and the history would show it; with the
+ * renewal, the task completes once (at 4 s) and a new one carries on. One renewal is what the test checks, so 7 s
+ * proves what a longer call would, a few seconds sooner; the status query, answered at that renewal, still comes about
+ * 3 s before the reply.
+ */
+const SLOW_CALL_MS = 7_000;
 
 const script = parseScript(
   `
