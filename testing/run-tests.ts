@@ -1,11 +1,13 @@
 /**
  * `npm test`: boots the stack once (a Temporal dev server and Postgres, as docs/architecture.md §6 resolves them),
  * creates a fresh database, bundles the workflows once, runs the suites with Node's test runner, and tears everything
- * down.
+ * down. Which files a tier runs is testing/test-tiers.ts; what a run's counts mean, testing/test-report.ts.
  *
- *   npm test                      every suite
- *   npm test -- unit replay       some suites
- *   npm test -- test/e2e/x.test.ts  some files
+ *   npm test                      every file but the campaigns
+ *   npm run test:quick            the pure unit and replay files: no servers, no processes (`--tier quick`)
+ *   npm run test:campaign         the campaigns: a chaos round in each step mode (`--tier campaign`)
+ *   npm test -- unit replay       some suites (of the tier)
+ *   npm test -- test/e2e/x.test.ts  some files (any tier's)
  *   npm test -- test/e2e/x.test.ts --test-name-pattern "<regex>"
  *                                 only the tests whose name matches (node's own filter; repeatable): runs one test
  *                                 alone, with its file's hooks, to prove it does not lean on an earlier test
@@ -16,91 +18,103 @@ import os from 'node:os';
 import path from 'node:path';
 import { resolveTemporalServerBinaries } from '../stack/temporal-server-binaries';
 import { isCi } from './ci';
+import { judgeRun, mergeCounts, slowestFilesTable, type TestCounts } from './test-report';
 import { ensureSystemTools } from './system-tools';
 import { startTestStack, type TestStack } from './test-stack';
+import {
+  needsStack,
+  selectTestFiles,
+  TestSelectionError,
+  testGroups,
+  TIERS,
+  type TestGroup,
+  type Tier,
+} from './test-tiers';
 
 const ROOT = path.resolve(__dirname, '..');
-const SUITES = ['unit', 'integration', 'replay', 'e2e', 'chaos'] as const;
-/** Suites that run without servers (replay tests replay recorded histories in-process). */
-const STACKLESS_SUITES = ['unit', 'replay'];
 const log = (line: string) => process.stderr.write(`[npm test] ${line}\n`);
 
-function testFiles(args: string[]): string[] {
-  const selected = args.length > 0 ? args : [...SUITES];
-  const files: string[] = [];
-  for (const arg of selected) {
-    if ((SUITES as readonly string[]).includes(arg)) {
-      const dir = path.join(ROOT, 'test', arg);
-      if (fs.existsSync(dir)) files.push(...walk(dir).filter((file) => file.endsWith('.test.ts')));
-    } else if (fs.existsSync(arg) && fs.statSync(arg).isDirectory()) {
-      files.push(...walk(path.resolve(arg)).filter((file) => file.endsWith('.test.ts')));
-    } else if (fs.existsSync(arg)) {
-      files.push(path.resolve(arg));
-    } else {
-      throw new Error(`'${arg}' is neither a suite (${SUITES.join(', ')}) nor a test file`);
-    }
-  }
-  if (files.length === 0) throw new Error(`no test files found for: ${selected.join(' ')}`);
-  return files.sort();
-}
+/** Per test: the quick tier's pure code answers in seconds; a stack test may wait out minutes of timeouts. */
+const TEST_TIMEOUT_MS: Record<Tier, number> = { quick: 30_000, default: 300_000, campaign: 600_000 };
 
-/** What the command line asks for: suites or files, and the test-name filters passed on to `node --test`. */
-function parseArgs(args: readonly string[]): { selections: string[]; namePatterns: string[] } {
+/** What the command line asks for: a tier, suites or files, and the test-name filters passed on to `node --test`. */
+function parseArgs(args: readonly string[]): { tier: Tier; selections: string[]; namePatterns: string[] } {
   const selections: string[] = [];
   const namePatterns: string[] = [];
+  let tier: Tier = 'default';
+  const valueOf = (option: string, index: number): string => {
+    const arg = args[index] ?? '';
+    const value = arg.startsWith(`${option}=`) ? arg.slice(option.length + 1) : args[index + 1];
+    if (value === undefined || value === '') throw new TestSelectionError(`${option} needs a value`);
+    return value;
+  };
   for (let index = 0; index < args.length; index += 1) {
     const arg = args[index] ?? '';
-    if (arg === '--test-name-pattern') {
-      const pattern = args[index + 1];
-      if (pattern === undefined || pattern === '') throw new Error('--test-name-pattern needs a regular expression');
-      namePatterns.push(pattern);
-      index += 1;
-    } else if (arg.startsWith('--test-name-pattern=')) {
-      const pattern = arg.slice('--test-name-pattern='.length);
-      if (pattern === '') throw new Error('--test-name-pattern needs a regular expression');
-      namePatterns.push(pattern);
+    if (arg === '--test-name-pattern' || arg.startsWith('--test-name-pattern=')) {
+      namePatterns.push(valueOf('--test-name-pattern', index));
+      if (arg === '--test-name-pattern') index += 1;
+    } else if (arg === '--tier' || arg.startsWith('--tier=')) {
+      const value = valueOf('--tier', index);
+      if (!(TIERS as readonly string[]).includes(value)) {
+        throw new TestSelectionError(`--tier takes ${TIERS.join(', ')}, got '${value}'`);
+      }
+      tier = value as Tier;
+      if (arg === '--tier') index += 1;
     } else if (arg.startsWith('-')) {
-      throw new Error(`unknown option '${arg}': npm test takes suites, files and --test-name-pattern <regex>`);
+      throw new TestSelectionError(
+        `unknown option '${arg}': npm test takes suites, files, --tier <${TIERS.join('|')}> and --test-name-pattern <regex>`,
+      );
     } else {
-      selections.push(arg);
+      selections.push(path.isAbsolute(arg) ? path.relative(ROOT, arg) : path.relative(ROOT, path.resolve(arg)));
     }
   }
-  return { selections, namePatterns };
+  return { tier, selections, namePatterns };
 }
 
-function walk(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const full = path.join(dir, entry.name);
-    return entry.isDirectory() ? walk(full) : [full];
-  });
+/** Every `*.test.ts` file under `test/`, relative to the root with `/` separators. */
+function allTestFiles(): string[] {
+  const walk = (dir: string): string[] =>
+    fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+      const full = path.join(dir, entry.name);
+      return entry.isDirectory() ? walk(full) : [full];
+    });
+  return walk(path.join(ROOT, 'test'))
+    .filter((file) => file.endsWith('.test.ts'))
+    .map((file) => path.relative(ROOT, file).split(path.sep).join('/'));
 }
 
 async function main(): Promise<number> {
-  const { selections, namePatterns } = parseArgs(process.argv.slice(2));
-  const files = testFiles(selections);
+  const { tier, selections, namePatterns } = parseArgs(process.argv.slice(2));
+  const { files, leftOut } = selectTestFiles(allTestFiles(), tier, selections);
   // The system tools these files need (bubblewrap, Chromium, tmux…), installed before anything boots when missing
-  // (testing/system-tools.ts).
-  if (!(await ensureSystemTools(files, { log }))) return 1;
-  const needsStack = files.some(
-    (file) => !STACKLESS_SUITES.some((suite) => file.includes(`${path.sep}test${path.sep}${suite}${path.sep}`)),
-  );
+  // (testing/system-tools.ts); the quick tier needs none and never installs.
+  if (tier !== 'quick' && !(await ensureSystemTools(files, { log }))) return 1;
+  if (leftOut.length > 0) {
+    const runsThem = tier === 'default' ? 'npm run test:campaign' : 'npm test';
+    log(`${leftOut.length} files are not in the ${tier} tier (${runsThem} runs them): ${leftOut.join(', ')}`);
+  }
   const env: Record<string, string | undefined> = { ...process.env };
   const started = Date.now();
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-test-counts-'));
   let stack: TestStack | undefined;
   try {
-    if (needsStack) {
+    if (needsStack(files)) {
       stack = await startTestStack(ROOT, process.env, log);
       Object.assign(env, stack.variables);
       await prebuildTemporalServer(files);
       log(`stack ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
     } else {
-      log(`running ${files.length} test files (no stack needed)`);
+      log(`running ${files.length} ${tier === 'quick' ? 'quick ' : ''}test files (no stack needed)`);
     }
-    const countsFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'baton-test-counts-')), 'counts.json');
-    const code = await runNodeTests(files, namePatterns, env, countsFile);
-    return checkCounts(code, countsFile);
+    const groups = testGroups(files);
+    const results = await Promise.all(
+      groups.map((group) => runGroup(group, { tier, namePatterns, env, scratch, alone: groups.length === 1 })),
+    );
+    const code = results.find((result) => result.code !== 0)?.code ?? 0;
+    return report(code, results);
   } finally {
     await stack?.stop();
+    fs.rmSync(scratch, { recursive: true, force: true });
     log(`done in ${((Date.now() - started) / 1000).toFixed(1)}s`);
   }
 }
@@ -120,51 +134,49 @@ async function prebuildTemporalServer(files: readonly string[]): Promise<void> {
   }
 }
 
-/** What the counting reporter saw (testing/count-reporter.ts). */
-interface TestCounts {
-  executed: number;
-  skipped: number;
-  todo: number;
-  failed: number;
-  /** Test files whose every test skipped. */
-  onlySkipped: string[];
+/** One `node --test` process's outcome: its exit code and its counts file. */
+interface GroupResult {
+  readonly group: TestGroup;
+  readonly code: number;
+  readonly countsFile: string;
+}
+
+/** Prints the slowest files and the counts, and turns them into the run's exit code. */
+function report(code: number, results: readonly GroupResult[]): number {
+  const parts: TestCounts[] = [];
+  for (const { group, countsFile } of results) {
+    try {
+      parts.push(JSON.parse(fs.readFileSync(countsFile, 'utf8')) as TestCounts);
+    } catch (error) {
+      log(`could not read the ${group.name} test counts (${error instanceof Error ? error.message : String(error)})`);
+      return code === 0 ? 1 : code;
+    }
+  }
+  const counts = mergeCounts(parts);
+  for (const line of slowestFilesTable(counts.files, ROOT)) log(line);
+  const verdict = judgeRun(counts, { ci: isCi(), root: ROOT });
+  for (const line of verdict.lines) log(line);
+  return verdict.ok || code !== 0 ? code : 1;
 }
 
 /**
- * A run in which nothing was tested fails, whatever the runner's exit code: zero tests executed, or every one
- * skipped (a suite whose dependency is missing must not pass as a row of skips). Under CI, so does a run in which one
- * test file skipped every test: a browser suite without its browser, say.
+ * Runs one group's files in a `node --test` process. Of groups running at once, the first writes to this terminal
+ * as it goes; the others' reports are kept and printed whole when they end, so two reports never interleave.
  */
-function checkCounts(code: number, countsFile: string): number {
-  let counts: TestCounts;
-  try {
-    counts = JSON.parse(fs.readFileSync(countsFile, 'utf8')) as TestCounts;
-  } catch (error) {
-    log(`could not read the test counts (${error instanceof Error ? error.message : String(error)})`);
-    return code === 0 ? 1 : code;
-  } finally {
-    fs.rmSync(path.dirname(countsFile), { recursive: true, force: true });
-  }
-  log(`${counts.executed} tests executed, ${counts.skipped} skipped, ${counts.todo} todo, ${counts.failed} failed`);
-  if (counts.executed === 0) {
-    log(counts.skipped > 0 ? 'every test was skipped: nothing was tested' : 'no test was executed');
-    return code === 0 ? 1 : code;
-  }
-  const skippedFiles = counts.onlySkipped.map((file) => path.relative(ROOT, file));
-  if (isCi() && skippedFiles.length > 0) {
-    log(`under CI every test of a file was skipped, which fails the run: ${skippedFiles.join(', ')}`);
-    return code === 0 ? 1 : code;
-  }
-  if (skippedFiles.length > 0) log(`every test was skipped in: ${skippedFiles.join(', ')}`);
-  return code;
-}
-
-function runNodeTests(
-  files: string[],
-  namePatterns: readonly string[],
-  env: Record<string, string | undefined>,
-  countsFile: string,
-): Promise<number> {
+function runGroup(
+  group: TestGroup,
+  options: {
+    tier: Tier;
+    namePatterns: readonly string[];
+    env: Record<string, string | undefined>;
+    scratch: string;
+    alone: boolean;
+  },
+): Promise<GroupResult> {
+  const { tier, namePatterns, env, scratch, alone } = options;
+  const countsFile = path.join(scratch, `${group.name}-counts.json`);
+  const reportFile = path.join(scratch, `${group.name}-report.txt`);
+  const live = alone || group.name === 'main';
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -173,18 +185,25 @@ function runNodeTests(
         'tsx',
         '--require',
         './testing/test-setup.cjs',
+        // The quick tier promises no child processes: one fails its test.
+        ...(tier === 'quick' ? ['--require', './testing/no-child-processes.cjs'] : []),
         '--test',
-        '--test-concurrency=2',
-        '--test-timeout=300000',
+        `--test-concurrency=${group.concurrency}`,
+        `--test-timeout=${TEST_TIMEOUT_MS[tier]}`,
         `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`,
-        '--test-reporter-destination=stdout',
+        `--test-reporter-destination=${live ? 'stdout' : reportFile}`,
         `--test-reporter=${path.join(ROOT, 'testing', 'count-reporter.mjs')}`,
         `--test-reporter-destination=${countsFile}`,
         ...namePatterns.map((pattern) => `--test-name-pattern=${pattern}`),
-        ...files,
+        ...group.files,
       ],
       { cwd: ROOT, env, stdio: 'inherit' },
     );
+    if (!alone) {
+      log(
+        `${group.name} group: ${group.files.length} files, ${group.concurrency} at a time${live ? '' : ' (its report follows when it ends)'}`,
+      );
+    }
     const forward = (signal: NodeJS.Signals) => child.kill(signal);
     process.on('SIGINT', forward);
     process.on('SIGTERM', forward);
@@ -192,7 +211,11 @@ function runNodeTests(
     child.on('exit', (code, signal) => {
       process.off('SIGINT', forward);
       process.off('SIGTERM', forward);
-      resolve(code ?? (signal ? 1 : 0));
+      if (!live && fs.existsSync(reportFile)) {
+        log(`the ${group.name} group's report:`);
+        process.stdout.write(fs.readFileSync(reportFile));
+      }
+      resolve({ group, code: code ?? (signal ? 1 : 0), countsFile });
     });
   });
 }
@@ -202,7 +225,8 @@ main().then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    log(`could not run the tests: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    if (error instanceof TestSelectionError) log(error.message);
+    else log(`could not run the tests: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     process.exitCode = 1;
   },
 );

@@ -37,5 +37,10 @@ test('ci: the count reporter names each test file whose every test skipped (unde
     todo: 0,
     failed: 1,
     onlySkipped: ['/t/browser.test.ts'],
+    skips: [
+      { file: '/t/browser.test.ts', name: 'needs a browser', reason: 'no Chromium' },
+      { file: '/t/mixed.test.ts', name: 'skips', reason: true },
+    ],
+    files: [],
   });
 });
