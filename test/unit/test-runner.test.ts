@@ -14,6 +14,7 @@ import {
 } from '../../testing/test-report';
 import {
   CAMPAIGN_FILES,
+  CPU_CONCURRENCY,
   IDLE_BOUND,
   IDLE_CONCURRENCY,
   needsStack,
@@ -237,7 +238,7 @@ test('tiers: idle-bound kill files run in a group of their own, at a higher conc
           'test/unit/bounded-map.test.ts',
           'test/unit/shell-tool.test.ts',
         ],
-        2,
+        CPU_CONCURRENCY,
       ],
       ['idle', ['test/chaos/worker-kill.test.ts'], IDLE_CONCURRENCY],
     ],
