@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { readTestEnv, uniqueTaskQueue } from '../../testing/test-env';
 import { startWorkerProcess } from '../../testing/worker-process';
 import { workflowBundleProblem } from '../../worker/workflow-bundle';
-import { baton, describeRun, parseJson, stackEnv } from './cli-process';
+import { baton, describeRun, parseJson, stackEnv, writeStaleBundle } from './cli-process';
 
 test('baton bundle writes the workflow bundle and reports it as JSON', async () => {
   const dir = fs.mkdtempSync(path.join(readTestEnv().stateDir, 'bundle-'));
@@ -41,19 +41,9 @@ test('a worker starts from a bundle of its own sources and refuses a stale one, 
   });
   await worker.kill();
 
-  // The same bundle, as if built before workflows/thread.ts last changed: its source map carries the older text.
-  const code = fs.readFileSync(file, 'utf8');
-  const marker = 'base64,';
-  const at = code.lastIndexOf(marker) + marker.length;
-  const map = JSON.parse(Buffer.from(code.slice(at).trimEnd(), 'base64').toString()) as {
-    sources: string[];
-    sourcesContent: string[];
-  };
-  const thread = map.sources.findIndex((source) => source.endsWith('/workflows/thread.ts'));
-  assert.ok(thread >= 0, 'the bundle names workflows/thread.ts among its sources');
-  map.sourcesContent[thread] += '// an older version\n';
+  // The same bundle, as if built before workflows/thread.ts last changed.
   const stale = path.join(dir, 'stale.js');
-  fs.writeFileSync(stale, code.slice(0, at) + Buffer.from(JSON.stringify(map)).toString('base64') + '\n');
+  writeStaleBundle(file, stale);
   const refused = await baton(['worker'], stackEnv({ ...workerEnv, BATON_WORKFLOW_BUNDLE: stale }));
   assert.equal(refused.code, 1, describeRun(refused));
   assert.match(

@@ -173,6 +173,24 @@ export async function batonInProcess(
   return { code, signal: null, stdout, stderr };
 }
 
+/**
+ * Writes to `target` the workflow bundle at `source` as if built before workflows/thread.ts last changed: its source
+ * map carries an older text of that file, which the bundle check compares with the worker's own sources.
+ */
+export function writeStaleBundle(source: string, target: string): void {
+  const code = fs.readFileSync(source, 'utf8');
+  const marker = 'base64,';
+  const at = code.lastIndexOf(marker) + marker.length;
+  const map = JSON.parse(Buffer.from(code.slice(at).trimEnd(), 'base64').toString()) as {
+    sources: string[];
+    sourcesContent: string[];
+  };
+  const thread = map.sources.findIndex((file) => file.endsWith('/workflows/thread.ts'));
+  assert.ok(thread >= 0, 'the bundle names workflows/thread.ts among its sources');
+  map.sourcesContent[thread] += '// an older version\n';
+  fs.writeFileSync(target, code.slice(0, at) + Buffer.from(JSON.stringify(map)).toString('base64') + '\n');
+}
+
 /** Runs one `baton …` command to completion; SIGKILLs it and fails when it outlives `timeoutMs`. */
 export function baton(
   args: readonly string[],

@@ -23,6 +23,7 @@ import {
   parseJson,
   stackEnv,
   startDev,
+  writeStaleBundle,
   type DevProcess,
 } from './cli-process';
 
@@ -174,18 +175,9 @@ test('cli: dev refuses a BATON_WORKFLOW_BUNDLE built from other sources, naming 
   const stateDir = freshDir('stale-bundle-state');
   const agentsDir = freshDir('stale-bundle-agents');
   writeAgentsDir(agentsDir);
-  // The run's bundle, as if built before workflows/thread.ts last changed: its source map carries the older text.
-  const code = fs.readFileSync(env.workflowBundlePath, 'utf8');
-  const at = code.lastIndexOf('base64,') + 'base64,'.length;
-  const map = JSON.parse(Buffer.from(code.slice(at).trimEnd(), 'base64').toString()) as {
-    sources: string[];
-    sourcesContent: string[];
-  };
-  const thread = map.sources.findIndex((source) => source.endsWith('/workflows/thread.ts'));
-  assert.ok(thread >= 0, 'the bundle names workflows/thread.ts among its sources');
-  map.sourcesContent[thread] += '// an older version\n';
+  // The run's bundle, as if built before workflows/thread.ts last changed.
   const stale = path.join(stateDir, 'stale.js');
-  fs.writeFileSync(stale, code.slice(0, at) + Buffer.from(JSON.stringify(map)).toString('base64') + '\n');
+  writeStaleBundle(env.workflowBundlePath, stale);
 
   const result = await baton(
     ['--state-dir', stateDir, 'dev', '--agents', agentsDir, '--task-queue', uniqueTaskQueue('cli-stale')],
