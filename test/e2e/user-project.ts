@@ -200,7 +200,7 @@ export async function createUserProject(tarball: string): Promise<string> {
       '--no-audit',
       '--no-fund',
       '--prefer-offline',
-      // npm 11's `allowScripts: false` only reports a script it would run; this runs none.
+      // Whatever npm reads of `allowScripts` (only npm 11 does), this runs no dependency's script.
       '--ignore-scripts',
       tarball,
       versioned('zod'),
