@@ -12,6 +12,7 @@ import {
   checkWorldName,
   connect,
   connectWorlds,
+  findConnection,
   OVERLAP_POLICIES,
   type BatonClient,
   type OverlapPolicy,
@@ -82,7 +83,7 @@ import {
   startMcpHttpServer,
 } from '../mcp-server';
 import { runSetupFromEnv, runWorkerFromEnv, writeWorkflowBundle } from '../worker/main';
-import { checkConnectionVariables, readDecisionKey, runningStackDecisionKey } from '../worker/config';
+import { checkConnectionVariables } from '../worker/config';
 import { installRuntime, parseLogLevel } from '../worker/runtime';
 import { formatMcpServers, mcpServerJson, startMcpServers } from '../worker/mcp';
 
@@ -170,61 +171,19 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
   }
 
   /**
-   * Where the Temporal server, task queue and Baton's database are: the environment first (`TEMPORAL_ADDRESS`, with
-   * `DATABASE_URL` for commands that read Postgres), else the running `baton dev`. Decisions are signed with
-   * `BATON_DECISION_KEY` (or `BATON_DECISION_KEY_FILE`), else with the token of the running `baton dev` when that is
-   * where the commands go (found through its stack.json, or on the Temporal server `TEMPORAL_ADDRESS` names).
+   * Where the commands go, as `connect()` finds it (client/find-connection.ts): the environment first
+   * (`TEMPORAL_ADDRESS`, with `DATABASE_URL` for commands that read Postgres), else the `baton dev` running from
+   * `--state-dir`; decisions signed with `BATON_DECISION_KEY`, else with that `baton dev`'s token.
    */
   function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
-    const env = io.env;
-    checkConnectionVariables(env);
-    const configuredKey = readDecisionKey(env, io.cwd);
-    if (env.TEMPORAL_ADDRESS) {
-      if (needs.database && !env.DATABASE_URL) {
-        throw new CliError("this command reads Baton's database: set DATABASE_URL as well as TEMPORAL_ADDRESS");
-      }
-      return {
-        address: env.TEMPORAL_ADDRESS,
-        namespace: env.TEMPORAL_NAMESPACE || 'default',
-        taskQueue: env.BATON_TASK_QUEUE || 'baton',
-        ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
-        ...scheduleMinimum(),
-        ...decisionKeyOption(configuredKey ?? localStackKey(env.TEMPORAL_ADDRESS, env.TEMPORAL_NAMESPACE || 'default')),
-      };
-    }
-    const stack = readStackFile(stateDirPath());
-    if (!stack) {
-      throw new CliError(
-        `no Baton stack is running (no live ${path.join(globals().stateDir, 'stack.json')}): start one with \`baton dev\`, or set TEMPORAL_ADDRESS`,
-      );
-    }
-    return {
-      address: stack.temporalAddress,
-      namespace: stack.namespace,
-      taskQueue: stack.taskQueue,
-      databaseUrl: stack.databaseUrl,
-      ...scheduleMinimum(),
-      ...decisionKeyOption(configuredKey ?? runningStackDecisionKey(stateDirPath())),
-    };
-  }
-
-  function decisionKeyOption(key: { key: string } | undefined): Pick<ConnectOptions, 'decisionKey'> {
-    return key === undefined ? {} : { decisionKey: key.key };
-  }
-
-  /**
-   * The decision key of the `baton dev` of the state directory when it runs on `address` and `namespace` (a stack
-   * started with `TEMPORAL_ADDRESS`, and commands in the same shell): its worker checks decisions with it.
-   */
-  function localStackKey(address: string, namespace: string): { key: string } | undefined {
-    let stack: ReturnType<typeof readStackFile>;
-    try {
-      stack = readStackFile(stateDirPath());
-    } catch {
-      return undefined; // a stack file that cannot be read is no stack here; the commands go where the variables say
-    }
-    if (stack?.temporalAddress !== address || stack.namespace !== namespace) return undefined;
-    return runningStackDecisionKey(stateDirPath());
+    // `source` is for a person reading `connectedVia`; the commands name where they went only when it fails.
+    const { source: _source, ...found } = findConnection({
+      env: io.env,
+      cwd: io.cwd,
+      stateDir: globals().stateDir,
+      needsDatabase: needs.database === true,
+    });
+    return { ...found, ...scheduleMinimum() };
   }
 
   /**
@@ -1259,7 +1218,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
         value: io.env.BATON_EXPLORER_TOKEN,
       });
       const connection = connectOptions({ database: true });
-      const stack = io.env.TEMPORAL_ADDRESS ? undefined : readStackFile(globals().stateDir);
+      const stack = io.env.TEMPORAL_ADDRESS ? undefined : readStackFile(stateDirPath());
       const uiUrl = options.uiUrl ?? (io.env.TEMPORAL_UI_URL || stack?.uiUrl);
       const warning = exposedHostWarning(options.host);
       if (warning) io.stderr.write(`baton: ${warning}\n`);

@@ -51,6 +51,7 @@ import type {
 } from '../common/types';
 import type { AnswerQuestionInput, DecideApprovalInput, DecideApprovalResult, DelegationLimits } from '../common/types';
 import { createPool } from '../db/pool';
+import { findConnection, type FoundConnection } from './find-connection';
 import fs from 'node:fs';
 import path from 'node:path';
 import { EnvTextError, envTextProblem, parseEnvText, setEnvVariables, unsetEnvVariable } from '../common/env-text';
@@ -107,6 +108,7 @@ import {
 import { ThreadEvents, type ThreadEventsOptions } from './thread-events';
 
 export { BatonClientError } from './errors';
+export { findConnection, type FindConnectionOptions, type FoundConnection } from './find-connection';
 export type { Watcher, WatchChange, WatchSpec, WatcherStatus, WatcherOrigin } from '../common/watchers';
 export type { WakeupRow } from '../db/watchers';
 export type { FeedWatch } from './feed-watch';
@@ -267,11 +269,18 @@ export class BatonClient {
     private readonly pool: Pool | undefined,
     /** Where `pool` connects; env watches open a connection of their own there, since LISTEN holds it. */
     private readonly databaseUrl?: string,
-    options: { scheduleMinimumIntervalSeconds?: number; decisionKey?: string } = {},
+    options: { scheduleMinimumIntervalSeconds?: number; decisionKey?: string; connectedVia?: string } = {},
   ) {
     this.schedules = new Schedules(temporal, taskQueue, () => this.database(), options.scheduleMinimumIntervalSeconds);
     this.#decisionKey = options.decisionKey;
+    this.connectedVia = options.connectedVia ?? 'the options given';
   }
+
+  /**
+   * Where this client's settings came from: `connect()` without options says whether it used `TEMPORAL_ADDRESS` or
+   * which running `baton dev` (see {@link findConnection}).
+   */
+  readonly connectedVia: string;
 
   /** Truly private (not a property anything can read or serialise): it signs decisions. */
   readonly #decisionKey: string | undefined;
@@ -1356,10 +1365,16 @@ export class ThreadHandle {
 }
 
 /**
- * Connects to Temporal and returns a Baton client.
- * @throws BatonClientError for a `decisionKey` that cannot be a key (shorter than 32 characters, say).
+ * Connects to Temporal and returns a Baton client. With no options it finds where Baton runs as the CLI does
+ * ({@link findConnection}): `TEMPORAL_ADDRESS` (with `TEMPORAL_NAMESPACE`, `BATON_TASK_QUEUE`, `DATABASE_URL`,
+ * `BATON_DECISION_KEY`), else the `baton dev` running from `.baton` in the working directory; `connectedVia` on the
+ * client says which.
+ * @throws BatonClientError for a `decisionKey` that cannot be a key (shorter than 32 characters, say), or, with no
+ *   options, when neither the environment nor a running `baton dev` says where Baton runs.
  */
-export async function connect(options: ConnectOptions): Promise<BatonClient> {
+export async function connect(given?: ConnectOptions): Promise<BatonClient> {
+  const found = given === undefined ? findConnection() : undefined;
+  const options: ConnectOptions = given ?? (found as FoundConnection);
   if (options.decisionKey !== undefined) {
     const problem = accessTokenProblem(options.decisionKey);
     if (problem !== undefined) throw new BatonClientError(`decisionKey ${problem}`);
@@ -1380,6 +1395,7 @@ export async function connect(options: ConnectOptions): Promise<BatonClient> {
         ? {}
         : { scheduleMinimumIntervalSeconds: options.scheduleMinimumIntervalSeconds }),
       ...(options.decisionKey === undefined ? {} : { decisionKey: options.decisionKey }),
+      connectedVia: found?.source ?? `the options given (${options.address})`,
     },
   );
 }

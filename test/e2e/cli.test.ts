@@ -3,8 +3,10 @@
  * (`TEMPORAL_ADDRESS`/`DATABASE_URL` point `baton dev` at it, so it starts no servers of its own).
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import YAML from 'yaml';
 import { summarizeArcTask } from '../../dev/demo-check';
@@ -14,6 +16,7 @@ import {
   ROOT,
   STACK_UP_TIMEOUT_MS,
   SIGINT_GRACE_MS,
+  COMMAND_TIMEOUT_MS,
   baton,
   childEnv,
   describeRun,
@@ -44,7 +47,9 @@ function writeAgentsDir(dir: string): void {
 }
 
 describe('with `baton dev` running on the test stack', () => {
-  const stateDir = freshDir('dev-state');
+  /** A project's `.baton`, where `connect()` with no options looks from the project's directory. */
+  const projectDir = freshDir('dev-project');
+  const stateDir = path.join(projectDir, '.baton');
   const agentsDir = freshDir('dev-agents');
   const stackFile = path.join(stateDir, 'stack.json');
   const taskQueue = uniqueTaskQueue('cli');
@@ -90,6 +95,39 @@ describe('with `baton dev` running on the test stack', () => {
     assert.equal(output.reply, SCRIPTED_REPLY);
     assert.equal(output.status, 'completed');
     assert.equal(output.turn, 1);
+  });
+
+  test('sdk: connect() with no options finds the baton dev of the working directory and says so', async () => {
+    // A program as a user writes it, run from the project's directory with no Baton variable set.
+    const program = path.join(projectDir, 'connect.ts');
+    fs.writeFileSync(
+      program,
+      [
+        `import { connect } from ${JSON.stringify(path.join(ROOT, 'index.ts'))};`,
+        'void (async () => {',
+        '  const client = await connect();',
+        '  try {',
+        "    const { result } = await client.run({ agent: 'concierge', message: 'Hello from connect()' });",
+        '    const { status, reply } = result;',
+        '    console.log(JSON.stringify({ connectedVia: client.connectedVia, status, reply }));',
+        '  } finally {',
+        '    await client.close();',
+        '  }',
+        '})();',
+        '',
+      ].join('\n'),
+    );
+    const result = await promisify(execFile)(process.execPath, ['--import', 'tsx', program], {
+      cwd: projectDir,
+      env: childEnv(),
+      timeout: COMMAND_TIMEOUT_MS,
+    });
+    const stack = JSON.parse(fs.readFileSync(stackFile, 'utf8')) as { pid: number };
+    assert.deepEqual(JSON.parse(result.stdout), {
+      connectedVia: `the baton dev in ${stateDir} (pid ${stack.pid}, Temporal at ${env.temporalAddress})`,
+      status: 'completed',
+      reply: SCRIPTED_REPLY,
+    });
   });
 
   test('cli: run without --json prints the reply text', async () => {
