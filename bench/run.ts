@@ -3,10 +3,13 @@
  * nothing shared between their timings). Names pick benchmarks (default: all, in the order below); flags go to every
  * one of them. With `--json` the output is one object keyed by benchmark name: a benchmark that prints JSON
  * contributes its object, one that prints text contributes `{ "text": … }`, one that fails `{ "error": … }` (and the
- * exit code is 1).
+ * exit code is 1); the same object, with the date, the machine, the load and the commit, is kept in
+ * `bench/results/<date>.json` (bench/results.ts).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
+import { thisMachine, writeBenchRecord, type BenchRecord } from './results';
 
 /** Benchmark names: `bench/<name>.bench.ts`. */
 const BENCHES = [
@@ -67,7 +70,29 @@ async function main(): Promise<void> {
       results[name] = { text: output };
     }
   }
-  if (json) process.stdout.write(`${JSON.stringify(results)}\n`);
+  if (!json) return;
+  process.stdout.write(`${JSON.stringify(results)}\n`);
+  const record: BenchRecord = {
+    date: new Date().toISOString(),
+    commit: checkoutCommit(),
+    machine: thisMachine(),
+    loadAverage: os.loadavg().map((load) => Math.round(load * 100) / 100),
+    flags: flags.filter((flag) => flag !== '--json'),
+    results,
+  };
+  const file = writeBenchRecord(path.join(__dirname, 'results'), record);
+  process.stderr.write(`bench: this run's record is ${path.relative(process.cwd(), file)}\n`);
+}
+
+/** The checkout's commit and whether it has uncommitted changes, or undefined where git cannot tell. */
+function checkoutCommit(): BenchRecord['commit'] {
+  const git = (args: string[]) =>
+    execFileSync('git', args, { cwd: __dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    return { sha: git(['rev-parse', 'HEAD']).trim(), dirty: git(['status', '--porcelain']).trim() !== '' };
+  } catch {
+    return undefined; // not a git checkout (an installed package), or no git
+  }
 }
 
 main().catch((error: unknown) => {
