@@ -200,6 +200,7 @@ test('the tarball holds the compiled package, its bin and run-time files, and no
   for (const expected of [
     'package.json',
     'README.md',
+    'LICENSE',
     'bin/baton.js',
     'dist/index.js',
     'dist/index.d.ts',
@@ -216,11 +217,11 @@ test('the tarball holds the compiled package, its bin and run-time files, and no
   }
   const stray = files.filter(
     (file) =>
-      !['package.json', 'README.md', 'bin/baton.js'].includes(file) &&
+      !['package.json', 'README.md', 'LICENSE', 'bin/baton.js'].includes(file) &&
       !file.startsWith('dist/') &&
       !file.startsWith('bin/'),
   );
-  assert.deepEqual(stray, [], 'only dist/, bin/, README.md and package.json');
+  assert.deepEqual(stray, [], 'only dist/, bin/, README.md, LICENSE and package.json');
   const sources = files.filter((file) => /\.ts$/.test(file) && !file.endsWith('.d.ts'));
   assert.deepEqual(sources, [], 'no TypeScript sources');
   const tests = files.filter((file) => /(^|\/)(test|bench)\//.test(file) || /\.test\./.test(file));
