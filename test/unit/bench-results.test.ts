@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { renderBenchRecord } from '../../bench/report';
 import { thisMachine, writeBenchRecord, type BenchRecord } from '../../bench/results';
 
 const record = (date: string, results: Record<string, unknown>): BenchRecord => ({
@@ -40,5 +41,50 @@ test('bench results: the machine is the one measuring', () => {
   assert.ok(
     machine.memoryGiB > 0 && Math.abs(machine.memoryGiB - os.totalmem() / 2 ** 30) < 0.1,
     `${machine.memoryGiB}`,
+  );
+});
+
+test('bench report: a record renders as where it ran, then a table per benchmark; a failed one says so', () => {
+  const markdown = renderBenchRecord(
+    {
+      ...record('2026-11-29T08:00:00.000Z', {
+        'vm-watchdog': {
+          description: 'a call into a vm context',
+          comparisons: [
+            {
+              name: 'time per call',
+              metric: 'median µs',
+              subject: { name: 'with timeout', value: 47.6 },
+              baseline: { name: 'no timeout', value: 0.7 },
+              ratio: 70.99,
+              medianPerRound: 74.55,
+            },
+          ],
+        },
+        step: { error: 'bench step ended with code 1' },
+      }),
+      machine: { cpus: 2, cpuModel: 'CPU', memoryGiB: 23.5, platform: 'Linux x64', node: 'v20.20.2' },
+    },
+    'bench/results/2026-11-29.json',
+  );
+  assert.equal(
+    markdown,
+    [
+      'Run of 2026-11-29 (`bench/results/2026-11-29.json`): `npm run bench -- --quick --json` on commit aaaaaaaaaaaa; ' +
+        '2 cores (CPU), 23.5 GiB, Linux x64, Node v20.20.2; load average 0.5 / 0.4 / 0.3 (1, 5, 15 min) as it ended.',
+      '',
+      '### `vm-watchdog`',
+      '',
+      'A call into a vm context.',
+      '',
+      '| comparison | measured | baseline, same run | ratio (median of per-round ratios) |',
+      '| --- | --- | --- | --- |',
+      '| time per call | with timeout: 47.6 (median µs) | no timeout: 0.7 (median µs) | 70.99× (74.55×) |',
+      '',
+      '### `step`',
+      '',
+      'Did not finish: bench step ended with code 1.',
+      '',
+    ].join('\n'),
   );
 });

@@ -181,7 +181,7 @@ test('dockerfile: the workflow bundle is built at image build, from the copied s
   assert.ok(bundle.index < at(/^USER node$/m), 'as root, before the image drops to the unprivileged user');
 });
 
-test('dockerfile: the worker runs with two glibc malloc arenas (measured: less memory, README "Performance")', () => {
+test('dockerfile: the worker runs with two glibc malloc arenas (measured: less memory, bench/results/history.md)', () => {
   const dockerfile = fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   assert.match(dockerfile, /^FROM node:[\w.-]+-bookworm[\w-]* AS runtime$/m, "a glibc image: the variable is glibc's");
   assert.match(dockerfile, /^ENV MALLOC_ARENA_MAX=2$/m);
