@@ -3,6 +3,8 @@
  * workflows, and local activities, which leave no scheduled event but a marker carrying their type and summary. The
  * tests of local steps read a turn's history through this.
  */
+import assert from 'node:assert/strict';
+import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
@@ -63,4 +65,16 @@ export function localActivityResults(events: readonly HistoryEvent[], type: stri
     const result = marker.details?.result?.payloads?.[0]?.data;
     return result ? [JSON.parse(Buffer.from(result).toString('utf8')) as unknown] : [];
   });
+}
+
+/** A workflow's whole history, as the server has it. */
+export async function workflowHistory(client: Client, workflowId: string): Promise<HistoryEvent[]> {
+  return (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+}
+
+/** What a thread's workflow dispatched after its opening (a local activity of its first task, checked, not the turn's). */
+export async function threadDispatches(client: Client, threadId: string): Promise<string[]> {
+  const all = turnDispatches(await workflowHistory(client, `baton/${threadId}`));
+  assert.equal(all[0], `local:ensureThread (thread: open ${threadId})`);
+  return all.slice(1);
 }

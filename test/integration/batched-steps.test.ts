@@ -17,7 +17,7 @@ import { listMessages } from '../../db/transcripts';
 import { requestsPerStep as requestsOfSteps, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
-import { localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
+import { localActivityResults, turnDispatches, threadDispatches, workflowHistory } from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const env = readTestEnv();
@@ -97,16 +97,7 @@ after(async () => {
   await harness?.close();
 });
 
-async function history(workflowId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
-  return (await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-}
-
-/** What the thread's workflow dispatched after its opening (a local activity of its first task, not the turn's). */
-async function threadDispatches(threadId: string): Promise<string[]> {
-  const all = turnDispatches(await history(`baton/${threadId}`));
-  assert.equal(all[0], `local:ensureThread (thread: open ${threadId})`);
-  return all.slice(1);
-}
+const history = (workflowId: string) => workflowHistory(harness.client.temporal, workflowId);
 
 /** The batches of a workflow's history, in order: a turn's first one, run by its `beginTurn`, and each `runSteps`. */
 function batchesOf(events: temporal.api.history.v1.IHistoryEvent[]): RunStepsResult[] {
@@ -134,7 +125,9 @@ test('batched steps: a turn of four steps is one local activity marker, its begi
   assert.equal(result.reply, 'Batched.');
   assert.equal(result.steps, 4);
   // The turn begins and runs its steps in one local activity: the workflow is called back once, with the answer.
-  assert.deepEqual(await threadDispatches(threadId), ['local:beginTurn (turn 1: batch starts, message from human)']);
+  assert.deepEqual(await threadDispatches(harness.client.temporal, threadId), [
+    'local:beginTurn (turn 1: batch starts, message from human)',
+  ]);
   assert.deepEqual(await batches(`baton/${threadId}`), [
     [
       { step: 1, ranTools: [] },
@@ -172,7 +165,7 @@ test('batched steps: a model error fails the first batch, and the batches after 
   // The first step's reply and tool result were stored by the turn's first batch (in its `beginTurn`), which met the
   // first failure; the turn's own batch met the second, and its retry found the first step stored.
   assert.deepEqual(requestsPerStep(threadId), { 1: 1, 2: 3 });
-  assert.deepEqual(await threadDispatches(threadId), [
+  assert.deepEqual(await threadDispatches(harness.client.temporal, threadId), [
     'local:beginTurn (turn 1: shaky starts, message from human)',
     'local:runSteps (steps: shaky model steps from 1)',
   ]);
@@ -229,7 +222,7 @@ test('batched steps: a batch, a delegation that leaves the task, then a batch ag
   assert.equal(result.reply, 'Led.');
   // The first batch stops at the reply that delegates; the turn's own workflow carries the delegation out and
   // batches on.
-  assert.deepEqual(await threadDispatches(threadId), [
+  assert.deepEqual(await threadDispatches(harness.client.temporal, threadId), [
     'local:beginTurn (turn 1: leader starts, message from human)',
     'child:rootTurnWorkflow',
   ]);

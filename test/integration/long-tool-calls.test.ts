@@ -15,7 +15,13 @@ import { listMessages } from '../../db/transcripts';
 import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { uniqueThreadId } from '../../testing/test-env';
-import { eventSummary, localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
+import {
+  eventSummary,
+  localActivityResults,
+  turnDispatches,
+  threadDispatches,
+  workflowHistory,
+} from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 
 const tools = [
@@ -60,16 +66,7 @@ after(async () => {
   await harness?.close();
 });
 
-async function history(workflowId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
-  return (await harness.client.temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-}
-
-/** What the thread's workflow dispatched after its opening (a local activity of its first task, not the turn's). */
-async function threadDispatches(threadId: string): Promise<string[]> {
-  const all = turnDispatches(await history(`baton/${threadId}`));
-  assert.equal(all[0], `local:ensureThread (thread: open ${threadId})`);
-  return all.slice(1);
-}
+const history = (workflowId: string) => workflowHistory(harness.client.temporal, workflowId);
 
 /** The `executeToolCall` activities a history scheduled: their summary and start-to-close timeout in seconds. */
 function scheduledToolCalls(events: readonly temporal.api.history.v1.IHistoryEvent[]) {
@@ -96,7 +93,7 @@ test('long tool calls: in local steps, a tool over 840 s runs as a scheduled act
   assert.equal(result.reply, 'Reported.');
   // The 840 s call went with the next model call, inside the thread's task; the reply asking for the 900 s call
   // made the turn a workflow of its own.
-  assert.deepEqual(await threadDispatches(threadId), [
+  assert.deepEqual(await threadDispatches(harness.client.temporal, threadId), [
     'local:beginTurn (turn 1: localer starts, message from human)',
     'local:callModel (model: localer step 1)',
     'local:runToolsThenCallModel (step: localer runs edge_report, then model step 2)',
