@@ -24,7 +24,7 @@ test('cli reference: every command of `baton --help` has a row in the README tab
     .filter((name) => name !== 'help');
   assert.ok(commands.length >= 20 && commands.includes('run') && commands.includes('setup'), commands.join(' '));
   const rows = fs
-    .readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+    .readFileSync(path.join(ROOT, 'docs', 'guides', 'cli.md'), 'utf8')
     .split('\n')
     .filter((line) => line.startsWith('| `baton '));
   const missing = commands.filter((name) => !rows.some((row) => row.includes(`\`baton ${name}`)));

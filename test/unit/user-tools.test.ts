@@ -86,7 +86,7 @@ test('user tools: the defaults README "Your own tools" states are 300 s, 2 retri
   assert.equal(DEFAULT_USER_TOOL_RETRIES, 2);
   assert.equal(DEFAULT_USER_TOOL_MAX_RESULT_BYTES, 65_536);
   // The table of a tool's fields: the table lines around its `run(args, ctx)` row.
-  const lines = fs.readFileSync(path.resolve(__dirname, '..', '..', 'README.md'), 'utf8').split('\n');
+  const lines = fs.readFileSync(path.resolve(__dirname, '..', '..', 'docs', 'guides', 'tools.md'), 'utf8').split('\n');
   const at = lines.findIndex((line) => line.startsWith('| `run(args, ctx)` '));
   assert.ok(at > 0, 'README has the table of a tool definition');
   let first = at;

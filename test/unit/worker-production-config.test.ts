@@ -218,8 +218,8 @@ test('config: DATABASE_URL must be a Postgres URL and TEMPORAL_ADDRESS host:port
 
 /** The README's configuration table: each variable with the programs its "used by" column names. */
 function documentedVariables(): Map<string, string> {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('\n## Configuration\n'));
+  const readme = fs.readFileSync(path.join(ROOT, 'docs', 'configuration.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('# Configuration\n'));
   const table = section.slice(0, section.indexOf('\n\n', section.indexOf('\n|')));
   const rows = new Map<string, string>();
   for (const match of table.matchAll(/^\| `([A-Z][A-Z0-9_]*)` +\| ([^|]+)\|/gm)) {
