@@ -262,7 +262,7 @@ export function throughputSummary(measured: Measured) {
 /**
  * A comparison as the report prints it: what is compared, both figures, `ratio` = subject / baseline (for times,
  * above 1 is slower than the baseline; for rates, below 1 is), and optionally the median of per-round ratios (cases
- * measured next to each other in time, least disturbed by drift) and the issue's target.
+ * measured next to each other in time, least disturbed by drift) and the target Baton aims to stay within.
  */
 export interface Comparison {
   readonly name: string;

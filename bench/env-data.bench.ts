@@ -4,7 +4,7 @@
  * the root growing), get, and a contended compare-and-set increment of one key; then store latency in a fresh root
  * against one whose log holds 50,000 events. At 1 client the two sides' operations take turns one by one; at 8, their
  * rounds alternate (in a rotating order): either way drift (caches, a growing log, the machine's other load) falls on
- * both alike. Prints medians, spreads and ratios with the targets of issues 14 and 25; asserts nothing.
+ * both alike. Prints medians, spreads and ratios with their targets; asserts nothing.
  *
  * The raw baseline works on Baton's own tables (so it pays for the same indexes) and does per operation exactly:
  * put: one statement, a versioned upsert of the entry and an insert of its event with a unique operation id (for a
@@ -43,7 +43,7 @@ const HISTORY_EVENTS = 50_000;
 /** Latency rounds: this many timed puts per root per round. */
 const LATENCY_PUTS = 100;
 
-/** Targets of issue 14 (reported, never asserted); a put of a new key is held to the put's (issue 25). */
+/** Targets (reported, never asserted); a put of a new key is held to the put's. */
 const TARGETS = { put: 0.8, putNew: 0.8, get: 0.8, increment: 1.0, historyLatency: 1.2 } as const;
 
 const VALUE = {

@@ -46,7 +46,7 @@ import {
   type Measured,
 } from './common';
 
-/** Target of issue 14: fork/join at most this many times the plain fan-out, at every width. */
+/** Target: fork/join at most this many times the plain fan-out, at every width. */
 const TARGET_RATIO = 1.3;
 const CHILD = 'kid';
 const LOCAL_CHILD = 'kid_local';

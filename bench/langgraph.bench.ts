@@ -74,7 +74,7 @@ const HAND_AGENT = 'hand-local';
 /** One no-op local activity in a workflow, at 1 thread: `floor-local` less it is nine local activities' round trips. */
 const FLOOR_ONE_CASE = 'floor-one-local@1';
 /**
- * Targets of issue 25: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
+ * Targets: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
  */
 const TARGET_RATIO = 1;

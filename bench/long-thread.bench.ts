@@ -8,7 +8,7 @@
  * fall on one side only: every 10th turn the bench also times a one-turn conversation on a fresh thread, and prints
  * the ratio corrected by how those reference turns moved between the two windows.
  *
- * The agent has a context limit, as the issue's target asks (`context: { max_messages: 40 }` unless
+ * The agent has a context limit, as a long conversation needs (`context: { max_messages: 40 }` unless
  * `--max-messages N` says otherwise): each request carries the system prompt, the first message and the newest 39.
  * `--no-context-limit` sends the whole transcript every turn instead, so the last turns' requests are the largest.
  * The request's size per turn is the prompt-token estimate the scripted model reports as usage (characters / 4).

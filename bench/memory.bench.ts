@@ -46,7 +46,7 @@ const START_CONCURRENCY = 20;
 const SAMPLES = 5;
 /** Longest wait for the threads of one step to reach their question. */
 const FILL_TIMEOUT_MS = 15 * 60_000;
-/** Target of issue 14: 200 waiting threads at most this many MB of worker RSS. */
+/** Target: 200 waiting threads at most this many MB of worker RSS. */
 const TARGET_MB_AT_200 = 400;
 /** How a worker process is configured: see the top of this file. */
 const CONFIGS = ['image', 'prebuilt', 'in-process'] as const;

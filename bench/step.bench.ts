@@ -46,9 +46,9 @@ import {
 /** Model calls per turn: 9 `think` calls, then the answer. */
 const STEPS = 10;
 const AGENT = 'stepper';
-/** Per-step target of issue 14 at 1 thread on the dev stack. */
+/** Per-step target at 1 thread on the dev stack. */
 const TARGET_MS_PER_STEP = 25;
-/** Target of issue 14: at most this many times the same-I/O hand-written workflow. */
+/** Target: at most this many times the same-I/O hand-written workflow. */
 const TARGET_RATIO = 1.5;
 
 const { common, values } = parseBenchArgs(process.argv.slice(2), [5, 3], {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- stream`: what live runs cost (issue 24). Two parts, on one stack (bench/common.ts):
+ * `npm run bench -- stream`: what live runs cost. Two parts, on one stack (bench/common.ts):
  *
  * 1. Step cost, streaming on against off: the 10-step turn of step.bench.ts (9 `think` calls, then an answer; the
  *    scripted model answers at once, `chunk_delay_ms` 0, each reply long enough to come in several chunks) through
@@ -60,7 +60,7 @@ const STEPS = 10;
 const FEED_STEPS = 5;
 const STEP_AGENT = 'streamer';
 const FEED_AGENT = 'narrator';
-/** Target of issue 24: a step with streaming on costs at most this many times one with it off. */
+/** Target: a step with streaming on costs at most this many times one with it off. */
 const TARGET_RATIO = 1.1;
 /** How long a reader may take to see its turn end after the turn returned, before the batch fails. */
 const DELIVERY_TIMEOUT_MS = 60_000;

@@ -1,6 +1,6 @@
 /**
- * What the workflow sandbox's deadlock guard costs (issue 25, item 5: the worker process creating short-lived OS
- * threads at about 140 a second during the step bench). The Temporal SDK runs every call into a workflow's sandbox
+ * What the workflow sandbox's deadlock guard costs (seen as the worker process creating short-lived OS threads
+ * at about 140 a second during the step bench). The Temporal SDK runs every call into a workflow's sandbox
  * with `script.runInContext(context, { timeout: isolateExecutionTimeoutMs })` (5 s, `reusable-vm.js`/`vm.js` in
  * `@temporalio/worker`), and Node starts a watchdog thread for each such call to stop code that runs past it: that is
  * the thread a `clone3` creates again and again. This bench makes the same call with and without the timeout, in
