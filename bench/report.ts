@@ -1,7 +1,7 @@
 /**
  * `node --import tsx bench/report.ts bench/results/<record>.json`: prints a record of `npm run bench -- --json` as the
- * markdown `docs/performance.md` quotes: where and when it ran, then a table per benchmark with each comparison, its
- * figures and its ratio.
+ * markdown `docs/performance.md` quotes: where and when it ran, then a list per benchmark with each comparison, its
+ * ratio and its figures.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -70,19 +70,14 @@ export function renderBenchRecord(record: BenchRecord, file: string): string {
       lines.push('No comparison in this run.', '');
       continue;
     }
-    lines.push(
-      '| comparison | measured | baseline, same run | ratio (median of per-round ratios) |',
-      '| --- | --- | --- | --- |',
-    );
+    // A list, not a table: the names of the comparisons are long, and a table of them is unreadable as markdown.
     for (const comparison of comparisons.map(normalized)) {
-      const side = (value: Comparison['subject']) =>
-        value === undefined
-          ? '—'
-          : `${value.name}: ${value.value}${comparison.metric ? ` (${comparison.metric})` : ''}`;
-      const ratio = comparison.ratio === undefined ? '—' : `${comparison.ratio}×`;
-      const perRound = comparison.medianPerRound === undefined ? '' : ` (${comparison.medianPerRound}×)`;
+      const side = (value: Comparison['subject']) => (value === undefined ? '—' : `${value.name} ${value.value}`);
+      const ratio = comparison.ratio === undefined ? '—' : `**${comparison.ratio}×**`;
+      const perRound = comparison.medianPerRound === undefined ? '' : ` (per round ${comparison.medianPerRound}×)`;
+      const unit = comparison.metric ? ` (${comparison.metric})` : '';
       lines.push(
-        `| ${comparison.name} | ${side(comparison.subject)} | ${side(comparison.baseline)} | ${ratio}${perRound} |`,
+        `- ${comparison.name}: ${ratio}${perRound}; ${side(comparison.subject)} vs ${side(comparison.baseline)}${unit}`,
       );
     }
     lines.push('');

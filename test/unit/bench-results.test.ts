@@ -44,7 +44,7 @@ test('bench results: the machine is the one measuring', () => {
   );
 });
 
-test('bench report: a record renders as where it ran, then a table per benchmark; a failed one says so', () => {
+test('bench report: a record renders as where it ran, then a list per benchmark; a failed one says so', () => {
   const markdown = renderBenchRecord(
     {
       ...record('2026-11-29T08:00:00.000Z', {
@@ -77,9 +77,7 @@ test('bench report: a record renders as where it ran, then a table per benchmark
       '',
       'A call into a vm context.',
       '',
-      '| comparison | measured | baseline, same run | ratio (median of per-round ratios) |',
-      '| --- | --- | --- | --- |',
-      '| time per call | with timeout: 47.6 (median µs) | no timeout: 0.7 (median µs) | 70.99× (74.55×) |',
+      '- time per call: **70.99×** (per round 74.55×); with timeout 47.6 vs no timeout 0.7 (median µs)',
       '',
       '### `step`',
       '',
