@@ -80,30 +80,24 @@ export default [
   assert.equal(booking?.tool.needsApproval, true);
 });
 
-test('user tools: the defaults README "Your own tools" states are 300 s, 2 retries and a 64 KiB result cut', () => {
-  // Literals, not the constants: a changed default must fail here, where the README's table is checked too.
+test('user tools: the defaults docs/guides/tools.md states are 300 s, 2 retries and a 64 KiB result cut', () => {
+  // Literals, not the constants: a changed default must fail here, where the guide's list is checked too.
   assert.equal(DEFAULT_USER_TOOL_TIMEOUT_S, 300);
   assert.equal(DEFAULT_USER_TOOL_RETRIES, 2);
   assert.equal(DEFAULT_USER_TOOL_MAX_RESULT_BYTES, 65_536);
-  // The table of a tool's fields: the table lines around its `run(args, ctx)` row.
+  // The list of a tool's fields: the list items around its `run(args, ctx)` item, each "- `field` (default …): …".
   const lines = fs.readFileSync(path.resolve(__dirname, '..', '..', 'docs', 'guides', 'tools.md'), 'utf8').split('\n');
-  const at = lines.findIndex((line) => line.startsWith('| `run(args, ctx)` '));
-  assert.ok(at > 0, 'README has the table of a tool definition');
-  let first = at;
-  while (lines[first - 1]?.startsWith('|')) first -= 1;
-  let last = at;
-  while (lines[last + 1]?.startsWith('|')) last += 1;
-  const table = lines.slice(first, last + 1);
-  /** The last cell (the default) of the field's row. */
+  const at = lines.findIndex((line) => line.startsWith('- `run(args, ctx)`'));
+  assert.ok(at > 0, "docs/guides/tools.md has the list of a tool definition's fields");
+  const section = lines.slice(lines.slice(0, at).findLastIndex((line) => line.startsWith('#')));
+  const end = section.findIndex((line, index) => index > 0 && line.startsWith('#'));
+  const items = section.slice(0, end === -1 ? undefined : end).filter((line) => line.startsWith('- `'));
+  /** What the field's item says in its "(default …)". */
   const defaultOf = (field: string): string | undefined =>
-    table
-      .find((line) => line.startsWith(`| \`${field}\` `))
-      ?.split('|')
-      .at(-2)
-      ?.trim();
+    items.find((line) => line.startsWith(`- \`${field}\` (default `))?.match(/^- `[^`]+` \(default (.+?)\):/)?.[1];
   assert.equal(defaultOf('timeout_s'), '`300`');
-  assert.equal(defaultOf('retries'), '`2` (`0`)');
-  assert.equal(defaultOf('maxResultBytes'), '65536');
+  assert.equal(defaultOf('retries'), '`2`, or `0` with `sideEffects`');
+  assert.equal(defaultOf('maxResultBytes'), '`65536`');
 });
 
 test('tool modules: a named `tools` export (ES module) and module.exports.tools (CommonJS) load too', async () => {
