@@ -6,30 +6,20 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { markdownFiles, REPO_ROOT, withoutFences } from '../../testing/markdown-files';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-/** Folders whose markdown is not ours to keep, or not markdown a reader follows. */
-const SKIPPED = new Set(['node_modules', 'dist', '.baton', '.git', 'test-artifacts', 'data']);
-
-function markdownFiles(dir = ROOT): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    if (SKIPPED.has(entry.name)) return [];
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return markdownFiles(full);
-    return entry.name.endsWith('.md') ? [full] : [];
-  });
-}
+const ROOT = REPO_ROOT;
 
 /** The text outside fenced code blocks and inline code, where a `[text](target)` is a link. */
 function prose(markdown: string): string {
-  return markdown.replace(/^```[^\n]*\n[\s\S]*?^```$/gm, '').replace(/`[^`\n]*`/g, '');
+  return withoutFences(markdown).replace(/`[^`\n]*`/g, '');
 }
 
 /** GitHub's anchors of a file's headings: lower case, punctuation dropped, spaces to `-`, repeats numbered. */
 function headingAnchors(markdown: string): Set<string> {
   const anchors = new Set<string>();
   const seen = new Map<string, number>();
-  const withoutCode = markdown.replace(/^```[^\n]*\n[\s\S]*?^```$/gm, '');
+  const withoutCode = withoutFences(markdown);
   for (const match of withoutCode.matchAll(/^#{1,6} +(.+?) *#*$/gm)) {
     const base = (match[1] ?? '')
       .replace(/`/g, '')
