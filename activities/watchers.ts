@@ -27,12 +27,12 @@ import {
   watchMessage,
   watchSpecOf,
   watchSpecProblem,
-  WATCH_LIMIT_VARIABLES,
   type WatchChange,
   type Watcher,
   type WatchLimits,
   type WatchSpec,
 } from '../common/watchers';
+import { variableNames, WATCH_LIMIT_VARIABLES } from '../common/world-variables';
 import {
   beginWatchLook,
   changesAfter,
@@ -209,7 +209,7 @@ export function watchLimitsFrom(
   },
 ): WatchLimits {
   const limits: WatchLimits = { ...DEFAULT_WATCH_LIMITS };
-  for (const [field, name] of Object.entries(WATCH_LIMIT_VARIABLES) as [keyof WatchLimits, string][]) {
+  for (const [field, name] of Object.entries(variableNames(WATCH_LIMIT_VARIABLES)) as [keyof WatchLimits, string][]) {
     const raw = variables[name]?.trim();
     if (raw === undefined || raw === '') continue;
     const value = /^[0-9]{1,9}(\.[0-9]+)?$/.test(raw) ? Number(raw) : Number.NaN;

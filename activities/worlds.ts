@@ -4,16 +4,21 @@ import { STEP_MODES, type AgentDefinition, type StepMode } from '../common/agent
 import type { ContextLimits } from '../common/context-policy';
 import { parseEnvText } from '../common/env-text';
 import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
+import {
+  CONTEXT_LIMIT_VARIABLES,
+  DELEGATION_LIMIT_VARIABLES,
+  STEPS_WORLD_VARIABLE,
+  variableNames,
+} from '../common/world-variables';
 import { getWorldVariablesText } from '../db/worlds';
 
-/** World variables that set a world's limits on delegation, forks and waits (`baton world set BATON_MAX_DELEGATION_DEPTH=4`). */
-export const LIMIT_VARIABLES: Record<keyof DelegationLimits, string> = {
-  maxDepth: 'BATON_MAX_DELEGATION_DEPTH',
-  maxRepeats: 'BATON_MAX_AGENT_REPEATS',
-  taskContextLimit: 'BATON_TASK_CONTEXT_CHARS',
-  maxForkTasks: 'BATON_MAX_FORK_TASKS',
-  maxWaitSeconds: 'BATON_MAX_WAIT_SECONDS',
-};
+/**
+ * World variables that set a world's limits on delegation, forks and waits (`baton world set BATON_MAX_DELEGATION_DEPTH=4`),
+ * by the limit each sets: names from common/world-variables.ts.
+ */
+export const LIMIT_VARIABLES: Readonly<Record<keyof DelegationLimits, string>> = Object.freeze(
+  variableNames(DELEGATION_LIMIT_VARIABLES),
+);
 
 /** A world's variables as they are now; a world without variables (or not created yet) has none. */
 export async function loadWorldVariables(pool: Pool, world: string): Promise<Record<string, string>> {
@@ -43,10 +48,9 @@ export function limitsFromVariables(
 }
 
 /** World variables that set the context policy of agents whose frontmatter sets no `context` limit. */
-export const CONTEXT_VARIABLES: Record<keyof ContextLimits, string> = {
-  maxMessages: 'BATON_CONTEXT_MAX_MESSAGES',
-  maxTokens: 'BATON_CONTEXT_MAX_TOKENS',
-};
+export const CONTEXT_VARIABLES: Readonly<Record<keyof ContextLimits, string>> = Object.freeze(
+  variableNames(CONTEXT_LIMIT_VARIABLES),
+);
 
 /** The context limits of one agent's model requests: its frontmatter's, each unset one from the world, else none. */
 export function contextLimitsFor(
@@ -60,7 +64,7 @@ export function contextLimitsFor(
 }
 
 /** The world variable that sets the step mode of agents whose frontmatter sets no `steps`. */
-export const STEPS_VARIABLE = 'BATON_STEPS';
+export const STEPS_VARIABLE = STEPS_WORLD_VARIABLE.name;
 
 /**
  * Where one agent's turn runs its steps: its frontmatter's `steps`, else the world's `BATON_STEPS` (a value other

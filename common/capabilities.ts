@@ -1,3 +1,5 @@
+import { MCP_SERVERS_WORLD_VARIABLE } from './world-variables';
+
 /** Capabilities every agent has without declaring them. */
 export const UNIVERSAL_CAPABILITIES = [
   'think',
@@ -45,12 +47,12 @@ export function grantsCapability(declared: readonly string[], name: string): boo
   return server !== undefined && declared.includes(`${MCP_SERVER_CAPABILITY_PREFIX}${server}`);
 }
 
-/** The world variable naming the MCP servers (comma-separated) whose tools agents of that world see; all when unset. */
-export const MCP_SERVERS_WORLD_VARIABLE = 'BATON_MCP_SERVERS';
-
-/** The MCP servers a world's variables allow, or `undefined` when the world does not narrow them. */
+/**
+ * The MCP servers a world's variables allow (`BATON_MCP_SERVERS`, comma-separated), or `undefined` when the world does
+ * not narrow them.
+ */
 export function mcpServersOfWorld(variables: Readonly<Record<string, string>>): readonly string[] | undefined {
-  const value = variables[MCP_SERVERS_WORLD_VARIABLE];
+  const value = variables[MCP_SERVERS_WORLD_VARIABLE.name];
   if (value === undefined) return undefined;
   return value
     .split(',')

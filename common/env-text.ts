@@ -15,11 +15,12 @@
  */
 
 import { hasUnstorableText } from './text';
+import { WORKING_DIRECTORY_WORLD_VARIABLE } from './world-variables';
+
+/** The world variable naming the directory the shell and file tools work in (`baton world dir PATH`). */
+export const WORKING_DIRECTORY_VARIABLE = WORKING_DIRECTORY_WORLD_VARIABLE.name;
 
 /** Valid variable names: a letter or `_`, then letters, digits, `_`, `.` or `-`. Case-sensitive. */
-/** The world variable naming the directory the shell and file tools work in (`baton world dir PATH`). */
-export const WORKING_DIRECTORY_VARIABLE = 'working_directory';
-
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 export interface ParseEnvTextOptions {

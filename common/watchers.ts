@@ -48,7 +48,10 @@ export interface Watcher extends WatchSpec {
   createdAt: string;
 }
 
-/** Limits every watcher of a world runs under: defaults, each overridden by a world variable. */
+/**
+ * Limits every watcher of a world runs under: defaults, each overridden by a world variable (their names are in
+ * common/world-variables.ts, `WATCH_LIMIT_VARIABLES`).
+ */
 export interface WatchLimits {
   /** How long a watcher waits after the first change before it wakes, when it names no `debounce_s`. */
   debounceS: number;
@@ -66,14 +69,6 @@ export const DEFAULT_WATCH_LIMITS: WatchLimits = Object.freeze({
   cooldownS: 0,
   maxPerHour: 60,
 });
-
-/** The world variables that set `WatchLimits`. */
-export const WATCH_LIMIT_VARIABLES: Record<keyof WatchLimits, string> = {
-  debounceS: 'BATON_WATCH_DEBOUNCE_SECONDS',
-  maxDepth: 'BATON_WATCH_MAX_DEPTH',
-  cooldownS: 'BATON_WATCH_COOLDOWN_SECONDS',
-  maxPerHour: 'BATON_WATCH_MAX_WAKEUPS_PER_HOUR',
-};
 
 /** Signal a watcher's workflow gets when a change it may watch committed (and when it is added or removed). */
 export const ENV_CHANGED_SIGNAL = 'envChanged';

@@ -30,6 +30,7 @@ import {
   type PlannedForkJoin,
   type ThreadScope,
 } from '../common/types';
+import { DELEGATION_LIMIT_VARIABLES } from '../common/world-variables';
 import type { db, localDb } from './activity-profiles';
 import { isPastDeadline, isTimeout, rootMessage } from './failure-text';
 import { beginTurnHere } from './thread-turns';
@@ -98,7 +99,7 @@ export async function runForkJoin(
   if (call.agents.length > maxTasks) {
     return context.record(
       `Error: fork_join got ${call.agents.length} tasks; at most ${maxTasks} may run in one fork (world variable ` +
-        `BATON_MAX_FORK_TASKS). Nothing was started: split the work into smaller forks.`,
+        `${DELEGATION_LIMIT_VARIABLES.maxForkTasks.name}). Nothing was started: split the work into smaller forks.`,
     );
   }
   // Every task is checked before any starts.

@@ -29,6 +29,7 @@ import {
   type WakeCause,
   type WakeTurnInput,
 } from '../common/types';
+import { DELEGATION_LIMIT_VARIABLES } from '../common/world-variables';
 
 /** To a turn: end its waits in progress early. Sent by the root thread. */
 export const wakeTurnSignal = defineSignal<[WakeTurnInput]>('wakeTurn');
@@ -91,7 +92,7 @@ async function runWait(
   if (planned > limitSeconds) {
     return context.record(
       `Error: a wait of ${describeSeconds(planned)} (until ${iso(deadline)}) is longer than this world allows: at ` +
-        `most ${describeSeconds(limitSeconds)} (${limitSeconds} seconds, world variable BATON_MAX_WAIT_SECONDS). ` +
+        `most ${describeSeconds(limitSeconds)} (${limitSeconds} seconds, world variable ${DELEGATION_LIMIT_VARIABLES.maxWaitSeconds.name}). ` +
         `Nothing was waited: wait at most that long, or answer now and be sent a message later.`,
     );
   }

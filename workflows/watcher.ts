@@ -21,6 +21,7 @@ import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import { TurnStatus } from '../common/types';
 import { ENV_CHANGED_SIGNAL, type WatcherWorkflowInput } from '../common/watchers';
+import { WATCH_LIMIT_VARIABLES } from '../common/world-variables';
 import { DELIVERY_PROFILE, localDb } from './activity-profiles';
 import { agentTurnWorkflow } from './agent-turn';
 import { rootMessage } from './failure-text';
@@ -236,7 +237,7 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
           rootThreadId,
           watcher,
           pause: {
-            reason: `${recent.length} wake-ups in the last hour, the most allowed (BATON_WATCH_MAX_WAKEUPS_PER_HOUR)`,
+            reason: `${recent.length} wake-ups in the last hour, the most allowed (${WATCH_LIMIT_VARIABLES.maxPerHour.name})`,
             until: untilText,
           },
         },

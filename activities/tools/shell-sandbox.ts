@@ -11,13 +11,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Duplex } from 'node:stream';
+import { SHELL_NETWORK_WORLD_VARIABLE } from '../../common/world-variables';
 import { isInside } from './files';
 
 /**
  * The world variable that gives a world's commands the network (`on`, the default: egress through slirp4netns, never
  * the host's loopback) or cuts it (`off`: a loopback of their own and nothing else).
  */
-export const SHELL_NETWORK_VARIABLE = 'BATON_SHELL_NETWORK';
+export const SHELL_NETWORK_VARIABLE = SHELL_NETWORK_WORLD_VARIABLE.name;
 
 /** How a worker isolates shell commands: its `BATON_SHELL_SANDBOX`, `BATON_BWRAP` and `BATON_SLIRP4NETNS` settings. */
 export interface ShellSandboxSetting {

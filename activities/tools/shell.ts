@@ -5,6 +5,7 @@
  * worker that cannot make a sandbox, or wanting a network the worker cannot give, is refused before any spawn.
  */
 import { WORKING_DIRECTORY_VARIABLE } from '../../common/env-text';
+import { TOOL_VARIABLE_PREFIX } from '../../common/world-variables';
 import { spawn as spawnProcess, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -79,10 +80,7 @@ export const DEFAULT_SHELL_ENV: Readonly<Record<string, string>> = Object.freeze
   LANG: 'C.UTF-8',
 });
 
-/** World variables named `env.NAME` are meant for tools: the shell exports them as `NAME`. */
-export const TOOL_VARIABLE_PREFIX = 'env.';
-
-/** The world's variables meant for tools, by their exported names (names a shell cannot hold are left out). */
+/** The world's variables meant for tools (`env.NAME`), by their exported names (names a shell cannot hold are left out). */
 export function toolVariables(variables: Readonly<Record<string, string>>): Record<string, string> {
   const exported: Record<string, string> = {};
   for (const [name, value] of Object.entries(variables)) {

@@ -3,7 +3,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { batonEnvVariables, ConfigError, readSetupConfig, readWorkerConfig } from '../../worker/config';
+import type { z } from 'zod';
+import { SHELL_RUN_MARKER } from '../../activities/tools/shell';
+import { WORLD_VARIABLES } from '../../common/world-variables';
+import {
+  batonEnvVariables,
+  ConfigError,
+  readSetupConfig,
+  readWorkerConfig,
+  setupEnvSchema,
+  workerEnvSchema,
+} from '../../worker/config';
+import { environmentVariables } from '../../worker/environment';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -216,35 +227,33 @@ test('config: DATABASE_URL must be a Postgres URL and TEMPORAL_ADDRESS host:port
   }
 });
 
-/** The README's configuration table: each variable with the programs its "used by" column names. */
-function documentedVariables(): Map<string, string> {
-  const readme = fs.readFileSync(path.join(ROOT, 'docs', 'configuration.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('# Configuration\n'));
-  const table = section.slice(0, section.indexOf('\n\n', section.indexOf('\n|')));
-  const rows = new Map<string, string>();
-  for (const match of table.matchAll(/^\| `([A-Z][A-Z0-9_]*)` +\| ([^|]+)\|/gm)) {
-    rows.set(match[1] ?? '', (match[2] ?? '').trim());
-  }
-  return rows;
-}
-
 /**
- * Every variable Baton's own code reads from an environment (`env.NAME`, `env?.NAME`, `env['NAME']`), outside the
- * tests, comments left out, with the file that reads it.
+ * Every variable the project's code reads from an environment, comment lines left out, with the top directory of each
+ * file that reads it: `env.NAME`, `env?.NAME` and `env['NAME']`, and a name quoted whole (`'BATON_TEST_DATABASE_URL'`)
+ * in code, which reaches an environment through a constant (`env[TEST_ENV.databaseUrl]`).
  */
-function variablesReadBySources(): Map<string, string> {
-  const read = new Map<string, string>();
-  const skip = new Set(['node_modules', 'dist', 'test', '.git', '.baton']);
+function variablesReadBySources(): Map<string, Set<string>> {
+  const read = new Map<string, Set<string>>();
+  const note = (name: string, file: string) => {
+    const top = path.relative(ROOT, file).split(path.sep)[0] ?? '';
+    read.set(name, (read.get(name) ?? new Set()).add(top));
+  };
+  // examples/ are users' projects, with settings of their own.
+  const skip = new Set(['node_modules', 'dist', '.git', '.baton', 'examples']);
   const visit = (dir: string) => {
     for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
       if (entry.isDirectory()) {
         if (!skip.has(entry.name) && !entry.name.startsWith('.')) visit(path.join(dir, entry.name));
-      } else if (/\.(ts|mjs|js)$/.test(entry.name)) {
+      } else if (/\.(ts|mts|cts|mjs|cjs|js)$/.test(entry.name)) {
         const file = path.join(dir, entry.name);
         for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
           if (/^\s*(\/\/|\/\*|\*)/.test(line)) continue;
-          for (const match of line.matchAll(/\benv(?:\?\.|\.|\[['"])([A-Z][A-Z0-9_]*)\b/g)) {
-            if (!read.has(match[1] ?? '')) read.set(match[1] ?? '', path.relative(ROOT, file));
+          // Not a world variable's name in quotes (`'env.TOOL_TOKEN'`).
+          for (const match of line.matchAll(/(?<![\w'"`])env(?:\?\.|\.|\[['"])([A-Z][A-Z0-9_]*)\b/g)) {
+            note(match[1] ?? '', file);
+          }
+          for (const match of line.matchAll(/(?<![\w.])['"]((?:BATON|TEMPORAL|OPENAI)_[A-Z0-9_]+)['"]/g)) {
+            note(match[1] ?? '', file);
           }
         }
       }
@@ -254,38 +263,84 @@ function variablesReadBySources(): Map<string, string> {
   return read;
 }
 
-/** Variables of the system, CI, Node and npm (`INIT_CWD`), not Baton's settings: read, documented elsewhere. */
-const PLATFORM_VARIABLES = new Set(['PATH', 'HOME', 'LANG', 'CI', 'NODE_TEST_CONTEXT', 'INIT_CWD']);
+/** Variables of the system, Node and npm (`INIT_CWD`), not Baton's settings: read, documented elsewhere. */
+const PLATFORM_VARIABLES = new Set(['PATH', 'HOME', 'LANG', 'NODE_TEST_CONTEXT', 'INIT_CWD']);
+/** Variables tests set for a process they start and read back there: fixtures, nobody's configuration. */
+const TEST_FIXTURE_VARIABLES = new Set([
+  'FAKE_GO_LOG',
+  'LEAKY_LITERAL',
+  'LEAKY_TOKEN',
+  'DEBIAN_FRONTEND',
+  'BATON_TEST_TAG',
+]);
+/** Quoted names that are no variable of a process's configuration. */
+const NOT_CONFIGURATION = new Set([
+  SHELL_RUN_MARKER, // what the shell tool marks its commands' processes with, to find them
+  ...WORLD_VARIABLES.map((variable) => variable.name), // set with `baton world set`, not in an environment
+]);
+/** The rooms that only Baton's own tests and benchmarks run. */
+const TEST_ROOMS = new Set(['test', 'testing', 'bench']);
 
-test('config: the documented variables are exactly those the code reads, both ways', () => {
-  const documented = documentedVariables();
-  assert.ok(documented.size > 20, `the README's configuration table was found (${documented.size} rows)`);
-  const schemas = new Set(batonEnvVariables());
-  // What `baton worker` and `baton setup` read is what the table says they read, no more and no less.
-  for (const variable of schemas) {
-    assert.match(
-      documented.get(variable) ?? '',
-      /\b(worker|setup|all)\b/,
-      `README's configuration table lacks ${variable}, or does not say the worker or setup reads it`,
-    );
-  }
-  for (const [variable, usedBy] of documented) {
-    if (/\b(worker|setup)\b/.test(usedBy)) {
-      assert.ok(schemas.has(variable), `README says the worker or setup reads ${variable}, but their schemas do not`);
+test('config: the registry of environment variables holds exactly those the code reads, both ways', () => {
+  const registered = new Map(environmentVariables().map((variable) => [variable.name, variable]));
+  assert.ok(registered.size > 40, `the registry was read (${registered.size} variables)`);
+  const fromSources = variablesReadBySources();
+  // What the worker's and setup's schemas hold, worker/config.ts reads (as `value.NAME`, after parsing).
+  for (const name of batonEnvVariables()) fromSources.set(name, (fromSources.get(name) ?? new Set()).add('worker'));
+  for (const [name, rooms] of fromSources) {
+    if (PLATFORM_VARIABLES.has(name) || TEST_FIXTURE_VARIABLES.has(name)) continue;
+    if (NOT_CONFIGURATION.has(name) && !registered.has(name)) continue;
+    const variable = registered.get(name);
+    assert.ok(variable, `${[...rooms].join(', ')} read ${name}, which worker/environment.ts does not register`);
+    if ([...rooms].every((room) => TEST_ROOMS.has(room))) {
+      assert.ok(variable.testOnly, `only ${[...rooms].join(', ')} read ${name}: register it in TEST_VARIABLES`);
     }
   }
-  // Every other variable the code reads is documented, and every documented one is read somewhere.
-  const fromSources = variablesReadBySources();
-  for (const [variable, file] of fromSources) {
-    if (PLATFORM_VARIABLES.has(variable)) continue;
-    assert.ok(documented.has(variable), `${file} reads ${variable}, which README's configuration table lacks`);
-  }
-  for (const variable of documented.keys()) {
+  const schemas = new Set(batonEnvVariables());
+  for (const name of registered.keys()) {
     assert.ok(
-      schemas.has(variable) || fromSources.has(variable),
-      `README's configuration table documents ${variable}, which nothing reads`,
+      schemas.has(name) || fromSources.has(name),
+      `worker/environment.ts registers ${name}, which nothing reads`,
     );
   }
+  assert.deepEqual(
+    [...registered.keys()].filter((name) => PLATFORM_VARIABLES.has(name) || TEST_FIXTURE_VARIABLES.has(name)),
+    [],
+    'the registry holds no platform variable or test fixture',
+  );
+});
+
+test("config: the registry says the worker and setup read exactly their schemas' variables, with their defaults", () => {
+  const worker = new Set(Object.keys(workerEnvSchema.shape));
+  const setup = new Set(Object.keys(setupEnvSchema.shape));
+  for (const variable of environmentVariables()) {
+    for (const [reader, schema] of [
+      ['worker', worker],
+      ['setup', setup],
+    ] as const) {
+      assert.equal(
+        variable.readBy.includes(reader),
+        schema.has(variable.name),
+        `${variable.name}: the registry ${variable.readBy.includes(reader) ? 'says' : 'does not say'} ${reader} ` +
+          `reads it, and its schema ${schema.has(variable.name) ? 'holds' : 'lacks'} it`,
+      );
+    }
+  }
+  // A default the schema applies is the one the registry names.
+  const shapes: Record<string, z.ZodType> = { ...setupEnvSchema.shape, ...workerEnvSchema.shape };
+  const registered = new Map(environmentVariables().map((variable) => [variable.name, variable]));
+  let checked = 0;
+  for (const [name, schema] of Object.entries(shapes)) {
+    const parsed = schema.safeParse(undefined);
+    if (!parsed.success || (typeof parsed.data !== 'string' && typeof parsed.data !== 'number')) continue;
+    checked += 1;
+    const value = String(parsed.data);
+    assert.ok(
+      registered.get(name)?.default.includes(`\`${value}\``),
+      `${name} defaults to ${value}, but the registry says: ${registered.get(name)?.default}`,
+    );
+  }
+  assert.ok(checked >= 15, `defaults were compared (${checked})`);
 });
 
 test('worker config: BATON_WORKFLOW_BUNDLE names a bundle of these workflows, relative to the working directory', () => {

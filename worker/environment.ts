@@ -1,0 +1,407 @@
+/**
+ * Every process environment variable Baton reads, once: who reads it, what it means and its default. Production
+ * variables and those only our tests set are kept apart. The reference page (`docs/reference/environment.md`, written
+ * by `npm run docs`) is generated from here; `test/unit/worker-production-config.test.ts` checks that the sources read
+ * exactly these variables, and that what `baton worker` and `baton setup` read is what their zod schemas
+ * (worker/config.ts) hold. Pure data.
+ */
+import type { setupEnvSchema, workerEnvSchema } from './config';
+
+/** What reads a variable. */
+export type EnvReader =
+  | 'worker' // `baton worker` and `runWorkerFromEnv` (workerEnvSchema)
+  | 'setup' // `baton setup` (setupEnvSchema)
+  | 'dev' // `baton dev`: the local stack with its own worker
+  | 'demo' // `baton demo`: the same local stack, with the example agents
+  | 'CLI' // the other `baton` commands (`explorer` and `mcp serve` among them)
+  | 'SDK' // `connect()` with no options, and `findConnection`
+  | 'explorer' // `baton explorer`
+  | 'mcp serve' // `baton mcp serve`
+  | 'tests' // `npm test` and the test files
+  | 'bench'; // `npm run bench`
+
+/** One environment variable, as the reference page shows it. */
+export interface EnvVariable {
+  readonly readBy: readonly EnvReader[];
+  /** What it does, for a user: one or two sentences. */
+  readonly meaning: string;
+  /** What holds when it is unset (an empty value counts as unset). */
+  readonly default: string;
+}
+
+/** Variables a deployment or a developer sets, by name. */
+export const PRODUCTION_VARIABLES = {
+  DATABASE_URL: {
+    readBy: ['worker', 'setup', 'dev', 'demo', 'CLI', 'SDK', 'bench'],
+    meaning: "Postgres for Baton's data: a `postgres://` or `postgresql://` URL.",
+    default: '`baton dev` starts an embedded Postgres; required for `baton worker` and `baton setup`',
+  },
+  TEMPORAL_ADDRESS: {
+    readBy: ['worker', 'setup', 'dev', 'demo', 'CLI', 'SDK'],
+    meaning: 'The Temporal frontend, `host:port` (`[::1]:7233` for IPv6; no scheme).',
+    default: '`baton dev` starts a dev server; the CLI and SDK find it; required for `baton worker`',
+  },
+  TEMPORAL_NAMESPACE: {
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'The Temporal namespace.',
+    default: '`default`',
+  },
+  TEMPORAL_TLS_CERT: {
+    readBy: ['worker', 'setup'],
+    meaning: 'A PEM client certificate file for mTLS to Temporal (with `TEMPORAL_TLS_KEY`); turns TLS on.',
+    default: 'off (plaintext)',
+  },
+  TEMPORAL_TLS_KEY: {
+    readBy: ['worker', 'setup'],
+    meaning: 'The private key file of that certificate.',
+    default: 'none',
+  },
+  TEMPORAL_TLS_CA: {
+    readBy: ['worker', 'setup'],
+    meaning: "A PEM CA bundle to trust for the server's certificate; turns TLS on.",
+    default: "the system's roots",
+  },
+  TEMPORAL_TLS_SERVER_NAME: {
+    readBy: ['worker', 'setup'],
+    meaning: "The name the server's certificate carries, when it differs from the address; turns TLS on.",
+    default: "the address's host",
+  },
+  TEMPORAL_API_KEY: {
+    readBy: ['worker', 'setup'],
+    meaning: 'A Temporal Cloud API key, sent as a bearer token over TLS; turns TLS on.',
+    default: 'none',
+  },
+  TEMPORAL_CLI_PATH: {
+    readBy: ['dev', 'demo', 'tests'],
+    meaning: 'The `temporal` CLI to start the dev server with.',
+    default: 'found on the `PATH` or in the cache, else built from source',
+  },
+  TEMPORAL_UI_URL: {
+    readBy: ['explorer'],
+    meaning: "The Temporal Web UI, for the explorer's links to workflows (`--ui-url` wins).",
+    default: "the local stack's, else no links",
+  },
+  BATON_TASK_QUEUE: {
+    readBy: ['worker', 'CLI', 'SDK'],
+    meaning: 'The task queue the workers poll and clients start workflows on.',
+    default: '`baton`',
+  },
+  BATON_NAMESPACE_RETENTION_DAYS: {
+    readBy: ['setup'],
+    meaning:
+      "How long Temporal keeps a closed workflow's history in the namespace `baton setup` creates (1 to 3650 " +
+      'days; an existing namespace keeps its own).',
+    default: '`7`',
+  },
+  BATON_LOG_LEVEL: {
+    readBy: ['worker', 'setup', 'dev', 'demo', 'CLI'],
+    meaning: "The Temporal SDK's log level: `TRACE`, `DEBUG`, `INFO`, `WARN` or `ERROR`.",
+    default: '`WARN`',
+  },
+  BATON_DB_POOL_SIZE: {
+    readBy: ['worker'],
+    meaning:
+      "The most Postgres connections one worker process holds (Postgres' `max_connections` must cover workers " +
+      'times this).',
+    default: '`10`',
+  },
+  BATON_MAX_CONCURRENT_ACTIVITIES: {
+    readBy: ['worker'],
+    meaning: 'Activities (model calls, tools, writes) one worker runs at once.',
+    default: '`100`',
+  },
+  BATON_MAX_CONCURRENT_WORKFLOW_TASKS: {
+    readBy: ['worker'],
+    meaning: 'Workflow tasks one worker runs at once (at least 2).',
+    default: '`40`',
+  },
+  BATON_MAX_CACHED_WORKFLOWS: {
+    readBy: ['worker'],
+    meaning: "Workflows kept in the worker's sticky cache (each costs memory; a miss replays the history).",
+    default: '`1000`',
+  },
+  BATON_WORKER_IDENTITY: {
+    readBy: ['worker'],
+    meaning: "The worker's identity in Temporal (the Web UI, histories).",
+    default: '`baton-worker <pid>@<host>`',
+  },
+  BATON_METRICS_ADDRESS: {
+    readBy: ['worker'],
+    meaning: "`host:port` to serve the Temporal SDK's Prometheus metrics on (`/metrics`).",
+    default: 'off',
+  },
+  BATON_HEALTH_ADDRESS: {
+    readBy: ['worker'],
+    meaning: '`host:port` to serve `GET /healthz` on: 200 while the worker polls, 503 otherwise.',
+    default: 'off (the log line `baton worker: polling …` says it is up)',
+  },
+  BATON_SHUTDOWN_GRACE_S: {
+    readBy: ['worker'],
+    meaning:
+      'Seconds running activities get to finish after SIGTERM or SIGINT before they are cancelled (0 to 3600); ' +
+      'the worker then exits 0.',
+    default: '`30`',
+  },
+  BATON_WATCH_SWEEP_SECONDS: {
+    readBy: ['worker'],
+    meaning:
+      "Seconds between the worker's watch sweeps, which wake the watchers of shared-data changes no signal told " +
+      'them about: such a watcher wakes at most about twice this late.',
+    default: '`10`',
+  },
+  BATON_WORKFLOW_BUNDLE: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning:
+      'A workflow bundle written by `baton bundle <file>` (the image sets it): no webpack at start, and about ' +
+      '120 MB less memory.',
+    default: 'bundled at start-up (seconds, and the memory stays)',
+  },
+  OPENAI_API_KEY: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'The key for the model endpoint; `baton dev` and `baton demo` run the scripted model without it.',
+    default: 'none (required for `baton worker`, unless `BATON_MODEL_SCRIPT` is set)',
+  },
+  OPENAI_BASE_URL: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'An OpenAI-compatible endpoint.',
+    default: 'the OpenAI API',
+  },
+  BATON_MODEL: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'The model name agents use when they name none.',
+    default: '`gpt-4o-mini`',
+  },
+  BATON_MODEL_SCRIPT: {
+    readBy: ['worker'],
+    meaning: 'Answer from this scripted-model script when `OPENAI_API_KEY` is unset (`docker-compose.yml` sets it).',
+    default: 'off',
+  },
+  BATON_MODEL_LOG: {
+    readBy: ['dev', 'demo'],
+    meaning: 'The scripted model appends every request it receives to this file, one JSON line each.',
+    default: 'off',
+  },
+  BATON_MODEL_STREAM: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning:
+      '`on`: model calls ask for streamed replies, publish the text as it comes to the run feed (`delta` events) ' +
+      'and store the assembled reply; `off`: whole replies.',
+    default: '`off`',
+  },
+  BATON_PROVIDERS: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'More model endpoints, which agents name as `provider/model` (JSON; see the models guide).',
+    default: 'none',
+  },
+  BATON_STEPS: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning:
+      'Where turns run their steps when neither their agent (`steps`) nor their world (`BATON_STEPS`) says: ' +
+      '`activity`, `local` or `batched`.',
+    default: '`activity`',
+  },
+  BATON_AGENTS_DIR: {
+    readBy: ['worker'],
+    meaning: 'The directory of agent files.',
+    default: '`agents`',
+  },
+  BATON_TOOLS: {
+    readBy: ['worker', 'dev'],
+    meaning:
+      'Your tool modules, comma-separated, relative to the working directory (`baton dev --tools FILE` does the ' +
+      'same).',
+    default: 'none',
+  },
+  BATON_MCP_CONFIG: {
+    readBy: ['worker', 'dev', 'CLI'],
+    meaning:
+      'A JSON file of MCP servers whose tools agents call (`baton dev --mcp FILE` does the same; `baton mcp list` ' +
+      'reads it too).',
+    default: 'none',
+  },
+  BATON_FILES_ROOT: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning:
+      'The directory `read_file` and `list_files` read in a world without `working_directory` (relative to the ' +
+      'working directory).',
+    default: 'the working directory',
+  },
+  BATON_ARC_DIR: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'The ARC task files (`<task id>.json`) `load_arc_task` reads (relative to the working directory).',
+    default: '`data/arc/training` in the package',
+  },
+  BATON_ENV_MAX_VALUE_BYTES: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'The largest shared env-data value, as JSON (1 KiB to 16 MiB).',
+    default: '`102400` (100 KiB)',
+  },
+  BATON_SHELL_SANDBOX: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning:
+      '`bwrap`: every `shell` command runs in a bubblewrap sandbox; `none`: unsandboxed, with a warning at start ' +
+      '(commands can then read everything the worker can).',
+    default: '`bwrap`',
+  },
+  BATON_BWRAP: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: 'The bubblewrap executable the shell sandbox runs.',
+    default: '`bwrap` on the `PATH`',
+  },
+  BATON_SLIRP4NETNS: {
+    readBy: ['worker', 'dev', 'demo'],
+    meaning: "The slirp4netns executable that gives `shell` commands egress (never the host's loopback).",
+    default: '`slirp4netns` on the `PATH`',
+  },
+  BATON_DECISION_KEY: {
+    readBy: ['worker', 'dev', 'demo', 'CLI', 'SDK'],
+    meaning:
+      "The key approvals' decisions are signed with (at least 32 characters; never printed): workers write no " +
+      'decision without its proof, and whatever decides signs with it. Set the same one everywhere.',
+    default: "a local stack's `.baton/token`; else decisions are unsigned, with a warning",
+  },
+  BATON_DECISION_KEY_FILE: {
+    readBy: ['worker', 'dev', 'demo', 'CLI', 'SDK'],
+    meaning:
+      "A file holding that key instead (not both); keep it out of every world's directory and the file tools' " +
+      'root.',
+    default: 'none',
+  },
+  BATON_EXPLORER_TOKEN: {
+    readBy: ['explorer', 'dev', 'demo'],
+    meaning:
+      'The token every request to the explorer carries (at least 32 characters; never printed); `--token-file` ' +
+      'wins.',
+    default: '`.baton/token`, made on first use',
+  },
+  BATON_MCP_TOKEN: {
+    readBy: ['mcp serve'],
+    meaning:
+      'The token every request to `baton mcp serve --http` carries (at least 32 characters; never printed); ' +
+      '`--token-file` wins.',
+    default: '`.baton/token`, made on first use',
+  },
+  BATON_DEBUG: {
+    readBy: ['CLI'],
+    meaning: "Any value: a failing command also prints the error's stack trace.",
+    default: 'off',
+  },
+  NO_COLOR: {
+    readBy: ['CLI'],
+    meaning: 'Any value: the live tree of `run`, `send` and `watch` is drawn without colours (no-color.org).',
+    default: 'colours on a terminal',
+  },
+  TERM: {
+    readBy: ['CLI'],
+    meaning: '`dumb`: `run`, `send` and `watch` treat the terminal as not one (plain lines, no redrawing).',
+    default: 'set by the terminal',
+  },
+  XDG_CACHE_HOME: {
+    readBy: ['dev', 'demo', 'tests'],
+    meaning:
+      'Where the built Temporal CLI, `temporal-server` and `temporal-sql-tool` are cached ' +
+      '(`$XDG_CACHE_HOME/baton/`; a relative path is ignored).',
+    default: '`~/.cache`',
+  },
+} as const satisfies Record<string, EnvVariable>;
+
+/** Variables only Baton's own tests, benchmarks and CI set or read, by name. */
+export const TEST_VARIABLES = {
+  BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL: {
+    readBy: ['worker'],
+    meaning:
+      'The worker kills itself after a write of this env-data key commits, before it signals the watchers of the ' +
+      'key (the chaos test of watchers).',
+    default: 'unset',
+  },
+  BATON_SCHEDULE_MIN_INTERVAL_S: {
+    readBy: ['CLI'],
+    meaning:
+      'The shortest `--every` a schedule may have, in seconds: for tests that need fast schedules (a schedule ' +
+      'firing more often than once a minute floods its threads).',
+    default: '`60`',
+  },
+  BATON_TEST_TEMPORAL_ADDRESS: {
+    readBy: ['tests'],
+    meaning: 'Set by `npm test` for the test files: the Temporal server of the stack it booted.',
+    default: 'set by `npm test`',
+  },
+  BATON_TEST_DATABASE_URL: {
+    readBy: ['tests'],
+    meaning: 'Set by `npm test` for the test files: the database of the stack it booted.',
+    default: 'set by `npm test`',
+  },
+  BATON_TEST_WORKFLOW_BUNDLE: {
+    readBy: ['tests'],
+    meaning: 'Set by `npm test` for the test files: the workflow bundle it built once for all of them.',
+    default: 'set by `npm test`',
+  },
+  BATON_TEST_TEMPORAL_CLI: {
+    readBy: ['tests'],
+    meaning: 'Set by `npm test` for the test files: the Temporal CLI, when the stack started one.',
+    default: 'set by `npm test`',
+  },
+  BATON_TEST_STATE_DIR: {
+    readBy: ['tests'],
+    meaning: 'Set by `npm test` for the test files: a scratch directory for the run.',
+    default: 'set by `npm test`',
+  },
+  BATON_TEST_SYSTEM_TOOLS: {
+    readBy: ['tests'],
+    meaning:
+      '`install`: `npm test` installs the system tools its files need (bubblewrap, slirp4netns, Chromium, tmux) ' +
+      'with `apt-get` when they are missing; `skip`: it installs nothing, and the tests that need them fail.',
+    default: '`install`',
+  },
+  BATON_TEST_ADMIN_URL: {
+    readBy: ['tests'],
+    meaning: 'A Postgres server the local-Postgres tests use as an administrator (required under `CI=true`).',
+    default: '`postgres://postgres@127.0.0.1:5432/postgres`, skipped when absent',
+  },
+  BATON_CHROMIUM: {
+    readBy: ['tests'],
+    meaning: "The Chromium the explorer's browser tests drive (only this one when set).",
+    default: "`/usr/bin/chromium`, then other distributions' paths",
+  },
+  BATON_README_IMAGES: {
+    readBy: ['tests'],
+    meaning: '`1`: the explorer test also writes `docs/images/explorer-live.png`.',
+    default: 'off',
+  },
+  CI: {
+    readBy: ['tests'],
+    meaning:
+      '`1`, `true` or `yes`: tests that skip on a developer machine for want of something (Chromium, a Postgres ' +
+      'server) run and fail instead, and `npm test` fails a run with a skipped test it does not allow.',
+    default: 'unset (a developer machine)',
+  },
+} as const satisfies Record<string, EnvVariable>;
+
+export type ProductionVariable = keyof typeof PRODUCTION_VARIABLES;
+export type TestVariable = keyof typeof TEST_VARIABLES;
+
+/**
+ * What `baton worker` and `baton setup` read that this registry lacks: `never` when every key of their zod schemas
+ * is registered, else the missing names, which fail the type check below.
+ */
+type UnregisteredSchemaVariable = Exclude<
+  keyof typeof workerEnvSchema.shape | keyof typeof setupEnvSchema.shape,
+  ProductionVariable | TestVariable
+>;
+const everySchemaVariableRegistered: [UnregisteredSchemaVariable] extends [never] ? true : UnregisteredSchemaVariable =
+  true;
+void everySchemaVariableRegistered;
+
+/** One registered variable with its name. */
+export interface NamedEnvVariable extends EnvVariable {
+  readonly name: string;
+  /** Set or read only by Baton's own tests. */
+  readonly testOnly: boolean;
+}
+
+/** Every registered variable, production ones first, each list in the order written above. */
+export function environmentVariables(): NamedEnvVariable[] {
+  const named = (variables: Readonly<Record<string, EnvVariable>>, testOnly: boolean) =>
+    Object.entries(variables).map(([name, variable]) => ({ name, ...variable, testOnly }));
+  return [...named(PRODUCTION_VARIABLES, false), ...named(TEST_VARIABLES, true)];
+}
