@@ -5,6 +5,8 @@
  * HTML comment right above it, `<!-- prelude: declare const bookings: { create(x: object): Promise<{ id: string }> }; -->`,
  * is put before the block's code (CONTRIBUTING.md, "Snippets").
  *
+ * A block is checked as a file beside its page, so a relative import names a file from the page's folder.
+ *
  * The compiler runs in this process: one program holds every block, and only the blocks' own files are checked, so
  * Baton's sources are read for their types but not checked here (`npm run typecheck` does that).
  */
@@ -71,10 +73,11 @@ const OPTIONS: ts.CompilerOptions = {
  * markdown line the diagnostic points at (the prelude's comment for a problem in the prelude).
  */
 function typeCheck(snippets: readonly Snippet[]): string[] {
-  // Virtual files under the root, so that zod and @types/node are found in its node_modules as a project's would be.
+  // Each block is a virtual file beside its page, so that a relative import names a file from the page's folder (an
+  // example's README importing its tools) and zod and @types/node are found in node_modules as a project's would be.
   const files = new Map<string, Snippet>();
   snippets.forEach((snippet, index) => {
-    files.set(path.join(REPO_ROOT, '.doc-snippets', `${index}-${snippet.doc.replace(/\W/g, '_')}.ts`), snippet);
+    files.set(path.join(REPO_ROOT, path.dirname(snippet.doc), `doc-snippet-${index}.ts`), snippet);
   });
   const text = (snippet: Snippet) => `${snippet.prelude}\n${snippet.code}\n`;
   const host = ts.createCompilerHost(OPTIONS, true);
@@ -123,8 +126,9 @@ const FIXTURE_TEXT = [
   "import { startAgentHarness } from 'baton/testing';",
   "import { runWorkerFromEnv } from 'baton/worker';",
   "import { z } from 'zod';",
+  "import manifest from './package.json'; // beside the page",
   "const tool = defineTool({ name: 'n', description: 'd', parameters: z.object({}), run: async () => 'ok' });",
-  'console.log(tool, startAgentHarness, runWorkerFromEnv, await Promise.resolve(process.pid));',
+  'console.log(manifest.name, tool, startAgentHarness, runWorkerFromEnv, await Promise.resolve(process.pid));',
   '```',
   '',
   '<!-- prelude: declare const bookings: { create(x: object): Promise<{ id: string }> }; -->',
@@ -136,11 +140,11 @@ const FIXTURE_TEXT = [
   '',
   '```ts',
   'const n: number = 1;',
-  'const s: string = n; // line 21: a number is no string, in strict mode or not',
+  'const s: string = n; // line 22: a number is no string, in strict mode or not',
   '```',
   '',
   '```ts',
-  'export function f(x) { return x; } // line 25: an implicit any, refused in strict mode',
+  'export function f(x) { return x; } // line 26: an implicit any, refused in strict mode',
   '```',
   '',
   '```sh',
@@ -159,12 +163,12 @@ test('doc snippets: blocks are found with their lines and preludes', () => {
     [
       { line: 3, preludeLine: undefined, prelude: '' },
       {
-        line: 14,
-        preludeLine: 12,
+        line: 15,
+        preludeLine: 13,
         prelude: 'declare const bookings: { create(x: object): Promise<{ id: string }> };',
       },
-      { line: 19, preludeLine: undefined, prelude: '' },
-      { line: 24, preludeLine: undefined, prelude: '' },
+      { line: 20, preludeLine: undefined, prelude: '' },
+      { line: 25, preludeLine: undefined, prelude: '' },
     ],
   );
   const docs = userDocs();
@@ -190,7 +194,7 @@ test('doc snippets: every ts block of README.md, CONTRIBUTING.md, docs/ and the 
   const fixture = problems.filter((problem) => problem.startsWith(`${FIXTURE}:`));
   assert.deepEqual(
     fixture.map((problem) => problem.split(' ', 2).join(' ')),
-    [`${FIXTURE}:21: TS2322`, `${FIXTURE}:25: TS7006`],
+    [`${FIXTURE}:22: TS2322`, `${FIXTURE}:26: TS7006`],
     fixture.join('\n'),
   );
   const failing = problems.filter((problem) => !problem.startsWith(`${FIXTURE}:`));
