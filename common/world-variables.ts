@@ -30,7 +30,8 @@ const POSITIVE_WHOLE_NUMBER =
 
 /** What reads the delegation limits: the root turn resolves them once, and they hold for the tree below it. */
 const READ_AS_A_TURN_BEGINS =
-  "each human message's turn, as it begins; it holds for every delegation, fork and wait of that turn. A conversation's `startThread({ limits })` wins";
+  "each human message's turn, as it begins (the limits hold for every delegation, fork and wait below it); a " +
+  "conversation's `startThread({ limits })` wins";
 
 /** The limits of a conversation's delegation tree, its forks and its waits (`DelegationLimits`). */
 export const DELEGATION_LIMIT_VARIABLES = {
@@ -180,8 +181,8 @@ export const SHELL_NETWORK_WORLD_VARIABLE = {
 export const WORKING_DIRECTORY_WORLD_VARIABLE = {
   name: 'working_directory',
   meaning:
-    '`baton world dir PATH` sets it. The directory `shell` commands are confined to and run in, and the root ' +
-    'of `read_file` and `list_files`.',
+    'The directory `shell` commands are confined to and run in, and the root of `read_file` and `list_files`; ' +
+    '`baton world dir PATH` sets it.',
   values: 'an absolute path of an existing directory (`baton world dir` checks and normalises it)',
   default: "none: `shell` refuses every command; the file tools use the worker's `BATON_FILES_ROOT`",
   readBy: 'every `shell`, `read_file` and `list_files` call',

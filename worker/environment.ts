@@ -20,8 +20,22 @@ export type EnvReader =
   | 'tests' // `npm test` and the test files
   | 'bench'; // `npm run bench`
 
+/** The sections of the reference page, in order. */
+export const ENV_TOPICS = [
+  'Connections',
+  'The worker',
+  'Models',
+  'Tools and the shell',
+  'Approvals and access',
+  'The CLI and the local stack',
+  'Tests',
+] as const;
+export type EnvTopic = (typeof ENV_TOPICS)[number];
+
 /** One environment variable, as the reference page shows it. */
 export interface EnvVariable {
+  /** The section of the reference page it is listed in. */
+  readonly topic: EnvTopic;
   readonly readBy: readonly EnvReader[];
   /** What it does, for a user: one or two sentences. */
   readonly meaning: string;
@@ -32,61 +46,61 @@ export interface EnvVariable {
 /** Variables a deployment or a developer sets, by name. */
 export const PRODUCTION_VARIABLES = {
   DATABASE_URL: {
+    topic: 'Connections',
     readBy: ['worker', 'setup', 'dev', 'demo', 'CLI', 'SDK', 'bench'],
     meaning: "Postgres for Baton's data: a `postgres://` or `postgresql://` URL.",
     default: '`baton dev` starts an embedded Postgres; required for `baton worker` and `baton setup`',
   },
   TEMPORAL_ADDRESS: {
+    topic: 'Connections',
     readBy: ['worker', 'setup', 'dev', 'demo', 'CLI', 'SDK'],
     meaning: 'The Temporal frontend, `host:port` (`[::1]:7233` for IPv6; no scheme).',
     default: '`baton dev` starts a dev server; the CLI and SDK find it; required for `baton worker`',
   },
   TEMPORAL_NAMESPACE: {
+    topic: 'Connections',
     readBy: ['worker', 'setup', 'CLI', 'SDK'],
     meaning: 'The Temporal namespace.',
     default: '`default`',
   },
   TEMPORAL_TLS_CERT: {
+    topic: 'Connections',
     readBy: ['worker', 'setup'],
     meaning: 'A PEM client certificate file for mTLS to Temporal (with `TEMPORAL_TLS_KEY`); turns TLS on.',
     default: 'off (plaintext)',
   },
   TEMPORAL_TLS_KEY: {
+    topic: 'Connections',
     readBy: ['worker', 'setup'],
     meaning: 'The private key file of that certificate.',
     default: 'none',
   },
   TEMPORAL_TLS_CA: {
+    topic: 'Connections',
     readBy: ['worker', 'setup'],
     meaning: "A PEM CA bundle to trust for the server's certificate; turns TLS on.",
     default: "the system's roots",
   },
   TEMPORAL_TLS_SERVER_NAME: {
+    topic: 'Connections',
     readBy: ['worker', 'setup'],
     meaning: "The name the server's certificate carries, when it differs from the address; turns TLS on.",
     default: "the address's host",
   },
   TEMPORAL_API_KEY: {
+    topic: 'Connections',
     readBy: ['worker', 'setup'],
     meaning: 'A Temporal Cloud API key, sent as a bearer token over TLS; turns TLS on.',
     default: 'none',
   },
-  TEMPORAL_CLI_PATH: {
-    readBy: ['dev', 'demo', 'tests'],
-    meaning: 'The `temporal` CLI to start the dev server with.',
-    default: 'found on the `PATH` or in the cache, else built from source',
-  },
-  TEMPORAL_UI_URL: {
-    readBy: ['explorer'],
-    meaning: "The Temporal Web UI, for the explorer's links to workflows (`--ui-url` wins).",
-    default: "the local stack's, else no links",
-  },
   BATON_TASK_QUEUE: {
+    topic: 'Connections',
     readBy: ['worker', 'CLI', 'SDK'],
     meaning: 'The task queue the workers poll and clients start workflows on.',
     default: '`baton`',
   },
   BATON_NAMESPACE_RETENTION_DAYS: {
+    topic: 'Connections',
     readBy: ['setup'],
     meaning:
       "How long Temporal keeps a closed workflow's history in the namespace `baton setup` creates (1 to 3650 " +
@@ -94,11 +108,13 @@ export const PRODUCTION_VARIABLES = {
     default: '`7`',
   },
   BATON_LOG_LEVEL: {
+    topic: 'The worker',
     readBy: ['worker', 'setup', 'dev', 'demo', 'CLI'],
     meaning: "The Temporal SDK's log level: `TRACE`, `DEBUG`, `INFO`, `WARN` or `ERROR`.",
     default: '`WARN`',
   },
   BATON_DB_POOL_SIZE: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning:
       "The most Postgres connections one worker process holds (Postgres' `max_connections` must cover workers " +
@@ -106,36 +122,43 @@ export const PRODUCTION_VARIABLES = {
     default: '`10`',
   },
   BATON_MAX_CONCURRENT_ACTIVITIES: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning: 'Activities (model calls, tools, writes) one worker runs at once.',
     default: '`100`',
   },
   BATON_MAX_CONCURRENT_WORKFLOW_TASKS: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning: 'Workflow tasks one worker runs at once (at least 2).',
     default: '`40`',
   },
   BATON_MAX_CACHED_WORKFLOWS: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning: "Workflows kept in the worker's sticky cache (each costs memory; a miss replays the history).",
     default: '`1000`',
   },
   BATON_WORKER_IDENTITY: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning: "The worker's identity in Temporal (the Web UI, histories).",
     default: '`baton-worker <pid>@<host>`',
   },
   BATON_METRICS_ADDRESS: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning: "`host:port` to serve the Temporal SDK's Prometheus metrics on (`/metrics`).",
     default: 'off',
   },
   BATON_HEALTH_ADDRESS: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning: '`host:port` to serve `GET /healthz` on: 200 while the worker polls, 503 otherwise.',
     default: 'off (the log line `baton worker: polling …` says it is up)',
   },
   BATON_SHUTDOWN_GRACE_S: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning:
       'Seconds running activities get to finish after SIGTERM or SIGINT before they are cancelled (0 to 3600); ' +
@@ -143,6 +166,7 @@ export const PRODUCTION_VARIABLES = {
     default: '`30`',
   },
   BATON_WATCH_SWEEP_SECONDS: {
+    topic: 'The worker',
     readBy: ['worker'],
     meaning:
       "Seconds between the worker's watch sweeps, which wake the watchers of shared-data changes no signal told " +
@@ -150,38 +174,51 @@ export const PRODUCTION_VARIABLES = {
     default: '`10`',
   },
   BATON_WORKFLOW_BUNDLE: {
+    topic: 'The worker',
     readBy: ['worker', 'dev', 'demo'],
     meaning:
       'A workflow bundle written by `baton bundle <file>` (the image sets it): no webpack at start, and about ' +
       '120 MB less memory.',
     default: 'bundled at start-up (seconds, and the memory stays)',
   },
+  BATON_AGENTS_DIR: {
+    topic: 'The worker',
+    readBy: ['worker'],
+    meaning: 'The directory of agent files.',
+    default: '`agents`',
+  },
   OPENAI_API_KEY: {
+    topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'The key for the model endpoint; `baton dev` and `baton demo` run the scripted model without it.',
     default: 'none (required for `baton worker`, unless `BATON_MODEL_SCRIPT` is set)',
   },
   OPENAI_BASE_URL: {
+    topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'An OpenAI-compatible endpoint.',
     default: 'the OpenAI API',
   },
   BATON_MODEL: {
+    topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'The model name agents use when they name none.',
     default: '`gpt-4o-mini`',
   },
   BATON_MODEL_SCRIPT: {
+    topic: 'Models',
     readBy: ['worker'],
     meaning: 'Answer from this scripted-model script when `OPENAI_API_KEY` is unset (`docker-compose.yml` sets it).',
     default: 'off',
   },
   BATON_MODEL_LOG: {
+    topic: 'Models',
     readBy: ['dev', 'demo'],
     meaning: 'The scripted model appends every request it receives to this file, one JSON line each.',
     default: 'off',
   },
   BATON_MODEL_STREAM: {
+    topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],
     meaning:
       '`on`: model calls ask for streamed replies, publish the text as it comes to the run feed (`delta` events) ' +
@@ -189,23 +226,21 @@ export const PRODUCTION_VARIABLES = {
     default: '`off`',
   },
   BATON_PROVIDERS: {
+    topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'More model endpoints, which agents name as `provider/model` (JSON; see the models guide).',
     default: 'none',
   },
   BATON_STEPS: {
+    topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],
     meaning:
       'Where turns run their steps when neither their agent (`steps`) nor their world (`BATON_STEPS`) says: ' +
       '`activity`, `local` or `batched`.',
     default: '`activity`',
   },
-  BATON_AGENTS_DIR: {
-    readBy: ['worker'],
-    meaning: 'The directory of agent files.',
-    default: '`agents`',
-  },
   BATON_TOOLS: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev'],
     meaning:
       'Your tool modules, comma-separated, relative to the working directory (`baton dev --tools FILE` does the ' +
@@ -213,6 +248,7 @@ export const PRODUCTION_VARIABLES = {
     default: 'none',
   },
   BATON_MCP_CONFIG: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'CLI'],
     meaning:
       'A JSON file of MCP servers whose tools agents call (`baton dev --mcp FILE` does the same; `baton mcp list` ' +
@@ -220,6 +256,7 @@ export const PRODUCTION_VARIABLES = {
     default: 'none',
   },
   BATON_FILES_ROOT: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'demo'],
     meaning:
       'The directory `read_file` and `list_files` read in a world without `working_directory` (relative to the ' +
@@ -227,16 +264,19 @@ export const PRODUCTION_VARIABLES = {
     default: 'the working directory',
   },
   BATON_ARC_DIR: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'The ARC task files (`<task id>.json`) `load_arc_task` reads (relative to the working directory).',
     default: '`data/arc/training` in the package',
   },
   BATON_ENV_MAX_VALUE_BYTES: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'The largest shared env-data value, as JSON (1 KiB to 16 MiB).',
     default: '`102400` (100 KiB)',
   },
   BATON_SHELL_SANDBOX: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'demo'],
     meaning:
       '`bwrap`: every `shell` command runs in a bubblewrap sandbox; `none`: unsandboxed, with a warning at start ' +
@@ -244,16 +284,19 @@ export const PRODUCTION_VARIABLES = {
     default: '`bwrap`',
   },
   BATON_BWRAP: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'demo'],
     meaning: 'The bubblewrap executable the shell sandbox runs.',
     default: '`bwrap` on the `PATH`',
   },
   BATON_SLIRP4NETNS: {
+    topic: 'Tools and the shell',
     readBy: ['worker', 'dev', 'demo'],
     meaning: "The slirp4netns executable that gives `shell` commands egress (never the host's loopback).",
     default: '`slirp4netns` on the `PATH`',
   },
   BATON_DECISION_KEY: {
+    topic: 'Approvals and access',
     readBy: ['worker', 'dev', 'demo', 'CLI', 'SDK'],
     meaning:
       "The key approvals' decisions are signed with (at least 32 characters; never printed): workers write no " +
@@ -261,6 +304,7 @@ export const PRODUCTION_VARIABLES = {
     default: "a local stack's `.baton/token`; else decisions are unsigned, with a warning",
   },
   BATON_DECISION_KEY_FILE: {
+    topic: 'Approvals and access',
     readBy: ['worker', 'dev', 'demo', 'CLI', 'SDK'],
     meaning:
       "A file holding that key instead (not both); keep it out of every world's directory and the file tools' " +
@@ -268,6 +312,7 @@ export const PRODUCTION_VARIABLES = {
     default: 'none',
   },
   BATON_EXPLORER_TOKEN: {
+    topic: 'Approvals and access',
     readBy: ['explorer', 'dev', 'demo'],
     meaning:
       'The token every request to the explorer carries (at least 32 characters; never printed); `--token-file` ' +
@@ -275,28 +320,45 @@ export const PRODUCTION_VARIABLES = {
     default: '`.baton/token`, made on first use',
   },
   BATON_MCP_TOKEN: {
+    topic: 'Approvals and access',
     readBy: ['mcp serve'],
     meaning:
       'The token every request to `baton mcp serve --http` carries (at least 32 characters; never printed); ' +
       '`--token-file` wins.',
     default: '`.baton/token`, made on first use',
   },
+  TEMPORAL_CLI_PATH: {
+    topic: 'The CLI and the local stack',
+    readBy: ['dev', 'demo', 'tests'],
+    meaning: 'The `temporal` CLI to start the dev server with.',
+    default: 'found on the `PATH` or in the cache, else built from source',
+  },
+  TEMPORAL_UI_URL: {
+    topic: 'The CLI and the local stack',
+    readBy: ['explorer'],
+    meaning: "The Temporal Web UI, for the explorer's links to workflows (`--ui-url` wins).",
+    default: "the local stack's, else no links",
+  },
   BATON_DEBUG: {
+    topic: 'The CLI and the local stack',
     readBy: ['CLI'],
     meaning: "Any value: a failing command also prints the error's stack trace.",
     default: 'off',
   },
   NO_COLOR: {
+    topic: 'The CLI and the local stack',
     readBy: ['CLI'],
     meaning: 'Any value: the live tree of `run`, `send` and `watch` is drawn without colours (no-color.org).',
     default: 'colours on a terminal',
   },
   TERM: {
+    topic: 'The CLI and the local stack',
     readBy: ['CLI'],
     meaning: '`dumb`: `run`, `send` and `watch` treat the terminal as not one (plain lines, no redrawing).',
     default: 'set by the terminal',
   },
   XDG_CACHE_HOME: {
+    topic: 'The CLI and the local stack',
     readBy: ['dev', 'demo', 'tests'],
     meaning:
       'Where the built Temporal CLI, `temporal-server` and `temporal-sql-tool` are cached ' +
@@ -308,6 +370,7 @@ export const PRODUCTION_VARIABLES = {
 /** Variables only Baton's own tests, benchmarks and CI set or read, by name. */
 export const TEST_VARIABLES = {
   BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL: {
+    topic: 'Tests',
     readBy: ['worker'],
     meaning:
       'The worker kills itself after a write of this env-data key commits, before it signals the watchers of the ' +
@@ -315,6 +378,7 @@ export const TEST_VARIABLES = {
     default: 'unset',
   },
   BATON_SCHEDULE_MIN_INTERVAL_S: {
+    topic: 'Tests',
     readBy: ['CLI'],
     meaning:
       'The shortest `--every` a schedule may have, in seconds: for tests that need fast schedules (a schedule ' +
@@ -322,31 +386,37 @@ export const TEST_VARIABLES = {
     default: '`60`',
   },
   BATON_TEST_TEMPORAL_ADDRESS: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: 'Set by `npm test` for the test files: the Temporal server of the stack it booted.',
     default: 'set by `npm test`',
   },
   BATON_TEST_DATABASE_URL: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: 'Set by `npm test` for the test files: the database of the stack it booted.',
     default: 'set by `npm test`',
   },
   BATON_TEST_WORKFLOW_BUNDLE: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: 'Set by `npm test` for the test files: the workflow bundle it built once for all of them.',
     default: 'set by `npm test`',
   },
   BATON_TEST_TEMPORAL_CLI: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: 'Set by `npm test` for the test files: the Temporal CLI, when the stack started one.',
     default: 'set by `npm test`',
   },
   BATON_TEST_STATE_DIR: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: 'Set by `npm test` for the test files: a scratch directory for the run.',
     default: 'set by `npm test`',
   },
   BATON_TEST_SYSTEM_TOOLS: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning:
       '`install`: `npm test` installs the system tools its files need (bubblewrap, slirp4netns, Chromium, tmux) ' +
@@ -354,21 +424,25 @@ export const TEST_VARIABLES = {
     default: '`install`',
   },
   BATON_TEST_ADMIN_URL: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: 'A Postgres server the local-Postgres tests use as an administrator (required under `CI=true`).',
     default: '`postgres://postgres@127.0.0.1:5432/postgres`, skipped when absent',
   },
   BATON_CHROMIUM: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: "The Chromium the explorer's browser tests drive (only this one when set).",
     default: "`/usr/bin/chromium`, then other distributions' paths",
   },
   BATON_README_IMAGES: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning: '`1`: the explorer test also writes `docs/images/explorer-live.png`.',
     default: 'off',
   },
   CI: {
+    topic: 'Tests',
     readBy: ['tests'],
     meaning:
       '`1`, `true` or `yes`: tests that skip on a developer machine for want of something (Chromium, a Postgres ' +
