@@ -69,8 +69,9 @@ const OPTIONS: ts.CompilerOptions = {
 };
 
 /**
- * Type-checks the snippets and returns one line per problem: `<doc>:<line>: TS<code> <message>`, the line being the
- * markdown line the diagnostic points at (the prelude's comment for a problem in the prelude).
+ * Type-checks the snippets and returns one line per problem: `<doc>:<line> (in the block at line <n>): TS<code>
+ * <message>`, the line being the markdown line the diagnostic points at (the prelude's comment for a problem in the
+ * prelude).
  */
 function typeCheck(snippets: readonly Snippet[]): string[] {
   // Each block is a virtual file beside its page, so that a relative import names a file from the page's folder (an
@@ -108,7 +109,7 @@ function typeCheck(snippets: readonly Snippet[]): string[] {
       const where =
         line < preludeLines
           ? `${snippet.doc}:${snippet.preludeLine ?? snippet.line} (the prelude of the block at line ${snippet.line})`
-          : `${snippet.doc}:${snippet.line + 1 + line - preludeLines}`;
+          : `${snippet.doc}:${snippet.line + 1 + line - preludeLines} (in the block at line ${snippet.line})`;
       const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n');
       problems.push(`${where}: TS${diagnostic.code} ${message}`);
     }
@@ -193,8 +194,8 @@ test('doc snippets: every ts block of README.md, CONTRIBUTING.md, docs/ and the 
   // The fixture proves the check can fail, and where it says the problem is.
   const fixture = problems.filter((problem) => problem.startsWith(`${FIXTURE}:`));
   assert.deepEqual(
-    fixture.map((problem) => problem.split(' ', 2).join(' ')),
-    [`${FIXTURE}:22: TS2322`, `${FIXTURE}:26: TS7006`],
+    fixture.map((problem) => problem.replace(/(: TS\d+) .*/s, '$1')),
+    [`${FIXTURE}:22 (in the block at line 20): TS2322`, `${FIXTURE}:26 (in the block at line 25): TS7006`],
     fixture.join('\n'),
   );
   const failing = problems.filter((problem) => !problem.startsWith(`${FIXTURE}:`));
