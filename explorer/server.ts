@@ -16,6 +16,7 @@ import { envKeyProblem } from '../common/env-data';
 import { MAX_APPROVAL_REASON_CHARS, type DecideApprovalResult } from '../common/types';
 import type { ApprovalRow } from '../db/approvals';
 import type { ThreadRow } from '../db/threads';
+import { explorerApiRoutesAt, type ExplorerApiRoute } from './api-routes';
 import { EXPLORER_CSS, EXPLORER_JS } from './assets';
 import { crossSiteRequest, loopbackHostHeaders } from './http-guards';
 import { ExplorerData } from './data';
@@ -246,6 +247,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
     }
     if (!requestHasToken(req, token, cookieName)) throw new HttpError(401, NEEDS_TOKEN, BEARER_CHALLENGE);
     const route = api ? parts.slice(1) : parts;
+    if (api) checkApiRoute(route, method, url.pathname);
 
     if (!api && route.length === 2 && route[0] === 'assets') {
       if (route[1] === 'explorer.css') return sendAsset(res, 'text/css; charset=utf-8', EXPLORER_CSS);
@@ -737,6 +739,19 @@ function noApproval(rootThreadId: string, approvalId: string): string {
 
 function alreadyClosed(approval: ApprovalRow): string {
   return `approval '${approval.approvalId}' is already ${outcomeText(approval)}`;
+}
+
+/**
+ * Refuses an address under `/api/` that the route list (api-routes.ts) does not list (404), or a method its routes do
+ * not take (405), before anything is read: the list is the API.
+ */
+function checkApiRoute(segments: readonly string[], method: string, pathname: string): void {
+  const routes = explorerApiRoutesAt(segments);
+  if (routes.length === 0) throw new HttpError(404, `nothing at ${pathname}`);
+  const takes = (route: ExplorerApiRoute) => route.method === method || (route.method === 'GET' && method === 'HEAD');
+  if (routes.some(takes)) return;
+  const post = routes.find((route) => route.body !== undefined);
+  throw new HttpError(405, post?.body ? `send ${post.body.what} with POST` : `${method} is not served at ${pathname}`);
 }
 
 /** `?all=1` (or `true`): decided, expired and cancelled approvals too. */
