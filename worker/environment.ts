@@ -307,8 +307,8 @@ export const PRODUCTION_VARIABLES = {
     topic: 'Approvals and access',
     readBy: ['worker', 'dev', 'demo', 'CLI', 'SDK'],
     meaning:
-      "A file holding that key instead (not both); keep it out of every world's directory and the file tools' " +
-      'root.',
+      "A file holding that key instead (not both); keep it out of `/etc` (shell commands read it), every world's " +
+      "directory and the file tools' root.",
     default: 'none',
   },
   BATON_EXPLORER_TOKEN: {
