@@ -119,6 +119,15 @@ export async function runCli(args: readonly string[], io: CliIo): Promise<number
   }
 }
 
+/**
+ * The `baton` program's commands, arguments and options, never run: what the generated reference
+ * (docs/reference/cli.md, `npm run docs`) is written from.
+ */
+export function describeProgram(): Command {
+  const silent = { write: () => true };
+  return createProgram({ stdout: silent, stderr: silent, env: {}, cwd: '.' }, { code: 0 });
+}
+
 class CliError extends Error {
   constructor(message: string) {
     super(message);

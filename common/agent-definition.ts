@@ -33,10 +33,21 @@ export const DEFAULT_MAX_STEPS = 25;
  * stops start-up instead of being silently ignored.
  */
 export const agentFrontmatterSchema = z.strictObject({
-  name: z.string().regex(AGENT_NAME_PATTERN, 'must be lowercase letters, digits, "_" or "-" (at most 64)'),
-  description: z.string().trim().min(1, 'must not be empty').max(500),
+  name: z
+    .string()
+    .regex(AGENT_NAME_PATTERN, 'must be lowercase letters, digits, "_" or "-" (at most 64)')
+    .describe('How the agent is called: lowercase letters, digits, `_` and `-`, at most 64 characters.'),
+  description: z
+    .string()
+    .trim()
+    .min(1, 'must not be empty')
+    .max(500)
+    .describe('What it does; agents that can call it read it, and so does its delegation preamble.'),
   /** Tool and agent names this agent may call, beyond the universal capabilities. */
-  capabilities: z.array(z.string().min(1)).default([]),
+  capabilities: z
+    .array(z.string().min(1))
+    .default([])
+    .describe('The tools and agents it may call beyond the universal ones.'),
   /**
    * Tools whose every call by this agent waits for a person to approve it (`baton approve`), each a name or
    * `{ tool, timeout_s }` (rejected when nobody decides in time).
@@ -51,22 +62,42 @@ export const agentFrontmatterSchema = z.strictObject({
         }),
       ]),
     )
-    .default([]),
+    .default([])
+    .describe(
+      'Tools whose every call waits for a person: names, or `{ tool, timeout_s }` to reject it when nobody decides in time.',
+    ),
   /** Model name for this agent; the worker's default when omitted. */
-  model: z.string().trim().min(1).optional(),
-  temperature: z.number().min(0).max(2).optional(),
+  model: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe("The model name; `provider/model` names a provider's endpoint. Default: the worker's BATON_MODEL."),
+  temperature: z.number().min(0).max(2).optional().describe("Sampling temperature. Default: the endpoint's."),
   /** Where this agent's steps run (`STEP_MODES`); the world's `BATON_STEPS`, else the worker's, when omitted. */
-  steps: z.enum(STEP_MODES, { error: 'must be local, batched or activity' }).optional(),
+  steps: z
+    .enum(STEP_MODES, { error: 'must be local, batched or activity' })
+    .optional()
+    .describe("Where a turn's model calls and tool runs go. Default: the world's BATON_STEPS, else the worker's."),
   /** Model calls one turn may make before it ends with `max_steps`. */
-  max_steps: z.int().min(1).max(1000).default(DEFAULT_MAX_STEPS),
+  max_steps: z
+    .int()
+    .min(1)
+    .max(1000)
+    .default(DEFAULT_MAX_STEPS)
+    .describe('Model calls one turn may make; a turn that uses them all ends with status `max_steps`.'),
   /** How much a delegated call to this agent is told about its caller: `false` for no preamble. */
-  delegation_context: z.union([z.enum(['minimal', 'standard', 'verbose']), z.literal(false)]).default('standard'),
+  delegation_context: z
+    .union([z.enum(['minimal', 'standard', 'verbose']), z.literal(false)])
+    .default('standard')
+    .describe('How much a delegated call to this agent is told about its caller; `false` for nothing.'),
   /** A delegated turn of this agent that runs longer than this fails the caller's tool call (it is cancelled). */
   timeout_s: z
     .int()
     .min(1)
     .max(7 * 24 * 3600)
-    .optional(),
+    .optional()
+    .describe("Seconds a delegated turn of this agent may run; past that it is stopped and the caller's call fails."),
   /**
    * What of the thread one model request carries (`common/context-policy.ts`); each limit unset here falls back to
    * the world's `BATON_CONTEXT_MAX_MESSAGES` / `BATON_CONTEXT_MAX_TOKENS`, else no limit.
@@ -76,7 +107,10 @@ export const agentFrontmatterSchema = z.strictObject({
       max_messages: z.int().min(1, 'must be at least 1').optional(),
       max_tokens: z.int().min(1, 'must be at least 1').optional(),
     })
-    .optional(),
+    .optional()
+    .describe(
+      "What of the thread each model request carries. Default: the world's BATON_CONTEXT_MAX_MESSAGES and BATON_CONTEXT_MAX_TOKENS.",
+    ),
   /**
    * Env-data keys this agent watches in every root it runs in (`common/watchers.ts`): a committed change to one wakes
    * a turn of it, in a thread of its own, told what changed. Optional (no default), so the versions of agents that
@@ -91,7 +125,10 @@ export const agentFrontmatterSchema = z.strictObject({
       }),
     )
     .max(10)
-    .optional(),
+    .optional()
+    .describe(
+      'Env-data keys this agent watches in every root it runs in: a committed change to one wakes a turn of it.',
+    ),
 });
 
 export type AgentFrontmatter = z.infer<typeof agentFrontmatterSchema>;

@@ -34,6 +34,8 @@ export const PROCESS_UNIT_FILES: Readonly<Record<string, string>> = {
   'test/unit/temporal-server-binaries.test.ts': 'starts scripts that stand in for temporal-server and for go',
   'test/unit/repository-paths.test.ts': 'lists the repository with `git ls-files`',
   'test/unit/system-tools-install.test.ts': 'runs the system-tools step and npm test against stub apt-get and sudo',
+  // No process: TypeDoc runs in the test's own, but reads the whole package (about 30 s of CPU), too slow for quick.
+  'test/unit/docs-reference.test.ts': 'generates docs/reference/, TypeDoc over the whole package included (~30 s CPU)',
 };
 
 /**

@@ -130,28 +130,77 @@ export interface McpConfig {
 const text = z.string().min(1);
 const toolNames = z.array(text);
 const baton = {
-  allow: toolNames.optional(),
-  deny: toolNames.optional(),
-  timeout_s: z.int().min(1).max(MAX_MCP_TIMEOUT_S).optional(),
-  max_timeout_s: z.int().min(1).max(MAX_MCP_TIMEOUT_S).optional(),
-  readOnly: z.union([z.enum(['hints', 'none']), toolNames]).optional(),
-  approval: z.union([z.enum(['none', 'writes', 'all']), toolNames]).optional(),
+  allow: toolNames
+    .optional()
+    .describe(
+      "Only these tools (the server's names); one the server does not list is an error at start. Default: all.",
+    ),
+  deny: toolNames.optional().describe('Never these tools. Default: none.'),
+  timeout_s: z
+    .int()
+    .min(1)
+    .max(MAX_MCP_TIMEOUT_S)
+    .optional()
+    .describe(
+      `Seconds a call may go without its answer or a progress notification; then it is cancelled and the model reads why. Default: ${DEFAULT_MCP_TIMEOUT_S}.`,
+    ),
+  max_timeout_s: z
+    .int()
+    .min(1)
+    .max(MAX_MCP_TIMEOUT_S)
+    .optional()
+    .describe(`Seconds a call may take in all, progress or not. Default: ${DEFAULT_MCP_MAX_TIMEOUT_S}.`),
+  readOnly: z
+    .union([z.enum(['hints', 'none']), toolNames])
+    .optional()
+    .describe("`hints` (the server's readOnlyHint), `none`, or a list of the read-only tools. Default: hints."),
+  approval: z
+    .union([z.enum(['none', 'writes', 'all']), toolNames])
+    .optional()
+    .describe(
+      '`none`, `writes` (every tool not read-only), `all`, or a list of tools that wait for a person. Default: none.',
+    ),
 };
-const stdioSchema = z.strictObject({
-  type: z.literal('stdio').optional(),
-  command: text,
-  args: z.array(z.string()).optional(),
-  env: z.record(z.string(), z.string()).optional(),
-  cwd: text.optional(),
-  sandbox: z.union([z.boolean(), z.strictObject({ network: z.boolean().optional() })]).optional(),
-  ...baton,
-});
-const httpSchema = z.strictObject({
-  type: z.enum(['http', 'streamable-http', 'streamableHttp']).optional(),
-  url: text,
-  headers: z.record(z.string(), z.string()).optional(),
-  ...baton,
-});
+const stdioSchema = z
+  .strictObject({
+    type: z.literal('stdio').optional(),
+    command: text.describe("The program to start; `${VAR}` is read from the worker's environment."),
+    args: z.array(z.string()).optional().describe('Its arguments.'),
+    env: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe('Variables given to this server only, beside the few it inherits (PATH, HOME, …).'),
+    cwd: text.optional().describe("Its working directory, relative to the file's. Default: the file's directory."),
+    sandbox: z
+      .union([z.boolean(), z.strictObject({ network: z.boolean().optional() })])
+      .optional()
+      .describe('Run it in the bubblewrap sandbox; `{ "network": false }` leaves it only a loopback of its own.'),
+    ...baton,
+  })
+  .describe('A local server: a child process of each worker, spoken to over stdin and stdout.');
+const httpSchema = z
+  .strictObject({
+    type: z.enum(['http', 'streamable-http', 'streamableHttp']).optional(),
+    url: text.describe('Its Streamable HTTP address (SSE is not supported).'),
+    headers: z.record(z.string(), z.string()).optional().describe('Headers sent with every request.'),
+    ...baton,
+  })
+  .describe('A server over Streamable HTTP.');
+
+/**
+ * The file's shape as a schema, for editors and the generated reference (docs/reference/mcp-config.schema.json):
+ * {@link parseMcpConfig} checks the same, each refusal worded for its field, and also refuses a server whose
+ * `timeout_s` exceeds its `max_timeout_s` and a `${VAR}` that is not set.
+ */
+export const mcpConfigFileSchema = z
+  .strictObject({
+    mcpServers: z
+      .record(z.string().regex(MCP_SERVER_NAME_PATTERN), z.union([stdioSchema, httpSchema]))
+      .describe(
+        `Each server by name: letters, digits, '-' and single '_' (its tools are called <server>${MCP_TOOL_SEPARATOR}<tool>).`,
+      ),
+  })
+  .describe('The MCP servers a worker connects to: BATON_MCP_CONFIG, or `baton dev --mcp <file>`.');
 
 /**
  * Parses and checks a configuration file's text.
