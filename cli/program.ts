@@ -787,7 +787,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
   const schedule = program
     .command('schedule')
     .description(
-      'run an agent on a schedule (Temporal Schedules): create, list, describe, pause, trigger, … (see the README)',
+      'run an agent on a schedule (Temporal Schedules): create, list, describe, pause, trigger, … (docs/guides/durable-jobs.md)',
     );
 
   interface ScheduleTimingFlags {
@@ -975,7 +975,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
 
   const world = program
     .command('world')
-    .description("a world's variables, one .env-style text: get, set, unset, import, dir (see the README)");
+    .description("a world's variables, one .env-style text: get, set, unset, import, dir (docs/guides/worlds.md)");
 
   interface WorldOptions {
     world: string;
@@ -1449,7 +1449,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
 
   program
     .command('worker')
-    .description('run a production worker configured by environment variables (see the README)')
+    .description('run a production worker configured by environment variables (docs/deploy.md, docs/configuration.md)')
     .action(async () => {
       // A `baton dev` in this directory keeps its stack file (the database password) there: no tool shows it.
       await runWorkerFromEnv(io.env, { hiddenDirectories: hiddenStateDirectories(globals().stateDir) });

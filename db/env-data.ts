@@ -878,7 +878,7 @@ const MAX_ANNOUNCEMENTS_PER_BATCH = 100;
  * How long the first announcement of a batch waits for others to join it. Writers of a busy store commit every few
  * hundred microseconds, and one statement then announces them all; a listener hears of a change this much later.
  * Each announcing statement is a small transaction of its own: sent every 5 ms they still cost a store with one
- * writer about a tenth of its puts, every 20 ms no measurable share (README Performance). A process that stops
+ * writer about a tenth of its puts, every 20 ms no measurable share (bench/README.md, env-data). A process that stops
  * within the delay may not announce its last writes: its listeners find them at their periodic re-read.
  */
 const ENV_ANNOUNCEMENT_GATHER_MS = 20;

@@ -2,7 +2,7 @@
  * Sends that wait a moment for others to join them: the change-feed and run-feed announcements (NOTIFYs sent after
  * their writes commit) go out in batches, one statement for everything queued within a few milliseconds, instead of a
  * small transaction each. A notifying transaction costs Postgres a commit of its own (and notifying commits take
- * turns); sent per write it cost a store with one writer about a fifth of each write (README Performance).
+ * turns); sent per write it cost a store with one writer about a fifth of each write (bench/README.md, env-data).
  */
 
 /** What a gathered send does with one batch. Best effort: it must not throw (a lost announcement is a wake-up). */

@@ -149,7 +149,7 @@ const DYNAMIC_CONFIG = [
 /**
  * Dynamic config for a latency-sensitive workload: an agent step is a few activity and workflow task dispatches in
  * a row, so how often the server's queue processors poll for new tasks bounds every step. Measured with
- * `npm run bench` (bench/step.bench.ts, README "Performance"); `--default-dynamic-config` there runs without these.
+ * `npm run bench` (bench/step.bench.ts, docs/performance.md); `--default-dynamic-config` there runs without these.
  *
  * - `history.transferProcessorMaxPollRPS=1000`: the transfer queue (which hands new workflow and activity tasks to
  *   matching) is polled at most 20 times a second by default, so tasks go out on a 50 ms grid and every dispatch

@@ -144,7 +144,7 @@ export const setupEnvSchema = temporalEnvSchema.extend({
   BATON_NAMESPACE_RETENTION_DAYS: envInteger('days', 1, 3650, 7),
 });
 
-/** Environment variables of a Baton worker (the README's table documents each one). */
+/** Environment variables of a Baton worker (worker/environment.ts registers each one for the reference). */
 export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_TASK_QUEUE: z.string().trim().min(1).default('baton'),
   DATABASE_URL: databaseUrl,

@@ -118,12 +118,13 @@ const TUN_REMEDY =
   `\`--device /dev/net/tun\`). ${NETWORK_OFF}`;
 const EGRESS_REMEDY =
   'slirp4netns joins the user namespace bwrap runs in and makes a TAP interface in its network namespace; a ' +
-  'container needs the settings of the README\'s "Running in production" for that too. ' +
+  'container needs the settings of docs/deploy.md, "The shell\'s sandbox in a container", for that too. ' +
   NETWORK_OFF;
 
 const NAMESPACES_REMEDY =
-  'bubblewrap needs user, PID and mount namespaces and a fresh /proc. In a container, give it the settings of the ' +
-  'README\'s "Running in production" (Docker: security_opt seccomp=unconfined, apparmor=unconfined and ' +
+  'bubblewrap needs user, PID and mount namespaces and a fresh /proc. In a container, give it the settings of ' +
+  'docs/deploy.md, "The shell\'s sandbox in a container" (Docker: security_opt seccomp=unconfined, ' +
+  'apparmor=unconfined and ' +
   'systempaths=unconfined, as docker-compose.yml sets them); on a host, allow unprivileged user namespaces ' +
   '(sysctl user.max_user_namespaces above 0; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0). ' +
   BYPASS;

@@ -206,7 +206,7 @@ test("docker compose and dockerfile: the worker's image has bubblewrap and slirp
   assert.ok(install.index > dockerfile.search(/^FROM .+ AS runtime$/m), 'in the runtime stage');
   assert.ok(install.index < dockerfile.search(/^USER node$/m), 'as root, before the image drops to the node user');
   // Docker's seccomp profile refuses the user namespaces, its AppArmor profile the mounts, and its masked /proc paths
-  // a fresh /proc: the shell tool would refuse every command without these (README "Running in production").
+  // a fresh /proc: the shell tool would refuse every command without these (docs/deploy.md, "The shell's sandbox in a container").
   assert.deepEqual([...(service('worker').security_opt ?? [])].sort(), [
     'apparmor=unconfined',
     'seccomp=unconfined',
