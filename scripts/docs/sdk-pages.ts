@@ -66,7 +66,7 @@ export async function sdkPages(): Promise<Record<string, string>> {
     app.renderer.on(markdown.MarkdownPageEvent.END, (event) => {
       const page = event as MarkdownPageEvent;
       page.preWriteAsyncJobs.push((written: MarkdownPageEvent) => {
-        pages[path.posix.join('sdk', written.url)] = `${GENERATED_NOTICE}\n\n${written.contents ?? ''}`;
+        pages[path.posix.join('sdk', written.url)] = `${GENERATED_NOTICE}\n\n${headingLinks(written.contents ?? '')}`;
         return Promise.resolve();
       });
     });
@@ -120,4 +120,51 @@ function withoutInheritedExternals(typedoc: typeof TypeDoc, project: ProjectRefl
     }
     reflection.groups = reflection.groups?.filter((group) => group.children.length > 0);
   }
+}
+
+/**
+ * The links of a page to its own headings, pointed at the anchors GitHub makes of them. The markdown plugin numbers an
+ * anchor among every member of the page, headed or not (`Watcher.origin` takes `watcherorigin`, so the type
+ * `WatcherOrigin` gets `watcherorigin-1`), while GitHub numbers the headings only. A link `[\`Name\`](#…)` is
+ * pointed at the heading `Name`; when a name heads several sections, its links' anchors, in their numbers' order,
+ * go to those sections in the page's order.
+ */
+export function headingLinks(markdown: string): string {
+  const headings: { text: string; anchor: string }[] = [];
+  const seen = new Map<string, number>();
+  let fenced = false;
+  for (const line of markdown.split('\n')) {
+    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
+    const heading = fenced ? null : /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+    if (!heading) continue;
+    const text = (heading[1] ?? '').replace(/`/g, '');
+    const base = text
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
+    const count = seen.get(base) ?? 0;
+    seen.set(base, count + 1);
+    headings.push({ text: text.replace(/\(\)$/, ''), anchor: count === 0 ? base : `${base}-${count}` });
+  }
+  const link = /\[`([^`\]]+)`\]\(#([^)\s]+)\)/g;
+  const used = new Map<string, Set<string>>();
+  for (const [, name = '', anchor = ''] of markdown.matchAll(link)) {
+    used.set(name, (used.get(name) ?? new Set()).add(anchor));
+  }
+  const target = new Map<string, string>();
+  for (const [name, anchors] of used) {
+    const sections = headings.filter((heading) => heading.text === name);
+    const ordered = [...anchors].sort((a, b) => suffix(a) - suffix(b));
+    if (sections.length !== ordered.length) continue;
+    ordered.forEach((anchor, index) => target.set(`${name}#${anchor}`, sections[index]?.anchor ?? anchor));
+  }
+  return markdown.replace(link, (whole, name: string, anchor: string) => {
+    const to = target.get(`${name}#${anchor}`);
+    return to === undefined ? whole : `[\`${name}\`](#${to})`;
+  });
+}
+
+/** The number GitHub and the plugin append to a repeated anchor (`name-2`: 2), 0 for none. */
+function suffix(anchor: string): number {
+  return Number(/-(\d+)$/.exec(anchor)?.[1] ?? 0);
 }
