@@ -299,3 +299,28 @@ export function removeUserProject(dir: string): void {
   }
   fs.rmSync(dir, { recursive: true, force: true });
 }
+
+/**
+ * A copy of the example project `examples/<name>` outside the repository (mode 700, as a newcomer's clone may be),
+ * with its dependency on the checkout (`"baton": "file:../.."`) made absolute, or `baton` instead (a tarball, as a
+ * project of one's own installs it); what a run leaves in the example
+ * (node_modules, `.baton`, the lock file, and what `leftBehind` matches) is not copied.
+ */
+export function copyExampleProject(
+  name: string,
+  leftBehind: readonly string[] = [],
+  baton: string = `file:${ROOT}`,
+): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-example-'));
+  fs.chmodSync(dir, 0o700);
+  const skipped = new Set(['node_modules', '.baton', 'package-lock.json', ...leftBehind]);
+  fs.cpSync(path.join(ROOT, 'examples', name), dir, {
+    recursive: true,
+    filter: (source) => !skipped.has(path.basename(source)),
+  });
+  const manifest = path.join(dir, 'package.json');
+  const text = fs.readFileSync(manifest, 'utf8');
+  assert.match(text, /"baton": "file:\.\.\/\.\."/, `examples/${name} depends on the repository root`);
+  fs.writeFileSync(manifest, text.replace('"file:../.."', JSON.stringify(baton)));
+  return dir;
+}
