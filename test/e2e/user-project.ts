@@ -145,9 +145,9 @@ export interface PackedTarball {
   files: string[];
 }
 
-/** `npm pack` of this checkout into `dir` (its `prepack` builds `dist/`). */
-export async function packBaton(dir: string): Promise<PackedTarball> {
-  const result = await succeed('npm pack', 'npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT });
+/** `npm pack` of this checkout (or of `from`, a copy of it) into `dir` (its `prepack` builds `dist/`). */
+export async function packBaton(dir: string, from: string = ROOT): Promise<PackedTarball> {
+  const result = await succeed('npm pack', 'npm', ['pack', '--json', '--pack-destination', dir], { cwd: from });
   let report: { filename: string; files: { path: string }[] }[];
   try {
     report = JSON.parse(result.stdout) as typeof report;
@@ -157,6 +157,19 @@ export async function packBaton(dir: string): Promise<PackedTarball> {
   const packed = report[0];
   assert.ok(packed, describeRun('npm pack reported no tarball', result));
   return { file: path.join(dir, packed.filename), files: packed.files.map((file) => file.path).sort() };
+}
+
+/**
+ * `npm pack` into `dir` of a copy of this checkout's working tree made in `dir` (its `node_modules` linked, not
+ * copied): the build runs in the copy, so it never removes the checkout's dist/ while another test of `npm test`
+ * builds it, packs it or runs from it.
+ */
+export async function packBatonCopy(dir: string): Promise<PackedTarball> {
+  const copy = path.join(dir, 'checkout');
+  const skipped = new Set(['node_modules', 'dist', '.git', '.baton', 'test-artifacts']);
+  fs.cpSync(ROOT, copy, { recursive: true, filter: (source) => !skipped.has(path.basename(source)) });
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
+  return packBaton(dir, copy);
 }
 
 /** The install scripts of Baton's dependencies, none of which it needs (README "Use Baton in your project"). */
