@@ -6,6 +6,12 @@ export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export interface RuntimeTelemetryOptions {
   /** Serve the SDK's Prometheus metrics at `http://<address>/metrics` (`host:port`). Off when unset. */
   readonly metricsAddress?: string;
+  /**
+   * The signals on which the runtime shuts its workers down (the SDK's default: SIGINT, SIGTERM, SIGQUIT, SIGUSR2).
+   * Its handlers take the first such signal for that and do not end the process, so a process that runs no worker
+   * passes `[]`: otherwise its first Ctrl-C, or a `kill`, would be swallowed.
+   */
+  readonly shutdownSignals?: NodeJS.Signals[];
 }
 
 /**
@@ -21,6 +27,7 @@ export function installRuntime(level: LogLevel = 'WARN', telemetry: RuntimeTelem
       ...(telemetry.metricsAddress
         ? { telemetryOptions: { metrics: { prometheus: { bindAddress: telemetry.metricsAddress } } } }
         : {}),
+      ...(telemetry.shutdownSignals === undefined ? {} : { shutdownSignals: telemetry.shutdownSignals }),
     });
   } catch {
     // Already installed (by an earlier call, or implicitly by a worker): keep the one in place.
