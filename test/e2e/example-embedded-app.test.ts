@@ -12,7 +12,6 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
@@ -24,7 +23,7 @@ import {
   Command,
   copyExampleProject,
   ROOT,
-  packBatonCopy,
+  packedBaton,
   removeUserProject,
   succeed,
   userEnv,
@@ -50,7 +49,6 @@ if (missingChromium) process.stderr.write(`\n*** embedded-app browser test: ${mi
 
 // Its two tests share only the install, so they run at once: the type check overlaps the stack's start.
 describe('the example app (examples/embedded-app), run as its README says', { concurrency: true }, () => {
-  let scratch: string;
   let example: string;
 
   before(
@@ -60,9 +58,8 @@ describe('the example app (examples/embedded-app), run as its README says', { co
       for (const command of ['npm install', `BATON_MODEL_STREAM=on npx baton dev ${DEV_ARGS.join(' ')}`, 'npm start']) {
         assert.ok(readme.includes(command), `the README runs ${command}`);
       }
-      scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-embedded-app-'));
-      // Packed from a copy of the checkout, so its build never removes the dist/ another file of `npm test` uses.
-      const tarball = await packBatonCopy(scratch);
+      // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
+      const tarball = await packedBaton();
       example = copyExampleProject('embedded-app', [], `file:${tarball.file}`);
       await succeed('npm install', 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: example });
     },
@@ -71,7 +68,6 @@ describe('the example app (examples/embedded-app), run as its README says', { co
 
   after(() => {
     if (example !== undefined) removeUserProject(example);
-    if (scratch !== undefined) fs.rmSync(scratch, { recursive: true, force: true });
   });
 
   test(

@@ -11,7 +11,6 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -19,7 +18,7 @@ import {
   COMMAND_TIMEOUT_MS,
   Command,
   copyExampleProject,
-  packBatonCopy,
+  packedBaton,
   removeUserProject,
   ROOT,
   succeed,
@@ -69,7 +68,6 @@ async function eventually<T>(what: string, read: () => Promise<T | undefined>): 
 }
 
 describe('the example project (examples/monitor), run as its README says', () => {
-  let scratch: string;
   let example: string;
   let start: Command | undefined;
 
@@ -87,8 +85,8 @@ describe('the example project (examples/monitor), run as its README says', () =>
       ]) {
         assert.ok(readme.includes(command), `the README runs ${command}`);
       }
-      scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-monitor-'));
-      const tarball = await packBatonCopy(scratch);
+      // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
+      const tarball = await packedBaton();
       example = copyExampleProject('monitor', [], `file:${tarball.file}`);
       await succeed('npm install', 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: example });
       start = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv() });
@@ -103,7 +101,6 @@ describe('the example project (examples/monitor), run as its README says', () =>
     const stopped = await start?.stop();
     if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped.stderr}`);
     if (example !== undefined) removeUserProject(example);
-    if (scratch !== undefined) fs.rmSync(scratch, { recursive: true, force: true });
   });
 
   test('the schedule runs the monitor; its timer ends the wait; the alert wakes the watcher, whose question is answered', async () => {

@@ -1,27 +1,22 @@
 /**
- * Baton as a user gets it: `npm pack` of this checkout installed into a fresh project outside the repository (a
- * mode-700 temporary directory; as root, Postgres cannot enter it), with npm running none of the dependencies' install
- * scripts. The project's TypeScript type-checks against the installed declarations, the three entries load from ESM,
- * `npx baton dev` runs the project's agents and its TypeScript tool on its own servers and `npx baton run` gets their
- * answer, and a workflow bundle written by the installed `baton bundle` passes the bundle check and runs a
- * `baton worker` with the same tools. Then the example project (examples/support-desk), which depends on this
- * checkout with `file:`, runs its README's commands: its refund waits for an approval given with `baton approve`.
- *
- * Both run in this one file, one after the other: each builds dist/ in the checkout (`npm pack`'s prepack, the
- * linked install's prepare), and two builds at once would remove each other's files.
+ * Baton as a user gets it: `npm pack` of this checkout (the run's one tarball, packed from a copy: `packedBaton`)
+ * installed into a fresh project outside the repository (a mode-700 temporary directory; as root, Postgres cannot enter
+ * it), with npm running none of the dependencies' install scripts. The project's TypeScript type-checks against the
+ * installed declarations, the three entries load from ESM, `npx baton dev` runs the project's agents and its TypeScript
+ * tool on its own servers and `npx baton run` gets their answer, and a workflow bundle written by the installed `baton
+ * bundle` passes the bundle check and runs a `baton worker` with the same tools. The example projects have files of
+ * their own (test/e2e/example-*.test.ts).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   baton,
   COMMAND_TIMEOUT_MS,
-  Command,
+  type Command,
   createUserProject,
-  ROOT,
-  packBaton,
+  packedBaton,
   postgresLibraryLinks,
   removeUserProject,
   startBaton,
@@ -174,7 +169,6 @@ const PROJECT_FILES = {
 
 const DEV_ARGS = ['--agents', 'agents', '--tools', 'tools.ts', '--model-script', 'agents/model-script.yaml'];
 
-const packDir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-pack-'));
 let tarball: PackedTarball;
 let project: string;
 /** The Postgres library links as the install left them, before any `baton dev` ran. */
@@ -182,7 +176,7 @@ let linksAfterInstall: ReturnType<typeof postgresLibraryLinks>;
 
 before(
   async () => {
-    tarball = await packBaton(packDir);
+    tarball = await packedBaton();
     project = await createUserProject(tarball.file);
     linksAfterInstall = postgresLibraryLinks(project);
     writeFiles(project, PROJECT_FILES);
@@ -192,7 +186,6 @@ before(
 
 after(() => {
   if (project !== undefined) removeUserProject(project);
-  fs.rmSync(packDir, { recursive: true, force: true });
 });
 
 test('the tarball holds the compiled package, its bin and run-time files, and no sources, tests or benchmarks', () => {
@@ -367,90 +360,5 @@ describe('with npx baton dev running in the project', () => {
     } finally {
       fs.writeFileSync(thread, original);
     }
-  });
-});
-
-describe('the example project (examples/support-desk), run as its README says', () => {
-  const EXAMPLE = path.join(ROOT, 'examples', 'support-desk');
-  let example: string;
-  let start: Command | undefined;
-
-  before(
-    async () => {
-      // A copy outside the repository (mode 700, as a newcomer's clone may be), its dependency on the checkout made
-      // absolute; what a run leaves in the example (node_modules, refunds, .baton) is not copied.
-      example = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-example-'));
-      fs.chmodSync(example, 0o700);
-      fs.cpSync(EXAMPLE, example, {
-        recursive: true,
-        filter: (source) => !/(^|\/)(node_modules|\.baton|refunds\.jsonl|package-lock\.json)$/.test(source),
-      });
-      const manifest = path.join(example, 'package.json');
-      const text = fs.readFileSync(manifest, 'utf8');
-      assert.match(text, /"baton": "file:\.\.\/\.\."/, 'the example depends on the repository root');
-      fs.writeFileSync(manifest, text.replace('"file:../.."', JSON.stringify(`file:${ROOT}`)));
-      await succeed('npm install', 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: example });
-      start = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv() });
-      await start.waitFor(/Baton is up/);
-    },
-    { timeout: 2 * COMMAND_TIMEOUT_MS },
-  );
-
-  after(async () => {
-    const stopped = await start?.stop();
-    if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped.stderr}`);
-    if (example !== undefined) removeUserProject(example);
-  });
-
-  test('its tools load, the refund waits for baton approve, runs once, and the reply comes back', async () => {
-    assert.match(start?.stderr ?? '', /tools: lookup_order, issue_refund from .*tools\/support\.ts/);
-    const run = startBaton(example, [
-      'run',
-      'support',
-      'Order 1042 arrived broken, can I get my money back?',
-      '--thread',
-      'refund-1',
-      '--json',
-    ]);
-    let pending: { approvalId: string; tool: string; arguments: string }[] = [];
-    for (const deadline = Date.now() + COMMAND_TIMEOUT_MS; pending.length === 0;) {
-      assert.ok(Date.now() < deadline, `no approval was asked for\n${run.stderr}`);
-      const listed = await baton(example, ['approvals', 'refund-1', '--json']).catch(() => undefined);
-      pending = listed === undefined ? [] : (JSON.parse(listed.stdout) as typeof pending);
-      if (pending.length === 0) await new Promise((resolve) => setTimeout(resolve, 500));
-    }
-    assert.equal(pending[0]?.tool, 'issue_refund');
-    assert.deepEqual(JSON.parse(pending[0]?.arguments ?? '{}'), {
-      order_id: '1042',
-      amount_eur: 34.9,
-      reason: 'The teapot arrived broken.',
-    });
-    const refunds = path.join(example, 'data', 'refunds.jsonl');
-    assert.ok(!fs.existsSync(refunds), 'nothing was refunded before the approval');
-    const approved = await baton(example, ['approve', 'refund-1', 'a1']);
-    assert.equal(approved.stdout, 'a1 approved.\n');
-    const finished = await run.finished();
-    assert.equal(finished.code, 0, finished.stderr);
-    assert.equal(
-      (JSON.parse(finished.stdout) as { reply: string }).reply,
-      'I am sorry your teapot arrived broken, Ana: I refunded the 34.90 EUR you paid for order 1042.',
-    );
-    const lines = fs.readFileSync(refunds, 'utf8').trim().split('\n');
-    assert.equal(lines.length, 1, 'one refund');
-    assert.deepEqual(
-      { ...(JSON.parse(lines[0] ?? '{}') as Record<string, unknown>), id: undefined, at: undefined },
-      {
-        id: undefined,
-        order_id: '1042',
-        amount_eur: 34.9,
-        reason: 'The teapot arrived broken.',
-        by: 'support',
-        at: undefined,
-      },
-    );
-  });
-
-  test('its tools type-check against the linked checkout (npm run typecheck)', async () => {
-    await succeed('npm run typecheck', 'npm', ['run', 'typecheck'], { cwd: example });
   });
 });

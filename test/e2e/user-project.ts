@@ -172,7 +172,50 @@ export async function packBatonCopy(dir: string): Promise<PackedTarball> {
   return packBaton(dir, copy);
 }
 
-/** The install scripts of Baton's dependencies, none of which it needs (README "Use Baton in your project"). */
+/**
+ * The tarball of this checkout's working tree, shared by every test file of one `npm test` run: the first file to ask
+ * packs a copy ({@link packBatonCopy}) into the run's scratch directory while the others wait, then each of them gets
+ * the same tarball. Building Baton takes a minute or more on two cores, once per run instead of once per file.
+ */
+export async function packedBaton(): Promise<PackedTarball> {
+  const dir = path.join(readTestEnv().stateDir, 'packed-baton');
+  const packed = path.join(dir, 'packed.json');
+  const lock = `${dir}.lock`;
+  for (const deadline = Date.now() + 2 * COMMAND_TIMEOUT_MS; ;) {
+    if (fs.existsSync(packed)) return JSON.parse(fs.readFileSync(packed, 'utf8')) as PackedTarball;
+    try {
+      fs.mkdirSync(lock);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      // Another file is packing: wait for its tarball (or for its lock to go, when it failed, and pack here).
+      assert.ok(Date.now() < deadline, `no tarball in ${dir} within ${2 * COMMAND_TIMEOUT_MS} ms (${lock} held)`);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      continue;
+    }
+    try {
+      fs.rmSync(dir, { recursive: true, force: true });
+      fs.mkdirSync(dir);
+      // The copy is made outside the checkout (the run's directory is inside it); the tarball is kept in the run's.
+      const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-pack-'));
+      let tarball: PackedTarball;
+      try {
+        const built = await packBatonCopy(scratch);
+        tarball = { ...built, file: path.join(dir, path.basename(built.file)) };
+        fs.copyFileSync(built.file, tarball.file);
+      } finally {
+        fs.rmSync(scratch, { recursive: true, force: true });
+      }
+      // Written whole, then renamed: a waiting file never reads half of it.
+      fs.writeFileSync(`${packed}.partial`, JSON.stringify(tarball));
+      fs.renameSync(`${packed}.partial`, packed);
+      return tarball;
+    } finally {
+      fs.rmSync(lock, { recursive: true, force: true });
+    }
+  }
+}
+
+/** The install scripts of Baton's dependencies, none of which it needs (docs/getting-started.md, "Use Baton in your project"). */
 export const DENIED_INSTALL_SCRIPTS = [
   'esbuild',
   '@swc/core',
