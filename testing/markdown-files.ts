@@ -100,3 +100,23 @@ export function withoutFences(markdown: string): string {
   for (const { line, text } of markdownParts(markdown).prose) lines[line - 1] = text;
   return lines.join('\n');
 }
+
+const FILE_MARKER = /^<!--\s*file:\s*(\S+)\s*-->$/;
+
+/**
+ * The files a page shows whole, each marked by an HTML comment `<!-- file: <path> -->` (invisible when the page is
+ * rendered) as the last line above its block, blank lines between them allowed as prettier writes them: each path with
+ * its block's text and a final newline, in the page's order. A path marked twice is an error.
+ */
+export function markedFiles(markdown: string): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const block of markdownParts(markdown).blocks) {
+    const above = block.before.filter((line) => line.trim() !== '').at(-1) ?? '';
+    const marker = FILE_MARKER.exec(above.trim());
+    if (marker === null) continue;
+    const name = marker[1] ?? '';
+    if (name in files) throw new Error(`${name} is marked twice (again at the block on line ${block.line})`);
+    files[name] = `${block.body}\n`;
+  }
+  return files;
+}

@@ -225,14 +225,16 @@ export const DENIED_INSTALL_SCRIPTS = [
 
 /**
  * A fresh project in a mode-700 temporary directory with the tarball installed, and beside it what a TypeScript
- * user installs: the repository's own versions of zod, typescript and @types/node (so the npm cache has them).
+ * user installs: the repository's own versions of zod, typescript and @types/node (so the npm cache has them), and of
+ * the packages `more` names (those the repository lacks at their latest).
  * Its `allowScripts` denies every dependency's install script and the install runs with `--ignore-scripts`, so npm runs
  * none and Baton must work without them.
  */
-export async function createUserProject(tarball: string): Promise<string> {
+export async function createUserProject(tarball: string, more: readonly string[] = []): Promise<string> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-user-project-'));
   fs.chmodSync(dir, 0o700);
   const repository = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+    dependencies: Record<string, string>;
     devDependencies: Record<string, string>;
   };
   writeFiles(dir, {
@@ -247,7 +249,8 @@ export async function createUserProject(tarball: string): Promise<string> {
       2,
     )}\n`,
   });
-  const versioned = (name: string) => `${name}@${repository.devDependencies[name] ?? 'latest'}`;
+  const versioned = (name: string) =>
+    `${name}@${repository.devDependencies[name] ?? repository.dependencies[name] ?? 'latest'}`;
   await succeed(
     'npm install',
     'npm',
@@ -262,6 +265,7 @@ export async function createUserProject(tarball: string): Promise<string> {
       versioned('zod'),
       versioned('typescript'),
       versioned('@types/node'),
+      ...more.map(versioned),
     ],
     { cwd: dir },
   );
