@@ -61,7 +61,15 @@ describe('the example app (examples/embedded-app), run as its README says', { co
       // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
       const tarball = await packedBaton();
       example = copyExampleProject('embedded-app', [], `file:${tarball.file}`);
-      await succeed('npm install', 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: example });
+      // No dependency's install script: Baton needs none (test/e2e/package.test.ts), and they cost minutes here.
+      await succeed(
+        'npm install',
+        'npm',
+        ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'],
+        {
+          cwd: example,
+        },
+      );
     },
     { timeout: 3 * COMMAND_TIMEOUT_MS },
   );

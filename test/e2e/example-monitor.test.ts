@@ -88,7 +88,15 @@ describe('the example project (examples/monitor), run as its README says', () =>
       // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
       const tarball = await packedBaton();
       example = copyExampleProject('monitor', [], `file:${tarball.file}`);
-      await succeed('npm install', 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: example });
+      // No dependency's install script: Baton needs none (test/e2e/package.test.ts), and they cost minutes here.
+      await succeed(
+        'npm install',
+        'npm',
+        ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'],
+        {
+          cwd: example,
+        },
+      );
       start = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv() });
       await start.waitFor(/Baton is up/);
     },

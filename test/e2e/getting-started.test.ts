@@ -88,8 +88,6 @@ describe('docs/getting-started.md: the first project, built from the page and ru
       writeFiles(project, files);
       home = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-getting-started-home-'));
       env = userEnv({ HOME: home });
-      // Set for this file by the test runner, it would make the page's `node --test` report to a parent it lacks.
-      delete env.NODE_TEST_CONTEXT;
       dev = startBaton(project, DEV_ARGS, env);
       await dev.waitFor(/Baton is up/);
     },

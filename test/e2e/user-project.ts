@@ -23,7 +23,10 @@ const STOP_GRACE_MS = 30_000;
  */
 export function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  const dropped = /^(npm_|INIT_CWD$|BATON_|OPENAI_|DATABASE_URL$|TEMPORAL_ADDRESS$|TEMPORAL_NAMESPACE$|NODE_OPTIONS$)/i;
+  // NODE_TEST_CONTEXT, which the test runner sets for each file, would make a user's own `node --test` report to a
+  // parent it does not have and pass without running a test.
+  const dropped =
+    /^(npm_|INIT_CWD$|BATON_|OPENAI_|DATABASE_URL$|TEMPORAL_ADDRESS$|TEMPORAL_NAMESPACE$|NODE_OPTIONS$|NODE_TEST_CONTEXT$)/i;
   for (const [name, value] of Object.entries(process.env)) if (!dropped.test(name)) env[name] = value;
   // The Temporal CLI `npm test` found, so `baton dev` neither builds nor downloads another.
   const temporalCli = readTestEnv().temporalCli;
