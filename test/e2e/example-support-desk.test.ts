@@ -118,7 +118,7 @@ describe('the example project (examples/support-desk), run as its README says', 
     );
   });
 
-  test('a refund waiting for approval outlives a stop and restart of the whole stack, and runs once when approved', async () => {
+  test('a refund waiting for approval outlives a stop and restart of the whole stack, and runs once when approved', async (t) => {
     // As the README's "Stop everything while it waits" says: the run under a message id of its own, Ctrl-C, npm start
     // stopped and started again, the approval still there, approved, and the same run again gets the reply.
     const args = ['run', 'support', MESSAGE, '--thread', 'refund-2', '--message-id', 'refund-2-first', '--json'];
@@ -131,10 +131,15 @@ describe('the example project (examples/support-desk), run as its README says', 
       interrupted.code === 130 || interrupted.signal === 'SIGINT',
       `Ctrl-C ends the wait: ${interrupted.code ?? interrupted.signal ?? '?'}\n${interrupted.stderr}`,
     );
+    // The first stack stops here for good (the suite's `after` finds it stopped); this test owns the second one.
     const stopped = await start?.stop();
     assert.notEqual(stopped?.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped?.stderr ?? ''}`);
-    start = new Command('npm start (again)', 'npm', ['start'], { cwd: example, env: userEnv() });
-    await start.waitFor(/Baton is up/);
+    const restarted = new Command('npm start (again)', 'npm', ['start'], { cwd: example, env: userEnv() });
+    t.after(async () => {
+      const ended = await restarted.stop();
+      assert.notEqual(ended.signal, 'SIGKILL', `Ctrl-C stops npm start\n${ended.stderr}`);
+    });
+    await restarted.waitFor(/Baton is up/);
 
     const after = JSON.parse((await baton(example, ['approvals', 'refund-2', '--json'])).stdout) as PendingApproval[];
     assert.deepEqual(after, pending, 'the same call waits after the restart');

@@ -126,7 +126,7 @@ test('docs reference: every agent file of the repository passes the frontmatter 
 
 test('docs reference: MCP configurations the worker takes pass the schema; ones it refuses do not', () => {
   const validate = new Ajv2020({ strict: false }).compile(mcpConfigJsonSchema());
-  const env = { TICKETS_TOKEN: 'secret-token', HOME: '/home/someone' };
+  const env = { TICKETS_TOKEN: 'secret-token', HOME: 'the-home-directory' };
   const accepted = {
     mcpServers: {
       memory: {
