@@ -59,6 +59,14 @@ export const IDLE_BOUND = /^test\/chaos\/.*kill\.test\.ts$/;
 
 /** How many idle-bound files run at once, beside the {@link CPU_CONCURRENCY} others. */
 export const IDLE_CONCURRENCY = 4;
+
+/**
+ * The files that run a user's project as its page says (the examples and the getting-started project): each installs
+ * Baton from a tarball and starts a whole `baton dev` of its own (Postgres, a Temporal dev server, a worker bundling
+ * its workflows), minutes of both cores. Several at once starved each other past their waits, so they run one at a
+ * time, in a group of their own beside the others.
+ */
+export const USER_PROJECT_BOUND = /^test\/e2e\/(example-[a-z-]+|getting-started)\.test\.ts$/;
 /**
  * How many other files run at once. Measured on a 2-core machine: with 2 at a time `npm test` took 528 s, with 3 it took
  * 428 s (its files wait on servers and processes part of the time, which a third file fills).
@@ -67,7 +75,7 @@ export const CPU_CONCURRENCY = 3;
 
 /** One `node --test` process of a run. */
 export interface TestGroup {
-  readonly name: 'main' | 'idle';
+  readonly name: 'main' | 'idle' | 'projects';
   readonly files: readonly string[];
   readonly concurrency: number;
 }
@@ -156,13 +164,16 @@ export function needsStack(files: readonly string[]): boolean {
 
 /**
  * Splits a run into `node --test` processes that run at once: the idle-bound files in a group of their own at
- * {@link IDLE_CONCURRENCY}, the rest at {@link CPU_CONCURRENCY}. A run of one group's files only is one process.
+ * {@link IDLE_CONCURRENCY}, the user-project files in one of their own one at a time, the rest at
+ * {@link CPU_CONCURRENCY}. A run of one group's files only is one process.
  */
 export function testGroups(files: readonly string[]): TestGroup[] {
   const idle = files.filter((file) => IDLE_BOUND.test(file));
-  const main = files.filter((file) => !IDLE_BOUND.test(file));
+  const projects = files.filter((file) => USER_PROJECT_BOUND.test(file));
+  const main = files.filter((file) => !IDLE_BOUND.test(file) && !USER_PROJECT_BOUND.test(file));
   const groups: TestGroup[] = [];
   if (main.length > 0) groups.push({ name: 'main', files: main, concurrency: CPU_CONCURRENCY });
   if (idle.length > 0) groups.push({ name: 'idle', files: idle, concurrency: IDLE_CONCURRENCY });
+  if (projects.length > 0) groups.push({ name: 'projects', files: projects, concurrency: 1 });
   return groups;
 }

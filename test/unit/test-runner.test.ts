@@ -224,7 +224,7 @@ test('tiers: quick takes the unit and replay files that start no process; npm te
   assert.equal(needsStack(['test/e2e/cli.test.ts']), true);
 });
 
-test('tiers: idle-bound kill files run in a group of their own, at a higher concurrency', () => {
+test('tiers: idle-bound kill files run in a group of their own, at a higher concurrency; user projects one at a time', () => {
   const groups = testGroups(selectTestFiles(TREE, 'default', []).files);
   assert.deepEqual(
     groups.map((group) => [group.name, group.files, group.concurrency]),
@@ -246,6 +246,19 @@ test('tiers: idle-bound kill files run in a group of their own, at a higher conc
   assert.deepEqual(
     testGroups(['test/unit/bounded-map.test.ts']).map((group) => group.name),
     ['main'],
+  );
+  // The files that run a user's project on a baton dev of its own go one at a time, beside the rest.
+  assert.deepEqual(
+    testGroups([
+      'test/e2e/cli.test.ts',
+      'test/e2e/example-monitor.test.ts',
+      'test/e2e/getting-started.test.ts',
+      'test/e2e/package.test.ts',
+    ]).map((group) => [group.name, group.files, group.concurrency]),
+    [
+      ['main', ['test/e2e/cli.test.ts', 'test/e2e/package.test.ts'], CPU_CONCURRENCY],
+      ['projects', ['test/e2e/example-monitor.test.ts', 'test/e2e/getting-started.test.ts'], 1],
+    ],
   );
 });
 
