@@ -102,7 +102,7 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
   assert.match(header ?? '', /^ID\s+AGENT\s+THREAD\s+AGE\s+CALL$/);
   assert.match(
     row ?? '',
-    new RegExp(`^a1\\s+releaser\\s+${threadId}\\s+\\d+s\\s+deploy\\(\\{"service":"billing"\\}\\)$`),
+    new RegExp(`^a1\\s+releaser\\s+${threadId}\\s+\\d+[smhd]\\s+deploy\\(\\{"service":"billing"\\}\\)$`),
   );
   const rows = parseJsonArray(await cli('approvals', threadId, '--json'));
   assert.deepEqual(
@@ -152,7 +152,8 @@ test('baton approvals lists a waiting call; it outlives its worker and baton app
   assert.deepEqual(results, ['deployed billing']);
 
   const all = await cli('approvals', threadId, '--all');
-  assert.match(all.stdout, /a1\s+releaser\s+\S+\s+\d+s\s+approved by carol\s+deploy/);
+  // AGE is 12s, then 1m once the call has waited a minute (a slow run gets there).
+  assert.match(all.stdout, /a1\s+releaser\s+\S+\s+\d+[smhd]\s+approved by carol\s+deploy/);
   const again = await cli('approve', threadId, 'a1');
   assert.equal(again.code, 1);
   assert.equal(again.stderr, "baton: approval 'a1' is already approved\n");
