@@ -15,6 +15,7 @@ import { connect, BatonClientError, type ThreadHandle } from '../../client';
 import { createApprovalActivities } from '../../activities/approvals';
 import { decisionProof } from '../../activities/decision-proofs';
 import { defineTool } from '../../activities/tools/types';
+import { threadWorkflowId } from '../../common/ids';
 import { closeApproval as closeApprovalRow, findApproval, type ApprovalRow } from '../../db/approvals';
 import { listMessages } from '../../db/transcripts';
 import type { DecideApprovalInput } from '../../common/types';
@@ -234,11 +235,11 @@ test('signed decisions: closeApproval with a key writes only a proven decision; 
   const open = createApprovalActivities({ pool: harness.pool });
   const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> =>
     new MockActivityEnvironment().run(fn, ...args);
-  const opened: string[] = [];
+  const opened: { threadId: string; sending: Promise<unknown> }[] = [];
   /** A pending approval of a thread of its own (a stored reply with one call). */
   const approvalOf = async (name: string) => {
-    const { thread } = await paymentWaiting(name);
-    opened.push(thread.threadId);
+    const { thread, sending } = await paymentWaiting(name);
+    opened.push({ threadId: thread.threadId, sending });
     return thread.threadId;
   };
   try {
@@ -280,6 +281,11 @@ test('signed decisions: closeApproval with a key writes only a proven decision; 
       decided,
     );
   } finally {
-    for (const root of opened) await harness.client.thread(root).end();
+    // These turns wait for decisions their workflows never hear: terminate them, and let each `send` settle before the
+    // harness closes its client, so no Update poll is left running on a closed connection.
+    for (const { threadId, sending } of opened) {
+      await harness.client.temporal.workflow.getHandle(threadWorkflowId(threadId)).terminate('the test is over');
+      await sending;
+    }
   }
 });
