@@ -4,7 +4,8 @@
  * the example copied out of the repository with its `"baton": "file:../.."` changed to that tarball, `npm install`
  * and `npm start`. Then the README's commands: `baton schedule create … --every 1h --new-thread` and `baton schedule
  * trigger` run the monitor in a new thread; it reads the thermometer (the example's tool, reading
- * `data/cold-room.json`) and waits 15 s on a durable timer, the test raises the reading meanwhile, the timer ends the
+ * `data/cold-room.json`) and waits a minute on a durable timer, the test raises the reading meanwhile (as soon as `baton
+ * watch --json` shows the first reading, so a slow machine cannot miss the window), the timer ends the
  * wait, the second reading is over the limit, the alert it stores wakes the escalator watcher, whose question is
  * answered with `baton answer`; the scheduled run and the wake-up complete. Last, the copy type-checks against the
  * tarball's declarations (`npm run typecheck`).
@@ -21,6 +22,7 @@ import {
   packedBaton,
   removeUserProject,
   ROOT,
+  startBaton,
   succeed,
   userEnv,
 } from './user-project';
@@ -125,13 +127,20 @@ describe('the example project (examples/monitor), run as its README says', () =>
     const transcript = async (id = thread) =>
       JSON.parse((await baton(example, ['transcript', id, '--json'])).stdout) as Message[];
 
-    // The first reading; then the room warms up, and `baton status` shows the wait while the timer runs.
-    const first = await eventually(
-      'the first reading',
-      async () => toolResults(await transcript(), 'read_temperature')[0],
-    );
+    // The first reading, seen live in `baton watch --json`; then the room warms up at once, and `baton status` shows
+    // the wait while the timer runs.
+    const follow = startBaton(example, ['watch', thread, '--json', '--no-deltas']);
+    let first: string;
+    try {
+      [first] = await follow.waitFor(/^(?=.*"type":"tool_result")(?=.*"name":"read_temperature").*$/m);
+      fs.writeFileSync(path.join(example, 'data', 'cold-room.json'), `${WARMER}\n`);
+      await follow.waitFor(/"type":"wait_started"/);
+    } finally {
+      await follow.stop();
+    }
+    const reading = (JSON.parse(first) as { content: string }).content;
     assert.deepEqual(
-      { ...(JSON.parse(first ?? '{}') as Record<string, unknown>), at: undefined },
+      { ...(JSON.parse(reading) as Record<string, unknown>), at: undefined },
       {
         celsius: 6.8,
         limit_celsius: 8,
@@ -139,7 +148,6 @@ describe('the example project (examples/monitor), run as its README says', () =>
         at: undefined,
       },
     );
-    fs.writeFileSync(path.join(example, 'data', 'cold-room.json'), `${WARMER}\n`);
     const waits = await eventually('the wait in baton status', async () => {
       const status = JSON.parse((await baton(example, ['status', thread, '--json'])).stdout) as {
         waits: { agent: string; reason: string }[];
@@ -170,7 +178,7 @@ describe('the example project (examples/monitor), run as its README says', () =>
     // The monitor's turn: the timer, not a message or a wake, ended the wait; the second reading is the warmer one.
     const monitor = await transcript();
     const [waited] = toolResults(monitor, 'wait');
-    assert.match(waited ?? '', /^Waited 15 seconds, until .*, as planned \(the cold room is near its 8 °C limit/);
+    assert.match(waited ?? '', /^Waited 60 seconds, until .*, as planned \(the cold room is near its 8 °C limit/);
     const second = JSON.parse(toolResults(monitor, 'read_temperature')[1] ?? '{}') as Record<string, unknown>;
     assert.deepEqual([second.celsius, second.over_limit], [9.5, true]);
     assert.deepEqual(toolResults(monitor, 'store_env_data'), ["Stored 'alerts/cold-room' in environment data."]);
