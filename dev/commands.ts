@@ -96,8 +96,8 @@ export interface DemoOptions {
   reactive?: boolean;
 }
 
-/** The example agents, shipped with the package. */
-const EXAMPLE_AGENTS_DIR = path.join(__dirname, '..', 'agents');
+/** The example ARC team's agents (examples/arc-team), shipped with the package for the demo. */
+const EXAMPLE_AGENTS_DIR = path.join(__dirname, '..', 'examples', 'arc-team', 'agents');
 /** The ARC walkthrough: coordinator → solver → observer sharing the task and findings as env data. */
 const DEMO_AGENT = 'coordinator';
 const DEMO_MESSAGE = 'Solve ARC task 007bbfb7';
@@ -126,7 +126,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   });
   try {
     if (stack.stack.scriptedModel) {
-      log('Using the scripted model (OPENAI_API_KEY is not set): replies come from agents/model-script.yaml.');
+      log(
+        'Using the scripted model (OPENAI_API_KEY is not set): replies come from examples/arc-team/agents/model-script.yaml.',
+      );
     } else {
       log(`Using the model '${options.env.BATON_MODEL || 'gpt-4o-mini'}' with the example ARC agents.`);
     }

@@ -13,11 +13,11 @@ const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const dist = path.join(root, 'dist');
 
 /**
- * Files read through `__dirname`: the migrations (db/migrate.ts), the example agents and their model script
+ * Files read through `__dirname`: the migrations (db/migrate.ts), the example ARC team's agents and their model script
  * (`baton demo`, dev/commands.ts), the ARC tasks (`load_arc_task`'s default, worker/config.ts) and the Temporal
  * server's config (the production topology, stack/production.ts).
  */
-const RUNTIME_FILES = ['db/migrations', 'agents', 'data/arc', 'deploy/temporal'];
+const RUNTIME_FILES = ['db/migrations', 'examples/arc-team/agents', 'data/arc', 'deploy/temporal'];
 
 fs.rmSync(dist, { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');

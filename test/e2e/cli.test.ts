@@ -230,11 +230,13 @@ test('cli: dev refuses a BATON_WORKFLOW_BUNDLE built from other sources, naming 
 });
 
 test('cli: demo --exit --json runs the ARC walkthrough and prints its reply, tree and env data as one JSON document', async () => {
-  const script = YAML.parse(fs.readFileSync(path.join(ROOT, 'agents', 'model-script.yaml'), 'utf8')) as {
+  const script = YAML.parse(
+    fs.readFileSync(path.join(ROOT, 'examples', 'arc-team', 'agents', 'model-script.yaml'), 'utf8'),
+  ) as {
     agents: Record<string, { say?: string }[]>;
   };
   const expected = script.agents.coordinator?.at(-1)?.say;
-  assert.ok(expected, "agents/model-script.yaml has the coordinator's final reply");
+  assert.ok(expected, "the ARC team's model script has the coordinator's final reply");
 
   const stateDir = freshDir('demo-state');
   const result = await baton(['--state-dir', stateDir, 'demo', '--exit', '--json'], stackEnv(), STACK_UP_TIMEOUT_MS);

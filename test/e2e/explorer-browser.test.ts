@@ -85,7 +85,7 @@ export default [
 
 /** The example agents plus an agent that asks a human, with the example script extended for it. */
 function writeAgents(dir: string): void {
-  const examples = path.join(ROOT, 'agents');
+  const examples = path.join(ROOT, 'examples', 'arc-team', 'agents');
   for (const file of fs.readdirSync(examples).filter((name) => name.endsWith('.md'))) {
     fs.copyFileSync(path.join(examples, file), path.join(dir, file));
   }

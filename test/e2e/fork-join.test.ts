@@ -1,5 +1,5 @@
 /**
- * The fork/join example as a new user runs it (README "Fork/join"): `baton dev --agents agents` with the scripted
+ * The fork/join example as a new user runs it (docs/guides/fork-join.md): `baton dev --agents agents` with the scripted
  * model, `baton run arc_lead …`, then `baton tree` and `baton env` show the fork, each task's status, the merged
  * findings and the proposal the lead accepted.
  */
@@ -23,7 +23,7 @@ import {
 } from './cli-process';
 import type { TreeNode } from '../../client';
 
-const AGENTS_DIR = path.join(ROOT, 'agents');
+const AGENTS_DIR = path.join(ROOT, 'examples', 'arc-team', 'agents');
 const TESTERS = ['tiling_tester', 'scaling_tester', 'fractal_tester'];
 
 describe('the fork/join example through the CLI', () => {

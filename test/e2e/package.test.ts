@@ -202,7 +202,7 @@ test('the tarball holds the compiled package, its bin and run-time files, and no
     'dist/workflows/index.js',
     'dist/cli/main.js',
     'dist/db/migrations/001_threads-and-transcripts.sql',
-    'dist/agents/model-script.yaml',
+    'dist/examples/arc-team/agents/model-script.yaml',
     'dist/data/arc/training/007bbfb7.json',
     'dist/deploy/temporal/production.yaml',
   ]) {

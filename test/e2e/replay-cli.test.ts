@@ -54,7 +54,7 @@ describe('baton replay', () => {
 
     before(async () => {
       harness = await startTestHarness('replay-cli', {
-        agents: path.join(ROOT, 'agents'),
+        agents: path.join(ROOT, 'examples', 'arc-team', 'agents'),
         script: parseScript('agents:\n  greeter:\n    - say: Hello from the replay test.\n', 'replay-cli script'),
       });
       const thread = await harness.client.startThread({ agent: 'greeter', threadId });

@@ -1,5 +1,5 @@
 /**
- * The example ARC team as a new user runs it (issue 4, README "Teams: delegation"): `baton dev --agents agents`
+ * The example ARC team (examples/arc-team) as a new user runs it (docs/guides/teams.md): `baton dev --agents agents`
  * with the scripted model, `baton run coordinator …`, then `baton tree` and `baton transcript`, and the Web UI's
  * one query (`BatonRootThreadId="<thread>"`) through the Temporal client.
  */
@@ -30,7 +30,7 @@ import {
 } from './cli-process';
 import type { TreeNode as ClientTreeNode } from '../../client';
 
-const AGENTS_DIR = path.join(ROOT, 'agents');
+const AGENTS_DIR = path.join(ROOT, 'examples', 'arc-team', 'agents');
 const MESSAGE = 'Solve ARC task 007bbfb7';
 /** Visibility is eventually consistent: how long the workflow list may take to show the whole tree. */
 const VISIBILITY_TIMEOUT_MS = 30_000;

@@ -23,8 +23,8 @@ let harness: AgentHarness;
 
 before(async () => {
   harness = await startTestHarness('arc', {
-    agents: path.join(ROOT, 'agents'),
-    script: path.join(ROOT, 'agents', 'model-script.yaml'),
+    agents: path.join(ROOT, 'examples', 'arc-team', 'agents'),
+    script: path.join(ROOT, 'examples', 'arc-team', 'agents', 'model-script.yaml'),
     modelLogFile: modelLog,
   });
 });

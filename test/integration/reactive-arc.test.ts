@@ -1,5 +1,5 @@
 /**
- * The reactive ARC team (agents/arc_verified_lead.md, agents/verifier.md) with the shipped model script, on the real
+ * The reactive ARC team (examples/arc-team/agents/arc_verified_lead.md and verifier.md) with the shipped model script, on the real
  * task 007bbfb7: the lead sets the verifier to watch `arc/candidates/*` and stores two candidate rules in one reply;
  * one debounced wake-up of the verifier checks both with check_arc_candidate and stores what the tool returned under
  * `arc/verdicts/<name>`: the fractal rule holds, the scaling rule fails. Real Temporal, real Postgres, the scripted
@@ -30,8 +30,8 @@ let harness: AgentHarness;
 
 before(async () => {
   harness = await startTestHarness('reactive-arc', {
-    agents: path.join(ROOT, 'agents'),
-    script: path.join(ROOT, 'agents', 'model-script.yaml'),
+    agents: path.join(ROOT, 'examples', 'arc-team', 'agents'),
+    script: path.join(ROOT, 'examples', 'arc-team', 'agents', 'model-script.yaml'),
     modelLogFile: modelLog,
   });
 });
