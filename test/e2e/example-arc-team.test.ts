@@ -12,13 +12,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { parseScript } from '../../scripted-model/script';
 import {
   baton,
   COMMAND_TIMEOUT_MS,
   copyExampleProject,
   removeUserProject,
   ROOT,
+  scriptedFinalSay,
   startDev,
   succeed,
   type Command,
@@ -32,13 +32,7 @@ const RUNS = {
   watcher: ['arc_verified_lead', 'Solve ARC task 007bbfb7 and have every candidate rule verified.', 'arc-check'],
 } as const;
 
-/** What the example's script has `agent` answer last. */
-function finalSay(agent: string): string {
-  const script = parseScript(fs.readFileSync(path.join(EXAMPLE, 'agents', 'model-script.yaml'), 'utf8'), 'script');
-  const last = script.agents[agent]?.at(-1);
-  assert.ok(last?.kind === 'say', `the script's ${agent} ends with a say`);
-  return last.say;
-}
+const finalSay = (agent: string): string => scriptedFinalSay('arc-team', agent);
 
 interface EnvEntry {
   key: string;

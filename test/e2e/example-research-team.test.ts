@@ -16,7 +16,6 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connect, type BatonClient, type TranscriptMessage } from '../../client';
 import type { ForkTaskRow } from '../../db/forks';
-import { parseScript } from '../../scripted-model/script';
 import { readModelLog, requestStep } from '../../testing/harness';
 import {
   baton,
@@ -24,6 +23,7 @@ import {
   copyExampleProject,
   removeUserProject,
   ROOT,
+  scriptedFinalSay,
   startDev,
   succeed,
   type Command,
@@ -59,13 +59,7 @@ const LOOK_COMMANDS: [string[], RegExp[]][] = [
   [['transcript', `${THREAD}/analytics_researcher-1`], [/files__read_text_file.*# Sign-ups, weekly dashboard/]],
 ];
 
-/** What the example's script has `agent` answer last. */
-function finalSay(agent: string): string {
-  const script = parseScript(fs.readFileSync(path.join(EXAMPLE, 'agents', 'model-script.yaml'), 'utf8'), 'script');
-  const last = script.agents[agent]?.at(-1);
-  assert.ok(last?.kind === 'say', `the script's ${agent} ends with a say`);
-  return last.say;
-}
+const finalSay = (agent: string): string => scriptedFinalSay('research-team', agent);
 
 /** The result the transcript stored for each call of `tool`, in order. */
 function toolResults(messages: readonly TranscriptMessage[], tool: string): (string | null)[] {

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseScript } from '../../scripted-model/script';
 import { readTestEnv } from '../../testing/test-env';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
@@ -361,6 +362,14 @@ export function removeUserProject(dir: string): void {
     }
   }
   fs.rmSync(dir, { recursive: true, force: true });
+}
+
+/** What the model script of the example `examples/<example>` has `agent` answer last. */
+export function scriptedFinalSay(example: string, agent: string): string {
+  const file = path.join(ROOT, 'examples', example, 'agents', 'model-script.yaml');
+  const last = parseScript(fs.readFileSync(file, 'utf8'), file).agents[agent]?.at(-1);
+  assert.ok(last?.kind === 'say', `the script of examples/${example} has ${agent} end with a say`);
+  return last.say;
 }
 
 /**
