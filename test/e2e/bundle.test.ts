@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { readTestEnv, uniqueTaskQueue } from '../../testing/test-env';
 import { startWorkerProcess } from '../../testing/worker-process';
 import { workflowBundleProblem } from '../../worker/workflow-bundle';
-import { baton, describeRun, parseJson, stackEnv, writeStaleBundle } from './cli-process';
+import { baton, describeRun, parseJson, ROOT, stackEnv, writeStaleBundle } from './cli-process';
 
 test('baton bundle writes the workflow bundle and reports it as JSON', async () => {
   const dir = fs.mkdtempSync(path.join(readTestEnv().stateDir, 'bundle-'));
@@ -34,6 +34,8 @@ test('a worker starts from a bundle of its own sources and refuses a stale one, 
     OPENAI_API_KEY: 'sk-test',
     BATON_TASK_QUEUE: uniqueTaskQueue('bundle'),
     BATON_LOG_LEVEL: 'WARN',
+    // Agents it can run, so the bundle is all a worker may refuse.
+    BATON_AGENTS_DIR: path.join(ROOT, 'examples', 'arc-team', 'agents'),
   };
   const worker = await startWorkerProcess({
     name: 'worker from a bundle',

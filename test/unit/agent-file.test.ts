@@ -108,7 +108,7 @@ test('agent directory: a missing or empty directory is a clear error', () => {
 });
 
 test('agent directory: the example agents load', () => {
-  const agents = loadAgents(path.join(__dirname, '..', '..', 'agents'), {
+  const agents = loadAgents(path.join(__dirname, '..', '..', 'examples', 'arc-team', 'agents'), {
     toolNames: ['load_arc_task', 'fork_join', 'list_files', 'check_arc_candidate', 'watch_env_data'],
   });
   assert.deepEqual([...agents.keys()].sort(), [
