@@ -157,11 +157,16 @@ function watchThreadArgument(args: readonly string[]): string[] {
 function createProgram(io: CliIo, exit: { code: number }): Command {
   interface GlobalOptions {
     stateDir: string;
+    profile?: string;
   }
 
   const program = new Command('baton')
     .description('Run teams of LLM agents as durable Temporal workflows.')
     .option('--state-dir <dir>', 'where the local stack keeps its state and stack.json', DEFAULT_STATE_DIR)
+    .option(
+      '--profile <name>',
+      'the temporal.toml profile to reach Temporal with (address, namespace, API key, TLS), as TEMPORAL_PROFILE',
+    )
     .showHelpAfterError()
     // Thrown, not exited, so a run ends with its code (runCli); subcommands inherit both settings.
     .exitOverride()
@@ -186,13 +191,25 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
    */
   function connectOptions(needs: { database?: boolean } = {}): ConnectOptions {
     // `source` is for a person reading `connectedVia`; the commands name where they went only when it fails.
-    const { source: _source, ...found } = findConnection({
+    const {
+      source: _source,
+      notices,
+      ...found
+    } = findConnection({
       env: io.env,
       cwd: io.cwd,
       stateDir: globals().stateDir,
       needsDatabase: needs.database === true,
+      ...(globals().profile === undefined ? {} : { profile: globals().profile }),
     });
+    for (const notice of notices ?? []) io.stderr.write(`baton: ${notice}\n`);
     return { ...found, ...scheduleMinimum() };
+  }
+
+  /** The environment with `--profile` as `TEMPORAL_PROFILE`, for the commands that read their settings from it. */
+  function profileEnv(): Record<string, string | undefined> {
+    const profile = globals().profile;
+    return profile === undefined ? io.env : { ...io.env, TEMPORAL_PROFILE: profile };
   }
 
   /**
@@ -1452,7 +1469,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     .description('run a production worker configured by environment variables (docs/deploy.md, docs/configuration.md)')
     .action(async () => {
       // A `baton dev` in this directory keeps its stack file (the database password) there: no tool shows it.
-      await runWorkerFromEnv(io.env, { hiddenDirectories: hiddenStateDirectories(globals().stateDir) });
+      await runWorkerFromEnv(profileEnv(), { hiddenDirectories: hiddenStateDirectories(globals().stateDir) });
     });
 
   program
@@ -1473,7 +1490,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     )
     .option('--json', 'print {namespace, searchAttributes, migrations, changed} as JSON')
     .action(async (options: { json?: boolean }) => {
-      await runSetupFromEnv(io.env, { json: Boolean(options.json), write: (text) => io.stdout.write(text) });
+      await runSetupFromEnv(profileEnv(), { json: Boolean(options.json), write: (text) => io.stdout.write(text) });
     });
 
   // `worker` and `setup` install the runtime themselves, from their validated configuration (metrics included);

@@ -1,13 +1,23 @@
 /**
  * Where a client connects when nobody says: `connect()` with no options and every CLI command. The environment
- * first (`TEMPORAL_ADDRESS`, with `TEMPORAL_NAMESPACE`, `BATON_TASK_QUEUE` and `DATABASE_URL`), else the `baton dev`
- * running from the state directory (`.baton` of the working directory unless told), found through its stack file.
- * Decisions are signed with `BATON_DECISION_KEY` (or `BATON_DECISION_KEY_FILE`), else with the token of that
- * `baton dev` when it is where the client goes.
+ * first (`TEMPORAL_ADDRESS`, or a `temporal.toml` profile named by `TEMPORAL_PROFILE` or `--profile`, with the TLS
+ * and API key settings Temporal's tools read, and `BATON_TASK_QUEUE` and `DATABASE_URL`), else the `baton dev`
+ * running from the state directory (`.baton` of the working directory unless told), found through its stack file,
+ * else the default profile of `temporal.toml` when it names an address. Decisions are signed with
+ * `BATON_DECISION_KEY` (or `BATON_DECISION_KEY_FILE`), else with the token of that `baton dev` when it is where the
+ * client goes.
  */
 import path from 'node:path';
 import { DEFAULT_STATE_DIR, readStackFile, type StackFile } from '../stack/stack-file';
-import { checkConnectionVariables, readDecisionKey, runningStackDecisionKey } from '../worker/config';
+import {
+  checkConnectionVariables,
+  readDecisionKey,
+  readTemporalConnection,
+  runningStackDecisionKey,
+  type TemporalConnectionConfig,
+  type TemporalTlsConfig,
+} from '../worker/config';
+import { profileNamed, readTemporalSettings } from '../worker/temporal-settings';
 import { BatonClientError } from './errors';
 
 /** What {@link findConnection} reads. */
@@ -20,6 +30,8 @@ export interface FindConnectionOptions {
   readonly stateDir?: string;
   /** Fail unless Baton's database is known too (with `TEMPORAL_ADDRESS`, `DATABASE_URL` must be set). */
   readonly needsDatabase?: boolean;
+  /** The `temporal.toml` profile to connect with (the CLI's `--profile`). @default `TEMPORAL_PROFILE` */
+  readonly profile?: string;
 }
 
 /** The settings {@link findConnection} found, and where. */
@@ -29,8 +41,15 @@ export interface FoundConnection {
   readonly taskQueue: string;
   readonly databaseUrl?: string;
   readonly decisionKey?: string;
-  /** Where they came from, for a person: `TEMPORAL_ADDRESS=…` or `the baton dev in <dir> (pid …)`. */
+  /** TLS (files already read), when the settings turn it on. */
+  readonly tls?: TemporalTlsConfig;
+  readonly apiKey?: string;
+  /** gRPC headers of the profile or `TEMPORAL_GRPC_META_*`. */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** Where they came from, for a person: `TEMPORAL_ADDRESS=…`, a profile, or `the baton dev in <dir> (pid …)`. */
   readonly source: string;
+  /** Lines for a person about the settings (a deprecated variable in use). */
+  readonly notices?: readonly string[];
 }
 
 /**
@@ -45,26 +64,33 @@ export function findConnection(options: FindConnectionOptions = {}): FoundConnec
   const stateDirPath = path.resolve(cwd, stateDir);
   checkConnectionVariables(env);
   const configuredKey = readDecisionKey(env, cwd);
-  const address = env.TEMPORAL_ADDRESS?.trim();
-  if (address) {
+  const profile = profileNamed(env, options);
+  const configured = (): FoundConnection => {
+    const temporal = readTemporalConnection(env, cwd, profile === undefined ? {} : { profile });
     if (options.needsDatabase && !env.DATABASE_URL) {
-      throw new BatonClientError("this reads Baton's database: set DATABASE_URL as well as TEMPORAL_ADDRESS");
+      throw new BatonClientError(
+        `this reads Baton's database: set DATABASE_URL as well as ${profile === undefined ? 'TEMPORAL_ADDRESS' : 'the profile'}`,
+      );
     }
-    const namespace = env.TEMPORAL_NAMESPACE || 'default';
-    const key = configuredKey ?? localStackKey(stateDirPath, address, namespace);
+    const key = configuredKey ?? localStackKey(stateDirPath, temporal.address, temporal.namespace);
     return {
-      address,
-      namespace,
+      ...temporalOptions(temporal),
       taskQueue: env.BATON_TASK_QUEUE || 'baton',
       ...(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : {}),
       ...(key === undefined ? {} : { decisionKey: key.key }),
-      source: `TEMPORAL_ADDRESS=${address}`,
+      source: env.TEMPORAL_ADDRESS?.trim()
+        ? `TEMPORAL_ADDRESS=${temporal.address}`
+        : `profile '${temporal.profile?.name ?? 'default'}' of ${temporal.profile?.file ?? 'temporal.toml'} (${temporal.address})`,
     };
-  }
+  };
+  if (env.TEMPORAL_ADDRESS?.trim() || profile !== undefined) return configured();
   const stack = readStackFile(stateDirPath);
   if (!stack) {
+    // Last, the default profile of the Temporal CLI's configuration file, when it says where Temporal is.
+    if (readTemporalSettings(env, cwd).address !== undefined) return configured();
     throw new BatonClientError(
-      `no Baton stack is running (no live ${path.join(stateDir, 'stack.json')}): start one with \`baton dev\`, or set TEMPORAL_ADDRESS`,
+      `no Baton stack is running (no live ${path.join(stateDir, 'stack.json')}): start one with \`baton dev\`, or set ` +
+        'TEMPORAL_ADDRESS (or TEMPORAL_PROFILE, a profile of temporal.toml)',
     );
   }
   const key = configuredKey ?? runningStackDecisionKey(stateDirPath);
@@ -75,6 +101,20 @@ export function findConnection(options: FindConnectionOptions = {}): FoundConnec
     databaseUrl: stack.databaseUrl,
     ...(key === undefined ? {} : { decisionKey: key.key }),
     source: describeStack(stateDirPath, stack),
+  };
+}
+
+/** The connection settings of `temporal` as {@link FoundConnection} carries them. */
+function temporalOptions(
+  temporal: TemporalConnectionConfig,
+): Pick<FoundConnection, 'address' | 'namespace' | 'tls' | 'apiKey' | 'metadata' | 'notices'> {
+  return {
+    address: temporal.address,
+    namespace: temporal.namespace,
+    ...(temporal.tls === undefined ? {} : { tls: temporal.tls }),
+    ...(temporal.apiKey === undefined ? {} : { apiKey: temporal.apiKey }),
+    ...(temporal.metadata === undefined ? {} : { metadata: temporal.metadata }),
+    ...(temporal.notices === undefined ? {} : { notices: temporal.notices }),
   };
 }
 

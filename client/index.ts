@@ -14,6 +14,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
   WorkflowUpdateStage,
   WithStartWorkflowOperation,
+  type TLSConfig,
   type WorkflowHandle,
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
@@ -52,6 +53,7 @@ import type {
 import type { AnswerQuestionInput, DecideApprovalInput, DecideApprovalResult, DelegationLimits } from '../common/types';
 import { createPool } from '../db/pool';
 import { findConnection, type FoundConnection } from './find-connection';
+import { describeConnectFailure } from '../worker/temporal-settings';
 import fs from 'node:fs';
 import path from 'node:path';
 import { EnvTextError, envTextProblem, parseEnvText, setEnvVariables, unsetEnvVariable } from '../common/env-text';
@@ -139,6 +141,16 @@ export interface ConnectOptions {
   address: string;
   /** @default 'default' */
   namespace?: string;
+  /**
+   * TLS to Temporal: `true` for the system's roots, or the CA, client certificate pair (mTLS) and server name.
+   * `connect()` with no options reads them as Temporal's tools do (`TEMPORAL_TLS_*`, a `temporal.toml` profile).
+   * @default plaintext, or TLS when `apiKey` is set
+   */
+  tls?: TLSConfig | boolean;
+  /** An API key for Temporal Cloud, sent as a bearer token (over TLS). */
+  apiKey?: string;
+  /** gRPC headers sent with every call to Temporal. */
+  metadata?: Readonly<Record<string, string>>;
   /** The task queue Baton's workers poll. @default 'baton' */
   taskQueue?: string;
   /**
@@ -1379,7 +1391,28 @@ export async function connect(given?: ConnectOptions): Promise<BatonClient> {
     const problem = accessTokenProblem(options.decisionKey);
     if (problem !== undefined) throw new BatonClientError(`decisionKey ${problem}`);
   }
-  const connection = await Connection.connect({ address: options.address });
+  const tls = options.tls ?? (options.apiKey === undefined ? undefined : true);
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({
+      address: options.address,
+      ...(tls === undefined ? {} : { tls }),
+      ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+      ...(options.metadata === undefined ? {} : { metadata: { ...options.metadata } }),
+    });
+  } catch (error) {
+    throw new BatonClientError(
+      describeConnectFailure(
+        {
+          address: options.address,
+          ...(tls === undefined ? {} : { tls }),
+          ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+        },
+        error,
+      ),
+      { cause: error },
+    );
+  }
   const namespace = options.namespace ?? 'default';
   const pool = options.databaseUrl
     ? createPool({ connectionString: options.databaseUrl, max: 4, applicationName: 'baton-client' })
@@ -1395,9 +1428,15 @@ export async function connect(given?: ConnectOptions): Promise<BatonClient> {
         ? {}
         : { scheduleMinimumIntervalSeconds: options.scheduleMinimumIntervalSeconds }),
       ...(options.decisionKey === undefined ? {} : { decisionKey: options.decisionKey }),
-      connectedVia: found?.source ?? `the options given (${options.address})`,
+      connectedVia: found?.source ?? sourceOf(given) ?? `the options given (${options.address})`,
     },
   );
+}
+
+/** Where options came from when they are {@link findConnection}'s, passed on as they are. */
+function sourceOf(options: ConnectOptions | undefined): string | undefined {
+  const source = (options as Partial<FoundConnection> | undefined)?.source;
+  return typeof source === 'string' ? source : undefined;
 }
 
 /** World names follow agent names: lowercase letters, digits, `_` and `-`. */

@@ -15,6 +15,13 @@ import {
   stackAccessToken,
 } from '../stack/access-token';
 import { workflowBundleProblem } from './workflow-bundle';
+import {
+  profileNamed,
+  readTemporalSettings,
+  TemporalSettingsError,
+  type ReadTemporalSettingsOptions,
+  type TemporalTlsConfig,
+} from './temporal-settings';
 
 /**
  * The ARC-AGI-1 training tasks the repository carries (`data/arc/training`), resolved from the repository root, not
@@ -113,22 +120,30 @@ export function checkConnectionVariables(env: Readonly<Record<string, string | u
 }
 
 /**
- * How to reach Temporal, shared by `baton worker` and `baton setup`. TLS is on when a client certificate, a CA or an
- * API key is given (Temporal Cloud takes either mTLS or an API key, both over TLS).
+ * How to reach Temporal, shared by `baton worker` and `baton setup`: the variables Temporal's own tools read, and the
+ * `temporal.toml` profile they name (worker/temporal-settings.ts reads them all; listed here for the reference and
+ * the deployment checks). TLS is on when a client certificate, a CA, a server name or an API key is given (Temporal
+ * Cloud takes either mTLS or an API key, both over TLS), or with `TEMPORAL_TLS=true`.
  */
 export const temporalEnvSchema = z.object({
-  TEMPORAL_ADDRESS: temporalAddress,
-  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('default'),
-  /** Path of the PEM client certificate for mTLS; needs TEMPORAL_TLS_KEY. */
-  TEMPORAL_TLS_CERT: optionalText,
-  /** Path of the PEM private key of that certificate. */
-  TEMPORAL_TLS_KEY: optionalText,
-  /** Path of a PEM CA bundle to trust instead of the system's. */
-  TEMPORAL_TLS_CA: optionalText,
-  /** The name the server's certificate must carry, when it differs from the address's host. */
-  TEMPORAL_TLS_SERVER_NAME: optionalText,
-  /** A Temporal Cloud API key (sent as a bearer token, over TLS). */
+  /** Required, unless the profile names the address. */
+  TEMPORAL_ADDRESS: optionalText,
+  TEMPORAL_NAMESPACE: optionalText,
   TEMPORAL_API_KEY: optionalText,
+  TEMPORAL_TLS: optionalText,
+  TEMPORAL_TLS_CLIENT_CERT_PATH: optionalText,
+  TEMPORAL_TLS_CLIENT_KEY_PATH: optionalText,
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: optionalText,
+  TEMPORAL_TLS_CLIENT_CERT_DATA: optionalText,
+  TEMPORAL_TLS_CLIENT_KEY_DATA: optionalText,
+  TEMPORAL_TLS_SERVER_CA_CERT_DATA: optionalText,
+  TEMPORAL_TLS_SERVER_NAME: optionalText,
+  TEMPORAL_PROFILE: optionalText,
+  TEMPORAL_CONFIG_FILE: optionalText,
+  /** Deprecated names of TEMPORAL_TLS_CLIENT_CERT_PATH, _CLIENT_KEY_PATH and _SERVER_CA_CERT_PATH. */
+  TEMPORAL_TLS_CERT: optionalText,
+  TEMPORAL_TLS_KEY: optionalText,
+  TEMPORAL_TLS_CA: optionalText,
   BATON_LOG_LEVEL: z.preprocess(
     (value) => (typeof value === 'string' && value.trim() !== '' ? value.trim().toUpperCase() : undefined),
     z
@@ -242,12 +257,7 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_DECISION_KEY_FILE: optionalText,
 });
 
-/** TLS settings for the Temporal connection, files already read. */
-export interface TemporalTlsConfig {
-  readonly serverNameOverride?: string;
-  readonly serverRootCACertificate?: Buffer;
-  readonly clientCertPair?: { readonly crt: Buffer; readonly key: Buffer };
-}
+export type { TemporalTlsConfig };
 
 /** How to reach Temporal. */
 export interface TemporalConnectionConfig {
@@ -256,6 +266,12 @@ export interface TemporalConnectionConfig {
   /** TLS, or `undefined` for plaintext. */
   readonly tls?: TemporalTlsConfig;
   readonly apiKey?: string;
+  /** gRPC headers sent with every call (a profile's `grpc_meta`, `TEMPORAL_GRPC_META_*`). */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** The `temporal.toml` profile the settings came from, when a file held one. */
+  readonly profile?: { readonly name: string; readonly file: string };
+  /** Lines for a person about how it was configured (a deprecated variable in use). */
+  readonly notices?: readonly string[];
 }
 
 export interface WorkerConfig {
@@ -616,7 +632,7 @@ export function readWorkerConfig(
   cwd = process.cwd(),
   host: { readonly hostname: string; readonly pid: number } = { hostname: os.hostname(), pid: process.pid },
 ): WorkerConfig {
-  const value = parseEnv(workerEnvSchema, env);
+  const { value, temporal } = parseEnvWithTemporal(workerEnvSchema, env, cwd);
   if (!value.OPENAI_API_KEY && !value.BATON_MODEL_SCRIPT) {
     throw new ConfigError([
       'OPENAI_API_KEY is required for a production worker (or BATON_MODEL_SCRIPT for the scripted model; `baton dev` runs one too)',
@@ -626,9 +642,9 @@ export function readWorkerConfig(
   const workflowBundle = readWorkflowBundle(env, cwd);
   const decisionKey = readDecisionKey(env, cwd);
   return Object.freeze({
-    temporalAddress: value.TEMPORAL_ADDRESS,
-    namespace: value.TEMPORAL_NAMESPACE,
-    temporal: readTemporalConnection(value, cwd),
+    temporalAddress: temporal.address,
+    namespace: temporal.namespace,
+    temporal,
     taskQueue: value.BATON_TASK_QUEUE,
     databaseUrl: value.DATABASE_URL,
     dbPoolSize: value.BATON_DB_POOL_SIZE,
@@ -676,9 +692,9 @@ export interface SetupConfig {
  * @throws ConfigError naming every invalid or missing variable.
  */
 export function readSetupConfig(env: Record<string, string | undefined>, cwd = process.cwd()): SetupConfig {
-  const value = parseEnv(setupEnvSchema, env);
+  const { value, temporal } = parseEnvWithTemporal(setupEnvSchema, env, cwd);
   return Object.freeze({
-    temporal: readTemporalConnection(value, cwd),
+    temporal,
     databaseUrl: value.DATABASE_URL,
     retentionDays: value.BATON_NAMESPACE_RETENTION_DAYS,
     logLevel: value.BATON_LOG_LEVEL,
@@ -690,47 +706,68 @@ export function batonEnvVariables(): string[] {
   return [...new Set([...Object.keys(workerEnvSchema.shape), ...Object.keys(setupEnvSchema.shape)])];
 }
 
-function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.output<S> {
+/**
+ * Parses `env` with `schema` and reads how to reach Temporal (worker/temporal-settings.ts), naming every problem of
+ * both at once.
+ * @throws ConfigError
+ */
+function parseEnvWithTemporal<S extends z.ZodType>(
+  schema: S,
+  env: Record<string, string | undefined>,
+  cwd: string,
+): { value: z.output<S>; temporal: TemporalConnectionConfig } {
   const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`));
+  const problems = parsed.success ? [] : parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
+  let temporal: TemporalConnectionConfig | undefined;
+  try {
+    temporal = readTemporalConnection(env, cwd);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
   }
-  return parsed.data;
+  if (!parsed.success || temporal === undefined || problems.length > 0) throw new ConfigError(problems);
+  return { value: parsed.data, temporal };
 }
 
-/** Checks the TLS variables belong together and reads their files. @throws ConfigError */
-function readTemporalConnection(value: z.output<typeof temporalEnvSchema>, cwd: string): TemporalConnectionConfig {
-  const problems: string[] = [];
-  const read = (variable: string, file: string | undefined): Buffer | undefined => {
-    if (file === undefined) return undefined;
-    try {
-      return fs.readFileSync(path.resolve(cwd, file));
-    } catch (error) {
-      problems.push(`${variable} cannot be read: ${(error as Error).message}`);
-      return undefined;
-    }
-  };
-  if (Boolean(value.TEMPORAL_TLS_CERT) !== Boolean(value.TEMPORAL_TLS_KEY)) {
-    problems.push('TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both for mTLS, or neither');
+/**
+ * How to reach Temporal from the environment and the profile it names: the address is required and checked; TLS
+ * files are read.
+ * @throws ConfigError naming each problem
+ */
+export function readTemporalConnection(
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+  options: ReadTemporalSettingsOptions = {},
+): TemporalConnectionConfig {
+  const required =
+    'TEMPORAL_ADDRESS is required (host:port of the Temporal frontend), or a temporal.toml profile with an address ' +
+    '(TEMPORAL_PROFILE)';
+  let settings;
+  try {
+    settings = readTemporalSettings(env, cwd, options);
+  } catch (error) {
+    if (!(error instanceof TemporalSettingsError)) throw error;
+    // Named with the rest: a missing address is known without the profile when none is named.
+    const addressless = !env.TEMPORAL_ADDRESS?.trim() && profileNamed(env, options) === undefined;
+    throw new ConfigError([...error.problems, ...(addressless ? [required] : [])]);
   }
-  const crt = read('TEMPORAL_TLS_CERT', value.TEMPORAL_TLS_CERT);
-  const key = read('TEMPORAL_TLS_KEY', value.TEMPORAL_TLS_KEY);
-  const ca = read('TEMPORAL_TLS_CA', value.TEMPORAL_TLS_CA);
-  if (problems.length > 0) throw new ConfigError(problems);
-  const tlsWanted =
-    crt !== undefined || ca !== undefined || value.TEMPORAL_API_KEY !== undefined || !!value.TEMPORAL_TLS_SERVER_NAME;
-  const tls: TemporalTlsConfig | undefined = tlsWanted
-    ? Object.freeze({
-        ...(value.TEMPORAL_TLS_SERVER_NAME ? { serverNameOverride: value.TEMPORAL_TLS_SERVER_NAME } : {}),
-        ...(ca ? { serverRootCACertificate: ca } : {}),
-        ...(crt && key ? { clientCertPair: Object.freeze({ crt, key }) } : {}),
-      })
-    : undefined;
+  const where = settings.profile ? ` (from profile '${settings.profile.name}' in ${settings.profile.file})` : '';
+  const address = temporalAddress.safeParse(settings.address ?? '');
+  if (!address.success) {
+    throw new ConfigError([
+      settings.address
+        ? `TEMPORAL_ADDRESS ${address.error.issues[0]?.message ?? 'is not host:port'}${where}`
+        : required,
+    ]);
+  }
   return Object.freeze({
-    address: value.TEMPORAL_ADDRESS,
-    namespace: value.TEMPORAL_NAMESPACE,
-    ...(tls ? { tls } : {}),
-    ...(value.TEMPORAL_API_KEY ? { apiKey: value.TEMPORAL_API_KEY } : {}),
+    address: address.data,
+    namespace: settings.namespace ?? 'default',
+    ...(settings.tls ? { tls: settings.tls } : {}),
+    ...(settings.apiKey ? { apiKey: settings.apiKey } : {}),
+    ...(settings.metadata ? { metadata: settings.metadata } : {}),
+    ...(settings.profile ? { profile: settings.profile } : {}),
+    ...(settings.notices.length > 0 ? { notices: Object.freeze([...settings.notices]) } : {}),
   });
 }
 

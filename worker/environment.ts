@@ -63,34 +63,91 @@ export const PRODUCTION_VARIABLES = {
     meaning: 'The Temporal namespace.',
     default: '`default`',
   },
-  TEMPORAL_TLS_CERT: {
+  TEMPORAL_API_KEY: {
     topic: 'Connections',
-    readBy: ['worker', 'setup'],
-    meaning: 'A PEM client certificate file for mTLS to Temporal (with `TEMPORAL_TLS_KEY`); turns TLS on.',
-    default: 'off (plaintext)',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'A Temporal Cloud API key, sent as a bearer token over TLS; turns TLS on.',
+    default: 'none',
   },
-  TEMPORAL_TLS_KEY: {
+  TEMPORAL_TLS: {
     topic: 'Connections',
-    readBy: ['worker', 'setup'],
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning:
+      "`true` (or `1`): TLS with the system's roots and no client certificate; `false`: plaintext, whatever else is set.",
+    default: 'on when a certificate, CA, server name or API key is set',
+  },
+  TEMPORAL_TLS_CLIENT_CERT_PATH: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'A PEM client certificate file for mTLS (with `TEMPORAL_TLS_CLIENT_KEY_PATH`); turns TLS on.',
+    default: 'none',
+  },
+  TEMPORAL_TLS_CLIENT_KEY_PATH: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
     meaning: 'The private key file of that certificate.',
     default: 'none',
   },
-  TEMPORAL_TLS_CA: {
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: {
     topic: 'Connections',
-    readBy: ['worker', 'setup'],
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
     meaning: "A PEM CA bundle to trust for the server's certificate; turns TLS on.",
+    default: "the system's roots",
+  },
+  TEMPORAL_TLS_CLIENT_CERT_DATA: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'The client certificate itself, PEM, instead of a file (a secret passed as a variable).',
+    default: 'none',
+  },
+  TEMPORAL_TLS_CLIENT_KEY_DATA: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'Its private key, PEM, instead of a file.',
+    default: 'none',
+  },
+  TEMPORAL_TLS_SERVER_CA_CERT_DATA: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'The CA bundle, PEM, instead of a file.',
     default: "the system's roots",
   },
   TEMPORAL_TLS_SERVER_NAME: {
     topic: 'Connections',
-    readBy: ['worker', 'setup'],
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
     meaning: "The name the server's certificate carries, when it differs from the address; turns TLS on.",
     default: "the address's host",
   },
-  TEMPORAL_API_KEY: {
+  TEMPORAL_PROFILE: {
     topic: 'Connections',
-    readBy: ['worker', 'setup'],
-    meaning: 'A Temporal Cloud API key, sent as a bearer token over TLS; turns TLS on.',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning:
+      'The `temporal.toml` profile to read (address, namespace, API key, TLS); named, it wins over a running ' +
+      '`baton dev` as `TEMPORAL_ADDRESS` does. The CLI takes `--profile` too.',
+    default: '`default`, when the file has one',
+  },
+  TEMPORAL_CONFIG_FILE: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'The `temporal.toml` to read profiles from.',
+    default: '`~/.config/temporalio/temporal.toml`, where the Temporal CLI writes it',
+  },
+  TEMPORAL_TLS_CERT: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'Deprecated name of `TEMPORAL_TLS_CLIENT_CERT_PATH` (still read, with a notice).',
+    default: 'none',
+  },
+  TEMPORAL_TLS_KEY: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'Deprecated name of `TEMPORAL_TLS_CLIENT_KEY_PATH` (still read, with a notice).',
+    default: 'none',
+  },
+  TEMPORAL_TLS_CA: {
+    topic: 'Connections',
+    readBy: ['worker', 'setup', 'CLI', 'SDK'],
+    meaning: 'Deprecated name of `TEMPORAL_TLS_SERVER_CA_CERT_PATH` (still read, with a notice).',
     default: 'none',
   },
   BATON_TASK_QUEUE: {

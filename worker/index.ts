@@ -25,7 +25,7 @@ export {
   type McpServerStatus,
 } from '../activities/tools/mcp-servers';
 export { McpConfigError, parseMcpConfig, type McpConfig, type McpServerConfig } from '../activities/tools/mcp-config';
-export { connectTemporal } from './connection';
+export { connectTemporal, TemporalConnectError } from './connection';
 export { installRuntime, LOG_LEVELS, parseLogLevel, type RuntimeTelemetryOptions } from './runtime';
 export { startHealthServer, type HealthServer } from './health';
 export {

@@ -67,6 +67,7 @@ export async function runWorkerFromEnv(
       providers: config.providers.map((provider) => provider.name),
       ...(mcp === undefined ? {} : { mcp }),
     });
+    for (const notice of config.temporal.notices ?? []) process.stderr.write(`baton worker: ${notice}\n`);
     process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
     process.stderr.write(`baton worker: ${describeDecisionSigning(config.decisionKey)}\n`);
     const pool = createPool({
@@ -180,6 +181,7 @@ export async function runSetupFromEnv(
   options: { readonly json: boolean; readonly write: (text: string) => void },
 ): Promise<SetupResult> {
   const config = readSetupConfig(env);
+  for (const notice of config.temporal.notices ?? []) process.stderr.write(`baton setup: ${notice}\n`);
   installRuntime(config.logLevel);
   const connection = await connectTemporal(config.temporal);
   try {

@@ -91,7 +91,8 @@ test('find connection: neither the environment nor a live baton dev says where B
   assert.throws(() => findConnection({ env: {}, cwd: dir }), {
     name: 'BatonClientError',
     message:
-      'no Baton stack is running (no live .baton/stack.json): start one with `baton dev`, or set TEMPORAL_ADDRESS',
+      'no Baton stack is running (no live .baton/stack.json): start one with `baton dev`, or set TEMPORAL_ADDRESS ' +
+      '(or TEMPORAL_PROFILE, a profile of temporal.toml)',
   });
   // A stack file left by a process that has ended is no stack.
   const { dir: stale } = project(t, { pid: 2 ** 22 + 1 });
