@@ -6,10 +6,10 @@
  * `baton worker` processes). Everything it starts it stops in `stop()`.
  */
 import { execFile } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Connection } from '@temporalio/client';
+import { Connection, type TLSConfig } from '@temporalio/client';
 import pg from 'pg';
 import { resolveDatabase } from './local-postgres';
 import { choosePort, DevServerProcess } from './temporal-server';
@@ -62,6 +62,21 @@ export interface ProductionTopologyOptions {
   readonly log?: (line: string) => void;
   /** Longest to wait for the server to serve. @default 120_000 */
   readonly startTimeoutMs?: number;
+  /**
+   * mTLS on the frontend (production.yaml's `FRONTEND_TLS_*`): the server's PEM certificate and key (allowing client
+   * authentication too: the server's system worker presents it), and the CA that signed the clients' certificates and
+   * the server's. Set up here with the server's own certificate as the client's. @default plaintext
+   */
+  readonly tls?: ProductionTls;
+}
+
+/** The PEM files of {@link ProductionTopologyOptions.tls}. */
+export interface ProductionTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+  /** The name in the server's certificate that clients check. @default 'localhost' */
+  readonly serverName?: string;
 }
 
 /** A running production topology (minus workers). */
@@ -148,6 +163,14 @@ export async function startProductionTopology(options: ProductionTopologyOptions
     WORKER_MEMBERSHIP_PORT: await port(),
     TEMPORAL_VERSION_CHECK_DISABLED: '1',
     DYNAMIC_CONFIG_FILE_PATH: TEMPORAL_DYNAMIC_CONFIG_FILE,
+    ...(options.tls === undefined
+      ? {}
+      : {
+          FRONTEND_TLS_CERT_FILE: options.tls.certFile,
+          FRONTEND_TLS_KEY_FILE: options.tls.keyFile,
+          FRONTEND_TLS_CA_FILE: options.tls.caFile,
+          FRONTEND_TLS_SERVER_NAME: options.tls.serverName ?? 'localhost',
+        }),
   };
   const address = `${ip}:${serverEnv.FRONTEND_GRPC_PORT}`;
   const logFile = join(options.stateDir, 'temporal-server.log');
@@ -156,7 +179,14 @@ export async function startProductionTopology(options: ProductionTopologyOptions
   const serverProcess = await DevServerProcess.spawn(binaries.server, args, logFile, serverEnv);
   const stop = (): Promise<void> => serverProcess.stop(10_000);
   try {
-    const connection = await waitUntilServing(serverProcess, address, namespace, options.startTimeoutMs ?? 120_000);
+    const tls = options.tls === undefined ? undefined : await clientTls(options.tls);
+    const connection = await waitUntilServing(
+      serverProcess,
+      address,
+      namespace,
+      options.startTimeoutMs ?? 120_000,
+      tls,
+    );
     try {
       log(`temporal-server: serving on ${address} (log: ${logFile})`);
       const setup = await setupBaton({
@@ -233,16 +263,26 @@ async function ensureDatabase(serverUrl: string, name: string): Promise<string> 
   return url.toString();
 }
 
+/** The server's own certificate as the client's, trusting the CA: how setup reaches an mTLS frontend. */
+async function clientTls(tls: ProductionTls): Promise<TLSConfig> {
+  return {
+    serverNameOverride: tls.serverName ?? 'localhost',
+    serverRootCACertificate: await readFile(tls.caFile),
+    clientCertPair: { crt: await readFile(tls.certFile), key: await readFile(tls.keyFile) },
+  };
+}
+
 /** Waits until the frontend answers `getSystemInfo`, or the server exits, or the timeout passes. */
 async function waitUntilServing(
   server: DevServerProcess,
   address: string,
   namespace: string,
   timeoutMs: number,
+  tls: TLSConfig | undefined,
 ): Promise<Connection> {
   const deadline = Date.now() + timeoutMs;
   // No retry interceptor: this loop retries itself, and stops at once when the server exits.
-  const connection = Connection.lazy({ address, interceptors: [] });
+  const connection = Connection.lazy({ address, interceptors: [], ...(tls === undefined ? {} : { tls }) });
   for (;;) {
     try {
       await connection.withDeadline(Math.min(Date.now() + 5_000, deadline), () =>

@@ -138,6 +138,13 @@ export const SYSTEM_TOOLS: readonly SystemTool[] = [
     appliesTo: (host) => host.isRoot,
   },
   {
+    name: 'openssl',
+    kind: 'executable',
+    debianPackage: 'openssl',
+    why: "the mTLS test's certificate authority and certificates",
+    usedBy: { stackSuites: false, pattern: spawnsTool('openssl') },
+  },
+  {
     name: 'git',
     kind: 'executable',
     debianPackage: 'git',

@@ -14,17 +14,14 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { connect, type BatonClient, type ThreadHandle } from '../../client';
-import { startProductionTopology, type ProductionTopology } from '../../stack/production';
-import { TemporalSetupError } from '../../stack/temporal-build';
-import { resolveTemporalServerBinaries } from '../../stack/temporal-server-binaries';
+import type { ProductionTopology } from '../../stack/production';
 import { skipUnlessCi } from '../../testing/ci';
 import { readModelLog } from '../../testing/harness';
-import { dropDatabase } from '../../stack/local-postgres';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { startTestTopology, TOPOLOGY_SETUP_TIMEOUT_MS, type TestTopology } from '../../testing/test-topology';
 import { settle, waitFor } from '../chaos/waiting';
 import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
 
@@ -33,20 +30,6 @@ const ROOT = path.resolve(__dirname, '..', '..');
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'production-topology-'));
 const agentsDir = path.join(workDir, 'agents');
 const taskQueue = uniqueTaskQueue('production');
-const suffix = `${process.pid}_${randomBytes(3).toString('hex')}`;
-const databases = {
-  temporal: `bp_${suffix}_temporal`,
-  visibility: `bp_${suffix}_visibility`,
-  baton: `bp_${suffix}_baton`,
-};
-const serverUrl = (() => {
-  const url = new URL(env.databaseUrl);
-  url.pathname = '/postgres';
-  return url.toString();
-})();
-
-/** A cold build of temporal-server takes 10 to 20 minutes on two cores; the wait for it is part of this file. */
-const SETUP_TIMEOUT_MS = 60 * 60 * 1000;
 /** Two worker start-ups, the 20 s heartbeat timeout that notices the killed worker, and two model delays. */
 const TEST_TIMEOUT_MS = 240_000;
 /** Long enough that the SIGKILL surely lands during the call, short next to the heartbeat timeout. */
@@ -81,6 +64,7 @@ agents:
   'production-topology',
 );
 
+let started: TestTopology | undefined;
 let skipReason: string | undefined;
 let topology: ProductionTopology | undefined;
 let client: BatonClient | undefined;
@@ -89,24 +73,9 @@ const workers: WorkerProcess[] = [];
 
 before(
   async () => {
-    try {
-      // Builds on first use, with progress on stderr; the runner shows it.
-      await resolveTemporalServerBinaries({ env: process.env, progress: process.stderr, progressIntervalMs: 30_000 });
-    } catch (error) {
-      // Without Go nothing can be built: the tests skip, except under CI, where skipUnlessCi fails them.
-      if (error instanceof TemporalSetupError && /`go` is not on the PATH/.test(error.message)) {
-        skipReason = error.message;
-        return;
-      }
-      throw error;
-    }
-    topology = await startProductionTopology({
-      postgresUrl: serverUrl,
-      databases,
-      stateDir: workDir,
-      env: process.env,
-      log: (line) => process.stderr.write(`[production topology] ${line}\n`),
-    });
+    started = await startTestTopology({ prefix: 'bp', label: 'production topology', stateDir: workDir });
+    ({ topology, skipReason } = started);
+    if (topology === undefined) return;
     fs.mkdirSync(agentsDir, { recursive: true });
     fs.writeFileSync(
       path.join(agentsDir, 'lead.md'),
@@ -128,17 +97,14 @@ before(
       databaseUrl: topology.databaseUrl,
     });
   },
-  { timeout: SETUP_TIMEOUT_MS },
+  { timeout: TOPOLOGY_SETUP_TIMEOUT_MS },
 );
 
 after(async () => {
   await Promise.all(workers.map((worker) => worker.kill()));
   await client?.close();
   await Promise.all(models.map((model) => model.server.close()));
-  await topology?.stop();
-  if (topology) {
-    for (const name of Object.values(databases)) await dropDatabase(serverUrl, name).catch(() => undefined);
-  }
+  await started?.stop();
 });
 
 function startWorker(index: number): Promise<WorkerProcess> {

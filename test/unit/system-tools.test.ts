@@ -24,7 +24,7 @@ const BIN = '/usr/bin';
 const SBIN = '/usr/sbin';
 /** Every tool of the catalogue, as a Debian machine with all of them installed has them. */
 const EVERYTHING = [
-  ...['bwrap', 'slirp4netns', 'unshare', 'nsenter', 'tmux', 'script', 'git'].map((name) => `${BIN}/${name}`),
+  ...['bwrap', 'slirp4netns', 'unshare', 'nsenter', 'tmux', 'script', 'openssl', 'git'].map((name) => `${BIN}/${name}`),
   `${SBIN}/runuser`,
 ];
 
@@ -182,7 +182,14 @@ test('system tools: every program a test starts by name is in the catalogue, or 
 
 test('system tools: as root, apt-get installs the missing packages, each once, after one line saying why', async () => {
   const result = await step(undefined, {
-    executables: [`${BIN}/apt-get`, `${BIN}/unshare`, `${BIN}/script`, `${BIN}/git`, `${SBIN}/runuser`],
+    executables: [
+      `${BIN}/apt-get`,
+      `${BIN}/unshare`,
+      `${BIN}/script`,
+      `${BIN}/openssl`,
+      `${BIN}/git`,
+      `${SBIN}/runuser`,
+    ],
     installs: (run) => (run.args.includes('install') ? EVERYTHING.concat('/usr/bin/chromium') : []),
   });
   assert.equal(result.ready, true);
