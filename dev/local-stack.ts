@@ -114,7 +114,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const taskQueue = options.taskQueue ?? 'baton';
   checkConnectionVariables(env);
   const tools = readToolsConfig(env, process.cwd());
-  const modelStream = readModelStream(env);
+  // A person watches a local stack: its replies stream unless BATON_MODEL_STREAM=off says otherwise.
+  const modelStream = readModelStream(env, 'on');
   const steps = readStepMode(env);
   const providerConfigs = readProviders(env);
   // A bundle `baton bundle` wrote spares the worker's start seconds of webpack (checked against these sources).

@@ -485,10 +485,12 @@ export function readWorkflowBundle(env: Readonly<Record<string, string | undefin
 }
 
 /**
- * `BATON_MODEL_STREAM`: whether model calls ask for streamed replies.
+ * `BATON_MODEL_STREAM`: whether model calls ask for streamed replies; `unset` when the variable is not set (off for
+ * `baton worker`, on for `baton dev` and the demo, where a person watches).
  * @throws ConfigError for a value other than on or off
  */
-export function readModelStream(env: Record<string, string | undefined>): boolean {
+export function readModelStream(env: Record<string, string | undefined>, unset: 'on' | 'off' = 'off'): boolean {
+  if (!env.BATON_MODEL_STREAM?.trim()) return unset === 'on';
   const parsed = workerEnvSchema.shape.BATON_MODEL_STREAM.safeParse(env.BATON_MODEL_STREAM);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((issue) => `BATON_MODEL_STREAM ${issue.message}`));

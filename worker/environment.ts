@@ -280,7 +280,7 @@ export const PRODUCTION_VARIABLES = {
     meaning:
       '`on`: model calls ask for streamed replies, publish the text as it comes to the run feed (`delta` events) ' +
       'and store the assembled reply; `off`: whole replies.',
-    default: '`off`',
+    default: '`off` for `baton worker`; `on` for `baton dev` and the demo',
   },
   BATON_PROVIDERS: {
     topic: 'Models',

@@ -2,8 +2,8 @@
  * The example app (examples/embedded-app), run as its README says, with Baton as a user gets it: `npm pack` (of a
  * copy of this checkout, so the build leaves the checkout's dist/ alone), the example copied out of the repository
  * with its `"baton": "file:../.."` changed to that tarball, and `npm install`. Then the README's commands:
- * `BATON_MODEL_STREAM=on npx baton dev --agents agents --model-script agents/model-script.yaml` (its own Postgres and
- * Temporal, the scripted model) and `npm start`; Chromium opens the page and asks a question, and the test records
+ * `npx baton dev --agents agents --model-script agents/model-script.yaml` (its own Postgres and Temporal, the scripted
+ * model, and streamed replies, which `baton dev` asks for unless told otherwise) and `npm start`; Chromium opens the page and asks a question, and the test records
  * every change of the page as it is made: the tool calls and the answer's text arrive while the run goes on, then the
  * reply. `npx baton transcript` shows the thread in Baton. Last, the copy type-checks against the tarball's
  * declarations (`npm run typecheck`).
@@ -55,7 +55,7 @@ describe('the example app (examples/embedded-app), run as its README says', { co
     async () => {
       const readme = fs.readFileSync(path.join(EXAMPLE, 'README.md'), 'utf8');
       // The commands below are the README's: a change to either shows here.
-      for (const command of ['npm install', `BATON_MODEL_STREAM=on npx baton dev ${DEV_ARGS.join(' ')}`, 'npm start']) {
+      for (const command of ['npm install', `npx baton dev ${DEV_ARGS.join(' ')}`, 'npm start']) {
         assert.ok(readme.includes(command), `the README runs ${command}`);
       }
       // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
@@ -84,9 +84,12 @@ describe('the example app (examples/embedded-app), run as its README says', { co
     async (t) => {
       assert.ok(chromiumPath, `under CI the browser test must run. ${missingChromium ?? ''}`);
       // The README's two commands, each in its own terminal.
+      // No BATON_MODEL_STREAM: `baton dev` streams by default, which the page's live text proves.
+      const devEnv = userEnv();
+      delete devEnv.BATON_MODEL_STREAM;
       const dev = new Command('npx baton dev', 'npx', ['--no', '--', 'baton', 'dev', ...DEV_ARGS], {
         cwd: example,
-        env: userEnv({ BATON_MODEL_STREAM: 'on' }),
+        env: devEnv,
       });
       t.after(async () => {
         const stopped = await dev.stop();

@@ -172,10 +172,14 @@ test('worker config: the shell sandbox is bubblewrap unless BATON_SHELL_SANDBOX=
   assert.throws(() => readToolsConfig({ BATON_SHELL_SANDBOX: 'docker' }, '/srv/app'), /BATON_SHELL_SANDBOX must be/);
 });
 
-test('worker config: BATON_MODEL_STREAM is on or off, and anything else is refused naming it', () => {
+test('worker config: BATON_MODEL_STREAM is on or off (unset: off for a worker, on for baton dev), and anything else is refused naming it', () => {
   assert.equal(readWorkerConfig({ ...minimal, BATON_MODEL_STREAM: 'on' }).modelStream, true);
   assert.equal(readWorkerConfig({ ...minimal, BATON_MODEL_STREAM: ' OFF ' }).modelStream, false);
   assert.equal(readModelStream({}), false);
+  // `baton dev` and the demo stream unless told not to: a person watches them.
+  assert.equal(readModelStream({}, 'on'), true);
+  assert.equal(readModelStream({ BATON_MODEL_STREAM: '' }, 'on'), true);
+  assert.equal(readModelStream({ BATON_MODEL_STREAM: 'off' }, 'on'), false);
   assert.throws(
     () => readModelStream({ BATON_MODEL_STREAM: 'yes' }),
     /BATON_MODEL_STREAM must be on \(streamed model replies\) or off \(whole replies\)/,
