@@ -11,13 +11,14 @@ import path from 'node:path';
 import { DEFAULT_STATE_DIR, readStackFile, type StackFile } from '../stack/stack-file';
 import {
   checkConnectionVariables,
+  ConfigError,
   readDecisionKey,
   readTemporalConnection,
   runningStackDecisionKey,
   type TemporalConnectionConfig,
   type TemporalTlsConfig,
 } from '../worker/config';
-import { profileNamed, readTemporalSettings } from '../worker/temporal-settings';
+import { profileNamed, readTemporalSettings, TemporalSettingsError } from '../worker/temporal-settings';
 import { BatonClientError } from './errors';
 
 /** What {@link findConnection} reads. */
@@ -87,7 +88,7 @@ export function findConnection(options: FindConnectionOptions = {}): FoundConnec
   const stack = readStackFile(stateDirPath);
   if (!stack) {
     // Last, the default profile of the Temporal CLI's configuration file, when it says where Temporal is.
-    if (readTemporalSettings(env, cwd).address !== undefined) return configured();
+    if (defaultProfileAddress(env, cwd) !== undefined) return configured();
     throw new BatonClientError(
       `no Baton stack is running (no live ${path.join(stateDir, 'stack.json')}): start one with \`baton dev\`, or set ` +
         'TEMPORAL_ADDRESS (or TEMPORAL_PROFILE, a profile of temporal.toml)',
@@ -102,6 +103,16 @@ export function findConnection(options: FindConnectionOptions = {}): FoundConnec
     ...(key === undefined ? {} : { decisionKey: key.key }),
     source: describeStack(stateDirPath, stack),
   };
+}
+
+/** The address the default profile of `temporal.toml` names, if any. @throws ConfigError for a file it cannot use */
+function defaultProfileAddress(env: Readonly<Record<string, string | undefined>>, cwd: string): string | undefined {
+  try {
+    return readTemporalSettings(env, cwd).address;
+  } catch (error) {
+    if (error instanceof TemporalSettingsError) throw new ConfigError([...error.problems]);
+    throw error;
+  }
 }
 
 /** The connection settings of `temporal` as {@link FoundConnection} carries them. */
