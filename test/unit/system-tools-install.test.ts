@@ -24,6 +24,7 @@ const BRINGS: Record<string, string[]> = {
   'util-linux': ['unshare', 'nsenter', 'runuser'],
   bsdutils: ['script'],
   tmux: ['tmux'],
+  openssl: ['openssl'],
   git: ['git'],
 };
 
@@ -146,7 +147,7 @@ test('system tools step: as root, apt-get installs every missing tool, and a sec
   const box = scratch(t);
   const first = await runNode(box, STEP, []);
   assert.equal(first.code, 0, first.stderr);
-  const packages = 'bubblewrap slirp4netns util-linux chromium tmux bsdutils git';
+  const packages = 'bubblewrap slirp4netns util-linux chromium tmux bsdutils openssl git';
   const lines = stepLines(first.stderr);
   assert.equal(lines.length, 1, first.stderr);
   assert.match(lines[0] ?? '', new RegExp(`^\\[system tools\\] installing ${packages} with apt-get as root, for `));
