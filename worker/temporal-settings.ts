@@ -25,6 +25,14 @@ export const DEPRECATED_TLS_VARIABLES = {
   TEMPORAL_TLS_CA: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
 } as const;
 
+/** Each TLS file setting: its `_PATH` variable, its `_DATA` variable, and the profile key they share a stem with. */
+type TlsField = readonly [string, string, string];
+const TLS_FIELDS = {
+  clientCert: ['TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_DATA', 'client_cert'],
+  clientKey: ['TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_CLIENT_KEY_DATA', 'client_key'],
+  serverCACert: ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_SERVER_CA_CERT_DATA', 'server_ca_cert'],
+} as const satisfies Record<string, TlsField>;
+
 /** TLS settings for the Temporal connection, files already read. */
 export interface TemporalTlsConfig {
   readonly serverNameOverride?: string;
@@ -138,20 +146,19 @@ export function readTemporalSettings(
   const tlsSettings = profile.tls;
   let tls: TemporalTlsConfig | undefined;
   if (tlsSettings?.disabled !== true && (tlsSettings !== undefined || profile.apiKey !== undefined)) {
-    const certSetting = settingOf(
-      'TEMPORAL_TLS_CLIENT_CERT_PATH',
-      tlsSettings?.clientCert && 'data' in tlsSettings.clientCert ? 'client_cert_data' : 'client_cert_path',
-    );
-    const keySetting = settingOf(
-      'TEMPORAL_TLS_CLIENT_KEY_PATH',
-      tlsSettings?.clientKey && 'data' in tlsSettings.clientKey ? 'client_key_data' : 'client_key_path',
-    );
+    /** The variable (or profile key) of a TLS field: the `_PATH` or the `_DATA` one, by what it holds. */
+    const settingFor = (source: ConfigDataSource | undefined, [pathVariable, dataVariable, key]: TlsField): string =>
+      source !== undefined && 'data' in source
+        ? settingOf(dataVariable, `${key}_data`)
+        : settingOf(pathVariable, `${key}_path`);
+    const certSetting = settingFor(tlsSettings?.clientCert, TLS_FIELDS.clientCert);
+    const keySetting = settingFor(tlsSettings?.clientKey, TLS_FIELDS.clientKey);
     if ((tlsSettings?.clientCert === undefined) !== (tlsSettings?.clientKey === undefined)) {
       problems.push(`${certSetting} and ${keySetting} go together: set both for mTLS, or neither`);
     }
     const crt = read(tlsSettings?.clientCert, certSetting);
     const key = read(tlsSettings?.clientKey, keySetting);
-    const ca = read(tlsSettings?.serverCACert, settingOf('TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'server_ca_cert_path'));
+    const ca = read(tlsSettings?.serverCACert, settingFor(tlsSettings?.serverCACert, TLS_FIELDS.serverCACert));
     tls = Object.freeze({
       ...(tlsSettings?.serverName ? { serverNameOverride: tlsSettings.serverName } : {}),
       ...(ca ? { serverRootCACertificate: ca } : {}),

@@ -179,6 +179,9 @@ test('temporal settings: what cannot be used is named, with the setting, all at 
   assert.deepEqual(problems({ TEMPORAL_ADDRESS: 'a:1', TEMPORAL_TLS_CERT: 'client.pem' }), [
     'TEMPORAL_TLS_CERT and TEMPORAL_TLS_CLIENT_KEY_PATH go together: set both for mTLS, or neither',
   ]);
+  assert.deepEqual(problems({ TEMPORAL_ADDRESS: 'a:1', TEMPORAL_TLS_CLIENT_CERT_DATA: 'C' }), [
+    'TEMPORAL_TLS_CLIENT_CERT_DATA and TEMPORAL_TLS_CLIENT_KEY_PATH go together: set both for mTLS, or neither',
+  ]);
   const [unreadable] = problems({ TEMPORAL_ADDRESS: 'a:1', TEMPORAL_TLS_SERVER_CA_CERT_PATH: 'nope.pem' });
   assert.match(unreadable ?? '', /^TEMPORAL_TLS_SERVER_CA_CERT_PATH cannot be read: ENOENT.*nope\.pem/);
   const file = path.join(dir, 'temporal.toml');
