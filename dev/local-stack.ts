@@ -25,6 +25,7 @@ import {
   stackDecisionKey,
   readStepMode,
   readProviders,
+  readTemporalConnection,
   readToolsConfig,
   readWorkflowBundle,
   type ModelConfig,
@@ -35,6 +36,7 @@ import { loadScript, startScriptedModelServer } from '../scripted-model';
 import { resolveTemporal, type ProgressStream } from '../stack/temporal-cli';
 import { startTemporal, webUiWorkflowsUrl } from '../stack/temporal-server';
 import { describeMcpServers, startMcpServers } from '../worker/mcp';
+import { connectTemporal } from '../worker/connection';
 
 export interface LocalStackOptions {
   /** State directory: embedded Postgres data, the Temporal database, `stack.json`. */
@@ -179,8 +181,16 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     if (applied.length > 0) log(`postgres: applied migrations ${applied.join(', ')}`);
 
     const resolution = await resolveTemporal({ env, progress: options.progress ?? process.stderr });
-    const temporal = await startTemporal({ resolution, dbFilename: path.resolve(stateDir, 'temporal.db') });
+    // With TEMPORAL_ADDRESS, the worker and the explorer reach that server as every client does: with the namespace,
+    // TLS and API key of Temporal's variables or profile (worker/temporal-settings.ts).
+    const external = resolution.kind === 'address' ? readTemporalConnection(env, process.cwd()) : undefined;
+    const temporal = await startTemporal({
+      resolution,
+      dbFilename: path.resolve(stateDir, 'temporal.db'),
+      ...(external === undefined ? {} : { namespace: external.namespace }),
+    });
     opened.push(() => temporal.stop());
+    for (const notice of external?.notices ?? []) log(`temporal: ${notice}`);
     log(
       resolution.kind === 'address'
         ? `temporal: ${temporal.address} (TEMPORAL_ADDRESS)`
@@ -222,7 +232,10 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       if (providerConfigs.length > 0) log(describeModelRoutes(agents, { openai, model: model.model }, providers));
     };
 
-    const connection = await NativeConnection.connect({ address: temporal.address });
+    const connection =
+      external === undefined
+        ? await NativeConnection.connect({ address: temporal.address })
+        : await connectTemporal(external);
     opened.push(() => connection.close());
     const worker = await createBatonWorker({
       connection,
@@ -276,6 +289,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       const client = await connect({
         address: temporal.address,
         namespace: temporal.namespace,
+        ...(external?.tls === undefined ? {} : { tls: external.tls }),
+        ...(external?.apiKey === undefined ? {} : { apiKey: external.apiKey }),
+        ...(external?.metadata === undefined ? {} : { metadata: external.metadata }),
         taskQueue,
         databaseUrl: database.databaseUrl,
         decisionKey: decision.key,

@@ -21,7 +21,7 @@ import { skipUnlessCi } from '../../testing/ci';
 import { readTestEnv, uniqueTaskQueue } from '../../testing/test-env';
 import { startTestTopology, TOPOLOGY_SETUP_TIMEOUT_MS, type TestTopology } from '../../testing/test-topology';
 import { startWorkerProcess, type WorkerProcess } from '../../testing/worker-process';
-import { baton, childEnv, describeRun, parseJson } from '../e2e/cli-process';
+import { baton, childEnv, describeRun, parseJson, startDev } from '../e2e/cli-process';
 
 const execFileAsync = promisify(execFile);
 const env = readTestEnv();
@@ -168,9 +168,10 @@ before(
     if (topology === undefined) return;
     fs.mkdirSync(agentsDir, { recursive: true });
     fs.writeFileSync(path.join(agentsDir, 'greeter.md'), '---\nname: greeter\ndescription: Greets.\n---\nGreet.\n');
-    model = await startScriptedModelServer({
-      script: parseScript(`agents:\n  greeter:\n${'    - say: "Hello over mTLS."\n'.repeat(6)}`, 'mtls'),
-    });
+    // The workers' model server answers from this script, and `baton dev` serves the same file itself.
+    const script = `agents:\n  greeter:\n${'    - say: "Hello over mTLS."\n'.repeat(6)}`;
+    fs.writeFileSync(path.join(agentsDir, 'model-script.yaml'), script);
+    model = await startScriptedModelServer({ script: parseScript(script, 'mtls') });
     fs.writeFileSync(
       path.join(workDir, 'temporal.toml'),
       [
@@ -261,4 +262,25 @@ test('mTLS: without the client certificate, baton run, baton worker and connect(
     }),
     (error: unknown) => error instanceof BatonClientError && NO_CLIENT_CERT.test(error.message),
   );
+});
+
+test('mTLS: baton dev with TEMPORAL_ADDRESS runs its worker against the server with the same settings', async (t) => {
+  if (skipReason) return skipUnlessCi(t, skipReason);
+  const devQueue = uniqueTaskQueue('mtls-dev');
+  const dev = await startDev({
+    stateDir: path.join(workDir, 'dev-state'),
+    args: ['--agents', agentsDir, '--task-queue', devQueue],
+    env: childEnv({ ...standardVariables(), BATON_WORKFLOW_BUNDLE: env.workflowBundlePath }),
+  });
+  try {
+    assert.match(dev.output.stderr(), /^temporal: 127\.0\.0\.1:\d+ \(TEMPORAL_ADDRESS\)$/m);
+    const run = await baton(
+      ['run', 'greeter', 'Hi', '--json'],
+      childEnv({ ...standardVariables(), BATON_TASK_QUEUE: devQueue }),
+    );
+    assert.equal(run.code, 0, `${describeRun(run)}\nbaton dev:\n${dev.output.stderr()}`);
+    assert.equal(parseJson(run).reply, REPLY);
+  } finally {
+    await dev.stop();
+  }
 });
