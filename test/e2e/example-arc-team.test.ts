@@ -14,14 +14,14 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   baton,
+  type Command,
   COMMAND_TIMEOUT_MS,
   copyExampleProject,
-  removeUserProject,
+  installExample,
   ROOT,
   scriptedFinalSay,
   startDev,
-  succeed,
-  type Command,
+  stopExample,
 } from './user-project';
 
 const EXAMPLE = path.join(ROOT, 'examples', 'arc-team');
@@ -66,18 +66,13 @@ describe('the example project (examples/arc-team), run as its README says', () =
       assert.equal(manifest.scripts.start, START, 'npm start runs baton dev on the agents');
       assert.ok(readme.includes(`npm start        # ${START}`), 'the README says what npm start runs');
       example = copyExampleProject('arc-team');
-      const install = ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'];
-      await succeed('npm install', 'npm', install, { cwd: example });
+      await installExample(example);
       ({ dev } = await startDev(example, ['--agents', 'agents'], path.join(example, 'model-requests.jsonl')));
     },
     { timeout: 3 * COMMAND_TIMEOUT_MS },
   );
 
-  after(async () => {
-    const stopped = await dev?.stop();
-    if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops baton dev\n${stopped.stderr}`);
-    if (example !== undefined) removeUserProject(example);
-  });
+  after(() => stopExample('baton dev', dev, example));
 
   test('delegation: the coordinator answers through the solver and the observer, which share the puzzle', async () => {
     assert.equal(await run(RUNS.delegation), finalSay('coordinator'));

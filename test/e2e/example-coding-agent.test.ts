@@ -16,14 +16,14 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   baton,
+  type Command,
   COMMAND_TIMEOUT_MS,
-  Command,
   copyExampleProject,
-  removeUserProject,
+  installExample,
+  npmStart,
   ROOT,
   startBaton,
-  succeed,
-  userEnv,
+  stopExample,
 } from './user-project';
 
 const EXAMPLE = path.join(ROOT, 'examples', 'coding-agent');
@@ -73,23 +73,13 @@ describe('the example project (examples/coding-agent), run as its README says', 
         assert.ok(readme.includes(command), `the README runs ${command}`);
       }
       example = copyExampleProject('coding-agent');
-      await succeed(
-        'npm install',
-        'npm',
-        ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'],
-        { cwd: example },
-      );
-      start = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv() });
-      await start.waitFor(/Baton is up/);
+      await installExample(example);
+      start = await npmStart(example);
     },
     { timeout: 2 * COMMAND_TIMEOUT_MS },
   );
 
-  after(async () => {
-    const stopped = await start?.stop();
-    if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped.stderr}`);
-    if (example !== undefined) removeUserProject(example);
-  });
+  after(() => stopExample('npm start', start, example));
 
   /** The approvals of the thread (`--all`: decided ones too), once `count` of them exist. */
   async function approvalsOnceThereAre(count: number, run: Command): Promise<Approval[]> {

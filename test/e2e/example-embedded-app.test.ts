@@ -19,12 +19,14 @@ import { CHROMIUM_FLAGS, chromiumPath, missingChromium } from '../../testing/chr
 import { isCi } from '../../testing/ci';
 import {
   baton,
-  COMMAND_TIMEOUT_MS,
   Command,
+  COMMAND_TIMEOUT_MS,
   copyExampleProject,
-  ROOT,
+  installExample,
   packedBaton,
   removeUserProject,
+  ROOT,
+  stopExample,
   succeed,
   userEnv,
 } from './user-project';
@@ -61,15 +63,7 @@ describe('the example app (examples/embedded-app), run as its README says', { co
       // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
       const tarball = await packedBaton();
       example = copyExampleProject('embedded-app', [], `file:${tarball.file}`);
-      // No dependency's install script: Baton needs none (test/e2e/package.test.ts), and they cost minutes here.
-      await succeed(
-        'npm install',
-        'npm',
-        ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'],
-        {
-          cwd: example,
-        },
-      );
+      await installExample(example);
     },
     { timeout: 3 * COMMAND_TIMEOUT_MS },
   );
@@ -91,17 +85,11 @@ describe('the example app (examples/embedded-app), run as its README says', { co
         cwd: example,
         env: devEnv,
       });
-      t.after(async () => {
-        const stopped = await dev.stop();
-        assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops baton dev\n${stopped.stderr}`);
-      });
+      t.after(() => stopExample('baton dev', dev, undefined));
       await dev.waitFor(/Baton is up/);
       // Port 0: a free one, which the server prints as the address to open.
       const app = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv({ PORT: '0' }) });
-      t.after(async () => {
-        const stopped = await app.stop();
-        assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped.stderr}`);
-      });
+      t.after(() => stopExample('npm start', app, undefined));
       const [, url] = await app.waitFor(/^Open (http:\/\/127\.0\.0\.1:\d+\/)$/m);
       assert.ok(url);
       assert.match(app.stdout, /^Baton: the baton dev in .*\.baton/m, 'connect() found the baton dev of the project');

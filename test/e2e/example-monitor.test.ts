@@ -16,15 +16,16 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   baton,
+  type Command,
   COMMAND_TIMEOUT_MS,
-  Command,
   copyExampleProject,
+  installExample,
+  npmStart,
   packedBaton,
-  removeUserProject,
   ROOT,
   startBaton,
+  stopExample,
   succeed,
-  userEnv,
 } from './user-project';
 
 const EXAMPLE = path.join(ROOT, 'examples', 'monitor');
@@ -90,17 +91,8 @@ describe('the example project (examples/monitor), run as its README says', () =>
       // The run's one tarball, packed from a copy of the checkout (its build never touches the checkout's dist/).
       const tarball = await packedBaton();
       example = copyExampleProject('monitor', [], `file:${tarball.file}`);
-      // No dependency's install script: Baton needs none (test/e2e/package.test.ts), and they cost minutes here.
-      await succeed(
-        'npm install',
-        'npm',
-        ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'],
-        {
-          cwd: example,
-        },
-      );
-      start = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv() });
-      await start.waitFor(/Baton is up/);
+      await installExample(example);
+      start = await npmStart(example);
     },
     { timeout: 4 * COMMAND_TIMEOUT_MS },
   );
@@ -108,9 +100,7 @@ describe('the example project (examples/monitor), run as its README says', () =>
   after(async () => {
     // Its hourly runs end with the stack; delete it all the same, as the README does.
     if (start !== undefined) await baton(example, ['schedule', 'delete', 'cold-room']).catch(() => undefined);
-    const stopped = await start?.stop();
-    if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped.stderr}`);
-    if (example !== undefined) removeUserProject(example);
+    await stopExample('npm start', start, example);
   });
 
   test('the schedule runs the monitor; its timer ends the wait; the alert wakes the watcher, whose question is answered', async () => {

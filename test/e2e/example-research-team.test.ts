@@ -19,15 +19,15 @@ import type { ForkTaskRow } from '../../db/forks';
 import { readModelLog, requestStep } from '../../testing/harness';
 import {
   baton,
+  type Command,
   COMMAND_TIMEOUT_MS,
   copyExampleProject,
-  removeUserProject,
+  type Finished,
+  installExample,
   ROOT,
   scriptedFinalSay,
   startDev,
-  succeed,
-  type Command,
-  type Finished,
+  stopExample,
 } from './user-project';
 
 const EXAMPLE = path.join(ROOT, 'examples', 'research-team');
@@ -94,8 +94,7 @@ describe('the example project (examples/research-team), run as its README says',
         assert.ok(readme.includes(`npx baton ${args.join(' ')}`), `the README runs npx baton ${args.join(' ')}`);
       }
       example = copyExampleProject('research-team');
-      const install = ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'];
-      await succeed('npm install', 'npm', install, { cwd: example });
+      await installExample(example);
       let stack;
       ({ dev, stack } = await startDev(example, DEV_ARGS, modelLog()));
       client = await connect({
@@ -110,9 +109,7 @@ describe('the example project (examples/research-team), run as its README says',
 
   after(async () => {
     await client?.close();
-    const stopped = await dev?.stop();
-    if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops baton dev\n${stopped.stderr}`);
-    if (example !== undefined) removeUserProject(example);
+    await stopExample('baton dev', dev, example);
   });
 
   test('it pins the filesystem MCP server the repository tests against, and baton dev starts it', () => {

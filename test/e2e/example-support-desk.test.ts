@@ -12,12 +12,14 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
   baton,
-  COMMAND_TIMEOUT_MS,
   Command,
+  COMMAND_TIMEOUT_MS,
   copyExampleProject,
+  installExample,
+  npmStart,
   packedBaton,
-  removeUserProject,
   startBaton,
+  stopExample,
   succeed,
   userEnv,
 } from './user-project';
@@ -32,29 +34,17 @@ describe('the example project (examples/support-desk), run as its README says', 
       // project of one's own gets it (and a linked install's build would remove the dist/ other files run from).
       const tarball = await packedBaton();
       example = copyExampleProject('support-desk', ['refunds.jsonl'], `file:${tarball.file}`);
-      await succeed(
-        'npm install',
-        'npm',
-        ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'],
-        {
-          cwd: example,
-        },
-      );
+      await installExample(example);
       assert.ok(
         !fs.lstatSync(path.join(example, 'node_modules', 'baton')).isSymbolicLink(),
         'Baton is installed from the tarball, not linked to the checkout',
       );
-      start = new Command('npm start', 'npm', ['start'], { cwd: example, env: userEnv() });
-      await start.waitFor(/Baton is up/);
+      start = await npmStart(example);
     },
     { timeout: 2 * COMMAND_TIMEOUT_MS },
   );
 
-  after(async () => {
-    const stopped = await start?.stop();
-    if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops npm start\n${stopped.stderr}`);
-    if (example !== undefined) removeUserProject(example);
-  });
+  after(() => stopExample('npm start', start, example));
 
   interface PendingApproval {
     approvalId: string;

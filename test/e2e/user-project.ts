@@ -364,6 +364,33 @@ export function removeUserProject(dir: string): void {
   fs.rmSync(dir, { recursive: true, force: true });
 }
 
+/**
+ * `npm install` in a copied example, with no dependency's install script: Baton needs none (test/e2e/package.test.ts),
+ * they cost minutes here, and a linked checkout's `prepare` would build dist/ in the checkout while another file packs it.
+ */
+export function installExample(dir: string): Promise<Finished> {
+  return succeed('npm install', 'npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'], {
+    cwd: dir,
+  });
+}
+
+/** The example's `npm start` (its `baton dev`), once it says Baton is up. */
+export async function npmStart(dir: string): Promise<Command> {
+  const start = new Command('npm start', 'npm', ['start'], { cwd: dir, env: userEnv() });
+  await start.waitFor(/Baton is up/);
+  return start;
+}
+
+/**
+ * Ends a test file's example: Ctrl-C to its `running` stack (`label` names it), which must stop without being killed,
+ * then the copy removed with what it kept outside.
+ */
+export async function stopExample(label: string, running: Command | undefined, dir: string | undefined): Promise<void> {
+  const stopped = await running?.stop();
+  if (stopped !== undefined) assert.notEqual(stopped.signal, 'SIGKILL', `Ctrl-C stops ${label}\n${stopped.stderr}`);
+  if (dir !== undefined) removeUserProject(dir);
+}
+
 /** What the model script of the example `examples/<example>` has `agent` answer last. */
 export function scriptedFinalSay(example: string, agent: string): string {
   const file = path.join(ROOT, 'examples', example, 'agents', 'model-script.yaml');
