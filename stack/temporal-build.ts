@@ -8,9 +8,10 @@
  * (`temporal-server-binaries.ts`) are both built through {@link buildGoBinariesOnce}.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, open, readFile, readdir, rename, rm, unlink } from 'node:fs/promises';
+import { access, mkdir, open, readFile, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { constants as fsConstants } from 'node:fs';
+import { delimiter, isAbsolute, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A stream progress lines go to; `isTTY` and `columns` pick between one updating line and periodic lines. */
@@ -62,6 +63,11 @@ export interface GoBuildTarget {
   readonly binaries: readonly GoBinary[];
   /** The cache directory the binaries are renamed into (see {@link batonCacheDir}). */
   readonly cacheDir: string;
+  /**
+   * Build in a scratch module (`go get -tool <module>@<version>`, then `go build` each package) instead of
+   * `go install <package>@<version>`, which refuses a module whose go.mod has `replace` directives. @default false
+   */
+  readonly viaScratchModule?: boolean;
 }
 
 /** Inputs of {@link buildGoBinariesOnce}. */
@@ -153,7 +159,11 @@ export async function buildGoBinariesOnce(target: GoBuildTarget, options: GoBuil
     const gobin = join(cacheDir, `.build-${process.pid}-${Date.now()}`);
     await mkdir(gobin);
     try {
-      await runGoInstall(target, { ...options, gobin, progress });
+      await (target.viaScratchModule === true ? runGoBuildInScratchModule : runGoInstall)(target, {
+        ...options,
+        gobin,
+        progress,
+      });
       for (const binary of target.binaries) await rename(join(gobin, binary.builtName), join(cacheDir, binary.name));
     } finally {
       await rm(gobin, { recursive: true, force: true });
@@ -164,11 +174,41 @@ export async function buildGoBinariesOnce(target: GoBuildTarget, options: GoBuil
   }
 }
 
-async function runGoInstall(
-  target: GoBuildTarget,
-  options: GoBuildOptions & { readonly gobin: string; readonly progress: ProgressStream | null },
-): Promise<void> {
+type GoRunOptions = GoBuildOptions & { readonly gobin: string; readonly progress: ProgressStream | null };
+
+async function runGoInstall(target: GoBuildTarget, options: GoRunOptions): Promise<void> {
   const packages = target.binaries.map((binary) => `${binary.goPackage}@${target.version}`);
+  await runGoSteps(target, options, `go install ${packages.join(' ')}`, [
+    // `-v` names each package as it compiles, which is the only sign of life during a long link-free stretch.
+    { args: ['install', '-v', ...packages], cwd: undefined },
+  ]);
+}
+
+/**
+ * Builds each binary in a scratch module inside GOBIN: `go mod init`, `go get -tool <package>@<version>` (which
+ * resolves the module's dependencies as its go.mod asks), then `go build -o` each one.
+ */
+async function runGoBuildInScratchModule(target: GoBuildTarget, options: GoRunOptions): Promise<void> {
+  const scratch = join(options.gobin, 'module');
+  await mkdir(scratch);
+  const tools = target.binaries.map((binary) => `${binary.goPackage}@${target.version}`);
+  await runGoSteps(target, options, `go get -tool ${tools.join(' ')} && go build`, [
+    { args: ['mod', 'init', 'baton.local/build'], cwd: scratch },
+    { args: ['get', '-tool', ...tools], cwd: scratch },
+    ...target.binaries.map((binary) => ({
+      args: ['build', '-v', '-o', join(options.gobin, binary.builtName), binary.goPackage],
+      cwd: scratch,
+    })),
+  ]);
+}
+
+/** Runs `go` once per step, in order, with progress; fails at the first step that fails. */
+async function runGoSteps(
+  target: GoBuildTarget,
+  options: GoRunOptions,
+  described: string,
+  steps: readonly { readonly args: readonly string[]; readonly cwd: string | undefined }[],
+): Promise<void> {
   const timeoutMs = options.buildTimeoutMs ?? 1_800_000;
   const reporter = new BuildProgress(
     options.progress,
@@ -176,15 +216,35 @@ async function runGoInstall(
     `${target.progressName} ${target.version}`,
   );
   reporter.begin(
-    `${options.reason}; building it once with \`go install ${packages.join(' ')}\` into ${target.cacheDir} ` +
+    `${options.reason}; building it once with \`${described}\` into ${target.cacheDir} ` +
       '(takes a few minutes on first run).',
   );
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (const step of steps) {
+      await runGo(step.args, step.cwd, options, reporter, Math.max(1, deadline - Date.now()), timeoutMs);
+    }
+    const built = target.binaries.map((binary) => join(target.cacheDir, binary.name)).join(', ');
+    reporter.end(`Built ${target.label} in ${formatDuration(reporter.elapsedMs())}: ${built}`);
+  } catch (error) {
+    reporter.end(`Building ${target.label} failed after ${formatDuration(reporter.elapsedMs())}.`);
+    throw error;
+  }
+}
 
-  // `-v` names each package as it compiles, which is the only sign of life during a long link-free stretch.
+async function runGo(
+  args: readonly string[],
+  cwd: string | undefined,
+  options: GoRunOptions,
+  reporter: BuildProgress,
+  remainingMs: number,
+  timeoutMs: number,
+): Promise<void> {
   // CGO_ENABLED=0 matches the official release builds (SQLite is pure Go) and needs no C toolchain.
-  const child = spawn(options.goPath, ['install', '-v', ...packages], {
+  const child = spawn(options.goPath, args, {
     env: { ...options.env, GOBIN: options.gobin, CGO_ENABLED: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(cwd === undefined ? {} : { cwd }),
   });
   const tail: string[] = [];
   const onData = lineSplitter((line) => {
@@ -202,25 +262,20 @@ async function runGoInstall(
     child.kill('SIGINT');
     setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
   };
-  const timer = setTimeout(() => kill(`timed out after ${formatDuration(timeoutMs)}`), timeoutMs);
+  const timer = setTimeout(() => kill(`timed out after ${formatDuration(timeoutMs)}`), remainingMs);
   const onAbort = (): void => kill('aborted');
   options.signal?.addEventListener('abort', onAbort, { once: true });
-
+  const command = `go ${args[0] ?? ''}`;
   try {
     const exitCode = await new Promise<number | null>((resolve, reject) => {
       child.once('error', reject);
       child.once('close', (code) => resolve(code));
     });
-    if (killedFor !== undefined) throw new TemporalBuildError(`go install ${killedFor}`, exitCode, [...tail]);
+    if (killedFor !== undefined) throw new TemporalBuildError(`${command} ${killedFor}`, exitCode, [...tail]);
     if (exitCode !== 0) {
       const last = tail.slice(-5).join(' | ');
-      throw new TemporalBuildError(`go install exited with code ${String(exitCode)}: ${last}`, exitCode, [...tail]);
+      throw new TemporalBuildError(`${command} exited with code ${String(exitCode)}: ${last}`, exitCode, [...tail]);
     }
-    const built = target.binaries.map((binary) => join(target.cacheDir, binary.name)).join(', ');
-    reporter.end(`Built ${target.label} in ${formatDuration(reporter.elapsedMs())}: ${built}`);
-  } catch (error) {
-    reporter.end(`Building ${target.label} failed after ${formatDuration(reporter.elapsedMs())}.`);
-    throw error;
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
@@ -387,4 +442,18 @@ export function formatDuration(ms: number): string {
   const seconds = Math.round(ms / 1000);
   const minutes = Math.floor(seconds / 60);
   return minutes === 0 ? `${seconds}s` : `${minutes}m${String(seconds % 60).padStart(2, '0')}s`;
+}
+
+/** The first executable `name` on `pathVariable`, or `undefined`. */
+export async function findExecutable(name: string, pathVariable: string | undefined): Promise<string | undefined> {
+  for (const dir of (pathVariable ?? '').split(delimiter).filter((entry) => entry !== '')) {
+    const candidate = join(dir, name);
+    try {
+      await access(candidate, fsConstants.X_OK);
+      return candidate;
+    } catch {
+      // Not here.
+    }
+  }
+  return undefined;
 }

@@ -5,13 +5,11 @@
  * once, the same way (see `temporal-build.ts`).
  */
 import { execFile } from 'node:child_process';
-import { constants as fsConstants } from 'node:fs';
-import { access } from 'node:fs/promises';
-import { delimiter, join } from 'node:path';
 import {
   batonCacheDir,
   buildGoBinariesOnce,
   cachedBinaryPaths,
+  findExecutable,
   TemporalSetupError,
   type GoBuildTarget,
   type ProgressStream,
@@ -179,17 +177,4 @@ function versionOf(path: string, env: Readonly<Record<string, string | undefined
       resolve(match[1]);
     });
   });
-}
-
-async function findExecutable(name: string, pathVariable: string | undefined): Promise<string | undefined> {
-  for (const dir of (pathVariable ?? '').split(delimiter).filter((entry) => entry !== '')) {
-    const candidate = join(dir, name);
-    try {
-      await access(candidate, fsConstants.X_OK);
-      return candidate;
-    } catch {
-      // Not here.
-    }
-  }
-  return undefined;
 }
