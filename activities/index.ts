@@ -32,6 +32,7 @@ import {
 } from './watchers';
 import { createWorldActivities, loadWorldVariables, stepModeFor } from './worlds';
 import type { ToolRegistry } from './tools';
+import type { ActivityTracing } from './tracing';
 
 export interface ActivityDependencies {
   pool: Pool;
@@ -64,6 +65,8 @@ export interface ActivityDependencies {
    * with it (activities/decision-proofs.ts). @default none: every decision is written, whoever sent it
    */
   decisionKey?: string;
+  /** Spans for model requests and tool runs (activities/tracing.ts). @default none: nothing is traced */
+  tracing?: ActivityTracing;
 }
 
 export function createActivities(deps: ActivityDependencies) {
@@ -75,6 +78,7 @@ export function createActivities(deps: ActivityDependencies) {
     agentStore,
     tools: deps.tools,
     heartbeatIntervalMs: deps.heartbeatIntervalMs,
+    ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
     env,
     watchers: { changed: envChanged, add: (request: AddWatcherRequest) => addWatcherFromTool(deps.pool, request) },
   };

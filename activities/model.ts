@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { trace, type Attributes } from '@opentelemetry/api';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
@@ -23,6 +24,7 @@ import { classifyModelError } from './model-errors';
 import { DeltaPublisher } from './model-stream';
 import { modelEndpointFor, type ModelProviders } from './model-providers';
 import { toApplicationFailure } from './failures';
+import { BatonAttribute, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
 import type { ModelTool, ToolRegistry } from './tools';
 import {
   DEFAULT_FORK_DEADLINE_SECONDS,
@@ -56,6 +58,8 @@ export interface ModelActivityOptions {
    * the same as without streaming (`BATON_MODEL_STREAM`). @default false
    */
   stream?: boolean;
+  /** Spans for the model requests sent (activities/tracing.ts). @default none: nothing is traced */
+  tracing?: ActivityTracing;
 }
 
 /** Stored MCP tool lists a worker keeps in memory (each a few hundred bytes). */
@@ -109,6 +113,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     });
     const { stored, worldVariables, hasEnvData } = read;
     if (stored) {
+      if (options.tracing !== undefined) trace.getActiveSpan()?.setAttribute(BatonAttribute.replyReused, true);
       // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
       const result = await toResult(stored, true, agent, input, worldVariablesOf(input.world, worldVariables));
       return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
@@ -197,44 +202,61 @@ export function createModelActivities(options: ModelActivityOptions) {
           attempt,
         })
       : undefined;
-    let completion: OpenAI.Chat.Completions.ChatCompletion;
-    try {
-      const request = {
-        model,
-        messages,
-        ...(tools.length > 0 ? { tools } : {}),
-        ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
-      };
-      const requestOptions = {
-        signal: activity.cancellationSignal,
-        headers: {
-          'x-baton-agent': scope.agent,
-          'x-baton-thread': scope.threadId,
-          'x-baton-root-thread': scope.rootThreadId,
-          'x-baton-provider': provider,
-          ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
-        },
-      };
-      // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole, and the
-      // chunks are published as they come.
-      completion = deltas
-        ? await openai.chat.completions
-            .stream({ ...request, stream_options: { include_usage: true } }, requestOptions)
-            .on('chunk', (chunk) => deltas.add(chunk))
-            .finalChatCompletion()
-        : await openai.chat.completions.create(request, requestOptions);
-      // The last batch goes out before the reply is stored, so a reader has the whole text when the reply arrives.
-      await deltas?.flush();
-    } catch (error) {
-      deltas?.discard();
-      // The failed attempt's mark lands before the failure is reported (a failure to write it is not this error).
-      await started.catch(() => undefined);
-      // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
-      if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
-      throw classifyModelError(error, { provider, model });
-    } finally {
-      clearInterval(heartbeat);
-    }
+    const request = {
+      model,
+      messages,
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
+    };
+    const spanAttributes = {
+      ...scopeAttributes(scope, input.operationId),
+      [GenAiAttribute.operationName]: 'chat',
+      [GenAiAttribute.providerName]: provider,
+      [GenAiAttribute.requestModel]: model,
+      ...(agent.temperature === undefined ? {} : { [GenAiAttribute.requestTemperature]: agent.temperature }),
+      [BatonAttribute.step]: input.step,
+      [BatonAttribute.attempt]: attempt,
+      [BatonAttribute.local]: isLocal,
+      ...(options.tracing?.captureContent === true ? { [GenAiAttribute.inputMessages]: JSON.stringify(messages) } : {}),
+    };
+    const requestOptions = {
+      signal: activity.cancellationSignal,
+      headers: {
+        'x-baton-agent': scope.agent,
+        'x-baton-thread': scope.threadId,
+        'x-baton-root-thread': scope.rootThreadId,
+        'x-baton-provider': provider,
+        ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
+      },
+    };
+    const captureContent = options.tracing?.captureContent === true;
+    // The span covers the request only: a stored reply returned above opens none, so a step re-run after a crash
+    // never shows as a second call.
+    const completion = await inSpan(options.tracing, `chat ${model}`, spanAttributes, async (span) => {
+      try {
+        // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole, and the
+        // chunks are published as they come.
+        const reply = deltas
+          ? await openai.chat.completions
+              .stream({ ...request, stream_options: { include_usage: true } }, requestOptions)
+              .on('chunk', (chunk) => deltas.add(chunk))
+              .finalChatCompletion()
+          : await openai.chat.completions.create(request, requestOptions);
+        // The last batch goes out before the reply is stored, so a reader has the whole text when the reply arrives.
+        await deltas?.flush();
+        span?.setAttributes(completionAttributes(reply, captureContent));
+        return reply;
+      } catch (error) {
+        deltas?.discard();
+        // The failed attempt's mark lands before the failure is reported (a failure to write it is not this error).
+        await started.catch(() => undefined);
+        // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
+        if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
+        throw classifyModelError(error, { provider, model });
+      } finally {
+        clearInterval(heartbeat);
+      }
+    });
 
     const choice = completion.choices[0];
     if (!choice) {
@@ -381,6 +403,25 @@ export function createModelActivities(options: ModelActivityOptions) {
   }
 
   return { callModel };
+}
+
+/** What a span of a model request says of its reply (the GenAI conventions' response and usage attributes). */
+function completionAttributes(reply: OpenAI.Chat.Completions.ChatCompletion, captureContent: boolean): Attributes {
+  const finishReasons = reply.choices.map((choice) => choice.finish_reason);
+  return {
+    [GenAiAttribute.responseModel]: reply.model,
+    [GenAiAttribute.responseId]: reply.id,
+    ...(finishReasons.length > 0 ? { [GenAiAttribute.finishReasons]: finishReasons } : {}),
+    ...(reply.usage
+      ? {
+          [GenAiAttribute.inputTokens]: reply.usage.prompt_tokens,
+          [GenAiAttribute.outputTokens]: reply.usage.completion_tokens,
+        }
+      : {}),
+    ...(captureContent
+      ? { [GenAiAttribute.outputMessages]: JSON.stringify(reply.choices.map((choice) => choice.message)) }
+      : {}),
+  };
 }
 
 /** A stored transcript message in the shape the Chat Completions API takes. */

@@ -1,3 +1,4 @@
+import { SpanStatusCode } from '@opentelemetry/api';
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { setBounded } from '../common/bounded-map';
@@ -13,6 +14,7 @@ import { approvalOperationId } from '../common/ids';
 import type { AgentDefinition } from '../common/agent-definition';
 import type { AgentStore } from './agent-store';
 import { describeDataError, isDataError, toApplicationFailure } from './failures';
+import { BatonAttribute, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
 import type { ToolRegistry } from './tools';
 import { approvalFor } from './tools/approval-rule';
 import type { EnvWatchers } from './tools/agent-env';
@@ -31,6 +33,8 @@ export interface ToolCallActivityOptions {
   tools: ToolRegistry;
   /** @default 2000 */
   heartbeatIntervalMs?: number;
+  /** Spans for the tools run (activities/tracing.ts). @default none: nothing is traced */
+  tracing?: ActivityTracing;
 }
 
 /** Outcomes of tool runs whose recording in Postgres failed, kept for the retry that lands on this worker. */
@@ -188,6 +192,36 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
    * its `timeout_s` the tool's signal is aborted and the call ends without it.
    */
   async function runTool(
+    input: ExecuteToolCallInput,
+    tool: ToolDefinition,
+    args: unknown,
+    agent: AgentDefinition,
+    world: WorldContext,
+  ): Promise<{ content: string; ok: boolean }> {
+    if (options.tracing === undefined) return runToolOnce(input, tool, args, agent, world);
+    const mcpServer = options.tools.mcpServerOf(tool.name);
+    const attributes = {
+      ...scopeAttributes(input.scope, input.operationId),
+      [GenAiAttribute.operationName]: 'execute_tool',
+      [GenAiAttribute.toolName]: tool.name,
+      [GenAiAttribute.toolCallId]: input.toolCallId,
+      [GenAiAttribute.toolType]: 'function',
+      [BatonAttribute.local]: Context.current().info.isLocal,
+      ...(mcpServer === undefined ? {} : { [BatonAttribute.mcpServer]: mcpServer }),
+    };
+    return inSpan(options.tracing, `execute_tool ${tool.name}`, attributes, async (span) => {
+      const outcome = await runToolOnce(input, tool, args, agent, world);
+      // The model reads a failed run as an `Error:` result and the turn goes on; the span still says it failed.
+      if (!outcome.ok) {
+        span?.setAttribute(GenAiAttribute.errorType, 'tool_error');
+        span?.setStatus({ code: SpanStatusCode.ERROR, message: outcome.content.slice(0, 200) });
+      }
+      return outcome;
+    });
+  }
+
+  /** Runs the tool once: see {@link runTool}. */
+  async function runToolOnce(
     input: ExecuteToolCallInput,
     tool: ToolDefinition,
     args: unknown,

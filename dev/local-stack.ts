@@ -14,6 +14,7 @@ import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
 import type { AgentRegistry } from '../worker/agents';
 import { createBatonWorker } from '../worker/create-worker';
+import { readTracingSettings, startTracing } from '../worker/tracing';
 import { publishAgentVersions } from '../activities/agent-store';
 import { describeShellSandbox, probeShellSandbox } from '../activities/tools/shell-sandbox';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../worker/model-client';
@@ -122,6 +123,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const providerConfigs = readProviders(env);
   // A bundle `baton bundle` wrote spares the worker's start seconds of webpack (checked against these sources).
   const workflowBundle = readWorkflowBundle(env, process.cwd());
+  // Traces go where the standard OTEL_* variables say, when they name an endpoint.
+  const tracingSettings = readTracingSettings(env);
   // Decisions are always signed on a local stack: with the configured key, else the stack's own secret, which the
   // CLI beside it reads too, so nothing needs configuring.
   const decision = readDecisionKey(env, process.cwd()) ?? stackDecisionKey(stateDir);
@@ -237,6 +240,12 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         ? await NativeConnection.connect({ address: temporal.address })
         : await connectTemporal(external);
     opened.push(() => connection.close());
+    // Closed after the worker (in reverse order): its last spans are sent.
+    const tracing = tracingSettings === undefined ? undefined : startTracing(tracingSettings);
+    if (tracing !== undefined) {
+      opened.push(() => tracing.shutdown());
+      log(`traces: to ${tracingSettings?.url ?? ''} as service '${tracingSettings?.serviceName ?? ''}'`);
+    }
     const worker = await createBatonWorker({
       connection,
       namespace: temporal.namespace,
@@ -251,6 +260,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       steps,
       decisionKey: decision.key,
       ...(workflowBundle === undefined ? {} : { workflowBundle: { codePath: workflowBundle } }),
+      ...(tracing === undefined ? {} : { tracing }),
     });
     const workerRun = worker.run();
     opened.push(async () => {

@@ -14,6 +14,7 @@ import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
 import type { ModelProviders } from '../activities/model-providers';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
+import type { BatonWorkerTracing } from '../worker/tracing';
 import type { AgentRegistry } from '../worker/agents';
 import type { StepMode } from '../common/agent-definition';
 import { createAgentCatalog } from '../worker/agent-catalog';
@@ -42,6 +43,8 @@ export interface AgentHarnessOptions {
   arcDataDir?: string;
   /** A pre-built workflow bundle, to skip bundling per harness. */
   workflowBundle?: WorkflowBundleOption;
+  /** Trace the worker's runs (`createBatonWorker({ tracing })`); give a bundle with tracing, or none. @default none */
+  tracing?: BatonWorkerTracing;
   /** Your own tools (made with `defineTool`), beside Baton's. */
   tools?: readonly ToolDefinition[];
   /**
@@ -136,6 +139,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
       ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : {}),
       ...(decisionKey === undefined ? {} : { decisionKey }),
+      ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
     });
     const running = worker.run();
     opened.push(async () => {

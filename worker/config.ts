@@ -15,6 +15,7 @@ import {
   stackAccessToken,
 } from '../stack/access-token';
 import { workflowBundleProblem } from './workflow-bundle';
+import { tracingEnvShape, tracingSettingsFrom, type TracingSettings } from './tracing';
 import {
   profileNamed,
   readTemporalSettings,
@@ -255,6 +256,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_DECISION_KEY: optionalText,
   /** A file holding that key instead (a mounted secret), relative to the working directory. */
   BATON_DECISION_KEY_FILE: optionalText,
+  /** OpenTelemetry's standard variables: traces exported over OTLP/HTTP when an endpoint is set (worker/tracing.ts). */
+  ...tracingEnvShape,
 });
 
 export type { TemporalTlsConfig };
@@ -305,6 +308,8 @@ export interface WorkerConfig {
   readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
   /** The key approvals' decisions are signed with (BATON_DECISION_KEY or BATON_DECISION_KEY_FILE); none: unsigned. */
   readonly decisionKey?: DecisionKey;
+  /** Where spans go (the `OTEL_*` variables); unset: the worker traces nothing. */
+  readonly tracing?: TracingSettings;
 }
 
 /** The decision key, and where it was read from (for messages: the key itself is never printed). */
@@ -643,6 +648,12 @@ export function readWorkerConfig(
   const scripted = !value.OPENAI_API_KEY;
   const workflowBundle = readWorkflowBundle(env, cwd);
   const decisionKey = readDecisionKey(env, cwd);
+  let tracing: TracingSettings | undefined;
+  try {
+    tracing = tracingSettingsFrom(value);
+  } catch (error) {
+    throw new ConfigError([(error as Error).message]);
+  }
   return Object.freeze({
     temporalAddress: temporal.address,
     namespace: temporal.namespace,
@@ -677,6 +688,7 @@ export function readWorkerConfig(
     }),
     logLevel: value.BATON_LOG_LEVEL,
     ...(decisionKey === undefined ? {} : { decisionKey }),
+    ...(tracing === undefined ? {} : { tracing }),
   });
 }
 

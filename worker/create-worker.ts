@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { Client } from '@temporalio/client';
 import {
   bundleWorkflowCode,
@@ -24,6 +25,7 @@ import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 import { DEFAULT_WATCH_SWEEP_SECONDS } from '../activities/watchers';
 import { startWatchSweep } from './watch-sweep';
 import { accessTokenProblem } from '../stack/access-token';
+import { TRACING_MODULE_MARK, tracedWorkerParts, WORKFLOW_TRACING_MODULES, type BatonWorkerTracing } from './tracing';
 
 export interface BatonWorkerOptions {
   pool: Pool;
@@ -92,6 +94,12 @@ export interface BatonWorkerOptions {
   workflowBundle?: WorkflowBundleOption;
   /** Concurrency, cache and identity (`baton worker` reads them from the environment); the SDK's defaults else. */
   tuning?: Partial<WorkerTuningOptions>;
+  /**
+   * Trace every run this worker takes part in (docs/guides/observing-runs.md): your OpenTelemetry SDK tracer provider, or the
+   * one `startTracing` built from the `OTEL_*` variables. A `workflowBundle` must then hold Temporal's tracing
+   * interceptors (`bundleBatonWorkflows({ tracing: true })`, `baton bundle --tracing`). @default none: nothing traced
+   */
+  tracing?: BatonWorkerTracing;
 }
 
 /** The Worker options `baton worker` exposes as environment variables (see `WorkerTuning` in config.ts). */
@@ -104,13 +112,23 @@ export interface WorkerTuningOptions {
   shutdownGraceTime: number;
 }
 
-/** Bundles Baton's workflow code once (webpack takes seconds), for reuse across workers. */
-export function bundleBatonWorkflows(): Promise<WorkflowBundle> {
+/**
+ * Bundles Baton's workflow code once (webpack takes seconds), for reuse across workers; `tracing: true` adds
+ * Temporal's tracing interceptors, which a worker with `tracing` needs.
+ */
+export function bundleBatonWorkflows(options: { readonly tracing?: boolean } = {}): Promise<WorkflowBundle> {
   return bundleWorkflowCode({
     workflowsPath: WORKFLOWS_PATH,
     ...WORKFLOW_BUNDLER_OPTIONS,
+    ...(options.tracing === true ? { workflowInterceptorModules: WORKFLOW_TRACING_MODULES } : {}),
     logger: new DefaultLogger('WARN'),
   });
+}
+
+/** Whether a bundle holds Temporal's tracing interceptors (its code names their module). */
+function bundleTraces(bundle: WorkflowBundleOption): boolean {
+  const code = 'code' in bundle ? bundle.code : fs.readFileSync(bundle.codePath, 'utf8');
+  return code.includes(TRACING_MODULE_MARK);
 }
 
 /**
@@ -161,6 +179,13 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
   if (!Number.isFinite(watchSweepSeconds) || watchSweepSeconds < 1 || watchSweepSeconds > 3600) {
     throw new Error(`watchSweepSeconds must be from 1 to 3600 seconds, not ${watchSweepSeconds}`);
   }
+  const traced = options.tracing === undefined ? undefined : tracedWorkerParts(options.tracing);
+  if (traced !== undefined && workflowBundle !== undefined && !bundleTraces(workflowBundle)) {
+    throw new Error(
+      'createBatonWorker({ tracing }) needs a workflow bundle holding the tracing interceptors: build it with ' +
+        '`bundleBatonWorkflows({ tracing: true })` or `baton bundle --tracing`, or give no bundle',
+    );
+  }
   // Before polling: a client that sees this worker's agents known can schedule them.
   await publishAgentVersions(pool, catalog.agents());
   const worker = await Worker.create({
@@ -181,10 +206,18 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
       watchSweepSeconds,
       ...(options.decisionKey === undefined ? {} : { decisionKey: options.decisionKey }),
+      ...(traced === undefined ? {} : { tracing: traced.activityTracing }),
     }),
     ...(workflowBundle
       ? { workflowBundle }
       : { workflowsPath: WORKFLOWS_PATH, bundlerOptions: WORKFLOW_BUNDLER_OPTIONS }),
+    // A bundle holds its workflow interceptors already (the SDK ignores, and warns about, modules given beside one).
+    ...(traced === undefined
+      ? {}
+      : {
+          interceptors: workflowBundle ? { activity: traced.interceptors.activity } : traced.interceptors,
+          sinks: traced.sinks,
+        }),
   });
   // The watch sweep runs while the worker does (`runUntil` runs `run` too), in every worker of the task queue.
   const run = worker.run.bind(worker);

@@ -24,6 +24,7 @@ export type EnvReader =
 export const ENV_TOPICS = [
   'Connections',
   'The worker',
+  'Traces',
   'Models',
   'Tools and the shell',
   'Approvals and access',
@@ -214,6 +215,90 @@ export const PRODUCTION_VARIABLES = {
     meaning: '`host:port` to serve `GET /healthz` on: 200 while the worker polls, 503 otherwise.',
     default: 'off (the log line `baton worker: polling …` says it is up)',
   },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning:
+      'Turns tracing on: the OTLP/HTTP endpoint spans are sent to, `/v1/traces` added (`http://localhost:4318` for ' +
+      'Jaeger or a Collector).',
+    default: 'off: no span is made or sent',
+  },
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'The full traces URL instead (used as it is, e.g. `https://…/v1/traces`); turns tracing on too.',
+    default: '`OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`',
+  },
+  OTEL_EXPORTER_OTLP_PROTOCOL: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'Only `http/protobuf` is spoken; any other value stops start-up saying so.',
+    default: '`http/protobuf`',
+  },
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'The same, for traces only.',
+    default: '`OTEL_EXPORTER_OTLP_PROTOCOL`',
+  },
+  OTEL_EXPORTER_OTLP_HEADERS: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'Headers sent with every export, `key=value,…` with URL-encoded values (an API key of a tracing service).',
+    default: 'none',
+  },
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'More headers for trace exports; a key set in both takes this value.',
+    default: 'none',
+  },
+  OTEL_SERVICE_NAME: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: "The `service.name` of the worker's spans.",
+    default: '`baton-worker`',
+  },
+  OTEL_RESOURCE_ATTRIBUTES: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'More resource attributes, `key=value,…` (`deployment.environment=prod`).',
+    default: 'none',
+  },
+  OTEL_TRACES_SAMPLER: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning:
+      'Which traces are kept: `always_on`, `always_off`, `traceidratio`, or `parentbased_` with one of those (a ' +
+      "caller's sampled `traceparent` decides for its tree).",
+    default: '`parentbased_always_on`',
+  },
+  OTEL_TRACES_SAMPLER_ARG: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: 'The ratio of the `traceidratio` samplers, from 0 to 1.',
+    default: '1',
+  },
+  OTEL_TRACES_EXPORTER: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: '`none` turns tracing off whatever the endpoint; `otlp` is the only exporter.',
+    default: '`otlp`',
+  },
+  OTEL_SDK_DISABLED: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning: '`true` turns tracing off whatever the endpoint.',
+    default: '`false`',
+  },
+  OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: {
+    topic: 'Traces',
+    readBy: ['worker', 'dev'],
+    meaning:
+      '`true`: model spans carry the messages sent and the reply (`gen_ai.input.messages`, ' +
+      '`gen_ai.output.messages`): everything agents and tools read and wrote, so keep it off where that is private.',
+    default: '`false`',
+  },
   BATON_SHUTDOWN_GRACE_S: {
     topic: 'The worker',
     readBy: ['worker'],
@@ -383,6 +468,14 @@ export const PRODUCTION_VARIABLES = {
       'The token every request to `baton mcp serve --http` carries (at least 32 characters; never printed); ' +
       '`--token-file` wins.',
     default: '`.baton/token`, made on first use',
+  },
+  TRACEPARENT: {
+    topic: 'Traces',
+    readBy: ['CLI'],
+    meaning:
+      "A W3C `traceparent` that `baton run` and `baton send` continue (a traced worker's spans of the run go under " +
+      'it), as OpenTelemetry passes a trace context to a command; `--traceparent` wins.',
+    default: 'none',
   },
   TEMPORAL_CLI_PATH: {
     topic: 'The CLI and the local stack',

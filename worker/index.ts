@@ -29,6 +29,13 @@ export { connectTemporal, TemporalConnectError } from './connection';
 export { installRuntime, LOG_LEVELS, parseLogLevel, type RuntimeTelemetryOptions } from './runtime';
 export { startHealthServer, type HealthServer } from './health';
 export {
+  readTracingSettings,
+  startTracing,
+  type BatonWorkerTracing,
+  type StartedTracing,
+  type TracingSettings,
+} from './tracing';
+export {
   ConfigError,
   DEFAULT_ARC_DATA_DIR,
   describeDecisionSigning,

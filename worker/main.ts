@@ -11,6 +11,7 @@ import { createAgentCatalog } from './agent-catalog';
 import { describeDecisionSigning, readSetupConfig, readWorkerConfig } from './config';
 import { connectTemporal } from './connection';
 import { bundleBatonWorkflows, createBatonWorker } from './create-worker';
+import { startTracing } from './tracing';
 import { startHealthServer } from './health';
 import { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
 import { installRuntime } from './runtime';
@@ -70,6 +71,9 @@ export async function runWorkerFromEnv(
     for (const notice of config.temporal.notices ?? []) process.stderr.write(`baton worker: ${notice}\n`);
     process.stderr.write(`baton worker: ${describeShellSandbox(shellSandbox).line}\n`);
     process.stderr.write(`baton worker: ${describeDecisionSigning(config.decisionKey)}\n`);
+    // Shut down last (closers run in reverse): what the stopping worker's last spans say is sent first.
+    const tracing = config.tracing === undefined ? undefined : startTracing(config.tracing);
+    if (tracing !== undefined) closers.push(() => tracing.shutdown());
     const pool = createPool({
       connectionString: config.databaseUrl,
       applicationName: 'baton-worker',
@@ -112,6 +116,7 @@ export async function runWorkerFromEnv(
       ...(config.decisionKey === undefined ? {} : { decisionKey: config.decisionKey.key }),
       tuning: config.worker,
       ...(config.workflowBundle === undefined ? {} : { workflowBundle: { codePath: config.workflowBundle } }),
+      ...(tracing === undefined ? {} : { tracing }),
     });
     const { identity } = config.worker;
     if (config.worker.healthAddress !== undefined) {
@@ -122,6 +127,12 @@ export async function runWorkerFromEnv(
       }));
       closers.push(() => health.close());
       process.stderr.write(`baton worker: health at http://${health.address}/healthz\n`);
+    }
+    if (config.tracing !== undefined) {
+      process.stderr.write(
+        `baton worker: traces to ${config.tracing.url} as service '${config.tracing.serviceName}'` +
+          ` (sampler ${config.tracing.sampler}${config.tracing.captureContent ? ', with message content' : ''})\n`,
+      );
     }
     if (config.worker.metricsAddress !== undefined) {
       process.stderr.write(`baton worker: Prometheus metrics at http://${config.worker.metricsAddress}/metrics\n`);
@@ -164,8 +175,8 @@ async function sweepShellOrphans(): Promise<void> {
  * skips seconds of webpack: worth it where workers restart often, or in an image built once).
  * @returns the bundle's size in bytes
  */
-export async function writeWorkflowBundle(file: string): Promise<number> {
-  const { code } = await bundleBatonWorkflows();
+export async function writeWorkflowBundle(file: string, options: { readonly tracing?: boolean } = {}): Promise<number> {
+  const { code } = await bundleBatonWorkflows(options);
   await fs.promises.mkdir(path.dirname(file), { recursive: true });
   await fs.promises.writeFile(file, code);
   return Buffer.byteLength(code);
