@@ -215,7 +215,7 @@ export async function sendShowingEvents(
   thread: ThreadHandle,
   message: string,
   output: EventOutput,
-  options: Pick<SendOptions, 'messageId'> & {
+  options: Pick<SendOptions, 'messageId' | 'traceparent'> & {
     rootAgent?: string;
     out: OutputStream;
     env: NodeJS.ProcessEnv;
@@ -241,6 +241,7 @@ export async function sendShowingEvents(
     const send = options.send ?? ((text: string, sendOptions: SendOptions) => thread.send(text, sendOptions));
     return await send(message, {
       ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
+      ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
       // Plain lines show stored messages only: streamed text would only be dropped.
       deltas: output !== 'lines',
       onEvent: (event) => view.onEvent(event),

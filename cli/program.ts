@@ -22,6 +22,7 @@ import {
   type ThreadHandle,
   type WorldHandle,
 } from '../client';
+import { traceparentProblem } from '../client/trace-context';
 import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/env-text';
 import { describeError } from '../client/errors';
 import { newThreadId } from '../client/thread-ids';
@@ -283,7 +284,20 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
   }
 
   /** `baton run`'s options. */
-  type RunFlags = OutputFlags & { thread?: string; world: string; messageId?: string };
+  type RunFlags = OutputFlags & { thread?: string; world: string; messageId?: string; traceparent?: string };
+
+  /** `--traceparent`, else `TRACEPARENT` (the variable OpenTelemetry's environment carrier names): checked. */
+  function traceparentOf(options: { traceparent?: string }): { traceparent?: string } {
+    const traceparent = options.traceparent ?? (io.env.TRACEPARENT?.trim() || undefined);
+    if (traceparent === undefined) return {};
+    const problem = traceparentProblem(traceparent);
+    if (problem !== undefined) {
+      throw new CliError(`${options.traceparent === undefined ? 'TRACEPARENT' : '--traceparent'}: ${problem}`);
+    }
+    return { traceparent };
+  }
+  const TRACEPARENT_HELP =
+    "a W3C traceparent to continue: a traced worker's spans of this run go under it (default: TRACEPARENT)";
 
   withOutputOptions(
     program
@@ -298,7 +312,8 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
       .option(
         '--message-id <id>',
         'with --thread: safe to run again with the same ids (after a lost connection): the thread is started once and its message delivered once',
-      ),
+      )
+      .option('--traceparent <traceparent>', TRACEPARENT_HELP),
     'print {threadId, workflowId, reply, ...} as JSON',
   ).action(async (agent: string, message: string, options: RunFlags) => {
     const output = sendOutput(options);
@@ -306,6 +321,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     if (options.messageId !== undefined && options.thread === undefined) {
       throw new CliError('--message-id needs --thread: without it every run starts a new thread');
     }
+    const traceparent = traceparentOf(options);
     await withClient({ database: output !== undefined }, async (client) => {
       // The thread and its first message go out in one call; its id, chosen here, is shown before the reply comes.
       const threadId = options.thread ?? newThreadId();
@@ -315,6 +331,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
         world: options.world,
         threadId,
         ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
+        ...traceparent,
       };
       // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
       if (!options.json && threadIdProblem(threadId) === undefined) io.stderr.write(`thread ${threadId}\n`);
@@ -344,20 +361,24 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
       .option(
         '--message-id <id>',
         'deliver the message once however often this command is run with the same id (safe to retry after a lost connection)',
-      ),
+      )
+      .option('--traceparent <traceparent>', TRACEPARENT_HELP),
     'print {threadId, reply, status, turn, ...} as JSON',
-  ).action(async (threadId: string, message: string, options: OutputFlags & { messageId?: string }) => {
-    const output = sendOutput(options);
-    await withClient({ database: output !== undefined }, async (client) => {
-      const thread = client.thread(threadId);
-      const send = options.messageId === undefined ? {} : { messageId: options.messageId };
-      const result =
-        output === undefined
-          ? await thread.send(message, send)
-          : await sendShowingEvents(thread, message, output, { ...send, out: io.stdout, env: io.env });
-      printResult(output, Boolean(options.json), result, describeTurn(result));
-    });
-  });
+  ).action(
+    async (threadId: string, message: string, options: OutputFlags & { messageId?: string; traceparent?: string }) => {
+      const output = sendOutput(options);
+      const traceparent = traceparentOf(options);
+      await withClient({ database: output !== undefined }, async (client) => {
+        const thread = client.thread(threadId);
+        const send = { ...(options.messageId === undefined ? {} : { messageId: options.messageId }), ...traceparent };
+        const result =
+          output === undefined
+            ? await thread.send(message, send)
+            : await sendShowingEvents(thread, message, output, { ...send, out: io.stdout, env: io.env });
+        printResult(output, Boolean(options.json), result, describeTurn(result));
+      });
+    },
+  );
 
   const watch = program
     .command('watch')
@@ -1476,11 +1497,17 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     .command('bundle')
     .description('write the workflow bundle to <file>, for BATON_WORKFLOW_BUNDLE (workers then start without webpack)')
     .argument('<file>', 'where to write the bundle (JavaScript)')
-    .option('--json', 'print {file, bytes} as JSON')
-    .action(async (file: string, options: { json?: boolean }) => {
+    .option('--tracing', "hold Temporal's tracing interceptors, for workers that export traces (OTEL_* set)")
+    .option('--json', 'print {file, bytes, tracing} as JSON')
+    .action(async (file: string, options: { json?: boolean; tracing?: boolean }) => {
       const target = path.resolve(io.cwd, file);
-      const bytes = await writeWorkflowBundle(target);
-      print(Boolean(options.json), { file: target, bytes }, `wrote ${target} (${bytes} bytes)`);
+      const tracing = options.tracing === true;
+      const bytes = await writeWorkflowBundle(target, { tracing });
+      print(
+        Boolean(options.json),
+        { file: target, bytes, tracing },
+        `wrote ${target} (${bytes} bytes${tracing ? ', with tracing' : ''})`,
+      );
     });
 
   program

@@ -108,6 +108,7 @@ import {
   type StoredRunEvent,
 } from '../common/run-events';
 import { ThreadEvents, type ThreadEventsOptions } from './thread-events';
+import { traceContextInterceptor, traceparentProblem, withTraceparent } from './trace-context';
 
 export { BatonClientError } from './errors';
 export { findConnection, type FindConnectionOptions, type FoundConnection } from './find-connection';
@@ -213,6 +214,11 @@ export interface StartThreadOptions {
   world?: string;
   /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
   limits?: Partial<DelegationLimits>;
+  /**
+   * A W3C `traceparent` whose span becomes the parent of the thread's spans on a traced worker (docs/guides/observing-runs.md).
+   * @default the active OpenTelemetry context, when your application runs the OpenTelemetry SDK; else none
+   */
+  traceparent?: string;
 }
 
 /** `BatonClient.run`: a new root thread and its first message, with how to send it. */
@@ -261,10 +267,21 @@ export interface SendOptions {
   onEvent?: (event: RunEvent) => void | Promise<void>;
   /** Whether `onEvent` gets streamed text (`delta`). @default true */
   deltas?: boolean;
+  /**
+   * A W3C `traceparent` whose span becomes the parent of this turn's spans on a traced worker.
+   * @default the active OpenTelemetry context, when your application runs the OpenTelemetry SDK; else none
+   */
+  traceparent?: string;
 }
 
 /** A running env-data watch (`thread.watchEnv`). */
 export type EnvWatch = FeedWatch;
+
+/** @throws BatonClientError for a `traceparent` that is not one */
+function checkTraceparent(traceparent: string | undefined): void {
+  const problem = traceparent === undefined ? undefined : traceparentProblem(traceparent);
+  if (problem !== undefined) throw new BatonClientError(problem);
+}
 
 const DATABASE_NEEDED = "this needs Baton's database: connect with `databaseUrl` (the CLI reads it from the stack)";
 
@@ -395,8 +412,10 @@ export class BatonClient {
    * @throws BatonClientError for an invalid or already used thread id.
    */
   async startThread(options: StartThreadOptions): Promise<ThreadHandle> {
-    const input = threadInput(options);
-    await startThreadWorkflow(this.temporal, input, this.taskQueue);
+    const { traceparent, ...start } = options;
+    const input = threadInput(start);
+    checkTraceparent(traceparent);
+    await withTraceparent(traceparent, () => startThreadWorkflow(this.temporal, input, this.taskQueue));
     return this.thread(input.rootThreadId);
   }
 
@@ -411,7 +430,7 @@ export class BatonClient {
    * unstorable message (checked before anything starts); an invalid message id.
    */
   async run(options: RunOptions): Promise<ThreadRun> {
-    const { message, messageId, onEvent, deltas, ...start } = options;
+    const { message, messageId, onEvent, deltas, traceparent, ...start } = options;
     const input = threadInput(start);
     const problem = messageTextProblem(message);
     if (problem !== undefined) throw new BatonClientError(problem);
@@ -420,6 +439,7 @@ export class BatonClient {
       ...(messageId === undefined ? {} : { messageId }),
       ...(onEvent === undefined ? {} : { onEvent }),
       ...(deltas === undefined ? {} : { deltas }),
+      ...(traceparent === undefined ? {} : { traceparent }),
     };
     return { thread, result: await thread.sendStarting(input, message, send) };
   }
@@ -614,8 +634,10 @@ export class ThreadHandle {
   private async deliver(options: SendOptions, sending: () => Promise<SendMessageResult>): Promise<SendMessageResult> {
     const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);
     if (problem !== undefined) throw new BatonClientError(problem);
-    if (options.onEvent === undefined) return sending();
-    return this.sendWatched(options, options.onEvent, sending);
+    checkTraceparent(options.traceparent);
+    const traced = () => withTraceparent(options.traceparent, sending);
+    if (options.onEvent === undefined) return traced();
+    return this.sendWatched(options, options.onEvent, traced);
   }
 
   /** The message's Update to the running thread, waiting for its result. */
@@ -1418,7 +1440,7 @@ export async function connect(given?: ConnectOptions): Promise<BatonClient> {
     ? createPool({ connectionString: options.databaseUrl, max: 4, applicationName: 'baton-client' })
     : undefined;
   return new BatonClient(
-    new Client({ connection, namespace }),
+    new Client({ connection, namespace, interceptors: { workflow: [traceContextInterceptor] } }),
     connection,
     options.taskQueue ?? 'baton',
     pool,
