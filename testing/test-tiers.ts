@@ -48,6 +48,8 @@ export const CAMPAIGN_FILES: Readonly<Record<string, string>> = {
     'temporal-server on Postgres with two workers; its first run builds temporal-server and its SQL tool from Go',
   'test/integration/temporal-mtls.test.ts':
     "temporal-server with mTLS on its frontend; shares the production topology's temporal-server build",
+  'test/integration/traces.test.ts':
+    'traces read back from Jaeger; its first run builds Jaeger from Go (about 7 minutes of both cores)',
   'test/chaos/chaos-rounds.test.ts': 'two chaos rounds with steps as activities, on a stack of their own',
   'test/chaos/chaos-rounds-local-steps.test.ts': 'two chaos rounds with local steps, on a stack of their own',
   'test/chaos/chaos-rounds-batched-steps.test.ts': 'two chaos rounds with batched steps, on a stack of their own',

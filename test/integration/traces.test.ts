@@ -1,0 +1,227 @@
+/**
+ * Traces of a whole tree, read back from a real Jaeger (built from its Go module, stack/jaeger.ts) through its own
+ * query API: a caller's `traceparent` is the parent of the turn's spans; a delegation that waits for an approval and
+ * a fork of two tasks are one trace with Temporal's spans and Baton's GenAI spans where each call was made; replaying
+ * the recorded histories with the traced workflow code exports nothing.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Worker } from '@temporalio/worker';
+import { z } from 'zod';
+import { defineTool } from '../../activities/tools/types';
+import { parseScript } from '../../scripted-model';
+import { startAgentHarness, type AgentHarness } from '../../testing/harness';
+import { startJaeger, type Jaeger, type JaegerSpan } from '../../testing/jaeger';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+import { bundleBatonWorkflows } from '../../worker/create-worker';
+import { readTracingSettings, startTracing, tracedWorkerParts, type StartedTracing } from '../../worker/tracing';
+import { waitFor } from '../chaos/waiting';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'traces-'));
+const service = `baton-traces-${randomBytes(4).toString('hex')}`;
+
+const deployments: unknown[] = [];
+const deploy = defineTool({
+  name: 'deploy',
+  description: 'Deploys a service.',
+  parameters: z.object({ service: z.string() }),
+  sideEffects: true,
+  needsApproval: () => true,
+  run: (args) => {
+    deployments.push(args);
+    return `deployed ${args.service}`;
+  },
+});
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'Looks a topic up.',
+  parameters: z.object({ topic: z.string() }),
+  run: (args) => `notes on ${args.topic}`,
+});
+
+function agent(name: string, capabilities: string): [string, ReturnType<typeof parseAgentFile>] {
+  return [
+    name,
+    parseAgentFile(
+      `---\nname: ${name}\ndescription: The ${name} agent.\ncapabilities: ${capabilities}\n---\nAct.\n`,
+      name,
+    ),
+  ];
+}
+
+const agents: AgentRegistry = new Map([
+  agent('lead', '[releaser, fork_join, researcher]'),
+  agent('releaser', '[deploy]'),
+  agent('researcher', '[lookup]'),
+]);
+
+const script = parseScript(
+  `
+agents:
+  lead:
+    - { call: releaser, args: { message: "Release the api." } }
+    - call: fork_join
+      args: { tasks: [ { agent: researcher, message: "Topic one." }, { agent: researcher, message: "Topic two." } ] }
+    - say: "Released and researched."
+  releaser:
+    - { call: deploy, args: { service: "api" } }
+    - say: "Deployed."
+  researcher:
+    - { call: lookup, args: { topic: "a topic" } }
+    - say: "Looked it up."
+`,
+  'traces',
+);
+
+let jaeger: Jaeger;
+let tracing: StartedTracing;
+let harness: AgentHarness;
+
+before(async () => {
+  jaeger = await startJaeger(path.join(workDir, 'jaeger'));
+  const settings = readTracingSettings({
+    OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint,
+    OTEL_SERVICE_NAME: service,
+  });
+  assert.ok(settings, 'an endpoint turns tracing on');
+  tracing = startTracing(settings);
+  harness = await startAgentHarness({
+    temporalAddress: env.temporalAddress,
+    databaseUrl: env.databaseUrl,
+    taskQueue: uniqueTaskQueue('traces'),
+    agents,
+    script,
+    tools: [deploy, lookup],
+    tracing,
+  });
+});
+
+after(async () => {
+  await harness?.close();
+  await tracing?.shutdown();
+  await jaeger?.stop();
+});
+
+/** The span's ancestors' names within its trace, nearest first. */
+function ancestry(span: JaegerSpan, byId: ReadonlyMap<string, JaegerSpan>): string[] {
+  const names: string[] = [];
+  for (let parent = span.parentSpanId; parent !== undefined;) {
+    const found = byId.get(parent);
+    if (found === undefined) break;
+    names.push(found.name);
+    parent = found.parentSpanId;
+  }
+  return names;
+}
+
+test("traces: a delegation waiting for an approval and a fork are one trace under the caller's span", async () => {
+  const traceId = randomBytes(16).toString('hex');
+  const callerSpanId = randomBytes(8).toString('hex');
+  const threadId = uniqueThreadId('traced');
+  const running = harness.client.run({
+    agent: 'lead',
+    threadId,
+    message: 'Release, then research two topics.',
+    traceparent: `00-${traceId}-${callerSpanId}-01`,
+  });
+  const thread = harness.client.thread(threadId);
+  const [pending] = await waitFor('the approval of deploy', 60_000, async () => {
+    const rows = await thread.approvals();
+    return rows.length > 0 ? rows : undefined;
+  });
+  assert.ok(pending);
+  await thread.approve(pending.approvalId, { by: 'traces test' });
+  const { result } = await running;
+  assert.equal(result.reply, 'Released and researched.');
+  assert.equal(deployments.length, 1);
+  await tracing.tracerProvider.forceFlush();
+
+  // Every chat span of the tree: lead (3 calls), releaser (2), each researcher (2 each).
+  const spans = await waitFor('the tree in Jaeger', 60_000, async () => {
+    const found = (await jaeger.spans(service)).filter((span) => span.traceId === traceId);
+    return found.filter((span) => span.name.startsWith('chat ')).length >= 9 ? found : undefined;
+  });
+  const byId = new Map(spans.map((span) => [span.spanId, span]));
+
+  // The caller's span is the parent of the thread's run and of the turn's Update.
+  const fromCaller = spans.filter((span) => span.parentSpanId === callerSpanId).map((span) => span.name);
+  assert.ok(fromCaller.includes('HandleUpdate:sendMessage'), `children of the caller's span: ${fromCaller.join(', ')}`);
+
+  const chats = spans.filter((span) => span.name.startsWith('chat '));
+  for (const chat of chats) {
+    assert.equal(chat.name, 'chat baton-scripted');
+    assert.equal(chat.tags['gen_ai.operation.name'], 'chat');
+    assert.equal(chat.tags['gen_ai.request.model'], 'baton-scripted');
+    assert.equal(chat.tags['gen_ai.provider.name'], 'default');
+    assert.equal(chat.tags['baton.root_thread_id'], threadId);
+    assert.ok(Number(chat.tags['gen_ai.usage.input_tokens']) > 0, 'input tokens recorded');
+    assert.ok(chat.tags['baton.operation_id'], 'the operation id is on the span');
+    assert.equal(chat.tags['gen_ai.input.messages'], undefined, 'no content unless asked for');
+    assert.ok(ancestry(chat, byId).includes('HandleUpdate:sendMessage'), `${chat.name} sits under the turn`);
+  }
+  const byAgent = (name: string) => chats.filter((chat) => chat.tags['baton.agent'] === name);
+  assert.equal(byAgent('lead').length, 3);
+  assert.equal(byAgent('releaser').length, 2);
+  assert.equal(byAgent('researcher').length, 4);
+  assert.equal(new Set(byAgent('researcher').map((chat) => chat.tags['baton.thread_id'])).size, 2, 'two fork tasks');
+
+  // The delegated releaser's spans sit under the child workflow its caller started, the tool under its activity.
+  const [deploySpan, ...moreDeploys] = spans.filter((span) => span.name === 'execute_tool deploy');
+  assert.ok(deploySpan, 'the approved deploy ran in a span');
+  assert.equal(moreDeploys.length, 0);
+  assert.equal(deploySpan.tags['gen_ai.operation.name'], 'execute_tool');
+  assert.equal(deploySpan.tags['gen_ai.tool.name'], 'deploy');
+  assert.ok(deploySpan.tags['gen_ai.tool.call.id'], 'the call id is on the span');
+  const deployAncestry = ancestry(deploySpan, byId);
+  assert.ok(
+    deployAncestry.some((name) => name.startsWith('StartChildWorkflow:')),
+    `the delegation's child workflow is an ancestor: ${deployAncestry.join(' < ')}`,
+  );
+  for (const chat of byAgent('researcher')) {
+    const names = ancestry(chat, byId);
+    assert.ok(names.includes('RunActivity:callModel') || names.includes('RunActivity:runToolsThenCallModel'));
+  }
+  assert.equal(spans.filter((span) => span.name === 'execute_tool lookup').length, 2);
+});
+
+test('traces: replaying the recorded histories with the traced workflow code exports no span', async () => {
+  const threadId = uniqueThreadId('replayed');
+  const { result } = await harness.client.run({ agent: 'researcher', threadId, message: 'Look it up.' });
+  assert.equal(result.reply, 'Looked it up.');
+  const replayService = `${service}-replay`;
+  const replayTracing = startTracing({
+    ...(readTracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint, OTEL_SERVICE_NAME: replayService }) ??
+      assert.fail('tracing on')),
+  });
+  try {
+    const parts = tracedWorkerParts(replayTracing);
+    const bundle = await bundleBatonWorkflows({ tracing: true });
+    const history = await harness.client.temporal.workflow.getHandle(`baton/${threadId}`).fetchHistory();
+    await Worker.runReplayHistory(
+      {
+        workflowBundle: bundle,
+        interceptors: { workflowModules: parts.interceptors.workflowModules },
+        sinks: parts.sinks,
+      },
+      history,
+      `baton/${threadId}`,
+    );
+    await replayTracing.tracerProvider.forceFlush();
+    // The same history run live made spans: the live worker's service has this thread's.
+    const live = await waitFor('the live spans', 30_000, async () => {
+      await tracing.tracerProvider.forceFlush();
+      const found = (await jaeger.spans(service)).filter((span) => span.tags['baton.root_thread_id'] === threadId);
+      return found.length > 0 ? found : undefined;
+    });
+    assert.ok(live.length > 0);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.deepEqual(await jaeger.spans(replayService), [], 'the replay exported nothing');
+  } finally {
+    await replayTracing.shutdown();
+  }
+});
