@@ -41,6 +41,7 @@ import { MAX_CARRIED_TOOL_SECONDS, toolCallInput } from '../common/turn-step-cal
 import { db, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
+import { inWorkflowSpan, workflowScopeAttributes } from './spans';
 import {
   BATCHED_STEPS_PATCH,
   beginTurnAndFirstBatch,
@@ -107,6 +108,18 @@ export const DECISIONS_AFTER_ACCEPTANCE_PATCH = 'baton-decisions-after-acceptanc
  * this run so retries never write twice.
  */
 export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTurnResult> {
+  // A root turn's span is its thread's (workflows/thread.ts), a turn another workflow began is in that one's span
+  // (a fork task's, workflows/fork-join.ts); any other delegated turn or fork task has its own here.
+  if (input.threadId === input.rootThreadId || input.begun !== undefined) return runAgentTurn(input);
+  return inWorkflowSpan(
+    `invoke_agent ${input.agent}`,
+    { ...workflowScopeAttributes(turnScope(input)), 'gen_ai.operation.name': 'invoke_agent' },
+    () => runAgentTurn(input),
+  );
+}
+
+/** One agent turn (see {@link agentTurnWorkflow}). */
+async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
   const { runId, workflowId } = workflowInfo();
   const scope = turnScope(input);
 
@@ -285,9 +298,17 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       `Waiting for a human to answer ${questionId}: "${truncateBytes(call.question, 300)}"\n` +
         `Answer with: baton answer ${scope.rootThreadId} ${questionId} "<answer>"`,
     );
-    const answered = await condition(
-      () => waiting.get(questionId) !== undefined,
-      call.timeoutSeconds === undefined ? undefined : call.timeoutSeconds * 1000,
+    const answered = await inWorkflowSpan(
+      `ask_human ${questionId}`,
+      { ...workflowScopeAttributes(scope), 'baton.question_id': questionId },
+      async (span) => {
+        const ended = await condition(
+          () => waiting.get(questionId) !== undefined,
+          call.timeoutSeconds === undefined ? undefined : call.timeoutSeconds * 1000,
+        );
+        span.setAttribute('baton.question.answered', waiting.get(questionId) !== undefined);
+        return ended;
+      },
     );
     let answer = waiting.get(questionId);
     // Without a timeout `condition` resolves with nothing, so only a timed wait can have run out; before the patch
@@ -467,9 +488,16 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
       ]);
     let outcome: CloseApprovalResult | undefined;
     try {
-      await condition(
-        () => decisions.get(approvalId) !== undefined,
-        timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
+      await inWorkflowSpan(
+        `approval ${call.name}`,
+        { ...workflowScopeAttributes(scope), 'baton.approval_id': approvalId, 'gen_ai.tool.name': call.name },
+        async (span) => {
+          await condition(
+            () => decisions.get(approvalId) !== undefined,
+            timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
+          );
+          span.setAttribute('baton.approval.status', decisions.get(approvalId)?.status ?? 'expired');
+        },
       );
       outcome = decisions.get(approvalId);
       // Refuse later decisions (the validator checks the map); one already on its way may still win in Postgres.
@@ -506,39 +534,43 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
         const opId = operationId(runId, 'tool', step, index);
         if (call.kind === 'ask_human') return askHuman(call, opId);
         if (call.kind === 'wait') {
-          return waits.run(
-            {
-              scope,
-              limits,
-              record: async (content) =>
-                void (await pg.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
-                  { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
-                ])),
-              idleDetails: `${input.agent} is working.`,
-            },
-            call,
-            opId,
+          return inWorkflowSpan('wait', workflowScopeAttributes(scope), () =>
+            waits.run(
+              {
+                scope,
+                limits,
+                record: async (content) =>
+                  void (await pg.recordMessage.executeWithOptions({ summary: `tool: wait result` }, [
+                    { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+                  ])),
+                idleDetails: `${input.agent} is working.`,
+              },
+              call,
+              opId,
+            ),
           );
         }
         if (call.kind === 'fork_join') {
-          return runForkJoin(
-            {
-              scope,
-              agentVersion: agent.version,
-              chain,
-              world,
-              limits,
-              delegationRefusal,
-              pg,
-              record: async (content) =>
-                void (await pg.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
-                  { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
-                ])),
-              idleDetails: `${input.agent} is working.`,
-            },
-            call,
-            opId,
-            reply.seq,
+          return inWorkflowSpan('fork_join', workflowScopeAttributes(scope), () =>
+            runForkJoin(
+              {
+                scope,
+                agentVersion: agent.version,
+                chain,
+                world,
+                limits,
+                delegationRefusal,
+                pg,
+                record: async (content) =>
+                  void (await pg.recordMessage.executeWithOptions({ summary: `tool: ${call.name} refused` }, [
+                    { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
+                  ])),
+                idleDetails: `${input.agent} is working.`,
+              },
+              call,
+              opId,
+              reply.seq,
+            ),
           );
         }
         if (call.kind === 'agent') {

@@ -33,6 +33,7 @@ import {
 import { DELEGATION_LIMIT_VARIABLES } from '../common/world-variables';
 import type { db, localDb } from './activity-profiles';
 import { isPastDeadline, isTimeout, rootMessage } from './failure-text';
+import { inWorkflowSpan, workflowScopeAttributes } from './spans';
 import { beginTurnHere } from './thread-turns';
 
 /**
@@ -171,21 +172,35 @@ export async function runForkJoin(
         if (!tasksBeginHere || task.timeoutSeconds !== undefined) {
           return startTask(context, fork, task, input, 'agentTurnWorkflow');
         }
-        const begun = await beginTurnHere(
-          input,
-          operationId(callOperationId, 'task', task.taskIndex),
-          `fork ${fork.forkNumber} task ${task.taskIndex}/${total}: ${task.agent} starts`,
-          {
-            deadlineAt,
-            stepper: `${task.agent} (fork ${fork.forkNumber} task ${task.taskIndex})`,
-            activityStepsHere: () => patched(FORK_ACTIVITY_STEPS_IN_FORK_PATCH),
-          },
-        );
-        if (begun.kind === 'answered') {
-          answeredHere.add(task.taskIndex);
-          return begun.result;
-        }
-        return startTask(context, fork, task, { ...input, begun: begun.begun }, 'forkTaskTurnWorkflow');
+        // The task's turn span is here, where it begins, also when it goes on in a workflow of its own.
+        const taskScope = {
+          rootThreadId: scope.rootThreadId,
+          threadId: task.threadId,
+          agent: task.agent,
+          epoch: task.epoch,
+        };
+        const attributes = {
+          ...workflowScopeAttributes(taskScope),
+          'gen_ai.operation.name': 'invoke_agent',
+          'baton.fork_task': task.taskIndex,
+        };
+        return inWorkflowSpan(`invoke_agent ${task.agent}`, attributes, async () => {
+          const begun = await beginTurnHere(
+            input,
+            operationId(callOperationId, 'task', task.taskIndex),
+            `fork ${fork.forkNumber} task ${task.taskIndex}/${total}: ${task.agent} starts`,
+            {
+              deadlineAt,
+              stepper: `${task.agent} (fork ${fork.forkNumber} task ${task.taskIndex})`,
+              activityStepsHere: () => patched(FORK_ACTIVITY_STEPS_IN_FORK_PATCH),
+            },
+          );
+          if (begun.kind === 'answered') {
+            answeredHere.add(task.taskIndex);
+            return begun.result;
+          }
+          return startTask(context, fork, task, { ...input, begun: begun.begun }, 'forkTaskTurnWorkflow');
+        });
       });
       settle(
         task,

@@ -35,6 +35,7 @@ import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH, rootTurnWorkflow } from './a
 import { rootMessage } from './failure-text';
 import { beginTurnInThread } from './thread-turns';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
+import { inWorkflowSpan } from './spans';
 
 /**
  * A message sent again under an id an earlier run of the thread handled gets that turn's outcome (read back by a
@@ -133,7 +134,24 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
           (more.length > 0 ? ` (and ${more.length} more wait${more.length === 1 ? '' : 's'})` : '');
   };
 
-  async function runTurn(message: string, messageId: string | undefined): Promise<SendMessageResult> {
+  /** One turn of the thread, in a span of its own (an `invoke_agent` span, workflows/spans.ts). */
+  function runTurn(message: string, messageId: string | undefined): Promise<SendMessageResult> {
+    return inWorkflowSpan(
+      `invoke_agent ${agent}`,
+      {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.conversation.id': rootThreadId,
+        'gen_ai.agent.name': agent,
+        'baton.root_thread_id': rootThreadId,
+        'baton.thread_id': rootThreadId,
+        'baton.agent': agent,
+        'baton.turn': turns + 1,
+      },
+      () => runTurnNow(message, messageId),
+    );
+  }
+
+  async function runTurnNow(message: string, messageId: string | undefined): Promise<SendMessageResult> {
     pending -= 1;
     await condition(() => epoch !== undefined);
     turns += 1;

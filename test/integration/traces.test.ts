@@ -187,6 +187,25 @@ test("traces: a delegation waiting for an approval and a fork are one trace unde
     assert.ok(names.includes('RunActivity:callModel') || names.includes('RunActivity:runToolsThenCallModel'));
   }
   assert.equal(spans.filter((span) => span.name === 'execute_tool lookup').length, 2);
+
+  // Baton's workflow spans: a turn per agent run, the approval's wait with its outcome, the fork around its tasks.
+  const turns = spans.filter((span) => span.tags['gen_ai.operation.name'] === 'invoke_agent');
+  assert.deepEqual(turns.map((span) => span.name).sort(), [
+    'invoke_agent lead',
+    'invoke_agent releaser',
+    'invoke_agent researcher',
+    'invoke_agent researcher',
+  ]);
+  const [approval, ...moreApprovals] = spans.filter((span) => span.name === 'approval deploy');
+  assert.ok(approval, 'the wait for the approval is a span');
+  assert.equal(moreApprovals.length, 0);
+  assert.equal(approval.tags['baton.approval.status'], 'approved');
+  assert.equal(approval.tags['baton.approval_id'], pending.approvalId);
+  assert.ok(ancestry(approval, byId).includes('invoke_agent releaser'), 'the approval waits in the releaser turn');
+  for (const task of turns.filter((span) => span.name === 'invoke_agent researcher')) {
+    assert.ok(ancestry(task, byId).includes('fork_join'), 'each task sits under its fork');
+    assert.ok(ancestry(task, byId).includes('invoke_agent lead'), "the fork sits under the lead's turn");
+  }
 });
 
 test('traces: replaying the recorded histories with the traced workflow code exports no span', async () => {
@@ -205,7 +224,6 @@ test('traces: replaying the recorded histories with the traced workflow code exp
     await Worker.runReplayHistory(
       {
         workflowBundle: bundle,
-        interceptors: { workflowModules: parts.interceptors.workflowModules },
         sinks: parts.sinks,
       },
       history,

@@ -6,8 +6,11 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { AgentTurnInput, BegunTurn } from '../../common/types';
 import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
+import { bundleBatonWorkflows } from '../../worker/create-worker';
+import { tracedWorkerParts } from '../../worker/tracing';
 import * as workflows from '../../workflows';
 import {
   DECISIONS_AFTER_ACCEPTANCE_PATCH,
@@ -378,6 +381,30 @@ test('replay: every recorded history replays against the current workflow code',
   }
   assert.equal(replayed, histories.length);
   assert.deepEqual(failures, []);
+});
+
+test('replay: every recorded history replays against the traced workflow code too, and exports no span', async () => {
+  // A deployment turns tracing on while its workflows run: their histories, recorded untraced, must replay under
+  // Temporal's tracing interceptors, and a replayed task sends none of its spans again.
+  const exporter = new InMemorySpanExporter();
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const { sinks } = tracedWorkerParts({ tracerProvider });
+  const workflowBundle = await bundleBatonWorkflows({ tracing: true });
+  const failures: string[] = [];
+  let replayed = 0;
+  for await (const result of Worker.runReplayHistories({ workflowBundle, sinks }, histories)) {
+    replayed += 1;
+    if (result.error) failures.push(`${result.workflowId}: ${String(result.error)}`);
+  }
+  assert.equal(replayed, histories.length);
+  assert.deepEqual(failures, []);
+  await tracerProvider.forceFlush();
+  assert.deepEqual(
+    exporter.getFinishedSpans().map((span) => span.name),
+    [],
+    'a replay exports no span',
+  );
+  await tracerProvider.shutdown();
 });
 
 test('replay: a reordered turn workflow is caught as a determinism violation', async () => {
