@@ -26,15 +26,25 @@ type WebpackConfig = Parameters<NonNullable<BundleOptions['webpackConfigHook']>>
  */
 export const WORKFLOW_BUNDLER_OPTIONS = {
   webpackConfigHook: (config: WebpackConfig): WebpackConfig =>
-    WORKFLOWS_PATH.endsWith('.ts') ? config : withoutSourceMapsUnder(SOURCE_ROOT, config),
+    withoutSourceMapsUnder(
+      WORKFLOWS_PATH.endsWith('.ts') ? UNSHIPPED_SOURCES : [...UNSHIPPED_SOURCES, SOURCE_ROOT],
+      config,
+    ),
 } satisfies Pick<BundleOptions, 'webpackConfigHook'>;
 
-/** `config` with the SDK's source-map-loader rule not applied to files under `dir`. */
-function withoutSourceMapsUnder(dir: string, config: WebpackConfig): WebpackConfig {
+/**
+ * Packages whose source maps name TypeScript sources their npm package does not ship (OpenTelemetry's, in the
+ * workflow code through `workflows/spans.ts` and the tracing interceptors): bundled as the JavaScript that runs, so
+ * `workflowBundleProblem` finds each file the bundle names.
+ */
+const UNSHIPPED_SOURCES = [/[\\/]node_modules[\\/]@opentelemetry[\\/]/];
+
+/** `config` with the SDK's source-map-loader rule not applied to files under `excluded`. */
+function withoutSourceMapsUnder(excluded: readonly (string | RegExp)[], config: WebpackConfig): WebpackConfig {
   const rules = config.module?.rules?.map((rule) => {
     if (!rule || typeof rule !== 'object' || !Array.isArray(rule.use)) return rule;
     const loadsSourceMaps = rule.use.some((use) => typeof use === 'string' && use.includes('source-map-loader'));
-    return loadsSourceMaps ? { ...rule, exclude: dir } : rule;
+    return loadsSourceMaps ? { ...rule, exclude: [...excluded] } : rule;
   });
   return rules ? { ...config, module: { ...config.module, rules } } : config;
 }

@@ -12,8 +12,10 @@ import { after, before, test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
-import { parseScript } from '../../scripted-model';
-import { startAgentHarness, type AgentHarness } from '../../testing/harness';
+import { connect } from '../../client';
+import { parseScript, startScriptedModelServer } from '../../scripted-model';
+import { readModelLog, startAgentHarness, type AgentHarness } from '../../testing/harness';
+import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
 import { startJaeger, type Jaeger, type JaegerSpan } from '../../testing/jaeger';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
@@ -241,5 +243,108 @@ test('traces: replaying the recorded histories with the traced workflow code exp
     assert.deepEqual(await jaeger.spans(replayService), [], 'the replay exported nothing');
   } finally {
     await replayTracing.shutdown();
+  }
+});
+
+test('traces: a batch of steps re-run after its worker was SIGKILLed shows no second call for the stored reply', async () => {
+  // A `baton worker` process exporting to Jaeger runs a batched turn: the model's first reply is stored, then the
+  // worker dies while the tool of that reply runs; the next worker re-runs the batch from its first step, which
+  // returns the stored reply without asking the model again.
+  const dir = path.join(workDir, 'killed');
+  fs.mkdirSync(path.join(dir, 'agents'), { recursive: true });
+  fs.writeFileSync(
+    path.join(dir, 'agents', 'stepper.md'),
+    '---\nname: stepper\ndescription: Steps.\ncapabilities: [hang_once]\nsteps: batched\n---\nStep.\n',
+  );
+  const started = path.join(dir, 'started.log');
+  const toolsFile = path.join(dir, 'tools.mjs');
+  fs.writeFileSync(
+    toolsFile,
+    `import fs from 'node:fs';
+import { z } from 'zod';
+export default [{
+  name: 'hang_once',
+  description: 'Hangs on its first run, answers on the next.',
+  parameters: z.object({}),
+  retries: 2,
+  run: async (_args, ctx) => {
+    const first = !fs.existsSync(${JSON.stringify(started)});
+    fs.appendFileSync(${JSON.stringify(started)}, 'run\\n');
+    if (!first) return 'answered';
+    await new Promise((resolve) => { const timer = setTimeout(resolve, 120000); ctx.signal.addEventListener('abort', () => clearTimeout(timer)); });
+    return 'late';
+  },
+}];
+`,
+  );
+  const modelLog = path.join(dir, 'model.jsonl');
+  const model = await startScriptedModelServer({
+    script: parseScript('agents:\n  stepper:\n    - { call: hang_once, args: {} }\n    - say: "Stepped."\n', 'killed'),
+    logFile: modelLog,
+  });
+  const bundleFile = path.join(dir, 'bundle.js');
+  fs.writeFileSync(bundleFile, (await bundleBatonWorkflows({ tracing: true })).code);
+  const killService = `${service}-killed`;
+  const taskQueue = uniqueTaskQueue('traces-killed');
+  const workerOptions = {
+    taskQueue,
+    modelBaseUrl: model.baseURL,
+    agentsDir: path.join(dir, 'agents'),
+    env: {
+      BATON_WORKFLOW_BUNDLE: bundleFile,
+      BATON_TOOLS: toolsFile,
+      OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint,
+      OTEL_SERVICE_NAME: killService,
+    },
+  };
+  const client = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+  let first: WorkerProcess | undefined;
+  let second: WorkerProcess | undefined;
+  try {
+    first = await startScriptedWorker('traced worker A', workerOptions);
+    const threadId = uniqueThreadId('killed');
+    const running = client.run({ agent: 'stepper', threadId, message: 'Step.' });
+    running.catch(() => undefined);
+    await waitFor('the tool to start', 60_000, () => Promise.resolve(fs.existsSync(started) ? true : undefined));
+    // Longer than the export batch delay (1 s): the dead worker's span of the first model call reached Jaeger.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    await first.kill();
+    second = await startScriptedWorker('traced worker B', workerOptions);
+    const { result } = await running;
+    assert.equal(result.reply, 'Stepped.');
+    // A SIGTERM'd worker flushes its spans before it exits.
+    second.child.kill('SIGTERM');
+    await second.exited;
+
+    const requests = readModelLog(modelLog).filter((entry) => entry.agent === 'stepper');
+    assert.equal(requests.length, 2, 'the model was asked once per step');
+    const spans = await waitFor('both model calls in Jaeger', 30_000, async () => {
+      const found = (await jaeger.spans(killService)).filter((span) => span.tags['baton.root_thread_id'] === threadId);
+      return found.filter((span) => span.name.startsWith('chat ')).length >= 2 ? found : undefined;
+    });
+    const chats = spans.filter((span) => span.name.startsWith('chat '));
+    const perOperation = new Map<unknown, number>();
+    for (const chat of chats) {
+      perOperation.set(chat.tags['baton.operation_id'], (perOperation.get(chat.tags['baton.operation_id']) ?? 0) + 1);
+    }
+    assert.deepEqual([...perOperation.values()], [1, 1], 'one chat span per model call, none for the stored reply');
+    // The activity that re-ran the batch (its span names the workflow, not the thread) says it reused the reply.
+    const activities = (await jaeger.spans(killService)).filter((span) =>
+      String(span.tags.temporalWorkflowId ?? '').startsWith(`baton/${threadId}`),
+    );
+    assert.ok(
+      activities.some((span) => span.name.startsWith('RunActivity:') && span.tags['baton.model.reply_reused'] === true),
+      `the re-run step says it reused the stored reply: ${activities.map((span) => span.name).join(', ')}`,
+    );
+    assert.equal(
+      fs.readFileSync(started, 'utf8').split('\n').filter(Boolean).length,
+      2,
+      'the read-only tool ran again',
+    );
+  } finally {
+    await client.close();
+    await first?.kill();
+    await second?.kill();
+    await model.close();
   }
 });
