@@ -330,7 +330,9 @@ export default [{
     assert.deepEqual([...perOperation.values()], [1, 1], 'one chat span per model call, none for the stored reply');
     // The activity that re-ran the batch (its span names the workflow, not the thread) says it reused the reply.
     const activities = (await jaeger.spans(killService)).filter((span) =>
-      String(span.tags.temporalWorkflowId ?? '').startsWith(`baton/${threadId}`),
+      (typeof span.tags.temporalWorkflowId === 'string' ? span.tags.temporalWorkflowId : '').startsWith(
+        `baton/${threadId}`,
+      ),
     );
     assert.ok(
       activities.some((span) => span.name.startsWith('RunActivity:') && span.tags['baton.model.reply_reused'] === true),
