@@ -32,6 +32,7 @@ import {
 } from './watchers';
 import { createWorldActivities, loadWorldVariables, stepModeFor } from './worlds';
 import type { ToolRegistry } from './tools';
+import type { ActivityMetrics } from './metrics';
 import type { ActivityTracing } from './tracing';
 
 export interface ActivityDependencies {
@@ -67,6 +68,8 @@ export interface ActivityDependencies {
   decisionKey?: string;
   /** Spans for model requests and tool runs (activities/tracing.ts). @default none: nothing is traced */
   tracing?: ActivityTracing;
+  /** Metrics of model requests and tool runs (activities/metrics.ts). @default none recorded */
+  metrics?: ActivityMetrics;
 }
 
 export function createActivities(deps: ActivityDependencies) {
@@ -79,6 +82,7 @@ export function createActivities(deps: ActivityDependencies) {
     tools: deps.tools,
     heartbeatIntervalMs: deps.heartbeatIntervalMs,
     ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
+    ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
     env,
     watchers: { changed: envChanged, add: (request: AddWatcherRequest) => addWatcherFromTool(deps.pool, request) },
   };

@@ -24,7 +24,8 @@ import { classifyModelError } from './model-errors';
 import { DeltaPublisher } from './model-stream';
 import { modelEndpointFor, type ModelProviders } from './model-providers';
 import { toApplicationFailure } from './failures';
-import { BatonAttribute, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
+import { createActivityMetrics, type ActivityMetrics } from './metrics';
+import { BatonAttribute, errorTypeOf, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
 import type { ModelTool, ToolRegistry } from './tools';
 import {
   DEFAULT_FORK_DEADLINE_SECONDS,
@@ -60,6 +61,8 @@ export interface ModelActivityOptions {
   stream?: boolean;
   /** Spans for the model requests sent (activities/tracing.ts). @default none: nothing is traced */
   tracing?: ActivityTracing;
+  /** Metrics of the model requests sent (activities/metrics.ts). @default none recorded */
+  metrics?: ActivityMetrics;
 }
 
 /** Stored MCP tool lists a worker keeps in memory (each a few hundred bytes). */
@@ -71,6 +74,7 @@ const MAX_REMEMBERED_WORLDS = 1000;
 export function createModelActivities(options: ModelActivityOptions) {
   const { pool } = options;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
+  const metrics = options.metrics ?? createActivityMetrics();
   /**
    * The message limit of each world's context policy as last seen by this worker: how much of a transcript the next
    * model call of an agent without a limit of its own reads. Only a guess, checked at every call (another worker or
@@ -232,6 +236,8 @@ export function createModelActivities(options: ModelActivityOptions) {
     const captureContent = options.tracing?.captureContent === true;
     // The span covers the request only: a stored reply returned above opens none, so a step re-run after a crash
     // never shows as a second call.
+    const metricTags = { provider, model, agent: scope.agent };
+    const sentAt = Date.now();
     const completion = await inSpan(options.tracing, `chat ${model}`, spanAttributes, async (span) => {
       try {
         // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole, and the
@@ -245,6 +251,14 @@ export function createModelActivities(options: ModelActivityOptions) {
         // The last batch goes out before the reply is stored, so a reader has the whole text when the reply arrives.
         await deltas?.flush();
         span?.setAttributes(completionAttributes(reply, captureContent));
+        metrics.modelCall({
+          ...metricTags,
+          outcome: 'ok',
+          latencyMs: Date.now() - sentAt,
+          ...(reply.usage
+            ? { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens }
+            : {}),
+        });
         return reply;
       } catch (error) {
         deltas?.discard();
@@ -252,7 +266,9 @@ export function createModelActivities(options: ModelActivityOptions) {
         await started.catch(() => undefined);
         // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
         if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
-        throw classifyModelError(error, { provider, model });
+        const failure = classifyModelError(error, { provider, model });
+        metrics.modelCall({ ...metricTags, outcome: errorTypeOf(failure), latencyMs: Date.now() - sentAt });
+        throw failure;
       } finally {
         clearInterval(heartbeat);
       }

@@ -14,6 +14,7 @@ import { approvalOperationId } from '../common/ids';
 import type { AgentDefinition } from '../common/agent-definition';
 import type { AgentStore } from './agent-store';
 import { describeDataError, isDataError, toApplicationFailure } from './failures';
+import { createActivityMetrics, type ActivityMetrics } from './metrics';
 import { BatonAttribute, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
 import type { ToolRegistry } from './tools';
 import { approvalFor } from './tools/approval-rule';
@@ -35,6 +36,8 @@ export interface ToolCallActivityOptions {
   heartbeatIntervalMs?: number;
   /** Spans for the tools run (activities/tracing.ts). @default none: nothing is traced */
   tracing?: ActivityTracing;
+  /** Metrics of the tools run (activities/metrics.ts). @default none recorded */
+  metrics?: ActivityMetrics;
 }
 
 /** Outcomes of tool runs whose recording in Postgres failed, kept for the retry that lands on this worker. */
@@ -44,6 +47,7 @@ const MAX_UNRECORDED_OUTCOMES = 1000;
 export function createToolCallActivities(options: ToolCallActivityOptions) {
   const { pool } = options;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
+  const metrics = options.metrics ?? createActivityMetrics();
   const unrecorded = new Map<string, { content: string; ok: boolean }>();
 
   /**
@@ -198,7 +202,23 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     agent: AgentDefinition,
     world: WorldContext,
   ): Promise<{ content: string; ok: boolean }> {
-    if (options.tracing === undefined) return runToolOnce(input, tool, args, agent, world);
+    const outcome =
+      options.tracing === undefined
+        ? await runToolOnce(input, tool, args, agent, world)
+        : await runToolInSpan(options.tracing, input, tool, args, agent, world);
+    metrics.toolCall({ tool: tool.name, ok: outcome.ok });
+    return outcome;
+  }
+
+  /** {@link runToolOnce} in an `execute_tool` span. */
+  async function runToolInSpan(
+    tracing: ActivityTracing,
+    input: ExecuteToolCallInput,
+    tool: ToolDefinition,
+    args: unknown,
+    agent: AgentDefinition,
+    world: WorldContext,
+  ): Promise<{ content: string; ok: boolean }> {
     const mcpServer = options.tools.mcpServerOf(tool.name);
     const attributes = {
       ...scopeAttributes(input.scope, input.operationId),
@@ -209,7 +229,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       [BatonAttribute.local]: Context.current().info.isLocal,
       ...(mcpServer === undefined ? {} : { [BatonAttribute.mcpServer]: mcpServer }),
     };
-    return inSpan(options.tracing, `execute_tool ${tool.name}`, attributes, async (span) => {
+    return inSpan(tracing, `execute_tool ${tool.name}`, attributes, async (span) => {
       const outcome = await runToolOnce(input, tool, args, agent, world);
       // The model reads a failed run as an `Error:` result and the turn goes on; the span still says it failed.
       if (!outcome.ok) {

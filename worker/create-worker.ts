@@ -24,6 +24,9 @@ import { checkProviderNames, type ModelProviders } from '../activities/model-pro
 import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 import { DEFAULT_WATCH_SWEEP_SECONDS } from '../activities/watchers';
 import { startWatchSweep } from './watch-sweep';
+import { startWaitingMetrics } from './waiting-metrics';
+import { createActivityMetrics } from '../activities/metrics';
+import { noopMetricMeter } from '@temporalio/common';
 import { accessTokenProblem } from '../stack/access-token';
 import { TRACING_MODULE_MARK, tracedWorkerParts, WORKFLOW_TRACING_MODULES, type BatonWorkerTracing } from './tracing';
 
@@ -186,6 +189,8 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
         '`bundleBatonWorkflows({ tracing: true })` or `baton bundle --tracing`, or give no bundle',
     );
   }
+  // The runtime's meter: a no-op unless the runtime exports metrics (`BATON_METRICS_ADDRESS`).
+  const meter = Runtime.instance().metricMeter;
   // Before polling: a client that sees this worker's agents known can schedule them.
   await publishAgentVersions(pool, catalog.agents());
   const worker = await Worker.create({
@@ -207,6 +212,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       watchSweepSeconds,
       ...(options.decisionKey === undefined ? {} : { decisionKey: options.decisionKey }),
       ...(traced === undefined ? {} : { tracing: traced.activityTracing }),
+      metrics: createActivityMetrics(meter),
     }),
     ...(workflowBundle
       ? { workflowBundle }
@@ -232,10 +238,21 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
         logger.warn(message, attributes);
       },
     });
+    const waiting =
+      meter === noopMetricMeter
+        ? undefined
+        : startWaitingMetrics({
+            pool,
+            meter,
+            warn: (message, attributes) => {
+              logger.warn(message, attributes);
+            },
+          });
     try {
       await run();
     } finally {
       await sweep.stop();
+      await waiting?.stop();
     }
   };
   return worker;

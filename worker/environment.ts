@@ -206,7 +206,7 @@ export const PRODUCTION_VARIABLES = {
   BATON_METRICS_ADDRESS: {
     topic: 'The worker',
     readBy: ['worker'],
-    meaning: "`host:port` to serve the Temporal SDK's Prometheus metrics on (`/metrics`).",
+    meaning: "`host:port` to serve Prometheus metrics on (`/metrics`): the Temporal SDK's and Baton's (`baton_*`).",
     default: 'off',
   },
   BATON_HEALTH_ADDRESS: {

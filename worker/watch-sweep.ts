@@ -7,6 +7,7 @@
 import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { sweepWatchSignals } from '../activities/watchers';
+import { repeatEvery, type Repeating } from './repeating';
 
 export interface WatchSweepOptions {
   pool: Pool;
@@ -20,15 +21,10 @@ export interface WatchSweepOptions {
 }
 
 /** A running sweep; `stop` waits for a sweep in progress to end. */
-export interface WatchSweep {
-  stop(): Promise<void>;
-}
+export type WatchSweep = Repeating;
 
 /** Starts sweeping every `intervalSeconds` (the first sweep after one interval); sweeps never overlap. */
 export function startWatchSweep(options: WatchSweepOptions): WatchSweep {
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> = Promise.resolve();
   const signalling = {
     pool: options.pool,
     temporal: options.temporal,
@@ -36,28 +32,14 @@ export function startWatchSweep(options: WatchSweepOptions): WatchSweep {
     graceSeconds: options.intervalSeconds,
     warn: options.warn,
   };
-  const schedule = () => {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = sweepWatchSignals(signalling)
-        .then(() => undefined)
-        .catch((error: unknown) => {
-          // Postgres or Temporal away: the next sweep tries again, from what Postgres holds.
-          options.warn('the watch sweep failed; the next one tries again', {
-            error: error instanceof Error ? error.message : String(error),
-          });
-        })
-        .finally(schedule);
-    }, options.intervalSeconds * 1000);
-    // The sweep alone never keeps a process alive: the worker's polling does.
-    timer.unref();
-  };
-  schedule();
-  return {
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
+  return repeatEvery(
+    options.intervalSeconds * 1000,
+    () => sweepWatchSignals(signalling).then(() => undefined),
+    (error) => {
+      // Postgres or Temporal away: the next sweep tries again, from what Postgres holds.
+      options.warn('the watch sweep failed; the next one tries again', {
+        error: error instanceof Error ? error.message : String(error),
+      });
     },
-  };
+  );
 }

@@ -5,6 +5,7 @@ import {
   defineSignal,
   executeChild,
   log,
+  metricMeter,
   ParentClosePolicy,
   patched,
   proxyActivities,
@@ -17,6 +18,7 @@ import {
 import type { Activities } from '../activities';
 import type { WakeupOutcome } from '../activities/watchers';
 import { operationId } from '../common/ids';
+import { BatonMetric } from '../common/metric-names';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import { TurnStatus } from '../common/types';
@@ -232,6 +234,7 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
       const until = (recent[0] ?? now) + HOUR_MS;
       const untilText = new Date(until).toISOString();
       state.pausedUntil = untilText;
+      metricMeter.createCounter(BatonMetric.watcherPauses, 'pauses', 'Watcher pauses (rate limit)').add(1, { watcher });
       await localDb.pauseWatcher.executeWithOptions({ summary: `watch: ${watcher} paused (rate limit)` }, [
         {
           rootThreadId,
@@ -294,6 +297,8 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
     }
     state.wakeups = opened.wakeup;
     state.running = { wakeup: opened.wakeup, threadId: opened.threadId };
+    // Not recorded while a history replays: each wake-up is counted once.
+    metricMeter.createCounter(BatonMetric.watcherWakeups, 'wake-ups', 'Watcher wake-ups').add(1, { watcher });
     recent.push(Date.now());
     setCurrentDetails(
       `Watcher ${watcher}: wake-up ${opened.wakeup} running in ${opened.threadId} for ` +

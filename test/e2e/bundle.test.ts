@@ -5,6 +5,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { readTestEnv, uniqueTaskQueue } from '../../testing/test-env';
 import { startWorkerProcess } from '../../testing/worker-process';
+import { TRACING_MODULE_MARK } from '../../worker/tracing';
 import { workflowBundleProblem } from '../../worker/workflow-bundle';
 import { baton, describeRun, parseJson, ROOT, stackEnv, writeStaleBundle } from './cli-process';
 
@@ -13,10 +14,18 @@ test('baton bundle writes the workflow bundle and reports it as JSON', async () 
   const file = path.join(dir, 'nested', 'workflows.js');
   const result = await baton(['bundle', file, '--json'], process.env);
   assert.equal(result.code, 0, describeRun(result));
-  assert.deepEqual(parseJson(result), { file, bytes: fs.statSync(file).size });
+  assert.deepEqual(parseJson(result), { file, bytes: fs.statSync(file).size, tracing: false });
   const code = fs.readFileSync(file, 'utf8');
   assert.match(code, /threadWorkflow/, 'the bundle holds the thread workflow');
   assert.match(code, /agentTurnWorkflow/, 'and the turn workflow');
+  assert.ok(!code.includes(TRACING_MODULE_MARK), 'and no tracing interceptors');
+  // For workers that trace: the same, with Temporal's tracing interceptors, and it checks against these sources.
+  const traced = path.join(dir, 'traced.js');
+  const tracedResult = await baton(['bundle', traced, '--tracing', '--json'], process.env);
+  assert.equal(tracedResult.code, 0, describeRun(tracedResult));
+  assert.deepEqual(parseJson(tracedResult), { file: traced, bytes: fs.statSync(traced).size, tracing: true });
+  assert.ok(fs.readFileSync(traced, 'utf8').includes(TRACING_MODULE_MARK), 'the tracing interceptors are in');
+  assert.equal(workflowBundleProblem(traced), undefined, 'a traced bundle matches the sources too');
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -52,5 +61,13 @@ test('a worker starts from a bundle of its own sources and refuses a stale one, 
     refused.stderr,
     /BATON_WORKFLOW_BUNDLE: .*stale\.js was built from other sources than this worker's \(changed or missing here: workflows\/thread\.ts\); write it again with `baton bundle <file>`/,
   );
+
+  // A worker that traces needs a bundle holding the tracing interceptors, and says how to write one.
+  const untraced = await baton(
+    ['worker'],
+    stackEnv({ ...workerEnv, BATON_WORKFLOW_BUNDLE: file, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }),
+  );
+  assert.equal(untraced.code, 1, describeRun(untraced));
+  assert.match(untraced.stderr, /needs a workflow bundle holding the tracing interceptors: .*`baton bundle --tracing`/);
   fs.rmSync(dir, { recursive: true, force: true });
 });
