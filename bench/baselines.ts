@@ -4,6 +4,7 @@
  * I/O as Baton's (the same chat-completions request to the same scripted model, the transcript read, the inserts).
  * Each returns functions that prepare one turn (untimed) and hand back its timed part, for `runConcurrently`.
  */
+import type { BatonWorkerTracing } from '../worker/tracing';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
@@ -93,6 +94,8 @@ export async function startBaton(
     name: string;
     /** Streamed model replies (`BATON_MODEL_STREAM`); the harness default (off) when unset. */
     modelStream?: boolean;
+    /** Traced workers (`createBatonWorker({ tracing })`), with this bundle holding the tracing interceptors. */
+    tracing?: { readonly tracing: BatonWorkerTracing; readonly bundlePath: string };
   },
 ): Promise<BatonSide> {
   const taskQueue = uniqueTaskQueue(`bench-${options.name}`);
@@ -106,7 +109,8 @@ export async function startBaton(
       script: options.script,
       ...(i === 0 && options.modelLogFile ? { modelLogFile: options.modelLogFile } : {}),
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
-      workflowBundle: { codePath: context.stack.workflowBundlePath },
+      ...(options.tracing === undefined ? {} : { tracing: options.tracing.tracing }),
+      workflowBundle: { codePath: options.tracing?.bundlePath ?? context.stack.workflowBundlePath },
     });
     context.defer(() => harness.close());
     harnesses.push(harness);

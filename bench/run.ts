@@ -20,6 +20,7 @@ const BENCHES = [
   'memory',
   'env-data',
   'stream',
+  'trace',
   'langgraph',
   'vm-watchdog',
   'model-transport',
