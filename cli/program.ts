@@ -71,6 +71,7 @@ import {
   resolveAccessToken,
   shownToken,
   startExplorer,
+  traceUrlProblem,
   type AccessToken,
 } from '../explorer';
 import {
@@ -1226,6 +1227,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     port: number;
     host: string;
     uiUrl?: string;
+    traceUrl?: string;
     tokenFile?: string;
     json?: boolean;
   }
@@ -1254,6 +1256,10 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     )
     .option('--ui-url <url>', "the Temporal Web UI, for links to workflows (default: the stack's, or TEMPORAL_UI_URL)")
     .option(
+      '--trace-url <template>',
+      "a trace UI's search for a thread's traces, {rootThreadId} where its id goes (default: BATON_TRACE_URL)",
+    )
+    .option(
       '--token-file <file>',
       "a file holding the token every request must carry (default: BATON_EXPLORER_TOKEN, else the state directory's " +
         "'token', made on first use)",
@@ -1267,6 +1273,11 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
       const connection = connectOptions({ database: true });
       const stack = io.env.TEMPORAL_ADDRESS ? undefined : readStackFile(stateDirPath());
       const uiUrl = options.uiUrl ?? (io.env.TEMPORAL_UI_URL || stack?.uiUrl);
+      const traceUrl = options.traceUrl ?? (io.env.BATON_TRACE_URL?.trim() || undefined);
+      const traceProblem = traceUrl === undefined ? undefined : traceUrlProblem(traceUrl);
+      if (traceProblem !== undefined) {
+        throw new CliError(`${options.traceUrl === undefined ? 'BATON_TRACE_URL' : '--trace-url'}: ${traceProblem}`);
+      }
       const warning = exposedHostWarning(options.host);
       if (warning) io.stderr.write(`baton: ${warning}\n`);
       const { interrupted, dispose } = onInterrupt();
@@ -1278,6 +1289,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
           host: options.host,
           port: options.port,
           uiUrl,
+          ...(traceUrl === undefined ? {} : { traceUrl }),
           token: access.token,
           ...(connection.namespace ? { namespace: connection.namespace } : {}),
         });

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { connect } from '../client';
 import { writeStackFile, removeStackFile, type StackFile } from '../stack/stack-file';
-import { DEFAULT_EXPLORER_PORT, resolveAccessToken, shownToken, startExplorer } from '../explorer';
+import { DEFAULT_EXPLORER_PORT, resolveAccessToken, shownToken, startExplorer, traceUrlProblem } from '../explorer';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
 import { createAgentCatalog } from '../worker/agent-catalog';
@@ -125,6 +125,10 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const workflowBundle = readWorkflowBundle(env, process.cwd());
   // Traces go where the standard OTEL_* variables say, when they name an endpoint.
   const tracingSettings = readTracingSettings(env);
+  // Where the explorer links each thread's traces (a trace UI's search), checked before anything starts.
+  const traceUrl = env.BATON_TRACE_URL?.trim() || undefined;
+  const traceUrlError = traceUrl === undefined ? undefined : traceUrlProblem(traceUrl);
+  if (traceUrlError !== undefined) throw new Error(`BATON_TRACE_URL: ${traceUrlError}`);
   // Decisions are always signed on a local stack: with the configured key, else the stack's own secret, which the
   // CLI beside it reads too, so nothing needs configuring.
   const decision = readDecisionKey(env, process.cwd()) ?? stackDecisionKey(stateDir);
@@ -312,6 +316,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         port: options.explorer.port ?? DEFAULT_EXPLORER_PORT,
         portFallback: options.explorer.port === undefined,
         uiUrl: temporal.uiUrl,
+        ...(traceUrl === undefined ? {} : { traceUrl }),
         namespace: temporal.namespace,
         token: access.token,
       });

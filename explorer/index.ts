@@ -16,6 +16,7 @@ export {
   type ExplorerServer,
 } from './server';
 export { escapeHtml } from './html';
+export { traceUrlProblem, TRACE_URL_PLACEHOLDER } from './pages';
 export { crossSiteRequest, isLoopback, loopbackHostHeaders } from './http-guards';
 export {
   ACCESS_TOKEN_FILE,

@@ -25,6 +25,8 @@ import { html, seg, type Html } from './html';
 export interface PageContext {
   /** The Temporal Web UI, when one runs (`http://127.0.0.1:8233`). */
   uiUrl?: string | undefined;
+  /** A trace UI's search for one root's traces, `{rootThreadId}` in it (see {@link traceUrlProblem}). */
+  traceUrl?: string | undefined;
   namespace: string;
   /** Rendering time, for durations of what still runs. */
   now: Date;
@@ -43,6 +45,23 @@ export function threadPath(threadId: string, suffix = ''): string {
 export function workflowUrl(context: PageContext, workflowId: string): string | undefined {
   if (!context.uiUrl || !workflowId) return undefined;
   return `${context.uiUrl.replace(/\/+$/, '')}/namespaces/${seg(context.namespace)}/workflows/${seg(workflowId)}`;
+}
+
+/** The placeholder a trace URL template holds, replaced by the root thread's id (URL-encoded). */
+export const TRACE_URL_PLACEHOLDER = '{rootThreadId}';
+
+/** Why `template` cannot be a trace URL template, or `undefined` when it can. */
+export function traceUrlProblem(template: string): string | undefined {
+  if (!/^https?:\/\//.test(template)) return `the trace URL must start with http:// or https://, not '${template}'`;
+  if (!template.includes(TRACE_URL_PLACEHOLDER)) {
+    return `the trace URL must hold ${TRACE_URL_PLACEHOLDER}, where the root thread's id goes`;
+  }
+  return undefined;
+}
+
+/** The trace UI's page of one root's traces, when a template is configured. */
+export function traceUrl(context: PageContext, rootThreadId: string): string | undefined {
+  return context.traceUrl?.split(TRACE_URL_PLACEHOLDER).join(encodeURIComponent(rootThreadId));
 }
 
 function layout(title: string, body: Html, options: { crumbs?: Html; bodyData?: Html } = {}): Html {
@@ -725,6 +744,7 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
   const listLink = context.uiUrl
     ? `${context.uiUrl.replace(/\/+$/, '')}/namespaces/${seg(context.namespace)}/workflows?query=${encodeURIComponent(`BatonRootThreadId="${root}"`)}`
     : undefined;
+  const traces = traceUrl(context, root);
   const signature = overviewSignature(overview);
   const body = html`<h1 id="title">${root} <small>${overview.tree.agent} · ${status(overview.tree.status)}</small></h1>
     <p class="links">
@@ -733,7 +753,9 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
         link
           ? html` · <a class="webui" href="${link}" target="_blank" rel="noopener">thread workflow in the Web UI</a>`
           : ''
-      }${listLink ? html` · <a class="webui" href="${listLink}" target="_blank" rel="noopener">every workflow of this thread</a>` : ''}
+      }${listLink ? html` · <a class="webui" href="${listLink}" target="_blank" rel="noopener">every workflow of this thread</a>` : ''}${
+        traces ? html` · <a class="traces" href="${traces}" target="_blank" rel="noopener">traces</a>` : ''
+      }
       · <a href="/api/threads/${seg(root)}">JSON</a>
     </p>
     <p class="muted" id="usage">

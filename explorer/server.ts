@@ -29,6 +29,7 @@ import {
   overviewSignature,
   rootListPage,
   threadPath,
+  traceUrlProblem,
   transcriptPage,
   EXPLORER_CHANNEL,
   MAX_EXPLORER_NAME_CHARS,
@@ -54,6 +55,11 @@ export interface ExplorerOptions {
   portFallback?: boolean;
   /** The Temporal Web UI, for links to each workflow. */
   uiUrl?: string | undefined;
+  /**
+   * A trace UI's search for one root's traces, with `{rootThreadId}` where the id goes (`BATON_TRACE_URL`), for a
+   * link on each thread's page; checked at start.
+   */
+  traceUrl?: string | undefined;
   /** @default 'default' */
   namespace?: string;
   /**
@@ -184,6 +190,8 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
   const token = options.token ?? generateAccessToken();
   const tokenProblem = accessTokenProblem(token);
   if (tokenProblem) throw new AccessTokenError(`the explorer's token ${tokenProblem}`);
+  const traceProblem = options.traceUrl === undefined ? undefined : traceUrlProblem(options.traceUrl);
+  if (traceProblem) throw new Error(traceProblem);
   // Streams being opened count too: a slot is taken before the first await, so concurrent requests cannot overfill.
   const streams = new Set<{ stop: () => Promise<void> }>();
   // Named by port: cookies do not tell ports apart, and two explorers of two stacks may run on one machine.
@@ -193,6 +201,7 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
 
   const context = (feedSince?: number): PageContext => ({
     uiUrl: options.uiUrl,
+    traceUrl: options.traceUrl,
     namespace,
     now: new Date(),
     feedSince,

@@ -469,6 +469,15 @@ export const PRODUCTION_VARIABLES = {
       '`--token-file` wins.',
     default: '`.baton/token`, made on first use',
   },
+  BATON_TRACE_URL: {
+    topic: 'Traces',
+    readBy: ['dev', 'demo', 'explorer'],
+    meaning:
+      "A trace UI's search for one thread's traces, `{rootThreadId}` where its id goes: each thread's page in the " +
+      'explorer links to it (Jaeger: `http://localhost:16686/search?service=baton-worker&tags=' +
+      '%7B%22baton.root_thread_id%22%3A%22{rootThreadId}%22%7D`). `baton explorer` takes `--trace-url` too.',
+    default: 'no link',
+  },
   TRACEPARENT: {
     topic: 'Traces',
     readBy: ['CLI'],

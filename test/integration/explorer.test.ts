@@ -25,6 +25,9 @@ const env = readTestEnv();
 const pool = createPool({ connectionString: env.databaseUrl, max: 4 });
 const store = new EnvStore(pool);
 const UI_URL = 'http://127.0.0.1:65530';
+/** Jaeger's search for one root's traces, as `BATON_TRACE_URL` holds it. */
+const TRACE_URL =
+  'http://127.0.0.1:16686/search?service=baton-worker&tags=%7B%22baton.root_thread_id%22%3A%22{rootThreadId}%22%7D';
 const SCRIPT = '<script>alert("owned")</script>';
 
 let client: BatonClient;
@@ -148,7 +151,7 @@ before(async () => {
   });
 
   client = await connect({ address: env.temporalAddress, databaseUrl: env.databaseUrl });
-  explorer = await startExplorer({ client, port: 0, uiUrl: UI_URL });
+  explorer = await startExplorer({ client, port: 0, uiUrl: UI_URL, traceUrl: TRACE_URL });
 });
 
 after(async () => {
@@ -205,6 +208,10 @@ describe('explorer pages and API', () => {
     );
     assert.ok(html.includes(`href="${UI_URL}/namespaces/default/workflows/${p(`baton/${root}`)}"`));
     assert.ok(html.includes('[Delegation Context]'), 'the preamble the solver received');
+    assert.ok(
+      html.includes(`href="${TRACE_URL.replace('{rootThreadId}', encodeURIComponent(root)).replace(/&/g, '&amp;')}"`),
+      "a link to the root's traces",
+    );
     assert.match(html, /data-fork="1"/);
     assert.match(html, /fork 1<\/strong><span class="status status-partial">partial<\/span>/);
     assert.match(
@@ -459,6 +466,9 @@ describe('explorer pages and API', () => {
   });
 
   test('explorer: a token shorter than 32 characters or with characters a header cannot carry is refused at start', async () => {
+    await assert.rejects(startExplorer({ client, port: 0, traceUrl: 'http://jaeger/search' }), {
+      message: /the trace URL must hold \{rootThreadId\}/,
+    });
     await assert.rejects(startExplorer({ client, port: 0, token: 'short' }), {
       name: 'AccessTokenError',
       message: /the explorer's token is 5 characters long; a token needs at least 32/,
