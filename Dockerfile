@@ -33,6 +33,9 @@ COPY . .
 # own process and keeps about 120 MB of it resident for good (README "Performance"), besides seconds of CPU per start.
 # The worker checks at start that the bundle matches its sources.
 RUN node bin/baton.js bundle /app/workflow-bundle.js
+# The same with Temporal's tracing interceptors, for a worker that exports traces (set OTEL_EXPORTER_OTLP_ENDPOINT and
+# BATON_WORKFLOW_BUNDLE=/app/workflow-bundle-traced.js): the default one carries no tracing code.
+RUN node bin/baton.js bundle /app/workflow-bundle-traced.js --tracing
 ENV BATON_WORKFLOW_BUNDLE=/app/workflow-bundle.js
 USER node
 ENTRYPOINT ["node", "bin/baton.js"]

@@ -186,7 +186,8 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
   if (traced !== undefined && workflowBundle !== undefined && !bundleTraces(workflowBundle)) {
     throw new Error(
       'createBatonWorker({ tracing }) needs a workflow bundle holding the tracing interceptors: build it with ' +
-        '`bundleBatonWorkflows({ tracing: true })` or `baton bundle --tracing`, or give no bundle',
+        '`bundleBatonWorkflows({ tracing: true })` or `baton bundle --tracing` (the image has ' +
+        '/app/workflow-bundle-traced.js), or give no bundle',
     );
   }
   // The runtime's meter: a no-op unless the runtime exports metrics (`BATON_METRICS_ADDRESS`).

@@ -179,6 +179,11 @@ test('dockerfile: the workflow bundle is built at image build, from the copied s
   assert.ok(at(/^COPY \. \.$/m) > runtime, 'the sources are copied into the runtime stage');
   assert.ok(bundle.index > at(/^COPY \. \.$/m), 'the bundle is built after the sources are copied, so it is of them');
   assert.ok(bundle.index < at(/^USER node$/m), 'as root, before the image drops to the unprivileged user');
+  // And one for workers that export traces, beside it.
+  const traced = /^RUN node bin\/baton\.js bundle (\S+) --tracing$/m.exec(dockerfile);
+  assert.ok(traced, 'the image runs `baton bundle <file> --tracing` too');
+  assert.ok(path.isAbsolute(traced[1] ?? '') && traced[1] !== file, 'to a file of its own');
+  assert.ok(traced.index > at(/^COPY \. \.$/m) && traced.index < at(/^USER node$/m));
 });
 
 test('dockerfile: the worker runs with two glibc malloc arenas (measured: less memory, bench/results/history.md)', () => {
