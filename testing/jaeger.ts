@@ -1,7 +1,8 @@
 /**
  * A Jaeger all-in-one for the tracing tests (stack/jaeger.ts builds it): OTLP/HTTP and its query API on free loopback
  * ports, spans kept in memory, and the traces read back through Jaeger's own HTTP API (`/api/traces?service=…`), as
- * its UI reads them.
+ * its UI reads them. Jaeger is an OpenTelemetry Collector too: metrics it receives over OTLP are served again by its
+ * `prometheus` exporter, which is how the tests see what a worker sent.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,6 +28,11 @@ export interface Jaeger {
   readonly otlpEndpoint: string;
   /** The query API's base: `http://127.0.0.1:<port>`. */
   readonly queryUrl: string;
+  /**
+   * Where the metrics it received over OTLP are served to Prometheus (its collector's `prometheus` exporter):
+   * `http://127.0.0.1:<port>/metrics`.
+   */
+  readonly metricsUrl: string;
   /** Every span Jaeger holds of `service`'s traces (newest traces first, at most 1000 traces). */
   spans(service: string): Promise<JaegerSpan[]>;
   stop(): Promise<void>;
@@ -35,7 +41,12 @@ export interface Jaeger {
 /** Starts Jaeger (building it first when it is not cached) with its files in `dir`. */
 export async function startJaeger(dir: string): Promise<Jaeger> {
   const binary = await resolveJaeger({ env: process.env });
-  const [otlpPort, queryPort, queryGrpcPort] = [await freePort(), await freePort(), await freePort()];
+  const [otlpPort, queryPort, queryGrpcPort, metricsPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   fs.mkdirSync(dir, { recursive: true });
   const config = path.join(dir, 'jaeger.yaml');
   fs.writeFileSync(
@@ -45,6 +56,7 @@ export async function startJaeger(dir: string): Promise<Jaeger> {
       '  extensions: [jaeger_storage, jaeger_query]',
       '  pipelines:',
       '    traces: { receivers: [otlp], processors: [batch], exporters: [jaeger_storage_exporter] }',
+      '    metrics: { receivers: [otlp], exporters: [prometheus] }',
       '  telemetry: { metrics: { level: none }, logs: { level: warn } }',
       'extensions:',
       '  jaeger_query:',
@@ -59,6 +71,7 @@ export async function startJaeger(dir: string): Promise<Jaeger> {
       '  batch: { timeout: 100ms }',
       'exporters:',
       '  jaeger_storage_exporter: { trace_storage: memstore }',
+      `  prometheus: { endpoint: "127.0.0.1:${metricsPort}" }`,
       '',
     ].join('\n'),
   );
@@ -97,6 +110,7 @@ export async function startJaeger(dir: string): Promise<Jaeger> {
   return {
     otlpEndpoint: `http://127.0.0.1:${otlpPort}`,
     queryUrl,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     spans: (service) => readSpans(queryUrl, service),
     stop,
   };

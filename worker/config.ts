@@ -15,7 +15,13 @@ import {
   stackAccessToken,
 } from '../stack/access-token';
 import { workflowBundleProblem } from './workflow-bundle';
-import { tracingEnvShape, tracingSettingsFrom, type TracingSettings } from './tracing';
+import {
+  metricsSettingsFrom,
+  tracingEnvShape,
+  tracingSettingsFrom,
+  type OtlpMetricsSettings,
+  type TracingSettings,
+} from './tracing';
 import {
   profileNamed,
   readTemporalSettings,
@@ -310,6 +316,8 @@ export interface WorkerConfig {
   readonly decisionKey?: DecisionKey;
   /** Where spans go (the `OTEL_*` variables); unset: the worker traces nothing. */
   readonly tracing?: TracingSettings;
+  /** Where metrics go over OTLP (the `OTEL_*` variables), when `BATON_METRICS_ADDRESS` does not serve them. */
+  readonly otlpMetrics?: OtlpMetricsSettings;
 }
 
 /** The decision key, and where it was read from (for messages: the key itself is never printed). */
@@ -649,8 +657,11 @@ export function readWorkerConfig(
   const workflowBundle = readWorkflowBundle(env, cwd);
   const decisionKey = readDecisionKey(env, cwd);
   let tracing: TracingSettings | undefined;
+  let otlpMetrics: OtlpMetricsSettings | undefined;
   try {
     tracing = tracingSettingsFrom(value);
+    // The runtime has one metrics exporter: Prometheus when asked for, else OTLP when an endpoint is set.
+    otlpMetrics = value.BATON_METRICS_ADDRESS ? undefined : metricsSettingsFrom(value);
   } catch (error) {
     throw new ConfigError([(error as Error).message]);
   }
@@ -689,6 +700,7 @@ export function readWorkerConfig(
     logLevel: value.BATON_LOG_LEVEL,
     ...(decisionKey === undefined ? {} : { decisionKey }),
     ...(tracing === undefined ? {} : { tracing }),
+    ...(otlpMetrics === undefined ? {} : { otlpMetrics }),
   });
 }
 

@@ -220,7 +220,7 @@ export const PRODUCTION_VARIABLES = {
     readBy: ['worker', 'dev'],
     meaning:
       'Turns tracing on: the OTLP/HTTP endpoint spans are sent to, `/v1/traces` added (`http://localhost:4318` for ' +
-      'Jaeger or a Collector).',
+      'Jaeger or a Collector); for `baton worker` metrics too, `/v1/metrics` added, unless `BATON_METRICS_ADDRESS` is set.',
     default: 'off: no span is made or sent',
   },
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: {
@@ -468,6 +468,32 @@ export const PRODUCTION_VARIABLES = {
       'The token every request to `baton mcp serve --http` carries (at least 32 characters; never printed); ' +
       '`--token-file` wins.',
     default: '`.baton/token`, made on first use',
+  },
+  OTEL_METRICS_EXPORTER: {
+    topic: 'Traces',
+    readBy: ['worker'],
+    meaning: '`none` keeps metrics off OTLP whatever the endpoint; `otlp` is the only exporter.',
+    default: '`otlp`',
+  },
+  OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: {
+    topic: 'Traces',
+    readBy: ['worker'],
+    meaning:
+      "The full OTLP/HTTP metrics URL: the worker sends the SDK's and Baton's metrics there, unless " +
+      '`BATON_METRICS_ADDRESS` serves them to Prometheus (the runtime has one metrics exporter).',
+    default: '`OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/metrics`',
+  },
+  OTEL_EXPORTER_OTLP_METRICS_HEADERS: {
+    topic: 'Traces',
+    readBy: ['worker'],
+    meaning: 'More headers for metric exports; a key set in both takes this value.',
+    default: 'none',
+  },
+  OTEL_METRIC_EXPORT_INTERVAL: {
+    topic: 'Traces',
+    readBy: ['worker'],
+    meaning: 'Milliseconds between two metric exports over OTLP.',
+    default: '60000',
   },
   BATON_TRACE_URL: {
     topic: 'Traces',

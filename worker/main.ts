@@ -43,7 +43,10 @@ export async function runWorkerFromEnv(
   options: RunWorkerOptions = {},
 ): Promise<void> {
   const config = readWorkerConfig(env);
-  installRuntime(config.logLevel, config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {});
+  installRuntime(config.logLevel, {
+    ...(config.worker.metricsAddress ? { metricsAddress: config.worker.metricsAddress } : {}),
+    ...(config.otlpMetrics === undefined ? {} : { otlpMetrics: config.otlpMetrics }),
+  });
   const userTools = await loadToolModules(config.tools.toolModules);
   // One list for every tool: the sandbox masks these directories, the file tools refuse them.
   const hiddenDirectories = [...new Set(options.hiddenDirectories?.map((dir) => path.resolve(dir)) ?? [])];
@@ -136,6 +139,10 @@ export async function runWorkerFromEnv(
     }
     if (config.worker.metricsAddress !== undefined) {
       process.stderr.write(`baton worker: Prometheus metrics at http://${config.worker.metricsAddress}/metrics\n`);
+    } else if (config.otlpMetrics !== undefined) {
+      process.stderr.write(
+        `baton worker: metrics to ${config.otlpMetrics.url} every ${config.otlpMetrics.intervalMs} ms\n`,
+      );
     }
     // Commands a SIGKILLed worker left running on this machine would run on forever: sweep them now and then.
     const sweeping = setInterval(() => void sweepShellOrphans(), ORPHAN_SWEEP_INTERVAL_MS);

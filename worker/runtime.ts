@@ -1,4 +1,5 @@
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
+import type { OtlpMetricsSettings } from './tracing';
 
 export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 
@@ -6,6 +7,8 @@ export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export interface RuntimeTelemetryOptions {
   /** Serve the SDK's Prometheus metrics at `http://<address>/metrics` (`host:port`). Off when unset. */
   readonly metricsAddress?: string;
+  /** Send the metrics over OTLP/HTTP instead (the runtime has one metrics exporter). Off when unset. */
+  readonly otlpMetrics?: OtlpMetricsSettings;
   /**
    * The signals on which the runtime shuts its workers down (the SDK's default: SIGINT, SIGTERM, SIGQUIT, SIGUSR2).
    * Its handlers take the first such signal for that and do not end the process, so a process that runs no worker
@@ -26,7 +29,20 @@ export function installRuntime(level: LogLevel = 'WARN', telemetry: RuntimeTelem
       logger: new DefaultLogger(level),
       ...(telemetry.metricsAddress
         ? { telemetryOptions: { metrics: { prometheus: { bindAddress: telemetry.metricsAddress } } } }
-        : {}),
+        : telemetry.otlpMetrics
+          ? {
+              telemetryOptions: {
+                metrics: {
+                  otel: {
+                    url: telemetry.otlpMetrics.url,
+                    http: true,
+                    headers: { ...telemetry.otlpMetrics.headers },
+                    metricsExportInterval: telemetry.otlpMetrics.intervalMs,
+                  },
+                },
+              },
+            }
+          : {}),
       ...(telemetry.shutdownSignals === undefined ? {} : { shutdownSignals: telemetry.shutdownSignals }),
     });
   } catch {

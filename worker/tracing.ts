@@ -120,7 +120,53 @@ export const tracingEnvShape = {
       .optional(),
   ),
   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: otelBoolean,
+  OTEL_METRICS_EXPORTER: z.preprocess(
+    (value) => (typeof value === 'string' ? value.trim().toLowerCase() || undefined : value),
+    z.enum(['otlp', 'none'], { message: 'must be otlp or none (Baton exports metrics over OTLP only)' }).optional(),
+  ),
+  OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: otlpUrl,
+  OTEL_EXPORTER_OTLP_METRICS_HEADERS: optionalValue,
+  OTEL_METRIC_EXPORT_INTERVAL: z.preprocess(
+    (value) => (typeof value === 'string' ? value.trim() || undefined : value),
+    z.coerce
+      .number({ message: 'must be a whole number of milliseconds' })
+      .int({ message: 'must be a whole number of milliseconds' })
+      .min(100, { message: 'must be at least 100 (milliseconds)' })
+      .optional(),
+  ),
 };
+
+/** Where a worker's runtime sends its metrics over OTLP/HTTP (the SDK's and Baton's). */
+export interface OtlpMetricsSettings {
+  /** The OTLP/HTTP metrics URL (`…/v1/metrics`). */
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** @default 60000, as the OpenTelemetry specification says */
+  readonly intervalMs: number;
+}
+
+/**
+ * The OTLP metrics settings the `OTEL_*` variables describe: `undefined` when no endpoint is set, `OTEL_METRICS_EXPORTER`
+ * is `none` or `OTEL_SDK_DISABLED` is `true`.
+ * @throws Error naming the variable, for a header list that is not `key=value,…`
+ */
+export function metricsSettingsFrom(env: TracingEnv): OtlpMetricsSettings | undefined {
+  if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_METRICS_EXPORTER === 'none') return undefined;
+  const url =
+    env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT ??
+    (env.OTEL_EXPORTER_OTLP_ENDPOINT === undefined
+      ? undefined
+      : `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/metrics`);
+  if (url === undefined) return undefined;
+  return {
+    url,
+    headers: {
+      ...keyValueList('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS),
+      ...keyValueList('OTEL_EXPORTER_OTLP_METRICS_HEADERS', env.OTEL_EXPORTER_OTLP_METRICS_HEADERS),
+    },
+    intervalMs: env.OTEL_METRIC_EXPORT_INTERVAL ?? 60_000,
+  };
+}
 
 /** The service name spans carry when `OTEL_SERVICE_NAME` is unset. */
 export const DEFAULT_SERVICE_NAME = 'baton-worker';

@@ -246,6 +246,48 @@ test('traces: replaying the recorded histories with the traced workflow code exp
   }
 });
 
+test("metrics over OTLP: a worker with only the OTLP endpoint set sends the SDK's and Baton's metrics", async () => {
+  const dir = path.join(workDir, 'otlp-metrics');
+  fs.mkdirSync(path.join(dir, 'agents'), { recursive: true });
+  fs.writeFileSync(
+    path.join(dir, 'agents', 'metered.md'),
+    '---\nname: metered\ndescription: Metered.\ncapabilities: []\n---\nAnswer.\n',
+  );
+  const model = await startScriptedModelServer({
+    script: parseScript('agents:\n  metered:\n    - say: "Metered."\n', 'otlp-metrics'),
+  });
+  const bundleFile = path.join(dir, 'bundle.js');
+  fs.writeFileSync(bundleFile, (await bundleBatonWorkflows({ tracing: true })).code);
+  const taskQueue = uniqueTaskQueue('otlp-metrics');
+  const client = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+  let worker: WorkerProcess | undefined;
+  try {
+    worker = await startScriptedWorker('worker sending metrics over OTLP', {
+      taskQueue,
+      modelBaseUrl: model.baseURL,
+      agentsDir: path.join(dir, 'agents'),
+      env: {
+        BATON_WORKFLOW_BUNDLE: bundleFile,
+        OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint,
+        OTEL_SERVICE_NAME: `${service}-metrics`,
+        OTEL_METRIC_EXPORT_INTERVAL: '500',
+      },
+    });
+    assert.match(worker.output(), /metrics to http:\/\/127\.0\.0\.1:\d+\/v1\/metrics every 500 ms/);
+    const { result } = await client.run({ agent: 'metered', threadId: uniqueThreadId('otlp'), message: 'Go.' });
+    assert.equal(result.reply, 'Metered.');
+    const text = await waitFor("the worker's metrics at the collector", 30_000, async () => {
+      const body = await (await fetch(jaeger.metricsUrl)).text();
+      return /^baton_model_calls\S*\{[^}]*agent="metered"[^}]*\} 1$/m.test(body) ? body : undefined;
+    });
+    assert.match(text, /^temporal_\w+/m, "the SDK's own metrics came too");
+  } finally {
+    await client.close();
+    await worker?.kill();
+    await model.close();
+  }
+});
+
 test('traces: a batch of steps re-run after its worker was SIGKILLed shows no second call for the stored reply', async () => {
   // A `baton worker` process exporting to Jaeger runs a batched turn: the model's first reply is stored, then the
   // worker dies while the tool of that reply runs; the next worker re-runs the batch from its first step, which

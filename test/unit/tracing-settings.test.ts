@@ -90,3 +90,34 @@ test('traceparent: only a W3C traceparent is carried', () => {
   assert.match(traceparentProblem(`00-${'0'.repeat(32)}-${'b'.repeat(16)}-01`) ?? '', /trace id is all zeros/);
   assert.match(traceparentProblem(`00-${'a'.repeat(32)}-${'0'.repeat(16)}-01`) ?? '', /span id is all zeros/);
 });
+
+test('metrics settings: the OTLP endpoint sends metrics too, unless Prometheus serves them or they are turned off', () => {
+  const base = {
+    DATABASE_URL: 'postgres://localhost/baton',
+    TEMPORAL_ADDRESS: '127.0.0.1:7233',
+    OPENAI_API_KEY: 'sk-test',
+  };
+  const read = (env: Record<string, string>) => readWorkerConfig({ ...base, ...env }, process.cwd()).otlpMetrics;
+  assert.equal(read({}), undefined);
+  assert.deepEqual(read({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_HEADERS: 'k=v' }), {
+    url: 'http://127.0.0.1:4318/v1/metrics',
+    headers: { k: 'v' },
+    intervalMs: 60_000,
+  });
+  assert.deepEqual(
+    read({
+      OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'https://otlp.example.com/metrics',
+      OTEL_EXPORTER_OTLP_METRICS_HEADERS: 'k=w',
+      OTEL_EXPORTER_OTLP_HEADERS: 'k=v,a=b',
+      OTEL_METRIC_EXPORT_INTERVAL: '5000',
+    }),
+    { url: 'https://otlp.example.com/metrics', headers: { k: 'w', a: 'b' }, intervalMs: 5000 },
+  );
+  const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' };
+  assert.equal(read({ ...endpoint, BATON_METRICS_ADDRESS: '127.0.0.1:9464' }), undefined, 'Prometheus wins');
+  assert.equal(read({ ...endpoint, OTEL_METRICS_EXPORTER: 'none' }), undefined);
+  assert.throws(
+    () => read({ ...endpoint, OTEL_METRIC_EXPORT_INTERVAL: '10' }),
+    /OTEL_METRIC_EXPORT_INTERVAL.*at least 100/,
+  );
+});
