@@ -32,7 +32,7 @@ import {
 } from './watchers';
 import { createWorldActivities, loadWorldVariables, stepModeFor } from './worlds';
 import type { ToolRegistry } from './tools';
-import type { ActivityMetrics } from './metrics';
+import { meterEnvWrites, type ActivityMetrics } from './metrics';
 import type { ActivityTracing } from './tracing';
 
 export interface ActivityDependencies {
@@ -74,7 +74,8 @@ export interface ActivityDependencies {
 
 export function createActivities(deps: ActivityDependencies) {
   const agentStore = createAgentStore({ pool: deps.pool, agents: deps.agents });
-  const env = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
+  const store = new EnvStore(deps.pool, { maxValueBytes: deps.maxEnvValueBytes });
+  const env = deps.metrics === undefined ? store : meterEnvWrites(store, deps.metrics);
   const envChanged = createWatchTrigger(deps.pool, deps.watchFaults, deps.watchSweepSeconds);
   const shared = {
     pool: deps.pool,

@@ -14,4 +14,5 @@ export const BatonMetric = {
   questionOldestWait: 'baton_question_oldest_wait_seconds',
   watcherWakeups: 'baton_watcher_wakeups',
   watcherPauses: 'baton_watcher_pauses',
+  envWrites: 'baton_env_writes',
 } as const;

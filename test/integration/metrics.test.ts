@@ -66,7 +66,9 @@ export default [
     - { call: guarded, args: {} }
     - say: "Guarded."
   writer:
-    - { call: store_env_data, args: { key: "n/1", short_description: "A note.", value: 1 } }
+    - calls:
+        - { call: store_env_data, args: { key: "n/1", short_description: "A note.", value: 1 } }
+        - { call: update_env_data, args: { key: "missing", value: 2 } }
     - say: "Written."
   noticer:
     - say: "Noticed."
@@ -123,6 +125,12 @@ export default [
     assert.equal(sampleSum(text, 'baton_tool_calls', { tool: 'fail_lookup', outcome: 'error' }), 1);
     assert.ok(sampleSum(text, 'baton_approval_oldest_wait_seconds', {}) >= 0);
     assert.equal(sampleSum(text, 'baton_watcher_wakeups', { watcher: 'noticer' }), 1, 'one wake-up, counted once');
+    assert.equal(sampleSum(text, 'baton_env_writes', { operation: 'store', outcome: 'stored' }), 1, 'the write');
+    assert.equal(
+      sampleSum(text, 'baton_env_writes', { operation: 'update', outcome: 'EnvData.NotFound' }),
+      1,
+      'the refused update',
+    );
     // The SDK's own metrics are still there.
     assert.match(text, /^temporal_activity_execution_latency/m);
   } finally {
