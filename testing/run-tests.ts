@@ -16,6 +16,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { resolveJaeger } from '../stack/jaeger';
 import { resolveTemporalServerBinaries } from '../stack/temporal-server-binaries';
 import { isCi } from './ci';
 import { judgeRun, mergeCounts, slowestFilesTable, type TestCounts } from './test-report';
@@ -111,6 +112,7 @@ async function main(): Promise<number> {
       stack = await startTestStack(ROOT, process.env, log);
       Object.assign(env, stack.variables);
       await prebuildTemporalServer(files);
+      await prebuildJaeger(files);
       log(`stack ready in ${((Date.now() - started) / 1000).toFixed(1)}s; running ${files.length} test files`);
     } else {
       log(`running ${files.length} ${tier === 'quick' ? 'quick ' : ''}test files (no stack needed)`);
@@ -140,6 +142,19 @@ async function prebuildTemporalServer(files: readonly string[]): Promise<void> {
     log(`temporal-server ${binaries.version}: ${binaries.server} (${binaries.source})`);
   } catch (error) {
     log(`temporal-server is not available: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/**
+ * Builds Jaeger before the tests start when the tracing test is among them, for the reason above (a cold build takes
+ * about 7 minutes of both cores). A failure is only logged: the test's own start then says why.
+ */
+async function prebuildJaeger(files: readonly string[]): Promise<void> {
+  if (!files.some((file) => path.basename(file) === 'traces.test.ts')) return;
+  try {
+    log(`jaeger: ${await resolveJaeger({ env: process.env, progress: process.stderr })}`);
+  } catch (error) {
+    log(`jaeger is not available: ${error instanceof Error ? error.message : String(error)}`);
   }
 }
 
