@@ -1,4 +1,6 @@
 /** Waiting helpers of the chaos tests: poll for a condition, hold a promise's outcome without an unhandled rejection. */
+import { BatonClientError, type ThreadHandle } from '../../client';
+import type { ApprovalRow } from '../../db/approvals';
 
 const POLL_INTERVAL_MS = 100;
 
@@ -25,4 +27,20 @@ export function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
     (value) => ({ ok: true as const, value }),
     (error: unknown) => ({ ok: false as const, error }),
   );
+}
+
+/**
+ * The pending approvals of `thread`'s tree once there are at least `count`. A run started with `client.run` records
+ * its thread in its first workflow task, so until then the thread does not exist: that is waited out too.
+ */
+export function pendingApprovals(thread: ThreadHandle, count = 1, timeoutMs = 60_000): Promise<ApprovalRow[]> {
+  return waitFor(`${count} pending approval(s) in ${thread.threadId}`, timeoutMs, async () => {
+    try {
+      const rows = await thread.approvals();
+      return rows.length >= count ? rows : undefined;
+    } catch (error) {
+      if (error instanceof BatonClientError && /does not exist/.test(error.message)) return undefined;
+      throw error;
+    }
+  });
 }

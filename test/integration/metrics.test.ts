@@ -12,7 +12,7 @@ import { startScriptedModelServer, parseScript } from '../../scripted-model';
 import { freePort } from '../../testing/mcp-reference-servers';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
 import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
-import { waitFor } from '../chaos/waiting';
+import { pendingApprovals, waitFor } from '../chaos/waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'metrics-'));
@@ -96,9 +96,7 @@ export default [
     const waiter = uniqueThreadId('metrics-wait');
     const waiting = client.run({ agent: 'waiter', threadId: waiter, message: 'Wait.' });
     waiting.catch(() => undefined);
-    await waitFor('the approval', 60_000, async () =>
-      (await client.thread(waiter).approvals()).length > 0 ? true : undefined,
-    );
+    await pendingApprovals(client.thread(waiter));
 
     const scrape = async () => (await fetch(`http://${metricsAddress}/metrics`)).text();
     let last = '';

@@ -21,7 +21,7 @@ import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { readTracingSettings, startTracing, tracedWorkerParts, type StartedTracing } from '../../worker/tracing';
-import { waitFor } from '../chaos/waiting';
+import { pendingApprovals, waitFor } from '../chaos/waiting';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'traces-'));
@@ -132,10 +132,7 @@ test("traces: a delegation waiting for an approval and a fork are one trace unde
     traceparent: `00-${traceId}-${callerSpanId}-01`,
   });
   const thread = harness.client.thread(threadId);
-  const [pending] = await waitFor('the approval of deploy', 60_000, async () => {
-    const rows = await thread.approvals();
-    return rows.length > 0 ? rows : undefined;
-  });
+  const [pending] = await pendingApprovals(thread);
   assert.ok(pending);
   await thread.approve(pending.approvalId, { by: 'traces test' });
   const { result } = await running;
