@@ -10,42 +10,10 @@
  * helper here runs the work and nothing else.
  */
 import { SpanKind, SpanStatusCode, type Attributes, type Span, type Tracer } from '@opentelemetry/api';
+import { BatonAttribute, GenAiAttribute, threadSpanAttributes } from '../common/span-attributes';
 import type { ThreadScope } from '../common/types';
 
-/** The attribute names of the GenAI semantic conventions Baton sets. */
-export const GenAiAttribute = {
-  operationName: 'gen_ai.operation.name',
-  providerName: 'gen_ai.provider.name',
-  requestModel: 'gen_ai.request.model',
-  requestTemperature: 'gen_ai.request.temperature',
-  responseModel: 'gen_ai.response.model',
-  responseId: 'gen_ai.response.id',
-  finishReasons: 'gen_ai.response.finish_reasons',
-  inputTokens: 'gen_ai.usage.input_tokens',
-  outputTokens: 'gen_ai.usage.output_tokens',
-  toolName: 'gen_ai.tool.name',
-  toolCallId: 'gen_ai.tool.call.id',
-  toolType: 'gen_ai.tool.type',
-  agentName: 'gen_ai.agent.name',
-  conversationId: 'gen_ai.conversation.id',
-  inputMessages: 'gen_ai.input.messages',
-  outputMessages: 'gen_ai.output.messages',
-  errorType: 'error.type',
-} as const;
-
-/** Baton's own attributes on its spans. */
-export const BatonAttribute = {
-  threadId: 'baton.thread_id',
-  rootThreadId: 'baton.root_thread_id',
-  agent: 'baton.agent',
-  epoch: 'baton.epoch',
-  operationId: 'baton.operation_id',
-  step: 'baton.step',
-  attempt: 'baton.attempt',
-  local: 'baton.local_activity',
-  mcpServer: 'baton.mcp.server',
-  replyReused: 'baton.model.reply_reused',
-} as const;
+export { BatonAttribute, GenAiAttribute };
 
 /** What the activities need to trace: the tracer, and whether prompts and replies go into spans. */
 export interface ActivityTracing {
@@ -57,17 +25,9 @@ export interface ActivityTracing {
   readonly captureContent?: boolean;
 }
 
-/** The attributes every span of a thread's work carries. */
+/** The attributes every span of a thread's work carries, with the operation's id. */
 export function scopeAttributes(scope: ThreadScope, operationId: string): Attributes {
-  return {
-    [GenAiAttribute.conversationId]: scope.rootThreadId,
-    [GenAiAttribute.agentName]: scope.agent,
-    [BatonAttribute.rootThreadId]: scope.rootThreadId,
-    [BatonAttribute.threadId]: scope.threadId,
-    [BatonAttribute.agent]: scope.agent,
-    [BatonAttribute.epoch]: scope.epoch,
-    [BatonAttribute.operationId]: operationId,
-  };
+  return { ...threadSpanAttributes(scope), [BatonAttribute.operationId]: operationId };
 }
 
 /**

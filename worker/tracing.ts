@@ -61,19 +61,32 @@ export interface BatonWorkerTracing {
   readonly captureContent?: boolean;
 }
 
+/** A variable's text, trimmed; blank counts as unset. */
+const blankAsUnset = (value: unknown): unknown => (typeof value === 'string' ? value.trim() || undefined : value);
+/** The same, lowercased: OpenTelemetry's enumerated values are case-insensitive. */
+const blankAsUnsetLowercase = (value: unknown): unknown =>
+  typeof value === 'string' ? value.trim().toLowerCase() || undefined : value;
+
 /** `true`/`false` as OpenTelemetry's boolean variables spell them (case-insensitive); unset is `false`. */
 const otelBoolean = z.preprocess(
-  (value) => (typeof value === 'string' ? value.trim().toLowerCase() || undefined : value),
+  blankAsUnsetLowercase,
   z.enum(['true', 'false'], { message: 'must be true or false' }).optional(),
 );
-const optionalValue = z.preprocess(
-  (value) => (typeof value === 'string' ? value.trim() || undefined : value),
-  z.string().optional(),
-);
+const optionalValue = z.preprocess(blankAsUnset, z.string().optional());
 const otlpUrl = z.preprocess(
-  (value) => (typeof value === 'string' ? value.trim() || undefined : value),
+  blankAsUnset,
   z.url({ protocol: /^https?$/, message: 'must be an http(s) URL, e.g. http://localhost:4318' }).optional(),
 );
+const httpProtobuf = z.preprocess(
+  blankAsUnset,
+  z.enum(['http/protobuf'], { message: 'must be http/protobuf (Baton exports OTLP over HTTP only)' }).optional(),
+);
+/** `OTEL_TRACES_EXPORTER` and `OTEL_METRICS_EXPORTER`: OTLP, or nothing. */
+const otlpOrNone = (signal: string) =>
+  z.preprocess(
+    blankAsUnsetLowercase,
+    z.enum(['otlp', 'none'], { message: `must be otlp or none (Baton exports ${signal} over OTLP only)` }).optional(),
+  );
 const SAMPLERS = [
   'always_on',
   'always_off',
@@ -89,30 +102,21 @@ const SAMPLERS = [
  */
 export const tracingEnvShape = {
   OTEL_SDK_DISABLED: otelBoolean,
-  OTEL_TRACES_EXPORTER: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim().toLowerCase() || undefined : value),
-    z.enum(['otlp', 'none'], { message: 'must be otlp or none (Baton exports traces over OTLP only)' }).optional(),
-  ),
+  OTEL_TRACES_EXPORTER: otlpOrNone('traces'),
   OTEL_EXPORTER_OTLP_ENDPOINT: otlpUrl,
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpUrl,
-  OTEL_EXPORTER_OTLP_PROTOCOL: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim() || undefined : value),
-    z.enum(['http/protobuf'], { message: 'must be http/protobuf (Baton exports OTLP over HTTP only)' }).optional(),
-  ),
-  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim() || undefined : value),
-    z.enum(['http/protobuf'], { message: 'must be http/protobuf (Baton exports OTLP over HTTP only)' }).optional(),
-  ),
+  OTEL_EXPORTER_OTLP_PROTOCOL: httpProtobuf,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: httpProtobuf,
   OTEL_EXPORTER_OTLP_HEADERS: optionalValue,
   OTEL_EXPORTER_OTLP_TRACES_HEADERS: optionalValue,
   OTEL_SERVICE_NAME: optionalValue,
   OTEL_RESOURCE_ATTRIBUTES: optionalValue,
   OTEL_TRACES_SAMPLER: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim().toLowerCase() || undefined : value),
+    blankAsUnsetLowercase,
     z.enum(SAMPLERS, { message: `must be one of ${SAMPLERS.join(', ')}` }).optional(),
   ),
   OTEL_TRACES_SAMPLER_ARG: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim() || undefined : value),
+    blankAsUnset,
     z.coerce
       .number({ message: 'must be a ratio from 0 to 1' })
       .min(0, { message: 'must be a ratio from 0 to 1' })
@@ -120,14 +124,11 @@ export const tracingEnvShape = {
       .optional(),
   ),
   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: otelBoolean,
-  OTEL_METRICS_EXPORTER: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim().toLowerCase() || undefined : value),
-    z.enum(['otlp', 'none'], { message: 'must be otlp or none (Baton exports metrics over OTLP only)' }).optional(),
-  ),
+  OTEL_METRICS_EXPORTER: otlpOrNone('metrics'),
   OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: otlpUrl,
   OTEL_EXPORTER_OTLP_METRICS_HEADERS: optionalValue,
   OTEL_METRIC_EXPORT_INTERVAL: z.preprocess(
-    (value) => (typeof value === 'string' ? value.trim() || undefined : value),
+    blankAsUnset,
     z.coerce
       .number({ message: 'must be a whole number of milliseconds' })
       .int({ message: 'must be a whole number of milliseconds' })
@@ -152,18 +153,11 @@ export interface OtlpMetricsSettings {
  */
 export function metricsSettingsFrom(env: TracingEnv): OtlpMetricsSettings | undefined {
   if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_METRICS_EXPORTER === 'none') return undefined;
-  const url =
-    env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT ??
-    (env.OTEL_EXPORTER_OTLP_ENDPOINT === undefined
-      ? undefined
-      : `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/metrics`);
+  const url = signalUrl(env, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, 'metrics');
   if (url === undefined) return undefined;
   return {
     url,
-    headers: {
-      ...keyValueList('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS),
-      ...keyValueList('OTEL_EXPORTER_OTLP_METRICS_HEADERS', env.OTEL_EXPORTER_OTLP_METRICS_HEADERS),
-    },
+    headers: signalHeaders(env, 'OTEL_EXPORTER_OTLP_METRICS_HEADERS', env.OTEL_EXPORTER_OTLP_METRICS_HEADERS),
     intervalMs: env.OTEL_METRIC_EXPORT_INTERVAL ?? 60_000,
   };
 }
@@ -193,18 +187,11 @@ type TracingEnv = z.output<z.ZodObject<typeof tracingEnvShape>>;
  */
 export function tracingSettingsFrom(env: TracingEnv): TracingSettings | undefined {
   if (env.OTEL_SDK_DISABLED === 'true' || env.OTEL_TRACES_EXPORTER === 'none') return undefined;
-  const url =
-    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
-    (env.OTEL_EXPORTER_OTLP_ENDPOINT === undefined
-      ? undefined
-      : `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`);
+  const url = signalUrl(env, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, 'traces');
   if (url === undefined) return undefined;
   return {
     url,
-    headers: {
-      ...keyValueList('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS),
-      ...keyValueList('OTEL_EXPORTER_OTLP_TRACES_HEADERS', env.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
-    },
+    headers: signalHeaders(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', env.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
     serviceName: env.OTEL_SERVICE_NAME ?? DEFAULT_SERVICE_NAME,
     resourceAttributes: keyValueList('OTEL_RESOURCE_ATTRIBUTES', env.OTEL_RESOURCE_ATTRIBUTES),
     sampler: env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on',
@@ -223,6 +210,24 @@ export function readTracingSettings(env: Readonly<Record<string, string | undefi
     throw new Error(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`).join('; '));
   }
   return tracingSettingsFrom(parsed.data);
+}
+
+/**
+ * A signal's OTLP/HTTP URL as the specification reads it: its own endpoint variable as it is, else the common
+ * endpoint with `/v1/<signal>` added; `undefined` when neither is set.
+ */
+function signalUrl(env: TracingEnv, own: string | undefined, signal: 'traces' | 'metrics'): string | undefined {
+  if (own !== undefined) return own;
+  const common = env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  return common === undefined ? undefined : `${common.replace(/\/+$/, '')}/v1/${signal}`;
+}
+
+/** The common headers, with a signal's own on top (a key set in both takes the signal's value). */
+function signalHeaders(env: TracingEnv, variable: string, own: string | undefined): Record<string, string> {
+  return {
+    ...keyValueList('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS),
+    ...keyValueList(variable, own),
+  };
 }
 
 /** `a=1,b=x%20y` as the OpenTelemetry variables spell a list (values URL-encoded). */

@@ -41,7 +41,8 @@ import { MAX_CARRIED_TOOL_SECONDS, toolCallInput } from '../common/turn-step-cal
 import { db, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
-import { inWorkflowSpan, workflowScopeAttributes } from './spans';
+import { threadSpanAttributes } from '../common/span-attributes';
+import { inWorkflowSpan } from './spans';
 import {
   BATCHED_STEPS_PATCH,
   beginTurnAndFirstBatch,
@@ -113,7 +114,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   if (input.threadId === input.rootThreadId || input.begun !== undefined) return runAgentTurn(input);
   return inWorkflowSpan(
     `invoke_agent ${input.agent}`,
-    { ...workflowScopeAttributes(turnScope(input)), 'gen_ai.operation.name': 'invoke_agent' },
+    { ...threadSpanAttributes(turnScope(input)), 'gen_ai.operation.name': 'invoke_agent' },
     () => runAgentTurn(input),
   );
 }
@@ -300,7 +301,7 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
     );
     const answered = await inWorkflowSpan(
       `ask_human ${questionId}`,
-      { ...workflowScopeAttributes(scope), 'baton.question_id': questionId },
+      { ...threadSpanAttributes(scope), 'baton.question_id': questionId },
       async (span) => {
         const ended = await condition(
           () => waiting.get(questionId) !== undefined,
@@ -490,7 +491,7 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
     try {
       await inWorkflowSpan(
         `approval ${call.name}`,
-        { ...workflowScopeAttributes(scope), 'baton.approval_id': approvalId, 'gen_ai.tool.name': call.name },
+        { ...threadSpanAttributes(scope), 'baton.approval_id': approvalId, 'gen_ai.tool.name': call.name },
         async (span) => {
           await condition(
             () => decisions.get(approvalId) !== undefined,
@@ -534,7 +535,7 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
         const opId = operationId(runId, 'tool', step, index);
         if (call.kind === 'ask_human') return askHuman(call, opId);
         if (call.kind === 'wait') {
-          return inWorkflowSpan('wait', workflowScopeAttributes(scope), () =>
+          return inWorkflowSpan('wait', threadSpanAttributes(scope), () =>
             waits.run(
               {
                 scope,
@@ -551,7 +552,7 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
           );
         }
         if (call.kind === 'fork_join') {
-          return inWorkflowSpan('fork_join', workflowScopeAttributes(scope), () =>
+          return inWorkflowSpan('fork_join', threadSpanAttributes(scope), () =>
             runForkJoin(
               {
                 scope,

@@ -33,7 +33,8 @@ import {
 import { DELEGATION_LIMIT_VARIABLES } from '../common/world-variables';
 import type { db, localDb } from './activity-profiles';
 import { isPastDeadline, isTimeout, rootMessage } from './failure-text';
-import { inWorkflowSpan, workflowScopeAttributes } from './spans';
+import { threadSpanAttributes } from '../common/span-attributes';
+import { inWorkflowSpan } from './spans';
 import { beginTurnHere } from './thread-turns';
 
 /**
@@ -180,7 +181,7 @@ export async function runForkJoin(
           epoch: task.epoch,
         };
         const attributes = {
-          ...workflowScopeAttributes(taskScope),
+          ...threadSpanAttributes(taskScope),
           'gen_ai.operation.name': 'invoke_agent',
           'baton.fork_task': task.taskIndex,
         };

@@ -6,19 +6,6 @@
  * tracer that records nothing. A span creates no command, so adding or removing one changes no history.
  */
 import { SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
-import type { ThreadScope } from '../common/types';
-
-/** The attributes a workflow span of a thread's work carries (as activities/tracing.ts names them). */
-export function workflowScopeAttributes(scope: ThreadScope): Attributes {
-  return {
-    'gen_ai.conversation.id': scope.rootThreadId,
-    'gen_ai.agent.name': scope.agent,
-    'baton.root_thread_id': scope.rootThreadId,
-    'baton.thread_id': scope.threadId,
-    'baton.agent': scope.agent,
-    'baton.epoch': scope.epoch,
-  };
-}
 
 /** Runs `work` in a span named `name`; it ends with the work, with an error status when the work throws. */
 export function inWorkflowSpan<T>(name: string, attributes: Attributes, work: (span: Span) => Promise<T>): Promise<T> {

@@ -35,6 +35,7 @@ import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH, rootTurnWorkflow } from './a
 import { rootMessage } from './failure-text';
 import { beginTurnInThread } from './thread-turns';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
+import { threadSpanAttributes } from '../common/span-attributes';
 import { inWorkflowSpan } from './spans';
 
 /**
@@ -139,12 +140,8 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     return inWorkflowSpan(
       `invoke_agent ${agent}`,
       {
+        ...threadSpanAttributes({ rootThreadId, threadId: rootThreadId, agent }),
         'gen_ai.operation.name': 'invoke_agent',
-        'gen_ai.conversation.id': rootThreadId,
-        'gen_ai.agent.name': agent,
-        'baton.root_thread_id': rootThreadId,
-        'baton.thread_id': rootThreadId,
-        'baton.agent': agent,
         'baton.turn': turns + 1,
       },
       () => runTurnNow(message, messageId),
