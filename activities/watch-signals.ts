@@ -9,7 +9,8 @@ import type { Client } from '@temporalio/client';
 import type { Pool } from 'pg';
 import { truncateBytes } from '../common/text';
 import { watcherSignalWithStartOptions } from '../common/thread-start';
-import { keyMatches } from '../common/watchers';
+import { activeTraceparent } from '../common/traceparent';
+import { keyMatches, type EnvChangedSignalInput } from '../common/watchers';
 import {
   claimWatchSignals,
   markWatchSignalSent,
@@ -49,8 +50,8 @@ export interface WatchSignalling {
 
 /**
  * Wakes the watchers of a root after a change to `keys` (any key: `undefined`) committed, best effort: claims the
- * signal of each matching watcher that has none claimed since its last look began, and sends those. Never throws
- * (see {@link WatchTrigger}).
+ * signal of each matching watcher that has none claimed since its last look began, and sends those, naming the span
+ * active here (the writer's, when it traces) for the wake-up to link to. Never throws (see {@link WatchTrigger}).
  */
 export async function wakeWatchers(
   signalling: WatchSignalling,
@@ -58,6 +59,8 @@ export async function wakeWatchers(
   keys?: readonly string[],
 ): Promise<void> {
   const { faults = {} } = signalling;
+  const traceparent = activeTraceparent();
+  const writer = traceparent === undefined ? undefined : { traceparent };
   try {
     const woken = await watchersToWake(signalling.pool, rootThreadId, keys);
     if (woken.length === 0) return;
@@ -75,7 +78,7 @@ export async function wakeWatchers(
       signalling.graceSeconds,
     );
     const refused = faults.failSignalForKey !== undefined && keys?.includes(faults.failSignalForKey) === true;
-    await Promise.all(claimed.map((signal) => sendClaimedSignal(signalling, signal, refused)));
+    await Promise.all(claimed.map((signal) => sendClaimedSignal(signalling, signal, refused, writer)));
   } catch (error) {
     signalling.warn('the watchers of a committed change were not told of it; the sweep will tell them', {
       rootThreadId,
@@ -86,19 +89,20 @@ export async function wakeWatchers(
 }
 
 /**
- * Sends a claimed signal and marks it sent; reports a failure (the claim stays unsent: the sweep sends it). Returns
- * whether Temporal accepted it.
+ * Sends a claimed signal and marks it sent; reports a failure (the claim stays unsent: the sweep sends it, naming no
+ * writer). Returns whether Temporal accepted it.
  */
 async function sendClaimedSignal(
   signalling: WatchSignalling,
   signal: ClaimedSignal,
   refused = false,
+  writer?: EnvChangedSignalInput,
 ): Promise<boolean> {
   try {
     if (refused) throw new Error('fault injection: the signal was refused');
     await signalling.temporal.workflow.signalWithStart(
       'envWatcherWorkflow',
-      watcherSignalWithStartOptions(signal, signalling.taskQueue),
+      watcherSignalWithStartOptions(signal, signalling.taskQueue, writer),
     );
   } catch (error) {
     signalling.warn('a watcher was not signalled; the sweep will signal it', {

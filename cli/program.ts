@@ -22,7 +22,7 @@ import {
   type ThreadHandle,
   type WorldHandle,
 } from '../client';
-import { traceparentProblem } from '../client/trace-context';
+import { traceparentProblem } from '../common/traceparent';
 import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/env-text';
 import { describeError } from '../client/errors';
 import { newThreadId } from '../client/thread-ids';

@@ -23,6 +23,7 @@ import { messageIdProblem, messageTextProblem } from '../common/deliveries';
 import { ENV_EVENTS_CHANNEL } from '../common/env-data';
 import { threadIdProblem, threadWorkflowId } from '../common/ids';
 import { threadStartOptions, watcherSignalWithStartOptions } from '../common/thread-start';
+import { traceparentProblem } from '../common/traceparent';
 import {
   ENV_CHANGED_SIGNAL,
   watcherNameProblem,
@@ -108,7 +109,7 @@ import {
   type StoredRunEvent,
 } from '../common/run-events';
 import { ThreadEvents, type ThreadEventsOptions } from './thread-events';
-import { traceContextInterceptor, traceparentProblem, withTraceparent } from './trace-context';
+import { traceContextInterceptor, withTraceparent } from './trace-context';
 
 export { BatonClientError } from './errors';
 export { findConnection, type FindConnectionOptions, type FoundConnection } from './find-connection';

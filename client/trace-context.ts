@@ -20,21 +20,6 @@ import { defaultPayloadConverter, type Headers } from '@temporalio/common';
 /** The header Temporal's OpenTelemetry interceptors carry a trace context in (a JSON map of W3C fields). */
 export const TRACE_HEADER = '_tracer-data';
 
-/** `00-<trace id>-<parent id>-<flags>`, lowercase hex, as the W3C Trace Context spells it. */
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-
-/** Why `value` is no W3C `traceparent`, or `undefined` when it is one. */
-export function traceparentProblem(value: string): string | undefined {
-  const match = TRACEPARENT.exec(value);
-  const rule = 'a traceparent is 00-<32 hex digits of trace id>-<16 of parent span id>-<2 of flags>, in lowercase';
-  if (match === null) return `'${value.slice(0, 80)}' is not a W3C traceparent: ${rule}`;
-  const [, version, traceId, spanId] = match;
-  if (version === 'ff') return `'${value}' is not a W3C traceparent: version ff is invalid`;
-  if (/^0+$/.test(traceId ?? '')) return `'${value}' is not a W3C traceparent: its trace id is all zeros`;
-  if (/^0+$/.test(spanId ?? '')) return `'${value}' is not a W3C traceparent: its parent span id is all zeros`;
-  return undefined;
-}
-
 /** The traceparent of the call in progress, when its caller gave one. */
 const callerTraceparent = new AsyncLocalStorage<string>();
 

@@ -37,6 +37,17 @@ export const BatonAttribute = {
   local: 'baton.local_activity',
   mcpServer: 'baton.mcp.server',
   replyReused: 'baton.model.reply_reused',
+  turn: 'baton.turn',
+  forkTask: 'baton.fork_task',
+  approvalId: 'baton.approval_id',
+  approvalStatus: 'baton.approval.status',
+  questionId: 'baton.question_id',
+  questionAnswered: 'baton.question.answered',
+  watcher: 'baton.watcher',
+  watchWakeup: 'baton.watch.wakeup',
+  watchKeys: 'baton.watch.keys',
+  watchChanges: 'baton.watch.changes',
+  watchOutcome: 'baton.watch.outcome',
 } as const;
 
 /** The attributes every span of a thread's work carries; a thread whose epoch is not known yet goes without it. */

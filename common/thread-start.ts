@@ -3,7 +3,12 @@ import { threadWorkflowId } from './ids';
 import { BatonSearchAttributes } from './search-attributes';
 import { truncateBytes } from './text';
 import type { ThreadWorkflowInput } from './types';
-import { ENV_CHANGED_SIGNAL, watcherWorkflowId, type WatcherWorkflowInput } from './watchers';
+import {
+  ENV_CHANGED_SIGNAL,
+  watcherWorkflowId,
+  type EnvChangedSignalInput,
+  type WatcherWorkflowInput,
+} from './watchers';
 
 /**
  * A root thread's workflow task timeout, half Temporal's default. A turn whose steps are local runs them in the
@@ -38,11 +43,13 @@ export function threadStartOptions(input: ThreadWorkflowInput, taskQueue: string
 
 /**
  * How a root's watcher workflow is started, with its first signal (Signal-with-Start: it starts the workflow when none
- * runs, else signals the one that does). Every writer of a change that may wake it, and whoever adds it, sends this.
+ * runs, else signals the one that does). Every writer of a change that may wake it, and whoever adds it, sends this;
+ * a traced writer names its span (`writer`), which the wake-up links to.
  */
 export function watcherSignalWithStartOptions(
   watcher: { rootThreadId: string; name: string; agent: string; keys: readonly string[] },
   taskQueue: string,
+  writer?: EnvChangedSignalInput,
 ) {
   const { rootThreadId } = watcher;
   return {
@@ -50,7 +57,7 @@ export function watcherSignalWithStartOptions(
     taskQueue,
     args: [{ rootThreadId, watcher: watcher.name }] as [WatcherWorkflowInput],
     signal: ENV_CHANGED_SIGNAL,
-    signalArgs: [] as [],
+    signalArgs: (writer?.traceparent === undefined ? [] : [writer]) as [EnvChangedSignalInput?],
     staticSummary: truncateBytes(`watcher ${watcher.name} (${watcher.agent}): ${watcher.keys.join(', ')}`, 200),
     typedSearchAttributes: [
       { key: BatonSearchAttributes.rootThreadId, value: rootThreadId },

@@ -73,6 +73,15 @@ export const DEFAULT_WATCH_LIMITS: WatchLimits = Object.freeze({
 /** Signal a watcher's workflow gets when a change it may watch committed (and when it is added or removed). */
 export const ENV_CHANGED_SIGNAL = 'envChanged';
 
+/**
+ * What the signal may carry: the W3C `traceparent` of the span that wrote the change (a traced writer's tool run, or
+ * an application's span around a person's decision), so the wake-up it starts links to that write. A signal sent by
+ * the sweep, or by an untraced writer, carries nothing.
+ */
+export interface EnvChangedSignalInput {
+  traceparent?: string;
+}
+
 /** Input of the watcher workflow (`workflows/watcher.ts`). */
 export interface WatcherWorkflowInput {
   rootThreadId: string;

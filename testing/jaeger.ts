@@ -17,6 +17,8 @@ export interface JaegerSpan {
   readonly spanId: string;
   /** The span it is a child of (in this trace or, for a caller's span, outside it), when it has one. */
   readonly parentSpanId?: string;
+  /** The spans it links to without being their child (OpenTelemetry links, Jaeger's `FOLLOWS_FROM` references). */
+  readonly links: readonly { readonly traceId: string; readonly spanId: string }[];
   readonly name: string;
   readonly service: string;
   readonly tags: Readonly<Record<string, unknown>>;
@@ -140,6 +142,9 @@ async function readSpans(queryUrl: string, service: string): Promise<JaegerSpan[
         traceId: span.traceID,
         spanId: span.spanID,
         ...(parent === undefined ? {} : { parentSpanId: parent.spanID }),
+        links: (span.references ?? [])
+          .filter((reference) => reference.refType === 'FOLLOWS_FROM')
+          .map((reference) => ({ traceId: reference.traceID, spanId: reference.spanID })),
         name: span.operationName,
         service: trace.processes[span.processID]?.serviceName ?? '',
         tags: Object.fromEntries(span.tags.map((tag) => [tag.key, tag.value])),

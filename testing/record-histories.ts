@@ -4,7 +4,7 @@
  * behaviour, and keep the files older code recorded: `test/replay` then proves they still replay (a change to what
  * they exercise goes behind `patched()`).
  */
-import { ENV_CHANGED_SIGNAL, watcherWorkflowId } from '../common/watchers';
+import { ENV_CHANGED_SIGNAL, watcherWorkflowId, type EnvChangedSignalInput } from '../common/watchers';
 import { SIGNALS_PER_RUN } from '../workflows/watcher';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -40,7 +40,8 @@ const MCP_SERVER = 'everything';
  * (server-everything over stdio: a read-only one and one with side effects, in one reply), a turn whose steps run
  * as local activities (`steps: local`) and one whose steps run in batches (`steps: batched`, its first batch also in
  * its `beginTurn`), turns begun (and, with local steps, answered) in their thread's workflow, and fork tasks begun
- * (and stepped, with local and with activity steps) in their fork's workflow.
+ * (and stepped, with local and with activity steps) in their fork's workflow, and watchers: woken by a write, through
+ * a flood of signals, and by signals naming a traced writer's span.
  */
 const agents = new Map(
   [
@@ -84,6 +85,8 @@ const agents = new Map(
       '    message: "Look at w."\n---\nYou watch.\n',
     '---\nname: floodlead\ndescription: Writes a watched value.\n---\nYou write.\n',
     '---\nname: floodwatched\ndescription: Watches fw/* through a flood of signals.\n---\nYou watch.\n',
+    '---\nname: tracelead\ndescription: Writes a value a traced writer also signals.\n---\nYou write.\n',
+    '---\nname: tracewatched\ndescription: Watches tw/*.\n---\nYou watch.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -281,6 +284,12 @@ agents:
     - say: "Stored."
   floodwatched:
     - { say: "Seen at last.", hold: flood }
+  tracelead:
+    - call: store_env_data
+      args: { key: tw/1, short_description: "A traced value.", value: 1 }
+    - say: "Stored."
+  tracewatched:
+    - say: "Seen."
 `,
   'record-histories',
 );
@@ -322,6 +331,11 @@ interface Scenario {
    * signals than its run's bound reached it and its run continued as new.
    */
   flood?: { watcher: string; keys: string[]; debounceS: number; hold: string; signals: number };
+  /**
+   * A watcher added before the first message; once that message's turn wrote, its workflow gets a signal naming a
+   * writer's span (as a traced writer sends), most likely within its debounce window.
+   */
+  tracedSignal?: { watcher: string; keys: string[]; debounceS: number; traceparent: string };
 }
 
 const scenarios: Scenario[] = [
@@ -466,6 +480,20 @@ const scenarios: Scenario[] = [
     flood: { watcher: 'floodwatched', keys: ['fw/*'], debounceS: 1, hold: 'flood', signals: SIGNALS_PER_RUN + 10 },
     watchers: [{ name: 'floodwatched', wakeups: 1 }],
   },
+  // Watch signals that name the writer's span (a traced writer's): the wake-up's span links to it; a signal without
+  // one (the write's own, from an untraced worker) names none.
+  {
+    name: 'watcher-signal-names-writer',
+    agent: 'tracelead',
+    messages: ['Write the traced value.'],
+    tracedSignal: {
+      watcher: 'tracewatched',
+      keys: ['tw/*'],
+      debounceS: 1,
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    },
+    watchers: [{ name: 'tracewatched', wakeups: 1 }],
+  },
 ];
 
 /**
@@ -521,9 +549,16 @@ async function main(): Promise<void> {
           threadId: `replay-${scenario.name}`,
           ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
         });
-        const { flood } = scenario;
+        const { flood, tracedSignal } = scenario;
         if (flood !== undefined) {
           await thread.addWatcher({ agent: flood.watcher, keys: flood.keys, debounceS: flood.debounceS });
+        }
+        if (tracedSignal !== undefined) {
+          await thread.addWatcher({
+            agent: tracedSignal.watcher,
+            keys: tracedSignal.keys,
+            debounceS: tracedSignal.debounceS,
+          });
         }
         for (const [index, message] of scenario.messages.entries()) {
           const messageId = scenario.messageIds?.[index];
@@ -549,6 +584,12 @@ async function main(): Promise<void> {
           await reply;
         }
         if (flood !== undefined) await floodWatcher(harness, thread.threadId, flood);
+        if (tracedSignal !== undefined) {
+          const signal: EnvChangedSignalInput = { traceparent: tracedSignal.traceparent };
+          await harness.client.temporal.workflow
+            .getHandle(watcherWorkflowId(thread.threadId, tracedSignal.watcher))
+            .signal(ENV_CHANGED_SIGNAL, signal);
+        }
         if (scenario.resend !== undefined) {
           const { index, afterRuns } = scenario.resend;
           await until(`run ${afterRuns}`, async () => ((await thread.status()).runs >= afterRuns ? true : undefined));

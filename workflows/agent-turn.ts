@@ -41,7 +41,7 @@ import { MAX_CARRIED_TOOL_SECONDS, toolCallInput } from '../common/turn-step-cal
 import { db, localDb, localProfile, localTools, tools, userToolProfile } from './activity-profiles';
 import { isTimeout, rootMessage } from './failure-text';
 import { FENCE_FAILED_TURNS_PATCH, runForkJoin } from './fork-join';
-import { threadSpanAttributes } from '../common/span-attributes';
+import { BatonAttribute, GenAiAttribute, threadSpanAttributes } from '../common/span-attributes';
 import { inWorkflowSpan } from './spans';
 import {
   BATCHED_STEPS_PATCH,
@@ -114,7 +114,7 @@ export async function agentTurnWorkflow(input: AgentTurnInput): Promise<AgentTur
   if (input.threadId === input.rootThreadId || input.begun !== undefined) return runAgentTurn(input);
   return inWorkflowSpan(
     `invoke_agent ${input.agent}`,
-    { ...threadSpanAttributes(turnScope(input)), 'gen_ai.operation.name': 'invoke_agent' },
+    { ...threadSpanAttributes(turnScope(input)), [GenAiAttribute.operationName]: 'invoke_agent' },
     () => runAgentTurn(input),
   );
 }
@@ -301,13 +301,13 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
     );
     const answered = await inWorkflowSpan(
       `ask_human ${questionId}`,
-      { ...threadSpanAttributes(scope), 'baton.question_id': questionId },
+      { ...threadSpanAttributes(scope), [BatonAttribute.questionId]: questionId },
       async (span) => {
         const ended = await condition(
           () => waiting.get(questionId) !== undefined,
           call.timeoutSeconds === undefined ? undefined : call.timeoutSeconds * 1000,
         );
-        span.setAttribute('baton.question.answered', waiting.get(questionId) !== undefined);
+        span.setAttribute(BatonAttribute.questionAnswered, waiting.get(questionId) !== undefined);
         return ended;
       },
     );
@@ -491,13 +491,17 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
     try {
       await inWorkflowSpan(
         `approval ${call.name}`,
-        { ...threadSpanAttributes(scope), 'baton.approval_id': approvalId, 'gen_ai.tool.name': call.name },
+        {
+          ...threadSpanAttributes(scope),
+          [BatonAttribute.approvalId]: approvalId,
+          [GenAiAttribute.toolName]: call.name,
+        },
         async (span) => {
           await condition(
             () => decisions.get(approvalId) !== undefined,
             timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
           );
-          span.setAttribute('baton.approval.status', decisions.get(approvalId)?.status ?? 'expired');
+          span.setAttribute(BatonAttribute.approvalStatus, decisions.get(approvalId)?.status ?? 'expired');
         },
       );
       outcome = decisions.get(approvalId);

@@ -33,7 +33,7 @@ import {
 import { DELEGATION_LIMIT_VARIABLES } from '../common/world-variables';
 import type { db, localDb } from './activity-profiles';
 import { isPastDeadline, isTimeout, rootMessage } from './failure-text';
-import { threadSpanAttributes } from '../common/span-attributes';
+import { BatonAttribute, GenAiAttribute, threadSpanAttributes } from '../common/span-attributes';
 import { inWorkflowSpan } from './spans';
 import { beginTurnHere } from './thread-turns';
 
@@ -182,8 +182,8 @@ export async function runForkJoin(
         };
         const attributes = {
           ...threadSpanAttributes(taskScope),
-          'gen_ai.operation.name': 'invoke_agent',
-          'baton.fork_task': task.taskIndex,
+          [GenAiAttribute.operationName]: 'invoke_agent',
+          [BatonAttribute.forkTask]: task.taskIndex,
         };
         return inWorkflowSpan(`invoke_agent ${task.agent}`, attributes, async () => {
           const begun = await beginTurnHere(

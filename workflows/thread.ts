@@ -35,8 +35,8 @@ import { agentTurnWorkflow, FEWER_DISPATCHES_PATCH, rootTurnWorkflow } from './a
 import { rootMessage } from './failure-text';
 import { beginTurnInThread } from './thread-turns';
 import { waitChangedSignal, wakeTurnSignal } from './wait';
-import { threadSpanAttributes } from '../common/span-attributes';
-import { inWorkflowSpan } from './spans';
+import { BatonAttribute, GenAiAttribute, threadSpanAttributes } from '../common/span-attributes';
+import { activeSpanContext, inWorkflowSpan } from './spans';
 
 /**
  * A message sent again under an id an earlier run of the thread handled gets that turn's outcome (read back by a
@@ -112,6 +112,9 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   const earlierDeliveries = new Map((input.deliveries ?? []).map((delivery) => [delivery.id, delivery]));
   const deliveries: Delivery[] = [];
 
+  // The thread's workflow span (a traced worker's): a turn in a trace of its own links to it.
+  const threadSpan = activeSpanContext();
+
   const status = (): ThreadStatus => ({ rootThreadId, agent, turns, busy, runs, waits: [...waits.values()] });
   const shouldContinueAsNew = () => turns - turnsAtStart >= limit || workflowInfo().continueAsNewSuggested;
 
@@ -135,16 +138,21 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
           (more.length > 0 ? ` (and ${more.length} more wait${more.length === 1 ? '' : 's'})` : '');
   };
 
-  /** One turn of the thread, in a span of its own (an `invoke_agent` span, workflows/spans.ts). */
+  /**
+   * One turn of the thread, in a span of its own (an `invoke_agent` span, workflows/spans.ts). A turn whose message
+   * came without a caller's trace is a trace of its own (workflows/tracing.ts): its span links to the thread's.
+   */
   function runTurn(message: string, messageId: string | undefined): Promise<SendMessageResult> {
+    const apart = threadSpan !== undefined && activeSpanContext()?.traceId !== threadSpan.traceId;
     return inWorkflowSpan(
       `invoke_agent ${agent}`,
       {
         ...threadSpanAttributes({ rootThreadId, threadId: rootThreadId, agent }),
-        'gen_ai.operation.name': 'invoke_agent',
-        'baton.turn': turns + 1,
+        [GenAiAttribute.operationName]: 'invoke_agent',
+        [BatonAttribute.turn]: turns + 1,
       },
       () => runTurnNow(message, messageId),
+      apart ? { links: [{ context: threadSpan }] } : {},
     );
   }
 

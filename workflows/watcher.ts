@@ -15,21 +15,31 @@ import {
   startChild,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { Link } from '@opentelemetry/api';
 import type { Activities } from '../activities';
 import type { WakeupOutcome } from '../activities/watchers';
 import { operationId } from '../common/ids';
 import { BatonMetric } from '../common/metric-names';
 import { BatonSearchAttributes } from '../common/search-attributes';
+import { BatonAttribute, threadSpanAttributes } from '../common/span-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
+import { spanContextOf } from '../common/traceparent';
 import { TurnStatus } from '../common/types';
-import { ENV_CHANGED_SIGNAL, type WatcherWorkflowInput } from '../common/watchers';
+import { ENV_CHANGED_SIGNAL, type EnvChangedSignalInput, type WatcherWorkflowInput } from '../common/watchers';
 import { WATCH_LIMIT_VARIABLES } from '../common/world-variables';
 import { DELIVERY_PROFILE, localDb } from './activity-profiles';
 import { agentTurnWorkflow } from './agent-turn';
 import { rootMessage } from './failure-text';
+import { inWorkflowSpan } from './spans';
 
-/** A change that may concern the watcher committed (or it was added, or removed): it looks at the log. */
-export const envChangedSignal = defineSignal(ENV_CHANGED_SIGNAL);
+/**
+ * A change that may concern the watcher committed (or it was added, or removed): it looks at the log. A traced
+ * writer's signal names its span, which the wake-up's trace links to.
+ */
+export const envChangedSignal = defineSignal<[EnvChangedSignalInput?]>(ENV_CHANGED_SIGNAL);
+
+/** Most writes one wake-up's span links to (writers coalesce their signals, so a wake-up rarely has more than one). */
+const LINKS_PER_WAKEUP = 16;
 
 /** What the watcher is doing now, for the Web UI's queries (the CLI and the explorer read the rows in Postgres). */
 export interface WatcherState {
@@ -101,9 +111,15 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
   const state: WatcherState = { rootThreadId, watcher, wakeups: input.carried?.wakeupsSoFar ?? 0 };
   // Signals this run received: past SIGNALS_PER_RUN it continues as new, whatever it is doing (under the patch).
   let received = 0;
-  setHandler(envChangedSignal, () => {
+  // The writes whose signals came since the last wake-up opened: its span links to them (a span makes no command).
+  const wokenBy: Link[] = [];
+  setHandler(envChangedSignal, (writer?: EnvChangedSignalInput) => {
     signals += 1;
     received += 1;
+    const written = spanContextOf(writer?.traceparent);
+    if (written !== undefined && wokenBy.length < LINKS_PER_WAKEUP) {
+      if (!wokenBy.some((link) => link.context.spanId === written.spanId)) wokenBy.push({ context: written });
+    }
   });
   setHandler(watcherStateQuery, () => state);
   const bounded = patched(WATCH_SIGNALS_BOUND_PATCH);
@@ -170,6 +186,34 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
     return outcome;
   };
 
+  /**
+   * Runs a wake-up's turn in a span of its own trace (`watch_wakeup <watcher>`), linked to the writes whose signals
+   * woke it: a watcher runs for as long as its root, so its own workflow span would be exported only when it ends.
+   * The turn's spans sit under it. Without a traced worker it only runs `work`.
+   */
+  const inWakeupSpan = <T>(
+    opened: { wakeup: number; threadId: string; agent: string; epoch: number },
+    found: { count: number; keys: readonly string[] },
+    work: () => Promise<T>,
+    outcomeOf: (result: T) => string,
+  ): Promise<T> =>
+    inWorkflowSpan(
+      `watch_wakeup ${watcher}`,
+      {
+        ...threadSpanAttributes({ rootThreadId, threadId: opened.threadId, agent: opened.agent, epoch: opened.epoch }),
+        [BatonAttribute.watcher]: watcher,
+        [BatonAttribute.watchWakeup]: opened.wakeup,
+        [BatonAttribute.watchChanges]: found.count,
+        [BatonAttribute.watchKeys]: truncateBytes(found.keys.join(', '), 300),
+      },
+      async (span) => {
+        const result = await work();
+        span.setAttribute(BatonAttribute.watchOutcome, outcomeOf(result));
+        return result;
+      },
+      { root: true, links: wokenBy.splice(0) },
+    );
+
   // A wake-up an earlier run left running: wait for its turn before anything else, one turn at a time.
   const left = bounded ? input.carried?.running : undefined;
   if (left !== undefined) {
@@ -191,6 +235,8 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
     setCurrentDetails(`Watcher ${watcher}: waiting for changes (${state.wakeups} wake-up(s) so far).`);
     await condition(() => signals > looked);
     looked = signals;
+    // The writes linked so far; dropped if this look finds nothing to wake for.
+    const linked = wokenBy.length;
     let found = await look();
     if (found.state === 'ended') {
       setCurrentDetails(`Watcher ${watcher} ended: ${found.reason}.`);
@@ -215,6 +261,7 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
       ]);
       // The look read one page of the log: the rest may hold changes within the limit.
       if (bounded && found.more) signals += 1;
+      wokenBy.splice(0, linked);
       continue;
     }
     if (found.count === 0) {
@@ -224,6 +271,7 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
         ]);
       }
       if (found.more) signals += 1;
+      wokenBy.splice(0, linked);
       if (workflowInfo().continueAsNewSuggested) return carryOn();
       continue;
     }
@@ -330,15 +378,26 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
     };
     if (bounded) {
       // A child the run may leave running: past its bound it continues as new, and the next run waits for the turn.
-      const ending = startChild(agentTurnWorkflow, { ...turn, parentClosePolicy: ParentClosePolicy.ABANDON }).then(
-        (child) => child.result(),
-      );
-      const outcome = await outcomeOrBound(
-        ending.then(
-          (result): WakeupOutcome => ({ status: result.status === TurnStatus.Completed ? 'completed' : 'max_steps' }),
-          // A failed wake-up does not stop the watcher: the next change wakes it again.
-          (failure: unknown): WakeupOutcome => ({ status: 'failed', error: rootMessage(failure) }),
-        ),
+      const outcome = await inWakeupSpan(
+        opened,
+        found,
+        () => {
+          const ending = startChild(agentTurnWorkflow, {
+            ...turn,
+            parentClosePolicy: ParentClosePolicy.ABANDON,
+          }).then((child) => child.result());
+          return outcomeOrBound(
+            ending.then(
+              (result): WakeupOutcome => ({
+                status: result.status === TurnStatus.Completed ? 'completed' : 'max_steps',
+              }),
+              // A failed wake-up does not stop the watcher: the next change wakes it again.
+              (failure: unknown): WakeupOutcome => ({ status: 'failed', error: rootMessage(failure) }),
+            ),
+          );
+        },
+        // Carried: the run continues as new while the turn runs on; the next run records its end.
+        (ended) => ended?.status ?? 'carried',
       );
       if (outcome === undefined) {
         return carryOn({ wakeup: opened.wakeup, threadId: opened.threadId, workflowId: opened.workflowId });
@@ -347,17 +406,22 @@ export async function envWatcherWorkflow(input: EnvWatcherInput): Promise<Watche
       if (wakeupsThisRun >= WAKEUPS_PER_RUN || workflowInfo().continueAsNewSuggested) return carryOn();
       continue;
     }
-    let status: string;
-    let error: string | undefined;
-    try {
-      const result = await executeChild(agentTurnWorkflow, turn);
-      status = result.status === TurnStatus.Completed ? 'completed' : 'max_steps';
-    } catch (failure) {
-      // A failed wake-up does not stop the watcher: the next change wakes it again.
-      status = 'failed';
-      error = rootMessage(failure);
-      log.warn('a watcher wake-up failed', { watcher, wakeup: opened.wakeup, error });
-    }
+    const { status, error } = await inWakeupSpan(
+      opened,
+      found,
+      async (): Promise<{ status: string; error?: string }> => {
+        try {
+          const result = await executeChild(agentTurnWorkflow, turn);
+          return { status: result.status === TurnStatus.Completed ? 'completed' : 'max_steps' };
+        } catch (failure) {
+          // A failed wake-up does not stop the watcher: the next change wakes it again.
+          const error = rootMessage(failure);
+          log.warn('a watcher wake-up failed', { watcher, wakeup: opened.wakeup, error });
+          return { status: 'failed', error };
+        }
+      },
+      (ended) => ended.status,
+    );
     await localDb.finishWatchWakeup.executeWithOptions(
       { summary: `watch: ${watcher} wake-up ${opened.wakeup} ${status}` },
       [{ rootThreadId, watcher, wakeup: opened.wakeup, status, ...(error === undefined ? {} : { error }) }],

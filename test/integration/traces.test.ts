@@ -60,6 +60,14 @@ const agents: AgentRegistry = new Map([
   agent('lead', '[releaser, fork_join, researcher]'),
   agent('releaser', '[deploy]'),
   agent('researcher', '[lookup]'),
+  agent('noter', '[reader]'),
+  [
+    'reader',
+    parseAgentFile(
+      '---\nname: reader\ndescription: Reads notes.\nwatches:\n  - keys: ["notes/*"]\n    debounce_s: 0\n---\nRead.\n',
+      'reader',
+    ),
+  ],
 ]);
 
 const script = parseScript(
@@ -76,6 +84,13 @@ agents:
   researcher:
     - { call: lookup, args: { topic: "a topic" } }
     - say: "Looked it up."
+  noter:
+    - { call: reader, args: { message: "Get ready to read notes." } }
+    - { call: store_env_data, args: { key: "notes/a", short_description: "A note.", value: 1 } }
+    - say: "Noted."
+  reader:
+    - say: "Ready."
+    - say: "Read the note."
 `,
   'traces',
 );
@@ -108,6 +123,15 @@ after(async () => {
   await tracing?.shutdown();
   await jaeger?.stop();
 });
+
+/** A directory for a `baton worker` process of one test, with one agent file in its `agents/`. */
+function workerProject(name: string, agentFile: string): string {
+  const dir = path.join(workDir, name);
+  fs.mkdirSync(path.join(dir, 'agents'), { recursive: true });
+  const agentName = /^name: (\S+)$/m.exec(agentFile)?.[1] ?? assert.fail('the agent file names its agent');
+  fs.writeFileSync(path.join(dir, 'agents', `${agentName}.md`), agentFile);
+  return dir;
+}
 
 /** The span's ancestors' names within its trace, nearest first. */
 function ancestry(span: JaegerSpan, byId: ReadonlyMap<string, JaegerSpan>): string[] {
@@ -207,6 +231,73 @@ test("traces: a delegation waiting for an approval and a fork are one trace unde
   }
 });
 
+test('traces: a watcher wake-up is a trace of its own, linked to the write that woke it', async () => {
+  const threadId = uniqueThreadId('watched');
+  const { result } = await harness.client.run({ agent: 'noter', threadId, message: 'Note it.' });
+  assert.equal(result.reply, 'Noted.');
+
+  // Baton's spans carry the thread's ids; Temporal's (a workflow run, a child's start) sit between them.
+  const everySpan = await waitFor('the wake-up and its turn in Jaeger', 60_000, async () => {
+    await tracing.tracerProvider.forceFlush();
+    const found = await jaeger.spans(service);
+    const wakeup = found.find(
+      (span) => span.name === 'watch_wakeup reader' && span.tags['baton.root_thread_id'] === threadId,
+    );
+    const wakeupChats = found.filter((span) => span.name.startsWith('chat ') && span.traceId === wakeup?.traceId);
+    return wakeupChats.length > 0 ? found : undefined;
+  });
+  const spans = everySpan.filter((span) => span.tags['baton.root_thread_id'] === threadId);
+  const [write, ...moreWrites] = spans.filter((span) => span.name === 'execute_tool store_env_data');
+  assert.ok(write, 'the write ran in a span');
+  assert.equal(moreWrites.length, 0);
+  assert.equal(write.tags['baton.agent'], 'noter');
+
+  const [wakeup, ...moreWakeups] = spans.filter((span) => span.name === 'watch_wakeup reader');
+  assert.ok(wakeup, 'the wake-up is a span');
+  assert.equal(moreWakeups.length, 0, 'one write, one wake-up');
+  assert.equal(wakeup.parentSpanId, undefined, 'the wake-up begins a trace');
+  assert.notEqual(wakeup.traceId, write.traceId, "the wake-up is not in the writer's trace");
+  assert.deepEqual(wakeup.links, [{ traceId: write.traceId, spanId: write.spanId }], 'it links to the write');
+  assert.equal(wakeup.tags['baton.watcher'], 'reader');
+  assert.equal(wakeup.tags['baton.watch.wakeup'], 1);
+  assert.equal(wakeup.tags['baton.watch.keys'], 'notes/a');
+  assert.equal(wakeup.tags['baton.watch.outcome'], 'completed');
+
+  // The wake-up's turn, its model call among it, sits under the wake-up.
+  const byId = new Map(everySpan.map((span) => [span.spanId, span]));
+  const inWakeup = spans.filter((span) => span.traceId === wakeup.traceId);
+  const [turn] = inWakeup.filter((span) => span.name === 'invoke_agent reader');
+  assert.ok(turn, "the wake-up's turn is in its trace");
+  assert.ok(ancestry(turn, byId).includes('watch_wakeup reader'));
+  const [chat, ...moreChats] = inWakeup.filter((span) => span.name.startsWith('chat '));
+  assert.ok(chat);
+  assert.equal(moreChats.length, 0);
+  assert.equal(chat.tags['baton.agent'], 'reader');
+  const chatAncestry = ancestry(chat, byId);
+  assert.ok(
+    chatAncestry.includes('invoke_agent reader'),
+    `the model call sits in the turn: ${chatAncestry.join(' < ')}`,
+  );
+  assert.equal(chatAncestry.at(-1), 'watch_wakeup reader', 'the wake-up is the root of its trace');
+
+  // The root's turn came with no caller's context: a trace of its own, linked to the thread's workflow span, which is
+  // exported when the thread's run ends.
+  const [rootTurn] = spans.filter((span) => span.name === 'invoke_agent noter');
+  assert.ok(rootTurn, "the root's turn is a span");
+  assert.equal(rootTurn.traceId, write.traceId, 'the write is in its turn');
+  const [threadLink, ...moreLinks] = rootTurn.links;
+  assert.ok(threadLink, 'the turn links to its thread');
+  assert.equal(moreLinks.length, 0);
+  assert.notEqual(threadLink.traceId, rootTurn.traceId);
+  await harness.client.thread(threadId).end();
+  const threadRun = await waitFor("the thread's workflow span", 60_000, async () => {
+    await tracing.tracerProvider.forceFlush();
+    return (await jaeger.spans(service)).find((span) => span.spanId === threadLink.spanId);
+  });
+  assert.equal(threadRun.name, 'RunWorkflow:threadWorkflow');
+  assert.equal(threadRun.traceId, threadLink.traceId);
+});
+
 test('traces: replaying the recorded histories with the traced workflow code exports no span', async () => {
   const threadId = uniqueThreadId('replayed');
   const { result } = await harness.client.run({ agent: 'researcher', threadId, message: 'Look it up.' });
@@ -244,10 +335,8 @@ test('traces: replaying the recorded histories with the traced workflow code exp
 });
 
 test("metrics over OTLP: a worker with only the OTLP endpoint set sends the SDK's and Baton's metrics", async () => {
-  const dir = path.join(workDir, 'otlp-metrics');
-  fs.mkdirSync(path.join(dir, 'agents'), { recursive: true });
-  fs.writeFileSync(
-    path.join(dir, 'agents', 'metered.md'),
+  const dir = workerProject(
+    'otlp-metrics',
     '---\nname: metered\ndescription: Metered.\ncapabilities: []\n---\nAnswer.\n',
   );
   const model = await startScriptedModelServer({
@@ -285,14 +374,69 @@ test("metrics over OTLP: a worker with only the OTLP endpoint set sends the SDK'
   }
 });
 
+test('traces: a worker with its OpenTelemetry turned off, or with no OTLP endpoint, exports nothing', async () => {
+  // `baton worker` exports to Jaeger with the endpoint set (the tests around this one); here one worker has the
+  // endpoint and OTEL_SDK_DISABLED=true, the other a service name and no endpoint.
+  const dir = workerProject(
+    'off',
+    '---\nname: quiet\ndescription: Quiet.\ncapabilities: [lookup_notes]\n---\nAnswer.\n',
+  );
+  const toolsFile = path.join(dir, 'tools.mjs');
+  fs.writeFileSync(
+    toolsFile,
+    `import { z } from 'zod';
+export default [{ name: 'lookup_notes', description: 'Notes.', parameters: z.object({}), run: () => 'notes' }];
+`,
+  );
+  const model = await startScriptedModelServer({
+    script: parseScript(
+      'agents:\n  quiet:\n    - { call: lookup_notes, args: {} }\n    - say: "Quiet."\n    - { call: lookup_notes, args: {} }\n    - say: "Quiet."\n',
+      'off',
+    ),
+  });
+  const offService = `${service}-off`;
+  const variants: [string, Record<string, string>][] = [
+    ['OTEL_SDK_DISABLED=true', { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint, OTEL_SDK_DISABLED: 'true' }],
+    ['no OTLP endpoint', {}],
+  ];
+  try {
+    for (const [label, otel] of variants) {
+      const taskQueue = uniqueTaskQueue('traces-off');
+      const client = await connect({ address: env.temporalAddress, taskQueue, databaseUrl: env.databaseUrl });
+      let worker: WorkerProcess | undefined;
+      try {
+        worker = await startScriptedWorker(`worker with ${label}`, {
+          taskQueue,
+          modelBaseUrl: model.baseURL,
+          agentsDir: path.join(dir, 'agents'),
+          env: { BATON_TOOLS: toolsFile, OTEL_SERVICE_NAME: offService, ...otel },
+        });
+        const { result } = await client.run({ agent: 'quiet', threadId: uniqueThreadId('off'), message: 'Go.' });
+        assert.equal(result.reply, 'Quiet.');
+        worker.child.kill('SIGTERM');
+        await worker.exited;
+        assert.doesNotMatch(worker.output(), /traces to/, `${label}: the worker says it traces nothing`);
+      } finally {
+        await client.close();
+        await worker?.kill();
+      }
+    }
+    // Longer than the export batch delay and Jaeger's own batch: anything sent would be there by now.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    assert.deepEqual(await jaeger.spans(offService), [], 'no span reached Jaeger');
+    const services = (await (await fetch(`${jaeger.queryUrl}/api/services`)).json()) as { data: string[] | null };
+    assert.ok(!(services.data ?? []).includes(offService), `no service ${offService} in ${services.data?.join(', ')}`);
+  } finally {
+    await model.close();
+  }
+});
+
 test('traces: a batch of steps re-run after its worker was SIGKILLed shows no second call for the stored reply', async () => {
   // A `baton worker` process exporting to Jaeger runs a batched turn: the model's first reply is stored, then the
   // worker dies while the tool of that reply runs; the next worker re-runs the batch from its first step, which
   // returns the stored reply without asking the model again.
-  const dir = path.join(workDir, 'killed');
-  fs.mkdirSync(path.join(dir, 'agents'), { recursive: true });
-  fs.writeFileSync(
-    path.join(dir, 'agents', 'stepper.md'),
+  const dir = workerProject(
+    'killed',
     '---\nname: stepper\ndescription: Steps.\ncapabilities: [hang_once]\nsteps: batched\n---\nStep.\n',
   );
   const started = path.join(dir, 'started.log');

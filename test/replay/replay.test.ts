@@ -100,6 +100,17 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     'a recorded wait ended on its timer',
   );
   assert.ok(events.filter((e) => e.timerCanceledEventAttributes).length >= 2, 'recorded waits ended early');
+  // A watcher's signal that names a traced writer's span (what a wake-up's span links to).
+  assert.ok(
+    events.some((e) =>
+      (e.workflowExecutionSignaledEventAttributes?.input?.payloads ?? []).some((payload) =>
+        Buffer.from(payload.data ?? [])
+          .toString('utf8')
+          .includes('"traceparent"'),
+      ),
+    ),
+    "a recorded watcher signal names its writer's span",
+  );
   assert.ok(
     events.some((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'wake'),
     'a recorded thread was woken',

@@ -4,7 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { traceparentProblem } from '../../client/trace-context';
+import { context, TraceFlags } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+import { activeTraceparent, spanContextOf, traceparentProblem } from '../../common/traceparent';
 import { ConfigError, readWorkerConfig } from '../../worker/config';
 import { DEFAULT_SERVICE_NAME, readTracingSettings } from '../../worker/tracing';
 
@@ -89,6 +92,33 @@ test('traceparent: only a W3C traceparent is carried', () => {
   assert.match(traceparentProblem(`ff-${'a'.repeat(32)}-${'b'.repeat(16)}-01`) ?? '', /version ff/);
   assert.match(traceparentProblem(`00-${'0'.repeat(32)}-${'b'.repeat(16)}-01`) ?? '', /trace id is all zeros/);
   assert.match(traceparentProblem(`00-${'a'.repeat(32)}-${'0'.repeat(16)}-01`) ?? '', /span id is all zeros/);
+});
+
+test("traceparent: a writer's active span is named, and read back as the remote span a wake-up links to", () => {
+  assert.equal(activeTraceparent(), undefined, 'no span is active');
+  const manager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(manager);
+  try {
+    const tracer = new BasicTracerProvider().getTracer('test');
+    const named = tracer.startActiveSpan('write', (span) => {
+      const traceparent = activeTraceparent();
+      span.end();
+      return { traceparent, spanContext: span.spanContext() };
+    });
+    assert.equal(named.traceparent, `00-${named.spanContext.traceId}-${named.spanContext.spanId}-01`);
+    assert.deepEqual(spanContextOf(named.traceparent), {
+      traceId: named.spanContext.traceId,
+      spanId: named.spanContext.spanId,
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
+  } finally {
+    context.disable();
+  }
+  assert.equal(spanContextOf(`00-${'a'.repeat(32)}-${'b'.repeat(16)}-00`)?.traceFlags, TraceFlags.NONE);
+  for (const bad of [undefined, 42, '', 'not-a-traceparent', `00-${'0'.repeat(32)}-${'b'.repeat(16)}-01`]) {
+    assert.equal(spanContextOf(bad), undefined, `${String(bad)} names no span`);
+  }
 });
 
 test('metrics settings: the OTLP endpoint sends metrics too, unless Prometheus serves them or they are turned off', () => {
