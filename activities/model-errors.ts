@@ -76,3 +76,13 @@ export function classifyModelError(error: unknown, endpoint?: ModelErrorEndpoint
     nonRetryable: true,
   });
 }
+
+/**
+ * Failures of one model that another model of a fallback chain may not have, so the call moves to the next one at
+ * once: a key refused (401/403: that provider's), a model the endpoint does not know (404). A bad request (400, 422)
+ * would be as bad elsewhere; failures a retry can fix move on only after the model's attempts.
+ */
+export function movesToNextModelAtOnce(failure: unknown): boolean {
+  if (!(failure instanceof ApplicationFailure)) return false;
+  return failure.type === ErrorType.ModelAuthFailed || failure.type === ErrorType.ModelNotFound;
+}

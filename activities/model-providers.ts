@@ -4,7 +4,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
-import type { AgentDefinition } from '../common/agent-definition';
+import { modelChain, type AgentDefinition } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
 
 /**
@@ -72,29 +72,32 @@ export interface ModelEndpoint {
 }
 
 /**
- * The endpoint of an agent's model calls: its provider's client and the model name without the provider prefix.
- * Agents are checked when they load; an agent version stored by a worker with other providers fails here.
+ * The endpoints of an agent's model calls, in the order a call tries them (one, or its fallback chain): each
+ * provider's client and the model name without the provider prefix. Agents are checked when they load; an agent
+ * version stored by a worker with other providers fails here.
  * @param endpoints the default client and model name, and the providers' clients
  * @throws ApplicationFailure `Model.UnknownProvider`, non-retryable
  */
-export function modelEndpointFor(
+export function modelEndpointsFor(
   agent: Pick<AgentDefinition, 'name' | 'model'>,
   endpoints: { readonly openai: OpenAI; readonly model: string; readonly providers?: ModelProviders | undefined },
-): ModelEndpoint {
+): ModelEndpoint[] {
   const providers = endpoints.providers ?? {};
-  const routed = routeModel(agent.model, Object.keys(providers));
-  if ('problem' in routed) {
-    throw ApplicationFailure.create({
-      type: ErrorType.ModelUnknownProvider,
-      message: `agent '${agent.name}' on this worker: ${routed.problem}`,
-      nonRetryable: true,
-    });
-  }
-  const { provider, model } = routed.route;
-  const openai = provider === DEFAULT_PROVIDER ? endpoints.openai : providers[provider];
-  // routeModel returns only the names it was given, each with its client.
-  if (openai === undefined) throw new Error(`no client for provider '${provider}'`);
-  return { provider, openai, model: model ?? endpoints.model };
+  return modelChain(agent).map((name) => {
+    const routed = routeModel(name, Object.keys(providers));
+    if ('problem' in routed) {
+      throw ApplicationFailure.create({
+        type: ErrorType.ModelUnknownProvider,
+        message: `agent '${agent.name}' on this worker: ${routed.problem}`,
+        nonRetryable: true,
+      });
+    }
+    const { provider, model } = routed.route;
+    const openai = provider === DEFAULT_PROVIDER ? endpoints.openai : providers[provider];
+    // routeModel returns only the names it was given, each with its client.
+    if (openai === undefined) throw new Error(`no client for provider '${provider}'`);
+    return { provider, openai, model: model ?? endpoints.model };
+  });
 }
 
 /**

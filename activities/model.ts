@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import type { AgentDefinition } from '../common/agent-definition';
+import { DEFAULT_FALLBACK_AFTER_ATTEMPTS, type AgentDefinition } from '../common/agent-definition';
 import { setBounded } from '../common/bounded-map';
 import { OMITTED_ASSISTANT_HEADER, trimContext, trimWindow } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
@@ -20,9 +20,9 @@ import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import { recordModelCallStarted } from '../db/run-events';
 import type { AgentStore } from './agent-store';
-import { classifyModelError } from './model-errors';
+import { classifyModelError, movesToNextModelAtOnce } from './model-errors';
 import { DeltaPublisher } from './model-stream';
-import { modelEndpointFor, type ModelProviders } from './model-providers';
+import { modelEndpointsFor, type ModelEndpoint, type ModelProviders } from './model-providers';
 import { toApplicationFailure } from './failures';
 import { createActivityMetrics, type ActivityMetrics } from './metrics';
 import { BatonAttribute, errorTypeOf, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
@@ -122,30 +122,50 @@ export function createModelActivities(options: ModelActivityOptions) {
       const result = await toResult(stored, true, agent, input, worldVariablesOf(input.world, worldVariables));
       return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
     }
-    const { provider, openai, model } = modelEndpointFor(agent, options);
+    const endpoints = modelEndpointsFor(agent, options);
     const activity = Context.current();
     const { attempt, isLocal } = activity.info;
+    // A fallback chain: each model gets `fallback_after_attempts` attempts for failures a retry can fix, then the
+    // next is asked; a failure only another model can fix (auth, an unknown model) moves on within the attempt.
+    const first = Math.min(
+      Math.floor((attempt - 1) / (agent.fallback_after_attempts ?? DEFAULT_FALLBACK_AFTER_ATTEMPTS)),
+      endpoints.length - 1,
+    );
     // A local step run again by the next worker after a crash starts counting its attempts afresh: its stream is told
     // apart from the dead worker's by a tag of its own.
-    const stream = isLocal
+    const attemptStream = isLocal
       ? `${input.operationId}#${attempt}.${randomBytes(4).toString('hex')}`
       : `${input.operationId}#${attempt}`;
-    // The run feed's mark that this attempt started, written while the request is put together and, unless the reply
-    // is streamed, while it is on its way: the mark needs to come before the deltas and the stored reply, not before
-    // the request.
-    const started = recordModelCallStarted(pool, {
-      rootThreadId: scope.rootThreadId,
-      threadId: scope.threadId,
-      agent: scope.agent,
-      operationId: input.operationId,
-      step: input.step,
-      attempt,
-      stream,
-      streaming: options.stream === true,
-      provider,
-      model,
-    });
-    started.catch(() => undefined);
+    /**
+     * The run feed's mark that a request to `endpoints[index]` started, with its stream (a fallback's has a tag of
+     * its own, so a reader drops the text of the model that failed). The first is written while the request is put
+     * together and, unless the reply is streamed, while it is on its way: the mark needs to come before the deltas
+     * and the stored reply, not before the request.
+     */
+    const endpointAt = (index: number): ModelEndpoint => {
+      const endpoint = endpoints[index];
+      if (endpoint === undefined) throw new Error(`the model chain of ${agent.name} has no endpoint ${index}`);
+      return endpoint;
+    };
+    const markStarted = (index: number) => {
+      const { provider, model } = endpointAt(index);
+      const stream = index === first ? attemptStream : `${attemptStream}~${index}`;
+      const started = recordModelCallStarted(pool, {
+        rootThreadId: scope.rootThreadId,
+        threadId: scope.threadId,
+        agent: scope.agent,
+        operationId: input.operationId,
+        step: input.step,
+        attempt,
+        stream,
+        streaming: options.stream === true,
+        provider,
+        model,
+      });
+      started.catch(() => undefined);
+      return { stream, started };
+    };
+    const firstMark = markStarted(first);
 
     // The world's variables as they are at this call: an edit mid-thread shows at the next call.
     const variables = worldVariablesOf(input.world, worldVariables);
@@ -191,88 +211,112 @@ export function createModelActivities(options: ModelActivityOptions) {
       .map((name) => options.tools.toModelTool(name))
       .filter((tool): tool is ModelTool => tool !== undefined);
 
-    if (options.stream) await started;
-    // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
-    const heartbeat = isLocal
-      ? undefined
-      : setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
-    const deltas = options.stream
-      ? new DeltaPublisher(pool, {
-          rootThreadId: scope.rootThreadId,
-          threadId: scope.threadId,
-          agent: scope.agent,
-          stream,
-          step: input.step,
-          attempt,
-        })
-      : undefined;
-    const request = {
-      model,
-      messages,
-      ...(tools.length > 0 ? { tools } : {}),
-      ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
-    };
-    const spanAttributes = {
-      ...scopeAttributes(scope, input.operationId),
-      [GenAiAttribute.operationName]: 'chat',
-      [GenAiAttribute.providerName]: provider,
-      [GenAiAttribute.requestModel]: model,
-      ...(agent.temperature === undefined ? {} : { [GenAiAttribute.requestTemperature]: agent.temperature }),
-      [BatonAttribute.step]: input.step,
-      [BatonAttribute.attempt]: attempt,
-      [BatonAttribute.local]: isLocal,
-      ...(options.tracing?.captureContent === true ? { [GenAiAttribute.inputMessages]: JSON.stringify(messages) } : {}),
-    };
-    const requestOptions = {
-      signal: activity.cancellationSignal,
-      headers: {
-        'x-baton-agent': scope.agent,
-        'x-baton-thread': scope.threadId,
-        'x-baton-root-thread': scope.rootThreadId,
-        'x-baton-provider': provider,
-        ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
-      },
-    };
     const captureContent = options.tracing?.captureContent === true;
-    // The span covers the request only: a stored reply returned above opens none, so a step re-run after a crash
-    // never shows as a second call.
-    const metricTags = { provider, model, agent: scope.agent };
-    const sentAt = Date.now();
-    const completion = await inSpan(options.tracing, `chat ${model}`, spanAttributes, async (span) => {
+    /** Sends the request to one endpoint of the chain, streaming its text under `mark`'s stream when asked to. */
+    const ask = async (
+      { provider, openai, model }: ModelEndpoint,
+      mark: { stream: string; started: Promise<unknown> },
+    ): Promise<OpenAI.Chat.Completions.ChatCompletion> => {
+      if (options.stream) await mark.started;
+      // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
+      const heartbeat = isLocal
+        ? undefined
+        : setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
+      const deltas = options.stream
+        ? new DeltaPublisher(pool, {
+            rootThreadId: scope.rootThreadId,
+            threadId: scope.threadId,
+            agent: scope.agent,
+            stream: mark.stream,
+            step: input.step,
+            attempt,
+          })
+        : undefined;
+      const request = {
+        model,
+        messages,
+        ...(tools.length > 0 ? { tools } : {}),
+        ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
+      };
+      const spanAttributes = {
+        ...scopeAttributes(scope, input.operationId),
+        [GenAiAttribute.operationName]: 'chat',
+        [GenAiAttribute.providerName]: provider,
+        [GenAiAttribute.requestModel]: model,
+        ...(agent.temperature === undefined ? {} : { [GenAiAttribute.requestTemperature]: agent.temperature }),
+        [BatonAttribute.step]: input.step,
+        [BatonAttribute.attempt]: attempt,
+        [BatonAttribute.local]: isLocal,
+        ...(captureContent ? { [GenAiAttribute.inputMessages]: JSON.stringify(messages) } : {}),
+      };
+      const requestOptions = {
+        signal: activity.cancellationSignal,
+        headers: {
+          'x-baton-agent': scope.agent,
+          'x-baton-thread': scope.threadId,
+          'x-baton-root-thread': scope.rootThreadId,
+          'x-baton-provider': provider,
+          ...(context.omitted > 0 ? { [OMITTED_ASSISTANT_HEADER]: String(context.omittedAssistant) } : {}),
+        },
+      };
+      // The span covers the request only: a stored reply returned above opens none, so a step re-run after a crash
+      // never shows as a second call.
+      const metricTags = { provider, model, agent: scope.agent };
+      const sentAt = Date.now();
+      return inSpan(options.tracing, `chat ${model}`, spanAttributes, async (span) => {
+        try {
+          // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole, and
+          // the chunks are published as they come.
+          const reply = deltas
+            ? await openai.chat.completions
+                .stream({ ...request, stream_options: { include_usage: true } }, requestOptions)
+                .on('chunk', (chunk) => deltas.add(chunk))
+                .finalChatCompletion()
+            : await openai.chat.completions.create(request, requestOptions);
+          // The last batch goes out before the reply is stored, so a reader has the whole text when it arrives.
+          await deltas?.flush();
+          span?.setAttributes(completionAttributes(reply, captureContent));
+          metrics.modelCall({
+            ...metricTags,
+            outcome: 'ok',
+            latencyMs: Date.now() - sentAt,
+            ...(reply.usage
+              ? { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens }
+              : {}),
+          });
+          return reply;
+        } catch (error) {
+          deltas?.discard();
+          // The failed attempt's mark lands before the failure is reported (a failure to write it is not this error).
+          await mark.started.catch(() => undefined);
+          // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
+          if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
+          const failure = classifyModelError(error, { provider, model });
+          metrics.modelCall({ ...metricTags, outcome: errorTypeOf(failure), latencyMs: Date.now() - sentAt });
+          throw failure;
+        } finally {
+          clearInterval(heartbeat);
+        }
+      });
+    };
+
+    // The model that answers is the one recorded with the reply: a re-run of this step returns that reply, and asks
+    // no model, whichever served it.
+    let served = first;
+    let mark = firstMark;
+    let completion: OpenAI.Chat.Completions.ChatCompletion;
+    for (;;) {
       try {
-        // Streamed, the client assembles the chunks into the completion the endpoint would have sent whole, and the
-        // chunks are published as they come.
-        const reply = deltas
-          ? await openai.chat.completions
-              .stream({ ...request, stream_options: { include_usage: true } }, requestOptions)
-              .on('chunk', (chunk) => deltas.add(chunk))
-              .finalChatCompletion()
-          : await openai.chat.completions.create(request, requestOptions);
-        // The last batch goes out before the reply is stored, so a reader has the whole text when the reply arrives.
-        await deltas?.flush();
-        span?.setAttributes(completionAttributes(reply, captureContent));
-        metrics.modelCall({
-          ...metricTags,
-          outcome: 'ok',
-          latencyMs: Date.now() - sentAt,
-          ...(reply.usage
-            ? { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens }
-            : {}),
-        });
-        return reply;
-      } catch (error) {
-        deltas?.discard();
-        // The failed attempt's mark lands before the failure is reported (a failure to write it is not this error).
-        await started.catch(() => undefined);
-        // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
-        if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
-        const failure = classifyModelError(error, { provider, model });
-        metrics.modelCall({ ...metricTags, outcome: errorTypeOf(failure), latencyMs: Date.now() - sentAt });
-        throw failure;
-      } finally {
-        clearInterval(heartbeat);
+        completion = await ask(endpointAt(served), mark);
+        break;
+      } catch (failure) {
+        if (served + 1 >= endpoints.length || !movesToNextModelAtOnce(failure)) throw failure;
+        served += 1;
+        mark = markStarted(served);
       }
-    });
+    }
+    const { provider, model } = endpointAt(served);
+    const started = mark.started;
 
     const choice = completion.choices[0];
     if (!choice) {

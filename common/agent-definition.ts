@@ -28,6 +28,19 @@ export const DEFAULT_STEP_MODE: StepMode = 'activity';
 /** Steps a turn may take when its agent sets no `max_steps`. */
 export const DEFAULT_MAX_STEPS = 25;
 
+/** Most models one agent's fallback chain lists. */
+export const MAX_FALLBACK_MODELS = 5;
+
+/** What is wrong with a `model` field that is neither a model name nor a list of them (zod names no branch). */
+function modelFieldProblem(value: unknown): string {
+  if (!Array.isArray(value)) return 'must be a model name or a list of model names';
+  if (value.length === 0) return 'must list at least one model';
+  if (value.length > MAX_FALLBACK_MODELS) return `must list at most ${MAX_FALLBACK_MODELS} models`;
+  return 'must list model names, each a non-empty text';
+}
+/** Attempts of one model of a chain, for failures a retry can fix, before the next is asked. */
+export const DEFAULT_FALLBACK_AFTER_ATTEMPTS = 2;
+
 /**
  * Frontmatter of a prompt object (an agent markdown file). Unknown keys are refused so a typo in an option
  * stops start-up instead of being silently ignored.
@@ -66,13 +79,31 @@ export const agentFrontmatterSchema = z.strictObject({
     .describe(
       'Tools whose every call waits for a person: names, or `{ tool, timeout_s }` to reject it when nobody decides in time.',
     ),
-  /** Model name for this agent; the worker's default when omitted. */
+  /** Model name for this agent, or the models to fall back through in order; the worker's default when omitted. */
   model: z
-    .string()
-    .trim()
-    .min(1)
+    .union(
+      [
+        z.string().trim().min(1),
+        z
+          .array(z.string().trim().min(1))
+          .min(1, { error: 'must list at least one model' })
+          .max(MAX_FALLBACK_MODELS, { error: `must list at most ${MAX_FALLBACK_MODELS} models` }),
+      ],
+      { error: (issue) => modelFieldProblem(issue.input) },
+    )
     .optional()
-    .describe("The model name; `provider/model` names a provider's endpoint. Default: the worker's BATON_MODEL."),
+    .describe(
+      "The model name; `provider/model` names a provider's endpoint. A list is a fallback chain: a call moves to the next model when one fails in a way another may not (see Model fallback). Default: the worker's BATON_MODEL.",
+    ),
+  /** Attempts of one model of a fallback chain, for failures a retry can fix, before the next model is asked. */
+  fallback_after_attempts: z
+    .int()
+    .min(1)
+    .max(10)
+    .optional()
+    .describe(
+      `With a list of models: attempts of one model (429, 5xx, timeouts, connection failures) before the next is asked. Default: ${DEFAULT_FALLBACK_AFTER_ATTEMPTS}.`,
+    ),
   temperature: z.number().min(0).max(2).optional().describe("Sampling temperature. Default: the endpoint's."),
   /** Where this agent's steps run (`STEP_MODES`); the world's `BATON_STEPS`, else the worker's, when omitted. */
   steps: z
@@ -139,6 +170,15 @@ export interface AgentDefinition extends AgentFrontmatter {
   body: string;
   /** Path of the file it was loaded from, for error messages. */
   source: string;
+}
+
+/**
+ * The models an agent's calls go to, in the order they are tried: its `model` (one, or a fallback chain), or the
+ * worker's default (`undefined`) when it names none.
+ */
+export function modelChain(agent: Pick<AgentFrontmatter, 'model'>): readonly (string | undefined)[] {
+  if (agent.model === undefined) return [undefined];
+  return typeof agent.model === 'string' ? [agent.model] : agent.model;
 }
 
 /** The approval rule an agent sets for `tool` (`approval` in its frontmatter), or `undefined` when it sets none. */

@@ -5,6 +5,7 @@ import YAML from 'yaml';
 import {
   agentFrontmatterSchema,
   approvalTool,
+  modelChain,
   type AgentDefinition,
   type AgentRegistry,
 } from '../common/agent-definition';
@@ -244,9 +245,11 @@ export function checkCapabilities(
  */
 export function checkModels(agents: AgentRegistry, providers: readonly string[]): void {
   for (const agent of agents.values()) {
-    const routed = routeModel(agent.model, providers);
-    if (!('problem' in routed)) continue;
-    const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
-    throw new AgentConfigError(agent.source, frontmatterLine(text, 'model'), routed.problem);
+    for (const model of modelChain(agent)) {
+      const routed = routeModel(model, providers);
+      if (!('problem' in routed)) continue;
+      const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
+      throw new AgentConfigError(agent.source, frontmatterLine(text, 'model'), routed.problem);
+    }
   }
 }

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { DEFAULT_PROVIDER, routeModel, type ModelProviders } from '../activities/model-providers';
-import type { AgentRegistry } from '../common/agent-definition';
+import { modelChain, type AgentRegistry } from '../common/agent-definition';
 import type { ModelConfig, ProviderConfig } from './config';
 import { modelFetch } from './model-fetch';
 
@@ -37,11 +37,16 @@ export function describeModelRoutes(
 ): string {
   const groups = new Map<string, string[]>();
   for (const agent of agents.values()) {
-    const routed = routeModel(agent.model, Object.keys(providers));
-    if (!('route' in routed)) continue;
-    const { provider, model } = routed.route;
-    const client = provider === DEFAULT_PROVIDER ? defaults.openai : providers[provider];
-    const endpoint = `${provider} ${model ?? defaults.model} (${client?.baseURL ?? 'not configured'})`;
+    const chain = modelChain(agent).flatMap((name) => {
+      const routed = routeModel(name, Object.keys(providers));
+      if (!('route' in routed)) return [];
+      const { provider, model } = routed.route;
+      const client = provider === DEFAULT_PROVIDER ? defaults.openai : providers[provider];
+      return [`${provider} ${model ?? defaults.model} (${client?.baseURL ?? 'not configured'})`];
+    });
+    if (chain.length === 0) continue;
+    // A fallback chain reads in the order its models are tried.
+    const endpoint = chain.join(', then ');
     groups.set(endpoint, [...(groups.get(endpoint) ?? []), agent.name]);
   }
   return `models: ${[...groups].map(([endpoint, names]) => `${names.join(', ')} → ${endpoint}`).join('; ')}`;

@@ -18,6 +18,8 @@ import { ErrorType } from '../../common/errors';
 import { startExplorer } from '../../explorer';
 import { threadPath } from '../../explorer/pages';
 import { listMessages } from '../../db/transcripts';
+import { readRunFeed } from '../../db/run-events';
+import { runEventsOf, type StoredRunEvent } from '../../common/run-events';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readModelLog, startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
@@ -48,6 +50,10 @@ const agents: AgentRegistry = new Map(
     agent('flaky', 'hosted/big-model-1'),
     agent('throttled', 'hosted/big-model-1'),
     agent('locked', 'hosted/big-model-1'),
+    // Fallback chains: the hosted endpoint first, the local one when it fails in a way that moves on.
+    agent('burst', '[hosted/big-model-1, local/llama3.1:8b]'),
+    agent('revoked', '[hosted/big-model-1, local/llama3.1:8b]'),
+    agent('burst2', '[hosted/big-model-1, local/llama3.1:8b]\nfallback_after_attempts: 1'),
   ].map((a) => [a.name, a]),
 );
 
@@ -73,10 +79,32 @@ agents:
   locked:
     - { fail: 401, message: "the hosted key was revoked" }
     - say: "Never reached."
+  burst:
+    - { fail: 429, times: 10 }
+    - say: "Never reached: the burst outlasts the hosted model's attempts."
+  burst2:
+    - { fail: 503, times: 10 }
+    - say: "Never reached."
+  revoked:
+    - { fail: 401, message: "the hosted key was revoked" }
+    - say: "Never reached."
 `,
     'hosted',
   ),
-  local: parseScript('agents:\n  worker:\n    - say: "nine cells"\n', 'local'),
+  local: parseScript(
+    `
+agents:
+  worker:
+    - say: "nine cells"
+  burst:
+    - say: "Served by the local model."
+  burst2:
+    - say: "Served by the local model at once."
+  revoked:
+    - say: "Served by the local model after the 401."
+`,
+    'local',
+  ),
   default: parseScript('agents:\n  reviewer:\n    - say: "the count holds"\n', 'default'),
 };
 
@@ -342,5 +370,68 @@ test('providers: a provider answering 401 fails the turn at once as Model.AuthFa
     root,
   ]);
   assert.equal(rows[0]?.status, 'failed');
+  await thread.end();
+});
+
+/** A root's run feed as stored, read once. */
+async function feed(root: string): Promise<StoredRunEvent[]> {
+  return (await readRunFeed(harness.pool, root)).flatMap(runEventsOf);
+}
+
+test("model fallback: a 429 burst outlasting the first model's attempts moves the call to the next model, which is recorded", async () => {
+  const root = uniqueThreadId('burst');
+  const thread = await harness.client.startThread({ agent: 'burst', threadId: root });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Served by the local model.');
+  // fallback_after_attempts defaults to 2: two refused attempts at the hosted model, the third at the local one.
+  assert.deepEqual(received(logs.hosted, root), [
+    ['burst', 'big-model-1', 'hosted'],
+    ['burst', 'big-model-1', 'hosted'],
+  ]);
+  assert.deepEqual(received(logs.local, root), [['burst', 'llama3.1:8b', 'local']]);
+  assert.deepEqual(await storedReplies(root), [['burst', 'local', 'llama3.1:8b']], 'the model that served');
+  const started = onlyModelCall(await turnEvents(root));
+  assert.equal(started.attempt, 3);
+  assert.equal(started.lastFailure?.applicationFailureInfo?.type, 'Model.RateLimited');
+  // The run feed and usage name the model that served.
+  const ended = (await feed(root)).filter((event) => event.type === 'model_call_ended');
+  assert.deepEqual(
+    ended.map((event) => [event.provider, event.model]),
+    [['local', 'llama3.1:8b']],
+  );
+  await thread.end();
+});
+
+test('model fallback: fallback_after_attempts sets how many attempts one model gets', async () => {
+  const root = uniqueThreadId('burst2');
+  const thread = await harness.client.startThread({ agent: 'burst2', threadId: root });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Served by the local model at once.');
+  assert.equal(received(logs.hosted, root).length, 1);
+  assert.deepEqual(await storedReplies(root), [['burst2', 'local', 'llama3.1:8b']]);
+  assert.equal(onlyModelCall(await turnEvents(root)).attempt, 2);
+  await thread.end();
+});
+
+test("model fallback: a 401 of the first model's provider moves to the next model within the same attempt", async () => {
+  const root = uniqueThreadId('revoked');
+  const thread = await harness.client.startThread({ agent: 'revoked', threadId: root });
+  const result = await thread.send('Try.');
+  assert.equal(result.reply, 'Served by the local model after the 401.');
+  assert.deepEqual(received(logs.hosted, root), [['revoked', 'big-model-1', 'hosted']]);
+  assert.deepEqual(received(logs.local, root), [['revoked', 'llama3.1:8b', 'local']]);
+  assert.deepEqual(await storedReplies(root), [['revoked', 'local', 'llama3.1:8b']]);
+  const started = onlyModelCall(await turnEvents(root));
+  assert.equal(started.attempt, 1, 'no retry: the next model was asked at once');
+  // The feed shows both requests, the second under a stream of its own.
+  const calls = (await feed(root)).filter((event) => event.type === 'model_call_started');
+  assert.deepEqual(
+    calls.map((event) => [event.provider, event.model]),
+    [
+      ['hosted', 'big-model-1'],
+      ['local', 'llama3.1:8b'],
+    ],
+  );
+  assert.equal(new Set(calls.map((event) => event.stream)).size, 2);
   await thread.end();
 });

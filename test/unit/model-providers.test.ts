@@ -3,7 +3,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { checkProviderNames, routeModel } from '../../activities/model-providers';
+import { ApplicationFailure } from '@temporalio/common';
+import { APIError } from 'openai';
+import { classifyModelError, movesToNextModelAtOnce } from '../../activities/model-errors';
+import { checkProviderNames, modelEndpointsFor, routeModel } from '../../activities/model-providers';
+import { modelChain } from '../../common/agent-definition';
 import { ConfigError, readProviders, readWorkerConfig } from '../../worker/config';
 import { AgentConfigError, loadAgents, parseAgentFile } from '../../worker/agents';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../../worker/model-client';
@@ -207,6 +211,64 @@ test('model routing: the start-up line says which agent goes to which endpoint',
     describeModelRoutes(agents, { openai, model: 'gpt-4o' }, providers),
     'models: lead → default gpt-4o (https://api.example.com/v1); solver, observer → local llama3.1 (http://127.0.0.1:11434/v1)',
   );
+});
+
+test('model fallback: a list of models is a chain, each routed and checked like one model', () => {
+  const parse = (model: string) =>
+    parseAgentFile(`---\nname: chained\ndescription: Falls back.\nmodel: ${model}\n---\nAct.\n`, 'chained.md');
+  const chained = parse('[hosted/big-1, local/llama3, small-1]');
+  assert.deepEqual(modelChain(chained), ['hosted/big-1', 'local/llama3', 'small-1']);
+  assert.deepEqual(modelChain(parse('hosted/big-1')), ['hosted/big-1']);
+  assert.deepEqual(modelChain({}), [undefined]);
+  const hosted = createModelClient({ baseURL: 'http://127.0.0.1:1/v1', apiKey: 'k' });
+  const local = createModelClient({ baseURL: 'http://127.0.0.1:2/v1', apiKey: 'k' });
+  const openai = createModelClient({ baseURL: 'http://127.0.0.1:3/v1', apiKey: 'k' });
+  const endpoints = modelEndpointsFor(chained, { openai, model: 'gpt-4o', providers: { hosted, local } });
+  assert.deepEqual(
+    endpoints.map(({ provider, model, openai: client }) => [provider, model, client.baseURL]),
+    [
+      ['hosted', 'big-1', 'http://127.0.0.1:1/v1'],
+      ['local', 'llama3', 'http://127.0.0.1:2/v1'],
+      ['default', 'small-1', 'http://127.0.0.1:3/v1'],
+    ],
+  );
+  // A stored agent version naming a provider this worker lacks fails the call, whichever link of the chain it is.
+  assert.throws(
+    () => modelEndpointsFor(chained, { openai, model: 'gpt-4o', providers: { hosted } }),
+    (error: unknown) => error instanceof ApplicationFailure && error.type === 'Model.UnknownProvider',
+  );
+  for (const [bad, problem] of [
+    ['[]', /must list at least one model/],
+    ['[a, b, c, d, e, f]', /must list at most 5 models/],
+    ['[a, 3]', /must list model names, each a non-empty text/],
+    ['{ a: 1 }', /must be a model name or a list of model names/],
+  ] as const) {
+    assert.throws(() => parse(bad), problem, `model: ${bad}`);
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baton-chain-'));
+  fs.writeFileSync(
+    path.join(dir, 'chained.md'),
+    '---\nname: chained\ndescription: Falls back.\nmodel: [local/llama3, lcoal/llama3]\n---\nAct.\n',
+  );
+  assert.throws(
+    () => loadAgents(dir, { toolNames: [], providers: ['local'] }),
+    /chained\.md:4: model 'lcoal\/llama3' names provider 'lcoal', which is not configured/,
+  );
+  const agents = new Map([[chained.name, chained]]);
+  assert.equal(
+    describeModelRoutes(agents, { openai, model: 'gpt-4o' }, { hosted, local }),
+    'models: chained → hosted big-1 (http://127.0.0.1:1/v1), then local llama3 (http://127.0.0.1:2/v1), then default small-1 (http://127.0.0.1:3/v1)',
+  );
+});
+
+test('model fallback: a refused key or an unknown model moves to the next model at once; nothing else does', () => {
+  const failureOf = (status: number) =>
+    classifyModelError(APIError.generate(status, { error: { message: `status ${status}` } }, undefined, new Headers()));
+  for (const status of [401, 403, 404]) assert.equal(movesToNextModelAtOnce(failureOf(status)), true, `${status}`);
+  for (const status of [400, 408, 409, 422, 429, 500, 503]) {
+    assert.equal(movesToNextModelAtOnce(failureOf(status)), false, `${status}`);
+  }
+  assert.equal(movesToNextModelAtOnce(new Error('not a model failure')), false);
 });
 
 test('model routing: providers given in code follow the same names', () => {
