@@ -22,7 +22,11 @@ import { readRunFeed } from '../../db/run-events';
 import { runEventsOf, type StoredRunEvent } from '../../common/run-events';
 import { parseScript, startScriptedModelServer, type ScriptedModelServer } from '../../scripted-model';
 import { readModelLog, startTestHarness, type AgentHarness, type ModelLogEntry } from '../../testing/harness';
-import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
+import { writeHangOnceTool } from '../../testing/hang-once-tool';
+import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
+import { connect } from '../../client';
+import { waitFor } from '../chaos/waiting';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { createAgentCatalog } from '../../worker/agent-catalog';
 import { createModelClient } from '../../worker/model-client';
@@ -434,4 +438,78 @@ test("model fallback: a 401 of the first model's provider moves to the next mode
   );
   assert.equal(new Set(calls.map((event) => event.stream)).size, 2);
   await thread.end();
+});
+
+test('model fallback: a batch of steps re-run after its worker was SIGKILLed returns the fallback reply stored, asking no model again', async () => {
+  // A `baton worker` process with both providers runs a batched turn whose first model refuses its key: the local
+  // model answers with a tool call, and the worker dies while that tool runs. The next worker re-runs the batch from
+  // its first step, which returns the stored reply (the local model's) without asking either model again.
+  const dir = path.join(workDir, 'killed');
+  fs.mkdirSync(path.join(dir, 'agents'), { recursive: true });
+  fs.writeFileSync(
+    path.join(dir, 'agents', 'stepper.md'),
+    '---\nname: stepper\ndescription: Steps.\ncapabilities: [hang_once]\nsteps: batched\n' +
+      'model: [hosted/big-model-1, local/llama3.1:8b]\n---\nStep.\n',
+  );
+  const hangOnce = writeHangOnceTool(dir);
+  const hostedLog = path.join(dir, 'hosted.jsonl');
+  const localLog = path.join(dir, 'local.jsonl');
+  const refusing = await startScriptedModelServer({
+    script: parseScript(
+      'agents:\n  stepper:\n    - { fail: 401, times: 5 }\n    - say: "Never."\n    - { fail: 401, times: 5 }\n    - say: "Never."\n',
+      'refusing',
+    ),
+    logFile: hostedLog,
+  });
+  const serving = await startScriptedModelServer({
+    script: parseScript('agents:\n  stepper:\n    - { call: hang_once, args: {} }\n    - say: "Stepped."\n', 'serving'),
+    logFile: localLog,
+  });
+  const workerOptions = {
+    taskQueue: uniqueTaskQueue('fallback-killed'),
+    modelBaseUrl: serving.baseURL,
+    agentsDir: path.join(dir, 'agents'),
+    env: {
+      BATON_TOOLS: hangOnce.toolsFile,
+      BATON_PROVIDERS: JSON.stringify({
+        hosted: { base_url: refusing.baseURL, api_key_env: 'HOSTED_API_KEY' },
+        local: { base_url: serving.baseURL, api_key_env: 'LOCAL_API_KEY' },
+      }),
+      HOSTED_API_KEY: 'revoked',
+      LOCAL_API_KEY: 'unused',
+    },
+  };
+  const client = await connect({
+    address: env.temporalAddress,
+    taskQueue: workerOptions.taskQueue,
+    databaseUrl: env.databaseUrl,
+  });
+  let first: WorkerProcess | undefined;
+  let second: WorkerProcess | undefined;
+  try {
+    first = await startScriptedWorker('worker A with a fallback chain', workerOptions);
+    const threadId = uniqueThreadId('fallback-killed');
+    const running = client.run({ agent: 'stepper', threadId, message: 'Step.' });
+    running.catch(() => undefined);
+    await waitFor('the tool to start', 60_000, () => Promise.resolve(hangOnce.runs() > 0 ? true : undefined));
+    await first.kill();
+    second = await startScriptedWorker('worker B with a fallback chain', workerOptions);
+    const { result } = await running;
+    assert.equal(result.reply, 'Stepped.');
+
+    const asked = (log: string) => readModelLog(log).filter((entry) => entry.thread === threadId).length;
+    assert.equal(asked(hostedLog), 2, 'the refusing model was asked once per step, not again for the stored reply');
+    assert.equal(asked(localLog), 2, 'the serving model was asked once per step');
+    assert.deepEqual(await storedReplies(threadId), [
+      ['stepper', 'local', 'llama3.1:8b'],
+      ['stepper', 'local', 'llama3.1:8b'],
+    ]);
+    assert.equal(hangOnce.runs(), 2, 'the tool ran again');
+  } finally {
+    await client.close();
+    await first?.kill();
+    await second?.kill();
+    await refusing.close();
+    await serving.close();
+  }
 });

@@ -15,6 +15,7 @@ import { defineTool } from '../../activities/tools/types';
 import { connect } from '../../client';
 import { parseScript, startScriptedModelServer } from '../../scripted-model';
 import { readModelLog, startAgentHarness, type AgentHarness } from '../../testing/harness';
+import { writeHangOnceTool } from '../../testing/hang-once-tool';
 import { startScriptedWorker, type WorkerProcess } from '../../testing/worker-process';
 import { startJaeger, type Jaeger, type JaegerSpan } from '../../testing/jaeger';
 import { readTestEnv, uniqueTaskQueue, uniqueThreadId } from '../../testing/test-env';
@@ -439,27 +440,7 @@ test('traces: a batch of steps re-run after its worker was SIGKILLed shows no se
     'killed',
     '---\nname: stepper\ndescription: Steps.\ncapabilities: [hang_once]\nsteps: batched\n---\nStep.\n',
   );
-  const started = path.join(dir, 'started.log');
-  const toolsFile = path.join(dir, 'tools.mjs');
-  fs.writeFileSync(
-    toolsFile,
-    `import fs from 'node:fs';
-import { z } from 'zod';
-export default [{
-  name: 'hang_once',
-  description: 'Hangs on its first run, answers on the next.',
-  parameters: z.object({}),
-  retries: 2,
-  run: async (_args, ctx) => {
-    const first = !fs.existsSync(${JSON.stringify(started)});
-    fs.appendFileSync(${JSON.stringify(started)}, 'run\\n');
-    if (!first) return 'answered';
-    await new Promise((resolve) => { const timer = setTimeout(resolve, 120000); ctx.signal.addEventListener('abort', () => clearTimeout(timer)); });
-    return 'late';
-  },
-}];
-`,
-  );
+  const hangOnce = writeHangOnceTool(dir);
   const modelLog = path.join(dir, 'model.jsonl');
   const model = await startScriptedModelServer({
     script: parseScript('agents:\n  stepper:\n    - { call: hang_once, args: {} }\n    - say: "Stepped."\n', 'killed'),
@@ -475,7 +456,7 @@ export default [{
     agentsDir: path.join(dir, 'agents'),
     env: {
       BATON_WORKFLOW_BUNDLE: bundleFile,
-      BATON_TOOLS: toolsFile,
+      BATON_TOOLS: hangOnce.toolsFile,
       OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint,
       OTEL_SERVICE_NAME: killService,
     },
@@ -488,7 +469,7 @@ export default [{
     const threadId = uniqueThreadId('killed');
     const running = client.run({ agent: 'stepper', threadId, message: 'Step.' });
     running.catch(() => undefined);
-    await waitFor('the tool to start', 60_000, () => Promise.resolve(fs.existsSync(started) ? true : undefined));
+    await waitFor('the tool to start', 60_000, () => Promise.resolve(hangOnce.runs() > 0 ? true : undefined));
     // Longer than the export batch delay (1 s): the dead worker's span of the first model call reached Jaeger.
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     await first.kill();
@@ -521,11 +502,7 @@ export default [{
       activities.some((span) => span.name.startsWith('RunActivity:') && span.tags['baton.model.reply_reused'] === true),
       `the re-run step says it reused the stored reply: ${activities.map((span) => span.name).join(', ')}`,
     );
-    assert.equal(
-      fs.readFileSync(started, 'utf8').split('\n').filter(Boolean).length,
-      2,
-      'the read-only tool ran again',
-    );
+    assert.equal(hangOnce.runs(), 2, 'the read-only tool ran again');
   } finally {
     await client.close();
     await first?.kill();
