@@ -96,7 +96,8 @@ export default [
     const waiter = uniqueThreadId('metrics-wait');
     const waiting = client.run({ agent: 'waiter', threadId: waiter, message: 'Wait.' });
     waiting.catch(() => undefined);
-    await pendingApprovals(client.thread(waiter));
+    const [pending] = await pendingApprovals(client.thread(waiter));
+    assert.ok(pending);
 
     const scrape = async () => (await fetch(`http://${metricsAddress}/metrics`)).text();
     let last = '';
@@ -131,6 +132,9 @@ export default [
     );
     // The SDK's own metrics are still there.
     assert.match(text, /^temporal_activity_execution_latency/m);
+    // The waiting run ends before the client closes: a call still waiting on a closed client fails after the test.
+    await client.thread(waiter).approve(pending.approvalId, { by: 'metrics test' });
+    assert.equal((await waiting).result.reply, 'Guarded.');
   } finally {
     await client.close();
     await worker?.kill();
