@@ -14,6 +14,7 @@ import { createDelegationActivities } from './delegations';
 import { createDeliveryActivities } from './deliveries';
 import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
+import type { ModelLimits } from './model-limits';
 import type { ModelProviders } from './model-providers';
 import { createQuestionActivities } from './questions';
 import { createScheduleActivities } from './schedules';
@@ -43,6 +44,8 @@ export interface ActivityDependencies {
   model: string;
   /** The other endpoints an agent's `model` may name as `provider/model`. @default none */
   providers?: ModelProviders;
+  /** Limits on model calls every worker of the task queue shares (`BATON_MODEL_LIMITS`). @default none */
+  modelLimits?: ModelLimits;
   /** The current agent definitions (a function, so a reloaded set is seen by turns that start later). */
   agents: () => AgentRegistry;
   tools: ToolRegistry;
@@ -93,6 +96,7 @@ export function createActivities(deps: ActivityDependencies) {
     openai: deps.openai,
     model: deps.model,
     providers: deps.providers,
+    ...(deps.modelLimits === undefined ? {} : { limits: deps.modelLimits }),
     ...(deps.modelStream === undefined ? {} : { stream: deps.modelStream }),
   });
   const toolCalls = createToolCallActivities(shared);

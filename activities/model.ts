@@ -22,7 +22,9 @@ import { recordModelCallStarted } from '../db/run-events';
 import type { AgentStore } from './agent-store';
 import { classifyModelError, movesToNextModelAtOnce } from './model-errors';
 import { DeltaPublisher } from './model-stream';
+import { holdScopes, limitedScopes, withCapacity, type ModelLimits } from './model-limits';
 import { modelEndpointsFor, type ModelEndpoint, type ModelProviders } from './model-providers';
+import type { LimitedScope } from '../db/model-limits';
 import { toApplicationFailure } from './failures';
 import { createActivityMetrics, type ActivityMetrics } from './metrics';
 import { BatonAttribute, errorTypeOf, GenAiAttribute, inSpan, scopeAttributes, type ActivityTracing } from './tracing';
@@ -47,6 +49,8 @@ export interface ModelActivityOptions {
   model: string;
   /** The other endpoints an agent's `model` may name as `provider/model`. @default none */
   providers?: ModelProviders;
+  /** Limits on model calls every worker of the task queue shares (`BATON_MODEL_LIMITS`). @default none */
+  limits?: ModelLimits;
   agentStore: AgentStore;
   tools: ToolRegistry;
   /**
@@ -218,7 +222,29 @@ export function createModelActivities(options: ModelActivityOptions) {
       mark: { stream: string; started: Promise<unknown> },
     ): Promise<OpenAI.Chat.Completions.ChatCompletion> => {
       if (options.stream) await mark.started;
-      // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
+      // Room under the limits every worker shares, before the request (and its timeout) starts.
+      const scopes = limitedScopes(options.limits ?? {}, provider, model);
+      const waiting = {
+        waiting: (why: { scope: string; reason: string }) => {
+          // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
+          if (!isLocal) activity.heartbeat({ step: input.step, waitingForCapacity: `${why.scope}: ${why.reason}` });
+        },
+        signal: activity.cancellationSignal,
+      };
+      return withCapacity(
+        pool,
+        scopes,
+        waiting,
+        () => send({ provider, openai, model }, mark, scopes),
+        (reply) => reply.usage?.total_tokens ?? 0,
+      );
+    };
+    /** Sends the request to one endpoint once it has room. */
+    const send = async (
+      { provider, openai, model }: ModelEndpoint,
+      mark: { stream: string; started: Promise<unknown> },
+      scopes: readonly LimitedScope[],
+    ): Promise<OpenAI.Chat.Completions.ChatCompletion> => {
       const heartbeat = isLocal
         ? undefined
         : setInterval(() => activity.heartbeat({ step: input.step }), heartbeatIntervalMs);
@@ -292,6 +318,9 @@ export function createModelActivities(options: ModelActivityOptions) {
           // A cancelled activity reports the cancellation (a CancelledFailure), not the abort error it caused.
           if (activity.cancellationSignal.aborted) throw activity.cancellationSignal.reason ?? error;
           const failure = classifyModelError(error, { provider, model });
+          // A provider's Retry-After holds every worker's calls under its limits, not only this call's retry.
+          const retryAfter: unknown = failure instanceof ApplicationFailure ? failure.nextRetryDelay : undefined;
+          if (typeof retryAfter === 'number') await holdScopes(pool, scopes, retryAfter).catch(() => undefined);
           metrics.modelCall({ ...metricTags, outcome: errorTypeOf(failure), latencyMs: Date.now() - sentAt });
           throw failure;
         } finally {

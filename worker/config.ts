@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { DEFAULT_STEP_MODE, STEP_MODES, type StepMode } from '../common/agent-definition';
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 import { DEFAULT_PROVIDER, PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE } from '../activities/model-providers';
+import type { ModelLimit, ModelLimits } from '../activities/model-limits';
 import type { ShellSandboxSetting } from '../activities/tools/shell-sandbox';
 import {
   ACCESS_TOKEN_FILE,
@@ -194,6 +195,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   ),
   /** More model endpoints, as JSON: `{"<name>": {"base_url": …, "api_key_env": …}}` (see `readProviders`). */
   BATON_PROVIDERS: optionalText,
+  /** Limits on model calls every worker shares, as JSON by provider or provider/model (see `readModelLimits`). */
+  BATON_MODEL_LIMITS: optionalText,
   /**
    * Fault injection for tests only: the worker kills itself (SIGKILL) after a write of this env-data key commits and
    * before it signals the key's watchers, as a crash there would (the chaos test of watchers sets it).
@@ -295,6 +298,8 @@ export interface WorkerConfig {
   readonly model: ModelConfig;
   /** The endpoints besides the default one that agents name as `provider/model` (BATON_PROVIDERS). */
   readonly providers: readonly ProviderConfig[];
+  /** Limits on model calls every worker of the task queue shares (BATON_MODEL_LIMITS); empty: none. */
+  readonly modelLimits: ModelLimits;
   /** Model calls ask for streamed replies and assemble them (BATON_MODEL_STREAM=on). */
   readonly modelStream: boolean;
   /** Where turns run their steps when their agent and world set none (BATON_STEPS). */
@@ -556,6 +561,78 @@ const providerSchema = z.strictObject({
     .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'must be the name of an environment variable (letters, digits, _)' }),
 });
 
+/** One scope's limits in BATON_MODEL_LIMITS; at least one, each a whole number from 1. */
+const modelLimitSchema = z
+  .strictObject({
+    requests_per_minute: z.int().min(1).optional(),
+    tokens_per_minute: z.int().min(1).optional(),
+    concurrent: z.int().min(1).optional(),
+  })
+  .refine((limit) => Object.keys(limit).length > 0, {
+    message: 'sets no limit (requests_per_minute, tokens_per_minute, concurrent)',
+  });
+
+/** The shape of BATON_MODEL_LIMITS, for error messages. */
+const MODEL_LIMITS_EXAMPLE =
+  '{"default": {"requests_per_minute": 60, "concurrent": 4}, "local/llama3.1": {"concurrent": 1}}';
+
+/**
+ * Reads BATON_MODEL_LIMITS: a JSON object of limits by scope, a provider's name (`default` for the default endpoint)
+ * or `<provider>/<model>`, each `{"requests_per_minute", "tokens_per_minute", "concurrent"}` (any of them). Unset (or
+ * empty) means no limits.
+ * @throws ConfigError naming every problem: bad JSON, a scope naming no configured provider, a bad field or value.
+ */
+export function readModelLimits(
+  env: Readonly<Record<string, string | undefined>>,
+  providers: readonly Pick<ProviderConfig, 'name'>[],
+): ModelLimits {
+  const text = env.BATON_MODEL_LIMITS?.trim() ?? '';
+  if (text === '') return Object.freeze({});
+  const fail = (problems: readonly string[]) => new ConfigError(problems.map((p) => `BATON_MODEL_LIMITS ${p}`));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw fail([`is not valid JSON (${(error as Error).message}); write it as ${MODEL_LIMITS_EXAMPLE}`]);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw fail([`must be a JSON object of limits by provider or provider/model, e.g. ${MODEL_LIMITS_EXAMPLE}`]);
+  }
+  const problems = duplicateKeys(text);
+  const known = [DEFAULT_PROVIDER, ...providers.map((provider) => provider.name)];
+  const limits: Record<string, ModelLimit> = {};
+  for (const [scope, value] of Object.entries(parsed)) {
+    const slash = scope.indexOf('/');
+    const provider = slash < 0 ? scope : scope.slice(0, slash);
+    if (!known.includes(provider) || (slash >= 0 && scope.slice(slash + 1).trim() === '')) {
+      problems.push(
+        `'${scope}' names no configured provider: write a provider (${known.join(', ')}) or <provider>/<model>`,
+      );
+      continue;
+    }
+    const limit = modelLimitSchema.safeParse(value);
+    if (!limit.success) {
+      problems.push(
+        ...limit.error.issues.map((issue) =>
+          issue.code === 'unrecognized_keys'
+            ? `'${scope}': unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')} (fields: requests_per_minute, tokens_per_minute, concurrent)`
+            : issue.path.length === 0
+              ? `'${scope}' ${issue.code === 'custom' ? issue.message : 'must be an object of limits'}`
+              : `'${scope}': ${issue.path.join('.')} must be a whole number from 1`,
+        ),
+      );
+      continue;
+    }
+    limits[scope] = Object.freeze({
+      ...(limit.data.requests_per_minute === undefined ? {} : { requestsPerMinute: limit.data.requests_per_minute }),
+      ...(limit.data.tokens_per_minute === undefined ? {} : { tokensPerMinute: limit.data.tokens_per_minute }),
+      ...(limit.data.concurrent === undefined ? {} : { concurrent: limit.data.concurrent }),
+    });
+  }
+  if (problems.length > 0) throw fail(problems);
+  return Object.freeze(limits);
+}
+
 /** The shape of BATON_PROVIDERS, for error messages. */
 const PROVIDERS_EXAMPLE = '{"local": {"base_url": "http://127.0.0.1:11434/v1", "api_key_env": "LOCAL_API_KEY"}}';
 
@@ -656,6 +733,7 @@ export function readWorkerConfig(
   const scripted = !value.OPENAI_API_KEY;
   const workflowBundle = readWorkflowBundle(env, cwd);
   const decisionKey = readDecisionKey(env, cwd);
+  const providers = readProviders(env);
   let tracing: TracingSettings | undefined;
   let otlpMetrics: OtlpMetricsSettings | undefined;
   try {
@@ -677,7 +755,8 @@ export function readWorkerConfig(
       apiKey: value.OPENAI_API_KEY ?? 'scripted',
       model: value.BATON_MODEL,
     }),
-    providers: readProviders(env),
+    providers,
+    modelLimits: readModelLimits(env, providers),
     modelStream: value.BATON_MODEL_STREAM === 'on',
     steps: value.BATON_STEPS,
     ...(value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL === undefined

@@ -20,6 +20,7 @@ import type { AgentRegistry, StepMode } from '../common/agent-definition';
 import { createAgentCatalog, type AgentCatalog } from './agent-catalog';
 import { checkModels } from './agents';
 import { DEFAULT_ARC_DATA_DIR } from './config';
+import type { ModelLimits } from '../activities/model-limits';
 import { checkProviderNames, type ModelProviders } from '../activities/model-providers';
 import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 import { DEFAULT_WATCH_SWEEP_SECONDS } from '../activities/watchers';
@@ -66,6 +67,12 @@ export interface BatonWorkerOptions {
    * names. @default none
    */
   providers?: ModelProviders;
+  /**
+   * Limits on model calls, by provider (`default` for the default endpoint) or `provider/model`, that every worker
+   * of the task queue shares through Postgres: give every worker the same (`readModelLimits` reads
+   * `BATON_MODEL_LIMITS`). @default none
+   */
+  modelLimits?: ModelLimits;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
   /** Ask every endpoint for streamed replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
@@ -204,6 +211,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       openai,
       model,
       providers,
+      ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),

@@ -373,6 +373,14 @@ export const PRODUCTION_VARIABLES = {
     meaning: 'More model endpoints, which agents name as `provider/model` (JSON; see the models guide).',
     default: 'none',
   },
+  BATON_MODEL_LIMITS: {
+    topic: 'Models',
+    readBy: ['worker'],
+    meaning:
+      'Limits on model calls that every worker of the task queue shares, by provider (`default` for the default ' +
+      'endpoint) or `provider/model`: `requests_per_minute`, `tokens_per_minute`, `concurrent` (JSON; see the models guide).',
+    default: 'none',
+  },
   BATON_STEPS: {
     topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],

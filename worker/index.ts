@@ -15,6 +15,7 @@ export { AgentConfigError, checkCapabilities, loadAgents, parseAgentFile, type L
 export type { AgentDefinition, AgentRegistry } from '../common/agent-definition';
 export { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
 export { DEFAULT_PROVIDER, type ModelProviders } from '../activities/model-providers';
+export type { ModelLimit, ModelLimits } from '../activities/model-limits';
 export { describeUserTools, loadToolModules } from './tool-modules';
 export { prepareUserTools, ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
 export { describeMcpServers, readMcpConfig, startMcpServers } from './mcp';
@@ -40,6 +41,7 @@ export {
   DEFAULT_ARC_DATA_DIR,
   describeDecisionSigning,
   readDecisionKey,
+  readModelLimits,
   readModelStream,
   readProviders,
   readSetupConfig,

@@ -110,6 +110,7 @@ export async function runWorkerFromEnv(
       openai,
       model: model.model,
       providers,
+      modelLimits: config.modelLimits,
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       modelStream: config.modelStream,

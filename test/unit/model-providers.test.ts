@@ -8,7 +8,8 @@ import { APIError } from 'openai';
 import { classifyModelError, movesToNextModelAtOnce } from '../../activities/model-errors';
 import { checkProviderNames, modelEndpointsFor, routeModel } from '../../activities/model-providers';
 import { modelChain } from '../../common/agent-definition';
-import { ConfigError, readProviders, readWorkerConfig } from '../../worker/config';
+import { ConfigError, readModelLimits, readProviders, readWorkerConfig } from '../../worker/config';
+import { limitedScopes } from '../../activities/model-limits';
 import { AgentConfigError, loadAgents, parseAgentFile } from '../../worker/agents';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../../worker/model-client';
 
@@ -292,4 +293,58 @@ test("model clients: the openai client's own retries are off, for the default en
   ]);
   assert.equal(openai.maxRetries, 0);
   assert.equal(providers.local?.maxRetries, 0);
+});
+
+test('model limits: BATON_MODEL_LIMITS sets limits by provider or provider/model; a call is limited by both', () => {
+  const providers = [{ name: 'local' }];
+  assert.deepEqual(readModelLimits({}, providers), {});
+  const limits = readModelLimits(
+    {
+      BATON_MODEL_LIMITS:
+        '{"default": {"requests_per_minute": 60, "concurrent": 4}, "local/llama3.1:8b": {"tokens_per_minute": 1000}}',
+    },
+    providers,
+  );
+  assert.deepEqual(limits, {
+    default: { requestsPerMinute: 60, concurrent: 4 },
+    'local/llama3.1:8b': { tokensPerMinute: 1000 },
+  });
+  assert.deepEqual(limitedScopes(limits, 'default', 'gpt-4o'), [
+    { scope: 'default', limit: { requestsPerMinute: 60, concurrent: 4 } },
+  ]);
+  assert.deepEqual(limitedScopes(limits, 'local', 'llama3.1:8b'), [
+    { scope: 'local/llama3.1:8b', limit: { tokensPerMinute: 1000 } },
+  ]);
+  assert.deepEqual(limitedScopes(limits, 'local', 'other'), []);
+  // The worker's configuration reads it against its providers.
+  const config = readWorkerConfig({ ...minimal, BATON_MODEL_LIMITS: '{"default": {"concurrent": 2}}' }, process.cwd());
+  assert.deepEqual(config.modelLimits, { default: { concurrent: 2 } });
+});
+
+test('model limits: bad JSON, an unknown provider, an unknown field, a bad number or no limit at all is named', () => {
+  const problems = (json: string): string[] => {
+    try {
+      readModelLimits({ BATON_MODEL_LIMITS: json }, [{ name: 'local' }]);
+    } catch (error) {
+      assert.ok(error instanceof ConfigError, String(error));
+      return error.problems;
+    }
+    assert.fail(`BATON_MODEL_LIMITS ${json} was accepted`);
+  };
+  assert.match(problems('{').join('\n'), /BATON_MODEL_LIMITS is not valid JSON/);
+  assert.match(problems('[]').join('\n'), /must be a JSON object of limits by provider or provider\/model/);
+  assert.deepEqual(problems('{"hosted": {"concurrent": 1}, "local/": {"concurrent": 1}}'), [
+    "BATON_MODEL_LIMITS 'hosted' names no configured provider: write a provider (default, local) or <provider>/<model>",
+    "BATON_MODEL_LIMITS 'local/' names no configured provider: write a provider (default, local) or <provider>/<model>",
+  ]);
+  assert.deepEqual(problems('{"local": {"rpm": 1}}'), [
+    "BATON_MODEL_LIMITS 'local': unknown field 'rpm' (fields: requests_per_minute, tokens_per_minute, concurrent)",
+    "BATON_MODEL_LIMITS 'local' sets no limit (requests_per_minute, tokens_per_minute, concurrent)",
+  ]);
+  assert.deepEqual(problems('{"local": {"concurrent": 0}}'), [
+    "BATON_MODEL_LIMITS 'local': concurrent must be a whole number from 1",
+  ]);
+  assert.deepEqual(problems('{"default": {}}'), [
+    "BATON_MODEL_LIMITS 'default' sets no limit (requests_per_minute, tokens_per_minute, concurrent)",
+  ]);
 });
