@@ -5,6 +5,7 @@
  * Each returns functions that prepare one turn (untimed) and hand back its timed part, for `runConcurrently`.
  */
 import type { BatonWorkerTracing } from '../worker/tracing';
+import type { ModelLimits } from '../activities/model-limits';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
@@ -96,6 +97,8 @@ export async function startBaton(
     modelStream?: boolean;
     /** Traced workers (`createBatonWorker({ tracing })`), with this bundle holding the tracing interceptors. */
     tracing?: { readonly tracing: BatonWorkerTracing; readonly bundlePath: string };
+    /** Limits on model calls the workers share (`BATON_MODEL_LIMITS`). */
+    modelLimits?: ModelLimits;
   },
 ): Promise<BatonSide> {
   const taskQueue = uniqueTaskQueue(`bench-${options.name}`);
@@ -110,6 +113,7 @@ export async function startBaton(
       ...(i === 0 && options.modelLogFile ? { modelLogFile: options.modelLogFile } : {}),
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.tracing === undefined ? {} : { tracing: options.tracing.tracing }),
+      ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       workflowBundle: { codePath: options.tracing?.bundlePath ?? context.stack.workflowBundlePath },
     });
     context.defer(() => harness.close());

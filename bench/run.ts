@@ -21,6 +21,7 @@ const BENCHES = [
   'env-data',
   'stream',
   'trace',
+  'limits',
   'langgraph',
   'vm-watchdog',
   'model-transport',

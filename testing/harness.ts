@@ -11,6 +11,7 @@ import type { ToolDefinition } from '../activities/tools/types';
 import { prepareUserTools } from '../activities/tools/user-tools';
 import { createPool } from '../db/pool';
 import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
+import type { ModelLimits } from '../activities/model-limits';
 import type { ModelProviders } from '../activities/model-providers';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
@@ -52,6 +53,8 @@ export interface AgentHarnessOptions {
    * model is the default endpoint. @default none
    */
   providers?: ModelProviders;
+  /** Limits on model calls every worker shares (`BATON_MODEL_LIMITS`). @default none */
+  modelLimits?: ModelLimits;
   /** MCP servers whose tools agents call (`connectMcpServers`, `startMcpServers`); the caller closes them. */
   mcp?: McpServers;
   /** Ask the scripted model for streamed replies (`BATON_MODEL_STREAM=on`). @default false */
@@ -134,6 +137,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       providers: options.providers,
       catalog,
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
+      ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.watchSweepSeconds === undefined ? {} : { watchSweepSeconds: options.watchSweepSeconds }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),
