@@ -140,17 +140,18 @@ export function createModelActivities(options: ModelActivityOptions) {
     const attemptStream = isLocal
       ? `${input.operationId}#${attempt}.${randomBytes(4).toString('hex')}`
       : `${input.operationId}#${attempt}`;
+    /** The endpoint at `index` of the chain (every index used is within it). */
+    const endpointAt = (index: number): ModelEndpoint => {
+      const endpoint = endpoints[index];
+      if (endpoint === undefined) throw new Error(`the model chain of ${agent.name} has no endpoint ${index}`);
+      return endpoint;
+    };
     /**
      * The run feed's mark that a request to `endpoints[index]` started, with its stream (a fallback's has a tag of
      * its own, so a reader drops the text of the model that failed). The first is written while the request is put
      * together and, unless the reply is streamed, while it is on its way: the mark needs to come before the deltas
      * and the stored reply, not before the request.
      */
-    const endpointAt = (index: number): ModelEndpoint => {
-      const endpoint = endpoints[index];
-      if (endpoint === undefined) throw new Error(`the model chain of ${agent.name} has no endpoint ${index}`);
-      return endpoint;
-    };
     const markStarted = (index: number) => {
       const { provider, model } = endpointAt(index);
       const stream = index === first ? attemptStream : `${attemptStream}~${index}`;
