@@ -17,8 +17,12 @@ import { generateAccessToken } from '../stack/access-token';
 const ROOT = path.resolve(__dirname, '..');
 const BATON_BIN = path.join(ROOT, 'bin', 'baton.js');
 const READY_PREFIX = 'baton worker: polling';
-/** Bundling the workflows with webpack dominates start-up when no bundle is given; a cold machine can take a while. */
-const DEFAULT_READY_TIMEOUT_MS = 60_000;
+/**
+ * Bundling the workflows with webpack dominates start-up when no bundle is given; a cold machine can take a while, and
+ * so can a worker started while the chaos files run side by side (each with its MCP servers and sandboxes): CI saw one
+ * take over a minute there. A bound on a hang, not a speed.
+ */
+const DEFAULT_READY_TIMEOUT_MS = 120_000;
 /** Kept for failure messages; a worker's stderr is short unless something is wrong. */
 const MAX_OUTPUT_CHARS = 20_000;
 
