@@ -1,7 +1,8 @@
 /**
  * Traces of a whole tree, read back from a real Jaeger (built from its Go module, stack/jaeger.ts) through its own
  * query API: a caller's `traceparent` is the parent of the turn's spans; a delegation that waits for an approval and
- * a fork of two tasks are one trace with Temporal's spans and Baton's GenAI spans where each call was made; replaying
+ * a fork of two tasks are one trace with Temporal's spans and Baton's GenAI spans where each call was made; an MCP
+ * server's tool runs in a span naming the server; a watcher's wake-up is a trace linked to its write; replaying
  * the recorded histories with the traced workflow code exports nothing.
  */
 import assert from 'node:assert/strict';
@@ -23,6 +24,9 @@ import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { readTracingSettings, startTracing, tracedWorkerParts, type StartedTracing } from '../../worker/tracing';
 import { pendingApprovals, waitFor } from '../chaos/waiting';
+import type { McpServers } from '../../activities/tools/mcp-servers';
+import { stdioServerEntry, writeMcpConfig } from '../../testing/mcp-reference-servers';
+import { startMcpServers } from '../../worker/mcp';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'traces-'));
@@ -62,6 +66,7 @@ const agents: AgentRegistry = new Map([
   agent('releaser', '[deploy]'),
   agent('researcher', '[lookup]'),
   agent('noter', '[reader]'),
+  agent('echoer', '[mcp:everything]'),
   [
     'reader',
     parseAgentFile(
@@ -92,6 +97,9 @@ agents:
   reader:
     - say: "Ready."
     - say: "Read the note."
+  echoer:
+    - { call: everything__echo, args: { message: "hello over MCP" } }
+    - say: "Echoed."
 `,
   'traces',
 );
@@ -99,6 +107,7 @@ agents:
 let jaeger: Jaeger;
 let tracing: StartedTracing;
 let harness: AgentHarness;
+let mcp: McpServers;
 
 before(async () => {
   jaeger = await startJaeger(path.join(workDir, 'jaeger'));
@@ -108,6 +117,9 @@ before(async () => {
   });
   assert.ok(settings, 'an endpoint turns tracing on');
   tracing = startTracing(settings);
+  // server-everything over stdio, as a user's MCP configuration starts it.
+  const mcpConfig = writeMcpConfig(path.join(workDir, 'mcp.json'), { everything: stdioServerEntry('everything') });
+  mcp = await startMcpServers(mcpConfig, process.env, { log: () => undefined });
   harness = await startAgentHarness({
     temporalAddress: env.temporalAddress,
     databaseUrl: env.databaseUrl,
@@ -115,12 +127,14 @@ before(async () => {
     agents,
     script,
     tools: [deploy, lookup],
+    mcp,
     tracing,
   });
 });
 
 after(async () => {
   await harness?.close();
+  await mcp?.close();
   await tracing?.shutdown();
   await jaeger?.stop();
 });
@@ -166,9 +180,14 @@ test("traces: a delegation waiting for an approval and a fork are one trace unde
   await tracing.tracerProvider.forceFlush();
 
   // Every chat span of the tree: lead (3 calls), releaser (2), each researcher (2 each).
+  // The turn's Update span ends with the turn and may reach Jaeger in a later batch than the model calls.
   const spans = await waitFor('the tree in Jaeger', 60_000, async () => {
+    await tracing.tracerProvider.forceFlush();
     const found = (await jaeger.spans(service)).filter((span) => span.traceId === traceId);
-    return found.filter((span) => span.name.startsWith('chat ')).length >= 9 ? found : undefined;
+    const whole =
+      found.filter((span) => span.name.startsWith('chat ')).length >= 9 &&
+      found.some((span) => span.name === 'HandleUpdate:sendMessage');
+    return whole ? found : undefined;
   });
   const byId = new Map(spans.map((span) => [span.spanId, span]));
 
@@ -297,6 +316,32 @@ test('traces: a watcher wake-up is a trace of its own, linked to the write that 
   });
   assert.equal(threadRun.name, 'RunWorkflow:threadWorkflow');
   assert.equal(threadRun.traceId, threadLink.traceId);
+});
+
+test("traces: an MCP server's tool runs in an execute_tool span naming the server, under its turn", async () => {
+  const threadId = uniqueThreadId('mcp');
+  const { result } = await harness.client.run({ agent: 'echoer', threadId, message: 'Echo.' });
+  assert.equal(result.reply, 'Echoed.');
+  const everySpan = await waitFor('the MCP call in Jaeger', 60_000, async () => {
+    await tracing.tracerProvider.forceFlush();
+    const found = await jaeger.spans(service);
+    return found.some(
+      (span) => span.name === 'execute_tool everything__echo' && span.tags['baton.root_thread_id'] === threadId,
+    )
+      ? found
+      : undefined;
+  });
+  const [echo, ...more] = everySpan.filter(
+    (span) => span.name === 'execute_tool everything__echo' && span.tags['baton.root_thread_id'] === threadId,
+  );
+  assert.ok(echo);
+  assert.equal(more.length, 0, 'one call, one span');
+  assert.equal(echo.tags['gen_ai.operation.name'], 'execute_tool');
+  assert.equal(echo.tags['gen_ai.tool.name'], 'everything__echo');
+  assert.equal(echo.tags['baton.mcp.server'], 'everything');
+  assert.ok(echo.tags['gen_ai.tool.call.id'], 'the call id is on the span');
+  const byId = new Map(everySpan.map((span) => [span.spanId, span]));
+  assert.ok(ancestry(echo, byId).includes('invoke_agent echoer'), 'the call sits in its turn');
 });
 
 test('traces: replaying the recorded histories with the traced workflow code exports no span', async () => {
