@@ -34,6 +34,7 @@ test('worker config: defaults fill what is not set', () => {
     dbPoolSize: 10,
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     providers: [],
+    modelLimits: {},
     modelStream: false,
     steps: 'activity',
     watchSweepSeconds: 10,
