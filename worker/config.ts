@@ -561,6 +561,33 @@ const providerSchema = z.strictObject({
     .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'must be the name of an environment variable (letters, digits, _)' }),
 });
 
+/**
+ * A variable holding a JSON object by name (BATON_PROVIDERS, BATON_MODEL_LIMITS): `undefined` when unset or empty;
+ * else the object, the problems found so far (keys written twice, which JSON.parse would hide), and how to fail
+ * naming the variable.
+ * @throws ConfigError when the text is not JSON or not an object, with an example of `what`
+ */
+function readJsonObjectVariable(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  what: string,
+  example: string,
+): { parsed: object; problems: string[]; fail: (problems: readonly string[]) => ConfigError } | undefined {
+  const text = env[name]?.trim() ?? '';
+  if (text === '') return undefined;
+  const fail = (problems: readonly string[]) => new ConfigError(problems.map((p) => `${name} ${p}`));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw fail([`is not valid JSON (${(error as Error).message}); write it as ${example}`]);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw fail([`must be a JSON object of ${what}, e.g. ${example}`]);
+  }
+  return { parsed, problems: duplicateKeys(text), fail };
+}
+
 /** One scope's limits in BATON_MODEL_LIMITS; at least one, each a whole number from 1. */
 const modelLimitSchema = z
   .strictObject({
@@ -586,19 +613,14 @@ export function readModelLimits(
   env: Readonly<Record<string, string | undefined>>,
   providers: readonly Pick<ProviderConfig, 'name'>[],
 ): ModelLimits {
-  const text = env.BATON_MODEL_LIMITS?.trim() ?? '';
-  if (text === '') return Object.freeze({});
-  const fail = (problems: readonly string[]) => new ConfigError(problems.map((p) => `BATON_MODEL_LIMITS ${p}`));
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (error) {
-    throw fail([`is not valid JSON (${(error as Error).message}); write it as ${MODEL_LIMITS_EXAMPLE}`]);
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw fail([`must be a JSON object of limits by provider or provider/model, e.g. ${MODEL_LIMITS_EXAMPLE}`]);
-  }
-  const problems = duplicateKeys(text);
+  const read = readJsonObjectVariable(
+    env,
+    'BATON_MODEL_LIMITS',
+    'limits by provider or provider/model',
+    MODEL_LIMITS_EXAMPLE,
+  );
+  if (read === undefined) return Object.freeze({});
+  const { parsed, problems, fail } = read;
   const known = [DEFAULT_PROVIDER, ...providers.map((provider) => provider.name)];
   const limits: Record<string, ModelLimit> = {};
   for (const [scope, value] of Object.entries(parsed)) {
@@ -643,19 +665,9 @@ const PROVIDERS_EXAMPLE = '{"local": {"base_url": "http://127.0.0.1:11434/v1", "
  * variable that is not set.
  */
 export function readProviders(env: Readonly<Record<string, string | undefined>>): readonly ProviderConfig[] {
-  const text = env.BATON_PROVIDERS?.trim() ?? '';
-  if (text === '') return Object.freeze([]);
-  const fail = (problems: readonly string[]) => new ConfigError(problems.map((p) => `BATON_PROVIDERS ${p}`));
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (error) {
-    throw fail([`is not valid JSON (${(error as Error).message}); write it as ${PROVIDERS_EXAMPLE}`]);
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw fail([`must be a JSON object of providers by name, e.g. ${PROVIDERS_EXAMPLE}`]);
-  }
-  const problems = duplicateKeys(text);
+  const read = readJsonObjectVariable(env, 'BATON_PROVIDERS', 'providers by name', PROVIDERS_EXAMPLE);
+  if (read === undefined) return Object.freeze([]);
+  const { parsed, problems, fail } = read;
   const providers: ProviderConfig[] = [];
   for (const [name, value] of Object.entries(parsed)) {
     if (name === DEFAULT_PROVIDER) {
