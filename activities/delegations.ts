@@ -39,6 +39,7 @@ export function createDelegationActivities({ pool, agentStore, env }: Delegation
         mode: input.mode,
         chain: [...input.chain, input.callee],
         callerMessageSeq: input.callerMessageSeq,
+        budget: calleeDefinition.budget,
         buildMessage: (reads) =>
           delegatedMessage(input.message, {
             caller,

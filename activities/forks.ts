@@ -81,6 +81,7 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
             mode: task.thread ?? 'new',
             chain: [...input.chain, task.agent],
             callerMessageSeq: input.callerMessageSeq,
+            budget: callees[position]?.budget,
           },
           buildMessage: (reads, { forkNumber, prefix }) =>
             delegatedMessage(task.message, {

@@ -15,6 +15,7 @@ import { createDeliveryActivities } from './deliveries';
 import { createForkActivities } from './forks';
 import { createModelActivities } from './model';
 import type { ModelLimits } from './model-limits';
+import type { ModelPrices } from './model-prices';
 import type { ModelProviders } from './model-providers';
 import { createQuestionActivities } from './questions';
 import { createScheduleActivities } from './schedules';
@@ -46,6 +47,8 @@ export interface ActivityDependencies {
   providers?: ModelProviders;
   /** Limits on model calls every worker of the task queue shares (`BATON_MODEL_LIMITS`). @default none */
   modelLimits?: ModelLimits;
+  /** What model calls cost, for budgets in dollars (`BATON_MODEL_PRICES`). @default none */
+  modelPrices?: ModelPrices;
   /** The current agent definitions (a function, so a reloaded set is seen by turns that start later). */
   agents: () => AgentRegistry;
   tools: ToolRegistry;
@@ -97,6 +100,7 @@ export function createActivities(deps: ActivityDependencies) {
     model: deps.model,
     providers: deps.providers,
     ...(deps.modelLimits === undefined ? {} : { limits: deps.modelLimits }),
+    ...(deps.modelPrices === undefined ? {} : { prices: deps.modelPrices }),
     ...(deps.modelStream === undefined ? {} : { stream: deps.modelStream }),
   });
   const toolCalls = createToolCallActivities(shared);

@@ -16,6 +16,8 @@ import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, Tool
 import { storableText } from '../common/text';
 import { readModelCallContext } from '../db/step-context';
 import { markThread } from '../db/delegations';
+import type { Budget } from '../db/budgets';
+import { priceOf, pricedUsage, type ModelPrices } from './model-prices';
 import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import { recordModelCallStarted } from '../db/run-events';
@@ -51,6 +53,8 @@ export interface ModelActivityOptions {
   providers?: ModelProviders;
   /** Limits on model calls every worker of the task queue shares (`BATON_MODEL_LIMITS`). @default none */
   limits?: ModelLimits;
+  /** What model calls cost, for budgets in dollars (`BATON_MODEL_PRICES`). @default none */
+  prices?: ModelPrices;
   agentStore: AgentStore;
   tools: ToolRegistry;
   /**
@@ -119,7 +123,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       world: input.world,
       window,
     });
-    const { stored, worldVariables, hasEnvData } = read;
+    const { stored, worldVariables, hasEnvData, budget } = read;
     if (stored) {
       if (options.tracing !== undefined) trace.getActiveSpan()?.setAttribute(BatonAttribute.replyReused, true);
       // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
@@ -127,6 +131,8 @@ export function createModelActivities(options: ModelActivityOptions) {
       return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
     }
     const endpoints = modelEndpointsFor(agent, options);
+    // Checked once no reply is stored: a re-run of a call that was made returns its reply whatever the budget says.
+    if (budget !== undefined) checkBudget(budget, endpoints, options.prices ?? {});
     const activity = Context.current();
     const { attempt, isLocal } = activity.info;
     // A fallback chain: each model gets `fallback_after_attempts` attempts for failures a retry can fix, then the
@@ -367,11 +373,14 @@ export function createModelActivities(options: ModelActivityOptions) {
       ),
     );
     const usage: TokenUsage | null = completion.usage
-      ? {
-          promptTokens: completion.usage.prompt_tokens,
-          completionTokens: completion.usage.completion_tokens,
-          totalTokens: completion.usage.total_tokens,
-        }
+      ? pricedUsage(
+          {
+            promptTokens: completion.usage.prompt_tokens,
+            completionTokens: completion.usage.completion_tokens,
+            totalTokens: completion.usage.total_tokens,
+          },
+          priceOf(options.prices ?? {}, provider, model),
+        )
       : null;
     try {
       await started;
@@ -493,6 +502,43 @@ export function createModelActivities(options: ModelActivityOptions) {
   }
 
   return { callModel };
+}
+
+/**
+ * Refuses a model call whose turn has spent its budget, or whose budget is in dollars and a model of its chain has no
+ * price (its cost could not be counted). Not retried: only the turn's end frees what it holds, and only a person can
+ * give it more; said so its caller and the person reading the thread know why the turn stopped.
+ * @throws ApplicationFailure `Budget.Exhausted`, `Budget.Unpriced`
+ */
+function checkBudget(budget: Budget, endpoints: readonly ModelEndpoint[], prices: ModelPrices): void {
+  const spent = (
+    [
+      ['token', budget.tokens, (n: number) => String(n)],
+      ['dollar', budget.usd, (n: number) => `$${n}`],
+    ] as const
+  ).find(([, amount]) => amount !== undefined && amount.left <= 0);
+  if (spent !== undefined) {
+    const [unit, amount, show] = spent;
+    if (amount === undefined) return;
+    const held = amount.granted - amount.spent - amount.left;
+    throw ApplicationFailure.create({
+      type: ErrorType.BudgetExhausted,
+      message:
+        `the ${unit} budget of this turn is spent (${show(amount.granted)} granted, ${show(amount.spent)} spent` +
+        `${held > 0 ? `, ${show(held)} held by its delegations` : ''}), so the model was not asked again`,
+      nonRetryable: true,
+    });
+  }
+  if (budget.usd === undefined) return;
+  const unpriced = endpoints.find(({ provider, model }) => priceOf(prices, provider, model) === undefined);
+  if (unpriced === undefined) return;
+  throw ApplicationFailure.create({
+    type: ErrorType.BudgetUnpriced,
+    message:
+      `this turn has a dollar budget and BATON_MODEL_PRICES has no price for ${unpriced.provider}/${unpriced.model} ` +
+      '(nor for its provider), so its cost could not be counted: the model was not asked',
+    nonRetryable: true,
+  });
 }
 
 /** What a span of a model request says of its reply (the GenAI conventions' response and usage attributes). */

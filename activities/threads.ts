@@ -2,6 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { ErrorType } from '../common/errors';
 import type { EnsureThreadInput, EnsureThreadResult, RecordMessageInput, RecordMessageResult } from '../common/types';
+import { openRootBudget as openRootBudgetRow, type BudgetLimit } from '../db/budgets';
 import { ensureThread as ensureThreadRow } from '../db/threads';
 import { appendMessage } from '../db/transcripts';
 import { findDelegationMessage } from '../db/delegations';
@@ -55,5 +56,10 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
     }
   }
 
-  return { ensureThread, recordMessage };
+  /** Opens a root thread's budget unless it has one. Idempotent. */
+  async function openRootBudget(input: { rootThreadId: string; limit: BudgetLimit }): Promise<void> {
+    await openRootBudgetRow(pool, input.rootThreadId, input.limit);
+  }
+
+  return { ensureThread, recordMessage, openRootBudget };
 }

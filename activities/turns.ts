@@ -25,6 +25,7 @@ import type {
   TokenUsage,
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
+import type { BudgetLimit } from '../db/budgets';
 
 /**
  * A batch of steps (`runSteps`) starts no further step once it has run this long. A step that starts within it still
@@ -40,6 +41,8 @@ export interface TurnActivityParts {
   /** Registers (and starts) the watchers the agent's frontmatter declares, in the turn's root. */
   registerWatchersOf(agent: ResolvedAgent, rootThreadId: string): Promise<void>;
   resolveLimits(input: ResolveLimitsInput): Promise<DelegationLimits>;
+  /** Opens a root thread's budget unless it has one (the first root turn that begins with a budget opens it). */
+  openRootBudget(input: { rootThreadId: string; limit: BudgetLimit }): Promise<void>;
   finishTurn(input: FinishTurnInput): Promise<void>;
   recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
   callModel(input: CallModelInput): Promise<CallModelResult>;
@@ -48,8 +51,8 @@ export interface TurnActivityParts {
 
 export function createTurnActivities(parts: TurnActivityParts) {
   /**
-   * A turn's start: resolves the agent's version, where its steps run and (a root turn's) delegation limits, marks
-   * the thread running, registers the watchers the agent declares in this root and records the incoming message.
+   * A turn's start: resolves the agent's version, where its steps run and (a root turn's) delegation limits, opens
+   * the root's budget when those set one and it has none yet, marks the thread running, registers the watchers the agent declares in this root and records the incoming message.
    * Short Postgres work, run as a local activity; asked for a first batch (`input.firstBatch`) and the agent's steps
    * `batched`, it then runs the turn's first steps as `runSteps` would, saving the workflow one call back between
    * the two.
@@ -66,6 +69,13 @@ export function createTurnActivities(parts: TurnActivityParts) {
       parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
       parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
+    // Before the message is recorded: the turn's first model call finds its root's budget open.
+    if (limits !== undefined && (limits.budgetTokens !== undefined || limits.budgetUsd !== undefined)) {
+      await parts.openRootBudget({
+        rootThreadId: input.scope.rootThreadId,
+        limit: { tokens: limits.budgetTokens, usd: limits.budgetUsd },
+      });
+    }
     await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
     const begun = { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
     if (input.firstBatch === undefined || steps !== 'batched' || agent.maxSteps < 1) return begun;

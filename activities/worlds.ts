@@ -3,7 +3,12 @@ import type { Pool } from 'pg';
 import { STEP_MODES, type AgentDefinition, type StepMode } from '../common/agent-definition';
 import type { ContextLimits } from '../common/context-policy';
 import { parseEnvText } from '../common/env-text';
-import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
+import {
+  DEFAULT_DELEGATION_LIMITS,
+  MAX_BUDGET_USD,
+  type DelegationLimits,
+  type ResolveLimitsInput,
+} from '../common/types';
 import {
   CONTEXT_LIMIT_VARIABLES,
   DELEGATION_LIMIT_VARIABLES,
@@ -41,7 +46,7 @@ export function limitsFromVariables(
 ): DelegationLimits {
   const limits: DelegationLimits = { ...DEFAULT_DELEGATION_LIMITS };
   for (const [field, name] of Object.entries(LIMIT_VARIABLES) as [keyof DelegationLimits, string][]) {
-    const value = positiveVariable(variables, name);
+    const value = field === 'budgetUsd' ? amountVariable(variables, name) : positiveVariable(variables, name);
     if (value !== undefined) limits[field] = value;
   }
   return { ...limits, ...overrides };
@@ -91,6 +96,16 @@ function positiveVariable(variables: Readonly<Record<string, string>>, name: str
   const value = /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : Number.NaN;
   if (Number.isSafeInteger(value) && value >= 1) return value;
   log.warn('ignoring a world variable that is not a positive whole number', { name, value: raw });
+  return undefined;
+}
+
+/** A world variable holding an amount of dollars (`12`, `2.50`); anything else is ignored with a warning. */
+function amountVariable(variables: Readonly<Record<string, string>>, name: string): number | undefined {
+  const raw = variables[name];
+  if (raw === undefined) return undefined;
+  const value = /^[0-9]{1,7}(\.[0-9]{1,6})?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (value > 0 && value <= MAX_BUDGET_USD) return value;
+  log.warn('ignoring a world variable that is not an amount from 0.000001 to 1000000', { name, value: raw });
   return undefined;
 }
 

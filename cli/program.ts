@@ -27,6 +27,7 @@ import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/en
 import { describeError } from '../client/errors';
 import { newThreadId } from '../client/thread-ids';
 import { threadIdProblem } from '../common/ids';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from '../common/types';
 import {
   describeTurn,
   formatEnvEvent,
@@ -40,6 +41,7 @@ import {
   formatRefusedWrites,
   formatStatus,
   formatTree,
+  formatUsage,
   formatWake,
   formatWatchers,
   formatWatchEvents,
@@ -285,7 +287,14 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
   }
 
   /** `baton run`'s options. */
-  type RunFlags = OutputFlags & { thread?: string; world: string; messageId?: string; traceparent?: string };
+  type RunFlags = OutputFlags & {
+    thread?: string;
+    world: string;
+    messageId?: string;
+    traceparent?: string;
+    budgetTokens?: number;
+    budgetUsd?: number;
+  };
 
   /** `--traceparent`, else `TRACEPARENT` (the variable OpenTelemetry's environment carrier names): checked. */
   function traceparentOf(options: { traceparent?: string }): { traceparent?: string } {
@@ -314,7 +323,17 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
         '--message-id <id>',
         'with --thread: safe to run again with the same ids (after a lost connection): the thread is started once and its message delivered once',
       )
-      .option('--traceparent <traceparent>', TRACEPARENT_HELP),
+      .option('--traceparent <traceparent>', TRACEPARENT_HELP)
+      .option(
+        '--budget-tokens <n>',
+        "tokens the whole run may spend (every agent's model calls below it); over the world's BATON_BUDGET_TOKENS",
+        parseBudgetTokens,
+      )
+      .option(
+        '--budget-usd <amount>',
+        "US dollars the whole run may spend, at the workers' prices (BATON_MODEL_PRICES); over the world's BATON_BUDGET_USD",
+        parseBudgetUsd,
+      ),
     'print {threadId, workflowId, reply, ...} as JSON',
   ).action(async (agent: string, message: string, options: RunFlags) => {
     const output = sendOutput(options);
@@ -332,6 +351,9 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
         world: options.world,
         threadId,
         ...(options.messageId === undefined ? {} : { messageId: options.messageId }),
+        ...(options.budgetTokens === undefined && options.budgetUsd === undefined
+          ? {}
+          : { limits: { budget: { tokens: options.budgetTokens, usd: options.budgetUsd } } }),
         ...traceparent,
       };
       // On stderr, so the reply alone stays on stdout; the id is what `tree`, `transcript` and `send` take.
@@ -627,6 +649,20 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     });
 
   program
+    .command('usage')
+    .description("print a root thread's token usage (its whole tree, by provider) and its budget, if it has one")
+    .argument('<thread>', 'the root thread id')
+    .option('--json', 'print {promptTokens, completionTokens, totalTokens, modelCalls, byProvider, budget?} as JSON')
+    .action(async (threadId: string, options: { json?: boolean }) => {
+      await withClient({ database: true }, async (client) => {
+        const thread = client.thread(threadId);
+        await thread.tree(); // refuses an unknown thread, or a delegation thread naming its root
+        const usage = await thread.usage();
+        print(Boolean(options.json), usage, formatUsage(usage));
+      });
+    });
+
+  program
     .command('events')
     .description(
       "print every write of a root thread's tree that was refused because its turn had been reclaimed (env data, " +
@@ -660,6 +696,23 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
   function parseCount(value: string): number {
     if (!/^[1-9]\d{0,5}$/.test(value)) throw new InvalidArgumentError('a whole number from 1 is expected.');
     return Number(value);
+  }
+
+  function parseBudgetTokens(value: string): number {
+    if (!/^[1-9]\d{0,8}$/.test(value)) {
+      throw new InvalidArgumentError(`a whole number of tokens from 1 to ${MAX_BUDGET_TOKENS} is expected.`);
+    }
+    return Number(value);
+  }
+
+  function parseBudgetUsd(value: string): number {
+    const amount = /^\d{1,7}(\.\d{1,6})?$/.test(value) ? Number(value) : Number.NaN;
+    if (!(amount > 0 && amount <= MAX_BUDGET_USD)) {
+      throw new InvalidArgumentError(
+        `an amount of dollars above 0 and up to ${MAX_BUDGET_USD} (e.g. 2.50) is expected.`,
+      );
+    }
+    return amount;
   }
 
   function parseSeconds(value: string): number {

@@ -6,6 +6,7 @@ import type {
   QuestionRow,
   ScheduleDetails,
   ScheduleSummaryRow,
+  ThreadUsage,
   TranscriptMessage,
   TreeNode,
 } from '.';
@@ -16,6 +17,7 @@ import type { SendMessageResult, ThreadStatus, WaitInfo, WakeResult } from '../c
 import { describeWatchChange, wakeupOfThread, type Watcher } from '../common/watchers';
 import type { MergeResult } from '../db/env-commits';
 import type { ApprovalRow } from '../db/approvals';
+import type { Budget, BudgetAmount } from '../db/budgets';
 import { sumByProvider } from '../db/transcripts';
 import type { EnvProposal } from '../db/env-data';
 import type { ForkRow } from '../db/forks';
@@ -177,6 +179,38 @@ export function tokensByProvider(usage: readonly ProviderUsage[]): string {
  * is not the default endpoint), thread id; errors under failures. The tasks of a fork are drawn as one group under
  * their caller, each with its status and what it merged. The total splits by provider in the same case.
  */
+/**
+ * A budget in a few words, per unit it limits: `1200 of 5000 tokens spent, 300 held, 3500 left; $0.12 of $5 spent,
+ * $4.88 left` (held: what open delegations and fork tasks reserved and have not spent).
+ */
+export function formatBudget(budget: Budget): string {
+  const parts: string[] = [];
+  const describe = (amount: BudgetAmount, show: (n: number) => string, unit: string) => {
+    const held = amount.granted - amount.spent - amount.left;
+    parts.push(
+      `${show(amount.spent)} of ${show(amount.granted)}${unit} spent` +
+        `${held > 0 ? `, ${show(held)} held` : ''}, ${show(Math.max(amount.left, 0))} left`,
+    );
+  };
+  if (budget.tokens) describe(budget.tokens, String, ' tokens');
+  if (budget.usd) describe(budget.usd, (n) => `$${Number(n.toFixed(6))}`, '');
+  return parts.join('; ');
+}
+
+/** `baton usage`: a tree's tokens, by provider, and its budget. */
+export function formatUsage(usage: ThreadUsage): string {
+  const lines = [
+    `${usage.totalTokens} tokens (${usage.promptTokens} in, ${usage.completionTokens} out) in ${usage.modelCalls} model call${usage.modelCalls === 1 ? '' : 's'}` +
+      `${usage.costUsd === undefined ? '' : `, $${Number(usage.costUsd.toFixed(6))} at the workers' prices`}`,
+  ];
+  for (const entry of usage.byProvider) {
+    const calls = `${entry.modelCalls} call${entry.modelCalls === 1 ? '' : 's'}`;
+    lines.push(`  ${entry.provider ?? '(unrecorded provider)'}: ${entry.totalTokens} tokens in ${calls}`);
+  }
+  lines.push(usage.budget === undefined ? 'no budget' : `budget: ${formatBudget(usage.budget)}`);
+  return lines.join('\n');
+}
+
 export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): string {
   const lines: string[] = [];
   const forkTasks = new Map(
@@ -187,7 +221,8 @@ export function formatTree(root: TreeNode, forks: readonly ForkRow[] = []): stri
     const providers = namedProviders(node.providers);
     lines.push(
       `${prefix}${branch}${label}${node.agent}  ${node.status}  ${calls}  ${node.totalTokens} tokens  ` +
-        `${providers === undefined ? '' : `via ${providers}  `}(${node.threadId})`,
+        `${providers === undefined ? '' : `via ${providers}  `}` +
+        `${node.budget === undefined ? '' : `budget ${formatBudget(node.budget)}  `}(${node.threadId})`,
     );
     const inner = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
     if (node.lastError) lines.push(`${inner}   ! ${preview(node.lastError, 200)}`);

@@ -51,7 +51,14 @@ import type {
   ThreadWorkflowInput,
   WakeResult,
 } from '../common/types';
-import type { AnswerQuestionInput, DecideApprovalInput, DecideApprovalResult, DelegationLimits } from '../common/types';
+import {
+  MAX_BUDGET_TOKENS,
+  MAX_BUDGET_USD,
+  type AnswerQuestionInput,
+  type DecideApprovalInput,
+  type DecideApprovalResult,
+  type DelegationLimits,
+} from '../common/types';
 import { createPool } from '../db/pool';
 import { findConnection, type FoundConnection } from './find-connection';
 import { describeConnectFailure } from '../worker/temporal-settings';
@@ -59,6 +66,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { EnvTextError, envTextProblem, parseEnvText, setEnvVariables, unsetEnvVariable } from '../common/env-text';
 import { AGENT_NAME_PATTERN } from '../common/ids';
+import { budgetOf, type Budget } from '../db/budgets';
 import { listTree, type TreeRow } from '../db/delegations';
 import { DEFAULT_WORLD, editWorldVariablesText, getWorldVariablesText, setWorldVariablesText } from '../db/worlds';
 import {
@@ -115,6 +123,7 @@ export { BatonClientError } from './errors';
 export { findConnection, type FindConnectionOptions, type FoundConnection } from './find-connection';
 export type { Watcher, WatchChange, WatchSpec, WatcherStatus, WatcherOrigin } from '../common/watchers';
 export type { WakeupRow } from '../db/watchers';
+export type { Budget } from '../db/budgets';
 export type { FeedWatch } from './feed-watch';
 export type { ThreadEvents, ThreadEventsOptions } from './thread-events';
 export type {
@@ -200,8 +209,12 @@ export interface ThreadUsage {
   completionTokens: number;
   totalTokens: number;
   modelCalls: number;
+  /** What the calls cost in US dollars, where their workers had prices for the models (`BATON_MODEL_PRICES`). */
+  costUsd?: number;
   /** The same by the provider that answered (`default` for the default endpoint), in provider order. */
   byProvider: ProviderUsage[];
+  /** The root's token budget, when it has one: granted, spent by the whole tree, and left (less what is reserved). */
+  budget?: Budget;
 }
 
 export interface StartThreadOptions {
@@ -213,13 +226,26 @@ export interface StartThreadOptions {
   continueAsNewAfterTurns?: number;
   /** The world the conversation runs in: its variables fill prompts and set limits. @default 'default' */
   world?: string;
-  /** Delegation limits for the whole tree. @default DEFAULT_DELEGATION_LIMITS */
-  limits?: Partial<DelegationLimits>;
+  /**
+   * Limits for the whole tree: delegation limits over the world's, and a token budget (docs/guides/budgets.md).
+   * @default DEFAULT_DELEGATION_LIMITS, and the world's `BATON_BUDGET_TOKENS` (else no budget)
+   */
+  limits?: ThreadLimits;
   /**
    * A W3C `traceparent` whose span becomes the parent of the thread's spans on a traced worker (docs/guides/observing-runs.md).
    * @default the active OpenTelemetry context, when your application runs the OpenTelemetry SDK; else none
    */
   traceparent?: string;
+}
+
+/** What `startThread({ limits })` may set for a conversation's whole tree. */
+export interface ThreadLimits extends Partial<Omit<DelegationLimits, 'budgetTokens' | 'budgetUsd'>> {
+  /**
+   * What every turn of the thread and every agent below it may spend together (docs/guides/budgets.md): tokens (input
+   * and output), US dollars at the workers' prices, or both; a model call once one is spent is not made. Each wins
+   * over the world's `BATON_BUDGET_TOKENS` / `BATON_BUDGET_USD`; opened by the thread's first turn.
+   */
+  budget?: { tokens?: number; usd?: number };
 }
 
 /** `BatonClient.run`: a new root thread and its first message, with how to send it. */
@@ -491,7 +517,36 @@ function threadInput(options: StartThreadOptions): ThreadWorkflowInput {
     ...(options.continueAsNewAfterTurns === undefined
       ? {}
       : { continueAsNewAfterTurns: options.continueAsNewAfterTurns }),
-    ...(options.limits ? { limits: options.limits } : {}),
+    ...(options.limits ? { limits: delegationLimitsOf(options.limits) } : {}),
+  };
+}
+
+/**
+ * The limits a thread's workflow carries, from what `startThread` was given.
+ * @throws BatonClientError for a budget with neither unit, tokens that are not a whole number from 1 to 999999999,
+ *   or dollars that are not an amount above 0 and up to 1000000
+ */
+function delegationLimitsOf(limits: ThreadLimits): Partial<DelegationLimits> {
+  const { budget, ...delegation } = limits;
+  if (budget === undefined) return delegation;
+  const { tokens, usd } = budget;
+  if (tokens === undefined && usd === undefined) {
+    throw new BatonClientError('limits.budget must set tokens, usd or both');
+  }
+  if (tokens !== undefined && (!Number.isSafeInteger(tokens) || tokens < 1 || tokens > MAX_BUDGET_TOKENS)) {
+    throw new BatonClientError(
+      `limits.budget.tokens must be a whole number from 1 to ${MAX_BUDGET_TOKENS}, not ${String(tokens)}`,
+    );
+  }
+  if (usd !== undefined && (!Number.isFinite(usd) || usd <= 0 || usd > MAX_BUDGET_USD)) {
+    throw new BatonClientError(
+      `limits.budget.usd must be an amount above 0 and up to ${MAX_BUDGET_USD}, not ${String(usd)}`,
+    );
+  }
+  return {
+    ...delegation,
+    ...(tokens === undefined ? {} : { budgetTokens: tokens }),
+    ...(usd === undefined ? {} : { budgetUsd: usd }),
   };
 }
 
@@ -1292,7 +1347,12 @@ export class ThreadHandle {
 
   /** Token usage of every model call in this thread's tree. */
   async usage(): Promise<ThreadUsage> {
-    return sumUsage(this.client.database(), this.threadId);
+    const db = this.client.database();
+    const [usage, budget] = await Promise.all([
+      sumUsage(db, this.threadId),
+      budgetOf(db, this.threadId, this.threadId),
+    ]);
+    return budget === undefined ? usage : { ...usage, budget };
   }
 
   /** The watchers of this root (removed and stopped ones too, with why), by name. */

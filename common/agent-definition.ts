@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AGENT_NAME_PATTERN } from './ids';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from './types';
 import { MAX_DEBOUNCE_SECONDS, MAX_WATCH_MESSAGE_CHARS, MAX_WATCH_PATTERNS, watchPatternProblem } from './watchers';
 
 /** A watcher's key pattern; a refusal says what is wrong with it (its characters, its length, its wildcards). */
@@ -122,6 +123,33 @@ export const agentFrontmatterSchema = z.strictObject({
     .union([z.enum(['minimal', 'standard', 'verbose']), z.literal(false)])
     .default('standard')
     .describe('How much a delegated call to this agent is told about its caller; `false` for nothing.'),
+  /**
+   * The token budget a delegation or fork task to this agent reserves from its caller's budget when the tree has one
+   * (capped by what the caller has left); without it a delegation takes half of what its caller has left and a fork's
+   * tasks share it evenly.
+   */
+  budget: z
+    .strictObject({
+      tokens: z
+        .int()
+        .min(1)
+        .max(MAX_BUDGET_TOKENS)
+        .optional()
+        .describe("Tokens (input and output) a delegated turn of this agent may spend, taken from its caller's."),
+      usd: z
+        .number()
+        .positive()
+        .max(MAX_BUDGET_USD)
+        .optional()
+        .describe("US dollars a delegated turn of this agent may spend, taken from its caller's."),
+    })
+    .refine((budget) => budget.tokens !== undefined || budget.usd !== undefined, {
+      error: 'must set tokens, usd or both',
+    })
+    .optional()
+    .describe(
+      "Under a budgeted tree: what a delegated turn of this agent reserves from its caller's budget, in each unit the caller's limits. Default: half of what the caller has left (a fork's tasks: an even share).",
+    ),
   /** A delegated turn of this agent that runs longer than this fails the caller's tool call (it is cancelled). */
   timeout_s: z
     .int()

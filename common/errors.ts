@@ -17,6 +17,10 @@ export const ErrorType = {
   ModelScriptExhausted: 'Model.ScriptExhausted',
   ModelInvalidReply: 'Model.InvalidReply',
   ModelUnknownProvider: 'Model.UnknownProvider',
+  /** A model call found its turn's token budget spent (docs/guides/budgets.md): it stopped before asking. */
+  BudgetExhausted: 'Budget.Exhausted',
+  /** A model call under a dollar budget whose model has no price (`BATON_MODEL_PRICES`): its cost could not count. */
+  BudgetUnpriced: 'Budget.Unpriced',
   TurnFailed: 'Turn.Failed',
   /** The turn's own workflow code threw (a bug, or input it cannot handle): the turn fails instead of retrying. */
   TurnCodeFailed: 'Turn.CodeFailed',

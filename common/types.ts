@@ -161,9 +161,23 @@ export interface DelegationLimits {
    * limits without it. @default 604800 (7 days)
    */
   maxWaitSeconds?: number;
+  /**
+   * Tokens (input and output) the whole tree of a root thread may spend, over all its turns; unset, no budget. Read
+   * when the root's first turn begins: later changes to the world do not move a budget already opened.
+   */
+  budgetTokens?: number;
+  /**
+   * US dollars the whole tree may spend, at the workers' prices (`BATON_MODEL_PRICES`); unset, no dollar budget. Read
+   * as `budgetTokens` is.
+   */
+  budgetUsd?: number;
 }
 
 export const DEFAULT_MAX_FORK_TASKS = 32;
+/** The largest token budget a root or an agent file may set (what a world variable can say). */
+export const MAX_BUDGET_TOKENS = 999_999_999;
+/** The largest dollar budget a root or an agent file may set. */
+export const MAX_BUDGET_USD = 1_000_000;
 export const DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600;
 /**
  * The most seconds a `wait` call may name (about 31 years; the most `BATON_MAX_WAIT_SECONDS` can say), so its deadline

@@ -28,6 +28,10 @@ export interface WorldVariable {
 const POSITIVE_WHOLE_NUMBER =
   'a whole number from 1 to 999999999, in plain decimal digits; any other value is ignored with a warning';
 
+/** An amount of dollars: what `limitsFromVariables` accepts for a dollar budget (activities/worlds.ts). */
+const POSITIVE_AMOUNT =
+  'a positive amount up to 1000000, in plain decimal digits with at most 6 after the point (e.g. 2.50); any other value is ignored with a warning';
+
 /** What reads the delegation limits: the root turn resolves them once, and they hold for the tree below it. */
 const READ_AS_A_TURN_BEGINS =
   "each human message's turn, as it begins (the limits hold for every delegation, fork and wait below it); a " +
@@ -74,6 +78,26 @@ export const DELEGATION_LIMIT_VARIABLES = {
     default: `${String(DEFAULT_DELEGATION_LIMITS.maxWaitSeconds)} (7 days)`,
     readBy: READ_AS_A_TURN_BEGINS,
     guide: 'guides/durable-jobs.md',
+  },
+  budgetTokens: {
+    name: 'BATON_BUDGET_TOKENS',
+    meaning:
+      "The token budget (input and output) of every root conversation of the world and all of its agents' turns below it; a model call past it is not made.",
+    values: POSITIVE_WHOLE_NUMBER,
+    default: 'no budget',
+    readBy:
+      "a root conversation's first turn, as it begins (the budget it opens is kept); a conversation's `startThread({ limits: { budget } })` or `baton run --budget-tokens` wins",
+    guide: 'guides/budgets.md',
+  },
+  budgetUsd: {
+    name: 'BATON_BUDGET_USD',
+    meaning:
+      "The budget in US dollars of every root conversation of the world and all of its agents' turns below it, at the workers' prices (`BATON_MODEL_PRICES`); a model call past it is not made.",
+    values: POSITIVE_AMOUNT,
+    default: 'no budget',
+    readBy:
+      "a root conversation's first turn, as it begins (the budget it opens is kept); a conversation's `startThread({ limits: { budget } })` or `baton run --budget-usd` wins",
+    guide: 'guides/budgets.md',
   },
 } as const satisfies Record<keyof DelegationLimits, WorldVariable>;
 

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DelegationThreadMode, ThreadScope } from '../common/types';
+import { listBudgets, reserveGrants, type Budget, type BudgetLimit } from './budgets';
 import { BatonDbError } from './errors';
 import { cancelWaitingRequests } from './fences';
 import { lockThreadAtEpoch, type Queryable } from './threads';
@@ -25,6 +26,8 @@ export interface NewDelegation {
   callerMessageSeq: number;
   /** Builds the message the callee receives, from what the transaction read (called once, inside it). */
   buildMessage: (reads: DelegationReads) => string;
+  /** What the callee's file asks a delegation to reserve from a budgeted caller (`budget`). */
+  budget?: BudgetLimit | undefined;
 }
 
 /** What a delegation reads to build the callee's message. */
@@ -200,6 +203,18 @@ export async function insertDelegations(
       messages,
     ],
   );
+  // Under a budgeted tree each callee reserves its share of the caller's budget with its delegation.
+  await reserveGrants(
+    client,
+    scope.rootThreadId,
+    scope.threadId,
+    planned.map(({ item, threadId }) => ({
+      operationId: item.operationId,
+      threadId,
+      asked: item.delegation.budget,
+    })),
+    items.some((item) => item.fork !== undefined) ? 'even' : 'half',
+  );
   return planned.map(({ item, number, threadId, workflowId }, index) => ({
     operationId: item.operationId,
     number,
@@ -332,6 +347,11 @@ export interface TreeRow {
   providers: ProviderUsage[];
   /** The watcher whose wake-up runs in this thread or above it (`null`: none). */
   watcher?: string | null;
+  /**
+   * Under a budgeted tree, the thread's budget (the root's, or the latest share it reserved from its caller's): absent
+   * for a thread that spends from its root's and for every thread of a tree without a budget.
+   */
+  budget?: Budget;
 }
 
 /** Every thread of a tree with its usage, oldest first. */
@@ -347,8 +367,10 @@ export async function listTree(db: Queryable, rootThreadId: string): Promise<Tre
     [rootThreadId],
   );
   const usage = await listProviderUsage(db, rootThreadId);
+  const budgets = await listBudgets(db, rootThreadId);
   return rows.map((row) => ({
     ...row,
+    ...(budgets.has(row.threadId) ? { budget: budgets.get(row.threadId) } : {}),
     modelCalls: Number(row.modelCalls),
     totalTokens: Number(row.totalTokens),
     providers: usage.filter((entry) => entry.threadId === row.threadId).map(({ threadId: _, ...entry }) => entry),

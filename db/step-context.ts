@@ -1,11 +1,13 @@
 /**
  * What a step reads before it acts, in one round trip each: a model call its thread's epoch, the reply an earlier
- * attempt stored under its operation id, the transcript, the world's variables and whether the root has env data; a
+ * attempt stored under its operation id, the transcript, the world's variables, whether the root has env data and the
+ * thread's token budget; a
  * tool call its thread's epoch, the result an earlier attempt stored, the reply holding the call and the world's
  * variables. Each used to be a statement of its own, one after another, on every step.
  */
 import type { UnreadMessages } from '../common/context-policy';
 import type { ThreadScope, ToolCallRequest } from '../common/types';
+import { budgetFrom, type Budget } from './budgets';
 import { ThreadNotFoundError } from './errors';
 import { checkEpoch, type Queryable } from './threads';
 import { checkOperationThread, MESSAGE_COLUMNS, type TranscriptMessage } from './transcripts';
@@ -24,6 +26,8 @@ export interface ModelCallContext {
   worldVariables: string | undefined;
   /** Whether the root thread has any env data. */
   hasEnvData: boolean;
+  /** The thread's token budget, when its tree has one. */
+  budget: Budget | undefined;
 }
 
 interface ContextRow extends Partial<TranscriptMessage> {
@@ -33,13 +37,15 @@ interface ContextRow extends Partial<TranscriptMessage> {
   worldVariables: string | null;
   hasEnvData: boolean;
   storedThreadId: string | null;
+  budget: Parameters<typeof budgetFrom>[0];
 }
 
 /** The scalars of a model call's context, over $1 thread, $2 root, $3 world, $4 operation id. */
 const MODEL_CALL_SCALARS = `(SELECT epoch FROM threads WHERE thread_id = $1) AS "currentEpoch",
   (SELECT variables FROM worlds WHERE name = $3) AS "worldVariables",
   EXISTS (SELECT 1 FROM env_data WHERE root_thread_id = $2) AS "hasEnvData",
-  (SELECT thread_id FROM transcript_messages WHERE root_thread_id = $2 AND operation_id = $4) AS "storedThreadId"`;
+  (SELECT thread_id FROM transcript_messages WHERE root_thread_id = $2 AND operation_id = $4) AS "storedThreadId",
+  budget_of($2, $1) AS "budget"`;
 
 /** The whole transcript: one row of the scalars joined to each message (null message columns when there is none). */
 const MODEL_CALL_CONTEXT = {
@@ -105,6 +111,7 @@ export async function readModelCallContext(
         worldVariables: _variables,
         hasEnvData: _env,
         storedThreadId: _stored,
+        budget: _budget,
         unreadCount: _count,
         unreadAssistants: _assistants,
         ...message
@@ -119,6 +126,7 @@ export async function readModelCallContext(
         : { count: first.unreadCount, assistants: first.unreadAssistants ?? 0 },
     worldVariables: first.worldVariables ?? undefined,
     hasEnvData: first.hasEnvData,
+    budget: budgetFrom(first.budget),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
+import { addCost } from '../common/usage';
 import type { Queryable } from './threads';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import { logStaleRefusal } from './refusals';
@@ -203,6 +204,8 @@ export interface ProviderUsage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  /** What those calls cost in US dollars, where their workers had prices for the models (`BATON_MODEL_PRICES`). */
+  costUsd?: number;
 }
 
 /**
@@ -220,11 +223,13 @@ export async function listProviderUsage(
     prompt: string;
     completion: string;
     total: string;
+    cost: string | null;
   }>(
     `SELECT thread_id AS "threadId", provider, COUNT(*) AS calls,
             COALESCE(SUM((usage->>'promptTokens')::bigint), 0) AS prompt,
             COALESCE(SUM((usage->>'completionTokens')::bigint), 0) AS completion,
-            COALESCE(SUM((usage->>'totalTokens')::bigint), 0) AS total
+            COALESCE(SUM((usage->>'totalTokens')::bigint), 0) AS total,
+            SUM((usage->>'costUsd')::numeric) AS cost
        FROM transcript_messages
       WHERE root_thread_id = $1 AND role = 'assistant' AND operation_id NOT LIKE '%:clone:%'
       GROUP BY thread_id, provider ORDER BY thread_id, provider NULLS FIRST`,
@@ -237,6 +242,7 @@ export async function listProviderUsage(
     promptTokens: Number(row.prompt),
     completionTokens: Number(row.completion),
     totalTokens: Number(row.total),
+    ...(row.cost === null ? {} : { costUsd: Number(row.cost) }),
   }));
 }
 
@@ -255,6 +261,7 @@ export function sumByProvider(rows: readonly ProviderUsage[]): ProviderUsage[] {
     sum.promptTokens += row.promptTokens;
     sum.completionTokens += row.completionTokens;
     sum.totalTokens += row.totalTokens;
+    if (row.costUsd !== undefined) sum.costUsd = addCost(sum.costUsd, row.costUsd);
     sums.set(row.provider, sum);
   }
   // Provider names are never empty, so '' puts the unrecorded ones first.
@@ -270,16 +277,19 @@ export async function sumUsage(
   completionTokens: number;
   totalTokens: number;
   modelCalls: number;
+  costUsd?: number;
   byProvider: ProviderUsage[];
 }> {
   const byProvider = sumByProvider(await listProviderUsage(db, rootThreadId));
   const total = (field: 'modelCalls' | 'promptTokens' | 'completionTokens' | 'totalTokens') =>
     byProvider.reduce((sum, row) => sum + row[field], 0);
+  const costs = byProvider.flatMap((row) => (row.costUsd === undefined ? [] : [row.costUsd]));
   return {
     promptTokens: total('promptTokens'),
     completionTokens: total('completionTokens'),
     totalTokens: total('totalTokens'),
     modelCalls: total('modelCalls'),
+    ...(costs.length === 0 ? {} : { costUsd: costs.reduce<number>((sum, cost) => addCost(sum, cost), 0) }),
     byProvider,
   };
 }

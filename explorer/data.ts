@@ -73,7 +73,7 @@ export interface ThreadOverview {
   approvals: ApprovalRow[];
   /** The root's watchers by name (removed and stopped ones too), each with its latest wake-ups. */
   watchers: ExplorerWatcher[];
-  usage: Pick<ThreadUsage, 'totalTokens' | 'modelCalls' | 'byProvider'>;
+  usage: Pick<ThreadUsage, 'totalTokens' | 'modelCalls' | 'byProvider' | 'costUsd' | 'budget'>;
 }
 
 /** The explorer's reads, over one connected client (which must have a database URL). */
@@ -149,7 +149,13 @@ export class ExplorerData {
       questions,
       approvals,
       watchers,
-      usage: { totalTokens: usage.totalTokens, modelCalls: usage.modelCalls, byProvider: usage.byProvider },
+      usage: {
+        totalTokens: usage.totalTokens,
+        modelCalls: usage.modelCalls,
+        byProvider: usage.byProvider,
+        ...(usage.costUsd === undefined ? {} : { costUsd: usage.costUsd }),
+        ...(usage.budget === undefined ? {} : { budget: usage.budget }),
+      },
     };
   }
 

@@ -3,7 +3,7 @@
  * goes through the `html` template, which escapes it. Links to threads encode the id (delegation ids hold `/`).
  */
 import type { ProviderUsage, QuestionRow, TranscriptMessage } from '../client';
-import { namedProviders, tokensByProvider } from '../client/format';
+import { formatBudget, namedProviders, tokensByProvider } from '../client/format';
 import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS } from '../common/types';
 import type { ThreadRow } from '../db/threads';
 import type {
@@ -114,6 +114,11 @@ function span(ms: number): string {
 function relative(date: Date, now: Date): string {
   const ms = new Date(date).getTime() - now.getTime();
   return ms > 0 ? `in ${span(ms)}` : `${span(ms)} ago`;
+}
+
+/** A tree's cost beside its tokens, where its workers priced its replies. */
+function costOf(costUsd: number | undefined): string {
+  return costUsd === undefined ? '' : ` ($${Number(costUsd.toFixed(6))})`;
 }
 
 function status(value: string): Html {
@@ -304,7 +309,7 @@ function nodeCard(node: ExplorerNode, context: PageContext): Html {
     </div>
     <div class="node-meta">
       ${node.modelCalls} model call${node.modelCalls === 1 ? '' : 's'} · ${node.totalTokens}
-      tokens${viaProviders(node.providers)} · started
+      tokens${viaProviders(node.providers)}${node.budget ? html` · budget ${formatBudget(node.budget)}` : ''} · started
       ${time(started)}${node.finishedAt ? html` · finished ${time(node.finishedAt)}` : ''} ·
       ${duration(started, node.finishedAt, context.now)}${
         node.caller ? html` · called by ${node.caller}` : ''
@@ -760,7 +765,8 @@ export function overviewPage(overview: ThreadOverview, context: PageContext): Ht
     </p>
     <p class="muted" id="usage">
       ${overview.usage.modelCalls} model calls · ${overview.usage.totalTokens} tokens
-      ${tokensByProvider(overview.usage.byProvider)} in the whole tree · world ${overview.tree.world}
+      ${tokensByProvider(overview.usage.byProvider)}${costOf(overview.usage.costUsd)} in the whole tree · world
+      ${overview.tree.world}${overview.usage.budget ? html` · budget ${formatBudget(overview.usage.budget)}` : ''}
     </p>
     ${liveLine(context)}
     <section id="questions">

@@ -12,6 +12,7 @@ import { prepareUserTools } from '../activities/tools/user-tools';
 import { createPool } from '../db/pool';
 import { DEFAULT_ARC_DATA_DIR } from '../worker/config';
 import type { ModelLimits } from '../activities/model-limits';
+import type { ModelPrices } from '../activities/model-prices';
 import type { ModelProviders } from '../activities/model-providers';
 import { createModelClient } from '../worker/model-client';
 import { createBatonWorker } from '../worker/create-worker';
@@ -55,6 +56,8 @@ export interface AgentHarnessOptions {
   providers?: ModelProviders;
   /** Limits on model calls every worker shares (`BATON_MODEL_LIMITS`). @default none */
   modelLimits?: ModelLimits;
+  /** What model calls cost, for budgets in dollars (`BATON_MODEL_PRICES`). @default none */
+  modelPrices?: ModelPrices;
   /** MCP servers whose tools agents call (`connectMcpServers`, `startMcpServers`); the caller closes them. */
   mcp?: McpServers;
   /** Ask the scripted model for streamed replies (`BATON_MODEL_STREAM=on`). @default false */
@@ -138,6 +141,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       catalog,
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
+      ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.watchSweepSeconds === undefined ? {} : { watchSweepSeconds: options.watchSweepSeconds }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),

@@ -7,6 +7,7 @@ import { DEFAULT_STEP_MODE, STEP_MODES, type StepMode } from '../common/agent-de
 import { DEFAULT_MAX_ENV_VALUE_BYTES } from '../common/env-data';
 import { DEFAULT_PROVIDER, PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE } from '../activities/model-providers';
 import type { ModelLimit, ModelLimits } from '../activities/model-limits';
+import type { ModelPrice, ModelPrices } from '../activities/model-prices';
 import type { ShellSandboxSetting } from '../activities/tools/shell-sandbox';
 import {
   ACCESS_TOKEN_FILE,
@@ -197,6 +198,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_PROVIDERS: optionalText,
   /** Limits on model calls every worker shares, as JSON by provider or provider/model (see `readModelLimits`). */
   BATON_MODEL_LIMITS: optionalText,
+  /** Prices of model calls, as JSON by provider or provider/model (see `readModelPrices`). */
+  BATON_MODEL_PRICES: optionalText,
   /**
    * Fault injection for tests only: the worker kills itself (SIGKILL) after a write of this env-data key commits and
    * before it signals the key's watchers, as a crash there would (the chaos test of watchers sets it).
@@ -300,6 +303,8 @@ export interface WorkerConfig {
   readonly providers: readonly ProviderConfig[];
   /** Limits on model calls every worker of the task queue shares (BATON_MODEL_LIMITS); empty: none. */
   readonly modelLimits: ModelLimits;
+  /** What model calls cost, for budgets in dollars (BATON_MODEL_PRICES); empty: none. */
+  readonly modelPrices: ModelPrices;
   /** Model calls ask for streamed replies and assemble them (BATON_MODEL_STREAM=on). */
   readonly modelStream: boolean;
   /** Where turns run their steps when their agent and world set none (BATON_STEPS). */
@@ -613,46 +618,107 @@ export function readModelLimits(
   env: Readonly<Record<string, string | undefined>>,
   providers: readonly Pick<ProviderConfig, 'name'>[],
 ): ModelLimits {
-  const read = readJsonObjectVariable(
-    env,
-    'BATON_MODEL_LIMITS',
-    'limits by provider or provider/model',
-    MODEL_LIMITS_EXAMPLE,
-  );
-  if (read === undefined) return Object.freeze({});
-  const { parsed, problems, fail } = read;
-  const known = [DEFAULT_PROVIDER, ...providers.map((provider) => provider.name)];
-  const limits: Record<string, ModelLimit> = {};
-  for (const [scope, value] of Object.entries(parsed)) {
-    const slash = scope.indexOf('/');
-    const provider = slash < 0 ? scope : scope.slice(0, slash);
-    if (!known.includes(provider) || (slash >= 0 && scope.slice(slash + 1).trim() === '')) {
-      problems.push(
-        `'${scope}' names no configured provider: write a provider (${known.join(', ')}) or <provider>/<model>`,
-      );
-      continue;
-    }
-    const limit = modelLimitSchema.safeParse(value);
-    if (!limit.success) {
-      problems.push(
-        ...limit.error.issues.map((issue) =>
+  return readScopedTable<ModelLimit>(env, providers, {
+    name: 'BATON_MODEL_LIMITS',
+    what: 'limits by provider or provider/model',
+    example: MODEL_LIMITS_EXAMPLE,
+    read: (scope, value) => {
+      const limit = modelLimitSchema.safeParse(value);
+      if (!limit.success) {
+        return limit.error.issues.map((issue) =>
           issue.code === 'unrecognized_keys'
             ? `'${scope}': unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')} (fields: requests_per_minute, tokens_per_minute, concurrent)`
             : issue.path.length === 0
               ? `'${scope}' ${issue.code === 'custom' ? issue.message : 'must be an object of limits'}`
               : `'${scope}': ${issue.path.join('.')} must be a whole number from 1`,
-        ),
-      );
-      continue;
-    }
-    limits[scope] = Object.freeze({
-      ...(limit.data.requests_per_minute === undefined ? {} : { requestsPerMinute: limit.data.requests_per_minute }),
-      ...(limit.data.tokens_per_minute === undefined ? {} : { tokensPerMinute: limit.data.tokens_per_minute }),
-      ...(limit.data.concurrent === undefined ? {} : { concurrent: limit.data.concurrent }),
-    });
+        );
+      }
+      return Object.freeze({
+        ...(limit.data.requests_per_minute === undefined ? {} : { requestsPerMinute: limit.data.requests_per_minute }),
+        ...(limit.data.tokens_per_minute === undefined ? {} : { tokensPerMinute: limit.data.tokens_per_minute }),
+        ...(limit.data.concurrent === undefined ? {} : { concurrent: limit.data.concurrent }),
+      });
+    },
+  });
+}
+
+/**
+ * Reads a variable holding a JSON object by scope (BATON_MODEL_LIMITS, BATON_MODEL_PRICES), each scope checked to
+ * name an endpoint and its value read by `read` (the problems with it, or what it becomes). Unset (or empty): none.
+ * @throws ConfigError naming every problem
+ */
+function readScopedTable<T>(
+  env: Readonly<Record<string, string | undefined>>,
+  providers: readonly Pick<ProviderConfig, 'name'>[],
+  table: { name: string; what: string; example: string; read: (scope: string, value: unknown) => T | string[] },
+): Readonly<Record<string, T>> {
+  const json = readJsonObjectVariable(env, table.name, table.what, table.example);
+  if (json === undefined) return Object.freeze({});
+  const { parsed, problems, fail } = json;
+  const entries: Record<string, T> = {};
+  for (const [scope, value] of Object.entries(parsed)) {
+    const unknown = unknownScope(scope, providers);
+    const read = unknown === undefined ? table.read(scope, value) : [unknown];
+    if (Array.isArray(read)) problems.push(...read);
+    else entries[scope] = read;
   }
   if (problems.length > 0) throw fail(problems);
-  return Object.freeze(limits);
+  return Object.freeze(entries);
+}
+
+/**
+ * Why a key of BATON_MODEL_LIMITS or BATON_MODEL_PRICES names no endpoint, or `undefined` when it names one: a
+ * provider's name (`default` for the default endpoint) or `<provider>/<model>`.
+ */
+function unknownScope(scope: string, providers: readonly Pick<ProviderConfig, 'name'>[]): string | undefined {
+  const known = [DEFAULT_PROVIDER, ...providers.map((provider) => provider.name)];
+  const slash = scope.indexOf('/');
+  const provider = slash < 0 ? scope : scope.slice(0, slash);
+  if (known.includes(provider) && (slash < 0 || scope.slice(slash + 1).trim() !== '')) return undefined;
+  return `'${scope}' names no configured provider: write a provider (${known.join(', ')}) or <provider>/<model>`;
+}
+
+/** One scope's price in BATON_MODEL_PRICES: dollars per million input and output tokens. */
+const modelPriceSchema = z.strictObject({
+  input_per_million: z.number().nonnegative().max(1_000_000),
+  output_per_million: z.number().nonnegative().max(1_000_000),
+});
+
+/** The shape of BATON_MODEL_PRICES, for error messages. */
+const MODEL_PRICES_EXAMPLE =
+  '{"default/gpt-4o-mini": {"input_per_million": 0.15, "output_per_million": 0.6}, "local": {"input_per_million": 0, "output_per_million": 0}}';
+
+/**
+ * Reads BATON_MODEL_PRICES: a JSON object of prices by scope, as BATON_MODEL_LIMITS is keyed (a model's own price wins
+ * over its provider's), each `{"input_per_million", "output_per_million"}` in US dollars. Unset (or empty) means no
+ * prices: replies have no cost, and a dollar budget refuses every call.
+ * @throws ConfigError naming every problem: bad JSON, a scope naming no configured provider, a missing or bad price.
+ */
+export function readModelPrices(
+  env: Readonly<Record<string, string | undefined>>,
+  providers: readonly Pick<ProviderConfig, 'name'>[],
+): ModelPrices {
+  return readScopedTable<ModelPrice>(env, providers, {
+    name: 'BATON_MODEL_PRICES',
+    what: 'prices by provider or provider/model',
+    example: MODEL_PRICES_EXAMPLE,
+    read: (scope, value) => {
+      const price = modelPriceSchema.safeParse(value);
+      if (!price.success) {
+        const fields = price.error.issues.map((issue) =>
+          issue.path.length === 0 ? issue.message : issue.path.join('.'),
+        );
+        return [
+          `'${scope}' must be {"input_per_million": <dollars>, "output_per_million": <dollars>}, each from 0 ` +
+            `(${fields.join(', ')})`,
+        ];
+      }
+      return Object.freeze({
+        inputPerMillion: price.data.input_per_million,
+        outputPerMillion: price.data.output_per_million,
+      });
+    },
+  });
 }
 
 /** The shape of BATON_PROVIDERS, for error messages. */
@@ -769,6 +835,7 @@ export function readWorkerConfig(
     }),
     providers,
     modelLimits: readModelLimits(env, providers),
+    modelPrices: readModelPrices(env, providers),
     modelStream: value.BATON_MODEL_STREAM === 'on',
     steps: value.BATON_STEPS,
     ...(value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL === undefined

@@ -21,6 +21,7 @@ import { createAgentCatalog, type AgentCatalog } from './agent-catalog';
 import { checkModels } from './agents';
 import { DEFAULT_ARC_DATA_DIR } from './config';
 import type { ModelLimits } from '../activities/model-limits';
+import type { ModelPrices } from '../activities/model-prices';
 import { checkProviderNames, type ModelProviders } from '../activities/model-providers';
 import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from './workflow-bundle';
 import { DEFAULT_WATCH_SWEEP_SECONDS } from '../activities/watchers';
@@ -73,6 +74,12 @@ export interface BatonWorkerOptions {
    * `BATON_MODEL_LIMITS`). @default none
    */
   modelLimits?: ModelLimits;
+  /**
+   * What model calls cost, by provider or `provider/model`, for budgets in dollars: give every worker the same
+   * (`readModelPrices` reads `BATON_MODEL_PRICES`). Without a price for a model, a turn under a dollar budget does not
+   * call it. @default none
+   */
+  modelPrices?: ModelPrices;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
   /** Ask every endpoint for streamed replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
@@ -212,6 +219,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       model,
       providers,
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
+      ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),

@@ -381,6 +381,14 @@ export const PRODUCTION_VARIABLES = {
       'endpoint) or `provider/model`: `requests_per_minute`, `tokens_per_minute`, `concurrent` (JSON; see the models guide).',
     default: 'none',
   },
+  BATON_MODEL_PRICES: {
+    topic: 'Models',
+    readBy: ['worker'],
+    meaning:
+      'What model calls cost, for budgets in dollars, by provider (`default` for the default endpoint) or ' +
+      '`provider/model`: `input_per_million`, `output_per_million` in US dollars (JSON; see the budgets guide).',
+    default: 'none',
+  },
   BATON_STEPS: {
     topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],

@@ -16,6 +16,7 @@ export type { AgentDefinition, AgentRegistry } from '../common/agent-definition'
 export { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
 export { DEFAULT_PROVIDER, type ModelProviders } from '../activities/model-providers';
 export type { ModelLimit, ModelLimits } from '../activities/model-limits';
+export type { ModelPrice, ModelPrices } from '../activities/model-prices';
 export { describeUserTools, loadToolModules } from './tool-modules';
 export { prepareUserTools, ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
 export { describeMcpServers, readMcpConfig, startMcpServers } from './mcp';
@@ -42,6 +43,7 @@ export {
   describeDecisionSigning,
   readDecisionKey,
   readModelLimits,
+  readModelPrices,
   readModelStream,
   readProviders,
   readSetupConfig,

@@ -111,6 +111,7 @@ export async function runWorkerFromEnv(
       model: model.model,
       providers,
       modelLimits: config.modelLimits,
+      modelPrices: config.modelPrices,
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       modelStream: config.modelStream,

@@ -8,7 +8,9 @@ import { APIError } from 'openai';
 import { classifyModelError, movesToNextModelAtOnce } from '../../activities/model-errors';
 import { checkProviderNames, modelEndpointsFor, routeModel } from '../../activities/model-providers';
 import { modelChain } from '../../common/agent-definition';
-import { ConfigError, readModelLimits, readProviders, readWorkerConfig } from '../../worker/config';
+import { ConfigError, readModelLimits, readModelPrices, readProviders, readWorkerConfig } from '../../worker/config';
+import { priceOf, pricedUsage } from '../../activities/model-prices';
+import { addUsage, ZERO_USAGE } from '../../common/usage';
 import { limitedScopes } from '../../activities/model-limits';
 import { AgentConfigError, loadAgents, parseAgentFile } from '../../worker/agents';
 import { createModelClient, createProviderClients, describeModelRoutes } from '../../worker/model-client';
@@ -347,4 +349,76 @@ test('model limits: bad JSON, an unknown provider, an unknown field, a bad numbe
   assert.deepEqual(problems('{"default": {}}'), [
     "BATON_MODEL_LIMITS 'default' sets no limit (requests_per_minute, tokens_per_minute, concurrent)",
   ]);
+});
+
+test('model prices: BATON_MODEL_PRICES by provider or provider/model, the model winning; a reply priced once', () => {
+  const providers = [{ name: 'local' }];
+  assert.deepEqual(readModelPrices({}, providers), {});
+  const prices = readModelPrices(
+    {
+      BATON_MODEL_PRICES:
+        '{"default": {"input_per_million": 1, "output_per_million": 2}, "default/gpt-4o": {"input_per_million": 2.5, "output_per_million": 10}, "local": {"input_per_million": 0, "output_per_million": 0}}',
+    },
+    providers,
+  );
+  assert.deepEqual(priceOf(prices, 'default', 'gpt-4o'), { inputPerMillion: 2.5, outputPerMillion: 10 });
+  assert.deepEqual(priceOf(prices, 'default', 'gpt-4o-mini'), { inputPerMillion: 1, outputPerMillion: 2 });
+  assert.equal(
+    priceOf(
+      readModelPrices(
+        { BATON_MODEL_PRICES: '{"local": {"input_per_million": 0, "output_per_million": 0}}' },
+        providers,
+      ),
+      'default',
+      'x',
+    ),
+    undefined,
+  );
+  const usage = { promptTokens: 1000, completionTokens: 100, totalTokens: 1100 };
+  // 1000 × 2.5 / 1e6 + 100 × 10 / 1e6 = 0.0035: exact; 7 × 1 / 1e6 + 1 × 2 / 1e6 = 0.000009.
+  assert.deepEqual(pricedUsage(usage, priceOf(prices, 'default', 'gpt-4o')), { ...usage, costUsd: 0.0035 });
+  assert.equal(pricedUsage({ promptTokens: 7, completionTokens: 1, totalTokens: 8 }, prices.default).costUsd, 0.000009);
+  // A third of a millionth is rounded up: a budget never counts less than was spent.
+  assert.equal(
+    pricedUsage({ promptTokens: 1, completionTokens: 0, totalTokens: 1 }, { inputPerMillion: 0.3, outputPerMillion: 0 })
+      .costUsd,
+    0.000001,
+  );
+  assert.deepEqual(pricedUsage(usage, undefined), usage, 'no price, no cost');
+  assert.deepEqual(pricedUsage(usage, prices.local), { ...usage, costUsd: 0 });
+  // Summed in millionths: ten calls of 0.000001 are 0.00001 exactly.
+  let sum = { ...ZERO_USAGE };
+  for (let index = 0; index < 10; index += 1) sum = addUsage(sum, { ...usage, costUsd: 0.000001 });
+  assert.equal(sum.costUsd, 0.00001);
+  assert.equal(addUsage(ZERO_USAGE, usage).costUsd, undefined, 'unpriced calls sum to no cost');
+  const config = readWorkerConfig(
+    { ...minimal, BATON_MODEL_PRICES: '{"default": {"input_per_million": 1, "output_per_million": 2}}' },
+    process.cwd(),
+  );
+  assert.deepEqual(config.modelPrices, { default: { inputPerMillion: 1, outputPerMillion: 2 } });
+});
+
+test('model prices: an unknown provider, a missing, negative or unknown field is named', () => {
+  const problems = (json: string): string[] => {
+    try {
+      readModelPrices({ BATON_MODEL_PRICES: json }, [{ name: 'local' }]);
+    } catch (error) {
+      assert.ok(error instanceof ConfigError, String(error));
+      return error.problems;
+    }
+    assert.fail(`BATON_MODEL_PRICES ${json} was accepted`);
+  };
+  assert.match(problems('{').join('\n'), /BATON_MODEL_PRICES is not valid JSON/);
+  assert.deepEqual(problems('{"hosted": {"input_per_million": 1, "output_per_million": 1}}'), [
+    "BATON_MODEL_PRICES 'hosted' names no configured provider: write a provider (default, local) or <provider>/<model>",
+  ]);
+  const [missing] = problems('{"local": {"input_per_million": 1}}');
+  assert.match(
+    missing ?? '',
+    /^BATON_MODEL_PRICES 'local' must be \{"input_per_million": <dollars>, "output_per_million": <dollars>\}, each from 0 \(output_per_million\)$/,
+  );
+  const [negative] = problems('{"default/x": {"input_per_million": -1, "output_per_million": 1}}');
+  assert.match(negative ?? '', /'default\/x' must be .* \(input_per_million\)$/);
+  const [unknownField] = problems('{"local": {"input_per_million": 1, "output_per_million": 1, "cached": 0}}');
+  assert.match(unknownField ?? '', /'local' must be .*Unrecognized key/);
 });

@@ -35,6 +35,7 @@ test('worker config: defaults fill what is not set', () => {
     model: { baseURL: undefined, apiKey: 'sk-test', model: 'gpt-4o-mini' },
     providers: [],
     modelLimits: {},
+    modelPrices: {},
     modelStream: false,
     steps: 'activity',
     watchSweepSeconds: 10,

@@ -1,0 +1,143 @@
+/**
+ * Budgets of a root thread's tree, in tokens and US dollars (migration 025): the root's grant, the grants its
+ * delegations and fork tasks reserve from their callers' (escrow down the tree), and what each has left. Charging is
+ * not here: the stored reply's trigger charges it, once per operation id, in the reply's own transaction.
+ */
+import type { PoolClient } from 'pg';
+import type { Queryable } from './threads';
+
+/** One unit of a budget (tokens, or US dollars). */
+export interface BudgetAmount {
+  /** Granted: the root's budget, or the share a delegation or fork task reserved from its caller's. */
+  granted: number;
+  /** Spent by the grant's subtree (its own replies and its children's). */
+  spent: number;
+  /** What may still be spent here: granted, less spent, less what open children hold unspent. */
+  left: number;
+}
+
+/** A thread's budget as a model call or a reader sees it: each unit it limits. */
+export interface Budget {
+  /** Tokens (input and output, as the endpoint reported them). */
+  tokens?: BudgetAmount;
+  /** US dollars, at the workers' prices (`BATON_MODEL_PRICES`). */
+  usd?: BudgetAmount;
+}
+
+/** What a root's budget is opened with, or an agent file asks a delegation to reserve: at least one unit. */
+export interface BudgetLimit {
+  tokens?: number | undefined;
+  usd?: number | undefined;
+}
+
+type AmountRow = { granted: number | string; spent: number | string; left: number | string };
+
+/** A budget read from `budget_json(...)` (`null`: the tree has none). */
+export function budgetFrom(row: { tokens?: AmountRow; usd?: AmountRow } | null): Budget | undefined {
+  if (row === null) return undefined;
+  const amount = (unit: AmountRow) => ({
+    granted: Number(unit.granted),
+    spent: Number(unit.spent),
+    left: Number(unit.left),
+  });
+  return {
+    ...(row.tokens === undefined ? {} : { tokens: amount(row.tokens) }),
+    ...(row.usd === undefined ? {} : { usd: amount(row.usd) }),
+  };
+}
+
+/** Opens a root thread's budget, once: a root that has one keeps it (the first turn to begin opens it). */
+export async function openRootBudget(db: Queryable, rootThreadId: string, limit: BudgetLimit): Promise<void> {
+  await db.query(
+    `INSERT INTO budget_grants (root_thread_id, grant_id, thread_id, granted_tokens, granted_usd)
+     VALUES ($1, '', $1, $2, $3)
+     ON CONFLICT (root_thread_id, grant_id) DO NOTHING`,
+    [rootThreadId, limit.tokens ?? null, limit.usd ?? null],
+  );
+}
+
+/** One delegation or fork task that reserves a share of its caller's budget. */
+export interface GrantToReserve {
+  /** The delegation's operation id (the grant is known by it). */
+  operationId: string;
+  /** The callee's thread, whose replies spend it. */
+  threadId: string;
+  /** What the callee agent's file asks for (`budget`), when it sets it. */
+  asked: BudgetLimit | undefined;
+}
+
+/**
+ * Reserves each delegation's share of its caller's budget, in the caller's transaction that opens them, when the
+ * tree has a budget. In each unit the caller's budget limits, each takes what its callee's file asks, else half of
+ * what the caller has left (a fork's tasks: an even share of it), and never more than is left. The caller's grant
+ * is locked, so a charge in flight waits.
+ */
+export async function reserveGrants(
+  client: PoolClient,
+  rootThreadId: string,
+  callerThreadId: string,
+  grants: readonly GrantToReserve[],
+  split: 'half' | 'even',
+): Promise<void> {
+  if (grants.length === 0) return;
+  const { rows } = await client.query<{ grantId: string; path: string[]; tokens: string | null; usd: string | null }>(
+    `SELECT g.grant_id AS "grantId", g.path, r.tokens, r.usd
+       FROM budget_grants g, budget_room(g) r
+      WHERE g.root_thread_id = $1 AND g.grant_id = (SELECT grant_id FROM budget_grant_of($1, $2))
+        FOR UPDATE OF g`,
+    [rootThreadId, callerThreadId],
+  );
+  const caller = rows[0];
+  if (caller === undefined) return;
+  /** The shares of one unit (all null where the caller's budget does not limit it). */
+  const sharesOf = (room: string | null, asked: (limit: BudgetLimit) => number | undefined, whole: boolean) => {
+    if (room === null) return grants.map(() => null);
+    let left = Math.max(Number(room), 0);
+    const part = split === 'half' ? left / 2 : left / grants.length;
+    // Whole tokens; dollars to the millionth, rounded down so the shares never add up to more than is left.
+    const fallback = whole ? Math.floor(part) : Math.floor(part * 1e6) / 1e6;
+    return grants.map((grant) => {
+      const share = Math.min((grant.asked && asked(grant.asked)) ?? fallback, left);
+      left -= share;
+      return share;
+    });
+  };
+  await client.query(
+    `INSERT INTO budget_grants
+       (root_thread_id, grant_id, thread_id, parent_grant_id, path, granted_tokens, granted_usd)
+     SELECT $1, g.operation_id, g.thread_id, $2, $3::text[], g.tokens, g.usd
+       FROM unnest($4::text[], $5::text[], $6::bigint[], $7::numeric[])
+              WITH ORDINALITY AS g(operation_id, thread_id, tokens, usd, position)
+      ORDER BY g.position
+     ON CONFLICT (root_thread_id, grant_id) DO NOTHING`,
+    [
+      rootThreadId,
+      caller.grantId,
+      [...caller.path, caller.grantId],
+      grants.map((grant) => grant.operationId),
+      grants.map((grant) => grant.threadId),
+      sharesOf(caller.tokens, (limit) => limit.tokens, true),
+      sharesOf(caller.usd, (limit) => limit.usd, false),
+    ],
+  );
+}
+
+/** A thread's budget now (`undefined`: its tree has none). */
+export async function budgetOf(db: Queryable, rootThreadId: string, threadId: string): Promise<Budget | undefined> {
+  const { rows } = await db.query<{ budget: Parameters<typeof budgetFrom>[0] }>('SELECT budget_of($1, $2) AS budget', [
+    rootThreadId,
+    threadId,
+  ]);
+  return budgetFrom(rows[0]?.budget ?? null);
+}
+
+/** The budget of each thread of a tree that has a grant of its own (the root's, and each delegation's latest). */
+export async function listBudgets(db: Queryable, rootThreadId: string): Promise<Map<string, Budget>> {
+  const { rows } = await db.query<{ threadId: string; budget: NonNullable<Parameters<typeof budgetFrom>[0]> }>(
+    `SELECT DISTINCT ON (g.thread_id) g.thread_id AS "threadId", budget_json(g) AS budget
+       FROM budget_grants g WHERE g.root_thread_id = $1
+      ORDER BY g.thread_id, (g.grant_id <> '') DESC, g.position DESC`,
+    [rootThreadId],
+  );
+  return new Map(rows.map((row) => [row.threadId, budgetFrom(row.budget) ?? {}]));
+}

@@ -1,0 +1,365 @@
+/**
+ * Token budgets on the real stack (a Temporal dev server, Postgres, a worker, the scripted model over HTTP): a root's
+ * budget escrowed down a tree of three levels, a grandchild that spends its share stopping before its next model call
+ * while its sibling's and its parent's unspent shares return to the root, the ledger equal to the stored replies, a
+ * world's default budget, a root that spends its own budget, and the SDK's and the CLI's views of it.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorType } from '../../common/errors';
+import { formatTree, formatUsage } from '../../client/format';
+import { ExplorerData } from '../../explorer/data';
+import { overviewPage } from '../../explorer/pages';
+import { parseScript } from '../../scripted-model';
+import { readModelLog, startTestHarness, type AgentHarness } from '../../testing/harness';
+import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
+import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
+
+const env = readTestEnv();
+const workDir = fs.mkdtempSync(path.join(env.stateDir, 'budgets-'));
+const modelLog = path.join(workDir, 'model.jsonl');
+
+function agent(name: string, capabilities: string[] = [], extra = '') {
+  const text = `---\nname: ${name}\ndescription: The ${name} agent.\ncapabilities: [${capabilities.join(', ')}]\n${extra}---\nYou are ${name}.\n`;
+  return parseAgentFile(text, `${name}.md`);
+}
+
+/** The share the spending grandchild's file asks for: less than any one reply of the scripted model costs. */
+const SPENDER_TOKENS = 40;
+const THRIFTY_TOKENS = 5_000;
+const ROOT_TOKENS = 200_000;
+/** The one model with a price (`BATON_MODEL_PRICES`); every other agent runs on the worker's default, unpriced. */
+const PRICED_MODEL = 'priced-model';
+const PRICE = { input_per_million: 3, output_per_million: 15 };
+
+const agents: AgentRegistry = new Map(
+  [
+    agent('budget_root', ['budget_mid']),
+    agent('budget_mid', ['fork_join', 'budget_spender', 'budget_thrifty']),
+    agent('budget_spender', [], `budget: { tokens: ${SPENDER_TOKENS} }\n`),
+    agent('budget_thrifty', [], `budget: { tokens: ${THRIFTY_TOKENS} }\n`),
+    agent('budget_solo'),
+    agent('budget_solo_local', [], 'steps: local\n'),
+    agent('budget_priced_root', ['budget_priced_child'], `model: ${PRICED_MODEL}\n`),
+    agent('budget_priced_child', [], `model: ${PRICED_MODEL}\n`),
+    agent('budget_solo_batched', [], 'steps: batched\n'),
+  ].map((a) => [a.name, a]),
+);
+
+const script = parseScript(
+  `
+agents:
+  budget_root:
+    - call: budget_mid
+      args: { message: "Look into it." }
+    - say: "root done"
+  budget_mid:
+    - call: fork_join
+      args:
+        tasks:
+          - { agent: budget_spender, message: "Spend." }
+          - { agent: budget_thrifty, message: "Save." }
+    - say: "mid done"
+  budget_spender:
+    - call: store_env_data
+      args: { key: spent, short_description: "What the spender found.", value: { found: true } }
+    - say: "never said: the budget stops this call"
+  budget_thrifty:
+    - say: "thrifty done"
+  budget_solo:
+    - call: store_env_data
+      args: { key: solo, short_description: "The solo note.", value: { n: 1 } }
+    - say: "never said either"
+  budget_priced_root:
+    - call: budget_priced_child
+      args: { message: "Price the part." }
+    - say: "priced done"
+  budget_priced_child:
+    - say: "child priced"
+  budget_solo_local:
+    - call: store_env_data
+      args: { key: solo_local, short_description: "The solo note.", value: { n: 1 } }
+    - say: "never said either"
+  budget_solo_batched:
+    - call: store_env_data
+      args: { key: solo_batched, short_description: "The solo note.", value: { n: 1 } }
+    - say: "never said either"
+`,
+  'budgets',
+);
+
+let harness: AgentHarness;
+
+/** An error and its causes, outermost first. */
+function causes(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let at = error; at !== undefined && chain.length < 10; at = (at as { cause?: unknown }).cause) chain.push(at);
+  return chain;
+}
+
+before(async () => {
+  harness = await startTestHarness('budgets', {
+    agents,
+    script,
+    modelLogFile: modelLog,
+    modelPrices: {
+      [`default/${PRICED_MODEL}`]: {
+        inputPerMillion: PRICE.input_per_million,
+        outputPerMillion: PRICE.output_per_million,
+      },
+    },
+  });
+});
+
+after(async () => {
+  await harness?.close();
+});
+
+interface GrantRow {
+  grantId: string;
+  threadId: string;
+  agent: string;
+  parentGrantId: string | null;
+  granted: number;
+  spent: number;
+  open: boolean;
+}
+
+async function grantsOf(root: string): Promise<GrantRow[]> {
+  const { rows } = await harness.pool.query<GrantRow & { granted: string; spent: string }>(
+    `SELECT g.grant_id AS "grantId", g.thread_id AS "threadId", t.agent, g.parent_grant_id AS "parentGrantId",
+            g.granted_tokens AS granted, g.spent_tokens AS spent, g.open
+       FROM budget_grants g JOIN threads t ON t.thread_id = g.thread_id
+      WHERE g.root_thread_id = $1 ORDER BY g.position`,
+    [root],
+  );
+  return rows.map((row) => ({ ...row, granted: Number(row.granted), spent: Number(row.spent) }));
+}
+
+/** The tokens of every stored reply of `threadIds`, from their transcripts. */
+async function storedTokens(threadIds: readonly string[]): Promise<number> {
+  const { rows } = await harness.pool.query<{ total: string }>(
+    `SELECT COALESCE(SUM((usage->>'totalTokens')::bigint), 0) AS total FROM transcript_messages
+      WHERE thread_id = ANY($1) AND role = 'assistant'`,
+    [threadIds],
+  );
+  return Number(rows[0]?.total ?? 0);
+}
+
+test('budgets: escrow down three levels; a grandchild that spends its share stops, and what is unspent returns', async () => {
+  const root = uniqueThreadId('budget');
+  const thread = await harness.client.startThread({
+    agent: 'budget_root',
+    threadId: root,
+    limits: { budget: { tokens: ROOT_TOKENS } },
+  });
+  const turn = await thread.send('Study the budget.');
+  assert.equal(turn.reply, 'root done');
+
+  const grants = await grantsOf(root);
+  const byAgent = new Map(grants.map((grant) => [grant.agent, grant]));
+  const rootGrant = byAgent.get('budget_root');
+  const mid = byAgent.get('budget_mid');
+  const spender = byAgent.get('budget_spender');
+  const thrifty = byAgent.get('budget_thrifty');
+  assert.ok(rootGrant && mid && spender && thrifty, `a grant at each level: ${JSON.stringify(grants)}`);
+  assert.equal(grants.length, 4);
+
+  // The escrow: the delegation took half of what the root had left after its first reply; each fork task what its
+  // file asks, from the delegated agent's share.
+  const rootFirstReply = await harness.pool.query<{ total: string }>(
+    `SELECT (usage->>'totalTokens')::bigint AS total FROM transcript_messages
+      WHERE thread_id = $1 AND role = 'assistant' ORDER BY seq LIMIT 1`,
+    [root],
+  );
+  const firstReply = Number(rootFirstReply.rows[0]?.total);
+  assert.ok(firstReply > SPENDER_TOKENS, `a reply costs more than the spender's share: ${firstReply}`);
+  assert.equal(rootGrant.granted, ROOT_TOKENS);
+  assert.equal(mid.granted, Math.floor((ROOT_TOKENS - firstReply) / 2));
+  assert.equal(mid.parentGrantId, '');
+  assert.deepEqual([spender.granted, thrifty.granted], [SPENDER_TOKENS, THRIFTY_TOKENS]);
+  assert.deepEqual([spender.parentGrantId, thrifty.parentGrantId], [mid.grantId, mid.grantId]);
+
+  // The spender's first call was allowed (its share was untouched) and spent past it; its second was never made.
+  const spenderCalls = readModelLog(modelLog).filter((entry) => entry.thread === spender.threadId);
+  assert.equal(spenderCalls.length, 1, 'the spender asked the model once');
+  const spenderThread = await harness.pool.query<{ status: string; lastError: string }>(
+    'SELECT status, last_error AS "lastError" FROM threads WHERE thread_id = $1',
+    [spender.threadId],
+  );
+  assert.equal(spenderThread.rows[0]?.status, 'failed');
+  assert.match(spenderThread.rows[0]?.lastError ?? '', /token budget of this turn is spent \(40 granted, \d+ spent\)/);
+  const forkResult = await harness.pool.query<{ status: string; error: string | null }>(
+    `SELECT f.status, f.error FROM fork_tasks f WHERE f.thread_id = $1`,
+    [spender.threadId],
+  );
+  assert.equal(forkResult.rows[0]?.status, 'failed', 'its fork task failed, and its caller went on');
+  assert.match(forkResult.rows[0]?.error ?? '', /token budget of this turn is spent/);
+
+  // Every grant is charged its subtree's stored replies, once each; every share closed when its turn ended.
+  const threadsOf = async (grant: GrantRow) => {
+    const { rows } = await harness.pool.query<{ threadId: string }>(
+      `SELECT thread_id AS "threadId" FROM threads WHERE thread_id = $1 OR thread_id LIKE $1 || '/%'
+          OR thread_id IN (SELECT thread_id FROM budget_grants WHERE root_thread_id = $2 AND $3 = ANY(path))`,
+      [grant.threadId, root, grant.grantId],
+    );
+    return rows.map((row) => row.threadId);
+  };
+  assert.equal(spender.spent, await storedTokens([spender.threadId]));
+  assert.equal(thrifty.spent, await storedTokens([thrifty.threadId]));
+  assert.equal(mid.spent, await storedTokens([mid.threadId, spender.threadId, thrifty.threadId]));
+  assert.equal(rootGrant.spent, await storedTokens(await threadsOf(rootGrant)));
+  assert.ok(spender.spent > SPENDER_TOKENS, 'the one reply that crossed the line is charged in full');
+  assert.deepEqual(
+    grants.filter((grant) => grant.open).map((grant) => grant.agent),
+    ['budget_root'],
+    'only the root grant stays open',
+  );
+
+  // What the root has left is all its grant did not spend: nothing is held by the closed shares.
+  const usage = await thread.usage();
+  assert.deepEqual(usage.budget, {
+    tokens: { granted: ROOT_TOKENS, spent: usage.totalTokens, left: ROOT_TOKENS - usage.totalTokens },
+  });
+  assert.equal(rootGrant.spent, usage.totalTokens);
+  assert.match(
+    formatUsage(usage),
+    new RegExp(`budget: ${usage.totalTokens} of ${ROOT_TOKENS} tokens spent, ${ROOT_TOKENS - usage.totalTokens} left`),
+  );
+  const tree = await thread.tree();
+  assert.deepEqual(tree.budget, usage.budget);
+  const midNode = tree.children.find((child) => child.agent === 'budget_mid');
+  assert.deepEqual(midNode?.budget, {
+    tokens: { granted: mid.granted, spent: mid.spent, left: mid.granted - mid.spent },
+  });
+  // The explorer's page of the root says the same, on the root and on each share.
+  const data = new ExplorerData(harness.client);
+  const rootRow = await data.thread(root);
+  assert.ok(rootRow);
+  const page = overviewPage(await data.overview(rootRow), { namespace: 'default', now: new Date() }).toString();
+  assert.ok(page.includes(`budget ${usage.totalTokens} of ${ROOT_TOKENS} tokens spent`), 'the root line');
+  assert.ok(page.includes(`budget ${mid.spent} of ${mid.granted} tokens spent`), "the delegated agent's share");
+  const text = formatTree(tree, await thread.forks());
+  assert.match(
+    text,
+    new RegExp(`budget_spender {2}failed .* budget ${spender.spent} of ${SPENDER_TOKENS} tokens spent, 0 left`),
+  );
+});
+
+test("budgets: a world's BATON_BUDGET_TOKENS opens every new root's budget; a root that spends it stops clearly", async () => {
+  const world = uniqueThreadId('budget-world').replace(/[^a-z0-9-]/gi, '-');
+  await harness.client.world(world).set({ BATON_BUDGET_TOKENS: '30' });
+  // In each step mode: a step run inside the thread's workflow or a batch stops as one run by a turn workflow does.
+  for (const agentName of ['budget_solo', 'budget_solo_local', 'budget_solo_batched']) {
+    const root = uniqueThreadId(agentName.replace(/_/g, '-'));
+    const thread = await harness.client.startThread({ agent: agentName, threadId: root, world });
+    await assert.rejects(thread.send('Go.'), (error: Error) => {
+      const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
+      assert.ok(failure instanceof ApplicationFailure, `${agentName}: an application failure under ${String(error)}`);
+      assert.equal(failure.type, ErrorType.BudgetExhausted, agentName);
+      assert.match(failure.message, /^the token budget of this turn is spent \(30 granted, \d+ spent\)/);
+      return true;
+    });
+    const calls = readModelLog(modelLog).filter((entry) => entry.thread === root);
+    assert.equal(calls.length, 1, `${agentName}: the second model call was not made`);
+    const usage = await thread.usage();
+    assert.deepEqual(usage.budget, { tokens: { granted: 30, spent: usage.totalTokens, left: 30 - usage.totalTokens } });
+  }
+
+  // A conversation's own budget wins over its world's.
+  const own = uniqueThreadId('budget-own');
+  await harness.client.startThread({
+    agent: 'budget_thrifty',
+    threadId: own,
+    world,
+    limits: { budget: { tokens: 1_000 } },
+  });
+  assert.equal((await harness.client.thread(own).send('Save.')).reply, 'thrifty done');
+  assert.equal((await harness.client.thread(own).usage()).budget?.tokens?.granted, 1_000);
+
+  await assert.rejects(
+    harness.client.startThread({ agent: 'budget_thrifty', limits: { budget: { tokens: 0 } } }),
+    /limits\.budget\.tokens must be a whole number from 1 to 999999999, not 0/,
+  );
+  await assert.rejects(
+    harness.client.startThread({ agent: 'budget_thrifty', limits: { budget: {} } }),
+    /limits\.budget must set tokens, usd or both/,
+  );
+});
+
+test('budgets: in dollars, each reply is priced once by the model that served it; an unpriced model is not called', async () => {
+  const root = uniqueThreadId('budget-usd');
+  const thread = await harness.client.startThread({
+    agent: 'budget_priced_root',
+    threadId: root,
+    limits: { budget: { usd: 10, tokens: ROOT_TOKENS } },
+  });
+  assert.equal((await thread.send('Price it.')).reply, 'priced done');
+  const messages = await thread.transcript();
+  const replies = (
+    await harness.pool.query<{ usage: { promptTokens: number; completionTokens: number; costUsd: number } }>(
+      `SELECT usage FROM transcript_messages WHERE root_thread_id = $1 AND role = 'assistant' ORDER BY created_at`,
+      [root],
+    )
+  ).rows;
+  assert.ok(replies.length >= 3 && messages.length > 0);
+  let cost = 0;
+  for (const { usage } of replies) {
+    const expected =
+      Math.ceil(
+        Math.round(
+          (usage.promptTokens * PRICE.input_per_million + usage.completionTokens * PRICE.output_per_million) * 1e3,
+        ) / 1e3,
+      ) / 1e6;
+    assert.equal(usage.costUsd, expected, "priced at the served model's price, to the millionth rounded up");
+    cost = Math.round((cost + usage.costUsd) * 1e6) / 1e6;
+  }
+  const usage = await thread.usage();
+  assert.equal(usage.costUsd, cost);
+  assert.deepEqual(usage.budget?.usd, { granted: 10, spent: cost, left: Math.round((10 - cost) * 1e6) / 1e6 });
+  const grants = await harness.pool.query<{ agent: string; usd: string; spent: string; open: boolean }>(
+    `SELECT t.agent, g.granted_usd AS usd, g.spent_usd AS spent, g.open FROM budget_grants g
+       JOIN threads t ON t.thread_id = g.thread_id WHERE g.root_thread_id = $1 AND g.grant_id <> ''`,
+    [root],
+  );
+  assert.equal(grants.rows.length, 1);
+  assert.equal(Number(grants.rows[0]?.usd), Math.floor(((10 - Number(replies[0]?.usage.costUsd)) / 2) * 1e6) / 1e6);
+  assert.match(
+    formatUsage(usage),
+    /budget: \d+ of \d+ tokens spent, \d+ left; \$[0-9.]+ of \$10 spent, \$[0-9.]+ left/,
+  );
+
+  // A dollar budget so small the first reply spends it: the next call is not made.
+  const poor = uniqueThreadId('budget-poor');
+  const poorThread = await harness.client.startThread({
+    agent: 'budget_priced_root',
+    threadId: poor,
+    limits: { budget: { usd: 0.000001 } },
+  });
+  await assert.rejects(poorThread.send('Price it.'), (error: Error) => {
+    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
+    assert.ok(failure instanceof ApplicationFailure);
+    assert.equal(failure.type, ErrorType.BudgetExhausted);
+    assert.match(failure.message, /^the dollar budget of this turn is spent \(\$0\.000001 granted, \$[0-9.]+ spent\)/);
+    return true;
+  });
+
+  // An agent whose model has no price is not called under a dollar budget.
+  const unpriced = uniqueThreadId('budget-unpriced');
+  const unpricedThread = await harness.client.startThread({
+    agent: 'budget_thrifty',
+    threadId: unpriced,
+    limits: { budget: { usd: 1 } },
+  });
+  await assert.rejects(unpricedThread.send('Save.'), (error: Error) => {
+    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
+    assert.ok(failure instanceof ApplicationFailure);
+    assert.equal(failure.type, ErrorType.BudgetUnpriced);
+    assert.match(failure.message, /no price for default\/[^ ]+ \(nor for its provider\)/);
+    return true;
+  });
+  assert.equal(readModelLog(modelLog).filter((entry) => entry.thread === unpriced).length, 0, 'no model was asked');
+});
