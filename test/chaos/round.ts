@@ -28,6 +28,7 @@ import { parseScript, type Script } from '../../scripted-model';
 import { keyMatches } from '../../common/watchers';
 import { localActivityResults, turnDispatches } from '../../testing/turn-dispatches';
 import { STEPS_VARIABLE } from '../../activities/worlds';
+import { DELEGATION_LIMIT_VARIABLES } from '../../common/world-variables';
 import type { ChaosStack } from './chaos-stack';
 import {
   checkHostile,
@@ -55,6 +56,8 @@ const MODEL_BURST_MAX_MS = 30_000;
  */
 export const ROUND_TIMEOUT_MS = 300_000;
 const SHELL_LOG = 'shell-runs.log';
+/** Every root's token budget (the world's `BATON_BUDGET_TOKENS`): far more than a round spends. */
+const ROUND_BUDGET_TOKENS = 100_000_000;
 /** The chief's call that waits for approval (`approval: [think]`), and who approves it. */
 const CHIEF_THOUGHT = 'the study needs a go-ahead';
 const APPROVER = 'chaos-approver';
@@ -283,6 +286,8 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
     await retrying('world set', deadline, () =>
       client.world(world).set({
         working_directory: context.dir,
+        // A budget no tree comes near: its ledger is checked below, under every fault of the round.
+        [DELEGATION_LIMIT_VARIABLES.budgetTokens.name]: String(ROUND_BUDGET_TOKENS),
         ...(context.steps === undefined ? {} : { [STEPS_VARIABLE]: context.steps }),
       }),
     );
@@ -400,9 +405,12 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       );
     }
 
+    // 4c. The budget ledger: each tree's spending was charged once per stored reply, and nothing is still held.
+    for (const root of chiefs) await checkBudget(pool, root, violations);
+
     // 5. No operation id twice, and every shell command ran at most once.
     await checkOperationIds(pool, [...chiefs, mole, hostile], violations);
-    const shellRuns = checkShellRuns(context.dir, forkTasksMerged, violations);
+    const shellRuns = await checkShellRuns(pool, context.dir, chiefs, violations);
     // 5b. The steps ran where the round's world says, in every turn of every tree.
     const steps = await checkStepModes(client, chiefs, context.steps ?? 'activity', violations);
     // 6. Nothing left running: no process a shell tool started outlives its call or its worker.
@@ -971,6 +979,27 @@ async function checkEnv(pool: Pool, root: string, increments: number, violations
   }
 }
 
+/**
+ * A root's budget after its round: what its grant says the tree spent is the sum of the tree's stored replies' tokens
+ * (each charged once, however often its step ran), and no delegation or fork task still holds a share.
+ */
+async function checkBudget(pool: Pool, root: string, violations: string[]): Promise<void> {
+  const { rows } = await pool.query<{ granted: string; spent: string; stored: string; open: string[] }>(
+    `SELECT g.granted_tokens AS granted, g.spent_tokens AS spent,
+            (SELECT COALESCE(SUM((m.usage->>'totalTokens')::bigint), 0) FROM transcript_messages m
+              WHERE m.root_thread_id = $1 AND m.role = 'assistant') AS stored,
+            ARRAY(SELECT o.thread_id FROM budget_grants o WHERE o.root_thread_id = $1 AND o.open AND o.grant_id <> '')
+              AS open
+       FROM budget_grants g WHERE g.root_thread_id = $1 AND g.grant_id = ''`,
+    [root],
+  );
+  const row = rows[0];
+  if (row === undefined) return void violations.push(`${root}: no budget was opened`);
+  if (Number(row.granted) !== ROUND_BUDGET_TOKENS) violations.push(`${root}: budget ${row.granted} granted`);
+  if (row.spent !== row.stored) violations.push(`${root}: ${row.spent} tokens charged, ${row.stored} stored`);
+  if (row.open.length > 0) violations.push(`${root}: budget shares still held by ${row.open.join(', ')}`);
+}
+
 async function checkOperationIds(pool: Pool, roots: readonly string[], violations: string[]): Promise<void> {
   for (const table of ['transcript_messages', 'questions', 'delegations', 'env_events', 'tool_runs']) {
     const { rows } = await pool.query<{ n: number }>(
@@ -983,13 +1012,28 @@ async function checkOperationIds(pool: Pool, roots: readonly string[], violation
   }
 }
 
-/** Each analyst's shell command appends one line; a retried tool run must not append another. */
-function checkShellRuns(dir: string, mergedTasks: number, violations: string[]): number {
+/**
+ * Each analyst's shell command appends one line; a retried tool run must not append another. Compared with what
+ * `tool_runs` recorded, not with the analysts merged: a run its worker was SIGKILLed in (still `running`) may or may
+ * not have appended its line, and its analyst reads that and goes on, so it merges with or without one.
+ */
+async function checkShellRuns(
+  pool: Pool,
+  dir: string,
+  roots: readonly string[],
+  violations: string[],
+): Promise<number> {
   const file = path.join(dir, SHELL_LOG);
   const lines = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).length : 0;
-  const analysts = ROOTS * 2;
-  if (lines > analysts) violations.push(`${lines} shell runs for ${analysts} analysts: a command ran twice`);
-  if (lines < mergedTasks) violations.push(`${lines} shell runs but ${mergedTasks} analysts merged`);
+  const { rows } = await pool.query<{ claimed: number; succeeded: number }>(
+    `SELECT COUNT(*)::int AS claimed, (COUNT(*) FILTER (WHERE status = 'done' AND ok))::int AS succeeded
+       FROM tool_runs WHERE root_thread_id = ANY($1) AND tool = 'shell'`,
+    [roots],
+  );
+  const claimed = rows[0]?.claimed ?? 0;
+  const succeeded = rows[0]?.succeeded ?? 0;
+  if (lines > claimed) violations.push(`${lines} shell runs for ${claimed} claimed runs: a command ran twice`);
+  if (lines < succeeded) violations.push(`${lines} shell runs but ${succeeded} recorded as run: a run was lost`);
   return lines;
 }
 
