@@ -191,7 +191,8 @@ test(
         const threadId = uniqueThreadId(`local-kill-${mode}`);
         // The shell works in its world's working_directory, and only there.
         const world = `local-kill-${threadId}`;
-        await client.world(world).set({ working_directory: shellDirOf(mode) });
+        // Under a budget, whose ledger must charge each stored reply once across the kill.
+        await client.world(world).set({ working_directory: shellDirOf(mode), BATON_BUDGET_TOKENS: '10000000' });
         const thread = await client.startThread({ agent: AGENTS[mode], threadId, world });
         threads.push(thread);
         scribes[mode] = { threadId, sending: settle(thread.send('Write it down.')), recordedBeforeKill: [] };
@@ -279,6 +280,18 @@ test(
 
             // The transcript: no gap, nothing twice, each tool result right after the reply that asked for it.
             const transcript = await listMessages(pool, threadId);
+            // The budget: charged each of the four stored replies once, though worker B ran steps again.
+            const { rows: grants } = await pool.query<{ spent: string }>(
+              `SELECT spent_tokens AS spent FROM budget_grants WHERE root_thread_id = $1 AND grant_id = ''`,
+              [threadId],
+            );
+            const storedTokens = transcript.reduce((sum, message) => sum + (message.usage?.totalTokens ?? 0), 0);
+            assert.ok(storedTokens > 0);
+            assert.deepEqual(
+              grants.map((grant) => Number(grant.spent)),
+              [storedTokens],
+              'the budget charged each stored reply once',
+            );
             assert.deepEqual(
               transcript.map((message) => message.role),
               ['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant'],
