@@ -69,14 +69,15 @@ export function createTurnActivities(parts: TurnActivityParts) {
       parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
       parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
-    // Before the message is recorded: the turn's first model call finds its root's budget open.
-    if (limits !== undefined && (limits.budgetTokens !== undefined || limits.budgetUsd !== undefined)) {
-      await parts.openRootBudget({
-        rootThreadId: input.scope.rootThreadId,
-        limit: { tokens: limits.budgetTokens, usd: limits.budgetUsd },
-      });
-    }
-    await parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message });
+    // Beside the message, both before the turn's first model call, which finds its root's budget open.
+    const budget =
+      limits !== undefined && (limits.budgetTokens !== undefined || limits.budgetUsd !== undefined)
+        ? { tokens: limits.budgetTokens, usd: limits.budgetUsd }
+        : undefined;
+    await allSettledOrThrow([
+      budget && parts.openRootBudget({ rootThreadId: input.scope.rootThreadId, limit: budget }),
+      parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message }),
+    ] as const);
     const begun = { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
     if (input.firstBatch === undefined || steps !== 'batched' || agent.maxSteps < 1) return begun;
     const { operationBase } = input.firstBatch;

@@ -6,6 +6,7 @@
  */
 import type { BatonWorkerTracing } from '../worker/tracing';
 import type { ModelLimits } from '../activities/model-limits';
+import type { ModelPrices } from '../activities/model-prices';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
@@ -99,6 +100,8 @@ export async function startBaton(
     tracing?: { readonly tracing: BatonWorkerTracing; readonly bundlePath: string };
     /** Limits on model calls the workers share (`BATON_MODEL_LIMITS`). */
     modelLimits?: ModelLimits;
+    /** Prices of model calls, for budgets in dollars (`BATON_MODEL_PRICES`). */
+    modelPrices?: ModelPrices;
   },
 ): Promise<BatonSide> {
   const taskQueue = uniqueTaskQueue(`bench-${options.name}`);
@@ -114,6 +117,7 @@ export async function startBaton(
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.tracing === undefined ? {} : { tracing: options.tracing.tracing }),
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
+      ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
       workflowBundle: { codePath: options.tracing?.bundlePath ?? context.stack.workflowBundlePath },
     });
     context.defer(() => harness.close());

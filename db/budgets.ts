@@ -80,19 +80,24 @@ export async function reserveGrants(
   split: 'half' | 'even',
 ): Promise<void> {
   if (grants.length === 0) return;
-  const { rows } = await client.query<{ grantId: string; path: string[]; tokens: string | null; usd: string | null }>(
-    `SELECT g.grant_id AS "grantId", g.path, r.tokens, r.usd
-       FROM budget_grants g, budget_room(g) r
-      WHERE g.root_thread_id = $1 AND g.grant_id = (SELECT grant_id FROM budget_grant_of($1, $2))
-        FOR UPDATE OF g`,
+  const { rows } = await client.query<{ grantId: string; path: string[]; budget: Parameters<typeof budgetFrom>[0] }>(
+    `SELECT g.grant_id AS "grantId", g.path, budget_json(g) AS budget
+       FROM budget_grants g
+      WHERE g.root_thread_id = $1 AND g.grant_id = (budget_grant_of($1, $2)).grant_id
+        FOR UPDATE`,
     [rootThreadId, callerThreadId],
   );
   const caller = rows[0];
   if (caller === undefined) return;
+  const room = budgetFrom(caller.budget) ?? {};
   /** The shares of one unit (all null where the caller's budget does not limit it). */
-  const sharesOf = (room: string | null, asked: (limit: BudgetLimit) => number | undefined, whole: boolean) => {
-    if (room === null) return grants.map(() => null);
-    let left = Math.max(Number(room), 0);
+  const sharesOf = (
+    amount: BudgetAmount | undefined,
+    asked: (limit: BudgetLimit) => number | undefined,
+    whole: boolean,
+  ) => {
+    if (amount === undefined) return grants.map(() => null);
+    let left = Math.max(amount.left, 0);
     const part = split === 'half' ? left / 2 : left / grants.length;
     // Whole tokens; dollars to the millionth, rounded down so the shares never add up to more than is left.
     const fallback = whole ? Math.floor(part) : Math.floor(part * 1e6) / 1e6;
@@ -116,8 +121,8 @@ export async function reserveGrants(
       [...caller.path, caller.grantId],
       grants.map((grant) => grant.operationId),
       grants.map((grant) => grant.threadId),
-      sharesOf(caller.tokens, (limit) => limit.tokens, true),
-      sharesOf(caller.usd, (limit) => limit.usd, false),
+      sharesOf(room.tokens, (limit) => limit.tokens, true),
+      sharesOf(room.usd, (limit) => limit.usd, false),
     ],
   );
 }
