@@ -20,7 +20,7 @@ import type { Budget } from '../db/budgets';
 import { priceOf, pricedUsage, type ModelPrices } from './model-prices';
 import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
-import { recordModelCallStarted } from '../db/run-events';
+import { recordModelCallStarted, recordModelCallWaiting } from '../db/run-events';
 import type { AgentStore } from './agent-store';
 import { classifyModelError, movesToNextModelAtOnce } from './model-errors';
 import { DeltaPublisher } from './model-stream';
@@ -231,10 +231,23 @@ export function createModelActivities(options: ModelActivityOptions) {
       if (options.stream) await mark.started;
       // Room under the limits every worker shares, before the request (and its timeout) starts.
       const scopes = limitedScopes(options.limits ?? {}, provider, model);
+      let said: string | undefined;
       const waiting = {
         waiting: (why: { scope: string; reason: string }) => {
+          const waitingFor = `${why.scope}: ${why.reason}`;
           // A local activity has no heartbeat: the SDK keeps its workflow task alive instead.
-          if (!isLocal) activity.heartbeat({ step: input.step, waitingForCapacity: `${why.scope}: ${why.reason}` });
+          if (!isLocal) activity.heartbeat({ step: input.step, waitingForCapacity: waitingFor });
+          // The run feed hears of each new reason once; a lost mark costs the live view a line, never the call.
+          if (said === waitingFor) return;
+          said = waitingFor;
+          recordModelCallWaiting(pool, {
+            rootThreadId: scope.rootThreadId,
+            threadId: scope.threadId,
+            agent: scope.agent,
+            operationId: input.operationId,
+            step: input.step,
+            ...why,
+          }).catch(() => undefined);
         },
         signal: activity.cancellationSignal,
       };

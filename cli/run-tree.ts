@@ -160,6 +160,9 @@ export class RunTree {
           this.attach(node, this.forkParents.get(event.fork) ?? this.rootThreadId);
         }
         break;
+      case 'model_call_waiting':
+        node.entries.push({ kind: 'note', text: `waiting for capacity: ${event.scope}: ${event.reason}` });
+        break;
       case 'question_asked':
         node.entries.push({ kind: 'note', text: `? ${event.questionId} asks a person: ${event.question}` });
         break;

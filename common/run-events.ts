@@ -100,6 +100,15 @@ export type RunEvent =
       model?: string;
     })
   | (RunEventBase & {
+      type: 'model_call_waiting';
+      operationId: string;
+      step: number;
+      /** The limit it waits for: a provider, or `provider/model` (`BATON_MODEL_LIMITS`). */
+      scope: string;
+      /** Why there is no room, e.g. `1 call(s) at once` or `Retry-After`. */
+      reason: string;
+    })
+  | (RunEventBase & {
       type: 'model_call_ended';
       operationId: string;
       usage?: TokenUsageEvent;
@@ -294,6 +303,15 @@ export function runEventsOf(row: RunFeedRow): StoredRunEvent[] {
         streaming: d.streaming === true,
         provider: optionalText(d.provider),
         model: optionalText(d.model),
+      });
+      break;
+    case 'model_call_waiting':
+      push({
+        type: 'model_call_waiting',
+        operationId: text(d.operationId),
+        step: num(d.step),
+        scope: text(d.scope),
+        reason: text(d.reason),
       });
       break;
     case 'assistant_message': {

@@ -121,6 +121,30 @@ export async function recordModelCallStarted(pool: Pool, call: ModelCallStarted)
 }
 
 /**
+ * Records that a model call waits for room under a limit every worker shares (once per scope and reason it waits
+ * for), committed without waiting for the disk as its start mark is. Then tells the root's readers.
+ */
+export async function recordModelCallWaiting(
+  pool: Pool,
+  call: Pick<ModelCallStarted, 'rootThreadId' | 'threadId' | 'agent' | 'operationId' | 'step'> & {
+    scope: string;
+    reason: string;
+  },
+): Promise<void> {
+  await pool.query({
+    name: 'baton-model-call-waiting',
+    text: `SELECT run_event_unflushed($1, $2, $3, 'model_call_waiting', $4)`,
+    values: [
+      call.rootThreadId,
+      call.threadId,
+      call.agent,
+      JSON.stringify({ operationId: call.operationId, step: call.step, scope: call.scope, reason: call.reason }),
+    ],
+  });
+  announceRunEvents(pool, call.rootThreadId);
+}
+
+/**
  * Publishes batches of streamed output (each cut to fit by `splitDelta` first). Best effort: the stored reply is
  * what counts, and a reader that misses a batch sees the gap in `part`.
  */

@@ -17,6 +17,8 @@ const KIND_SUMMARIES: Readonly<Record<RunEvent['type'], string>> = {
   turn_ended: 'A turn ended, with its status (`completed`, `failed`, `max_steps`, …).',
   message: 'A human or calling agent sent the thread a message.',
   model_call_started: 'A model call began (one attempt of one step); `stream` names the deltas of this attempt.',
+  model_call_waiting:
+    'A model call waits for room under a limit every worker shares (`BATON_MODEL_LIMITS`), once per scope and reason.',
   model_call_ended: 'A model call ended, with its token usage.',
   assistant_message: "The model's reply was stored (its text; its tool calls follow as `tool_call` events).",
   tool_call: 'The model asked for a tool call.',

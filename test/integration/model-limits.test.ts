@@ -12,6 +12,9 @@ import { after, test } from 'node:test';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { blockScopes, returnCapacity, tryTakeCapacity, type LimitedScope } from '../../db/model-limits';
 import { createPool } from '../../db/pool';
+import { readRunFeed } from '../../db/run-events';
+import { runEventsOf } from '../../common/run-events';
+import { RunTree, renderRunTree } from '../../cli/run-tree';
 import { parseScript } from '../../scripted-model';
 import { readModelLog } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
@@ -143,6 +146,28 @@ test('model limits: two workers under concurrent: 1 never overlap their requests
     return undefined;
   });
   assert.equal(waitingFor, 'default: 1 call(s) at once');
+
+  // The run feed says so too, and the CLI's live tree shows it under the waiting thread.
+  const waited = await waitFor('a model_call_waiting event', 30_000, async () => {
+    for (const threadId of threads) {
+      const events = (await readRunFeed(fixture.pool, threadId)).flatMap(runEventsOf);
+      const event = events.find((candidate) => candidate.type === 'model_call_waiting');
+      if (event !== undefined) return { threadId, events };
+    }
+    return undefined;
+  });
+  const event = waited.events.find((candidate) => candidate.type === 'model_call_waiting');
+  assert.ok(event?.type === 'model_call_waiting');
+  assert.deepEqual([event.scope, event.reason, event.step], ['default', '1 call(s) at once', 0]);
+  assert.match(event.operationId, /:/);
+  const tree = new RunTree(waited.threadId, 'limited');
+  for (const stored of waited.events) tree.apply(stored);
+  assert.ok(
+    renderRunTree(tree, { width: 200, now: Date.now() }).some((line) =>
+      line.includes('waiting for capacity: default: 1 call(s) at once'),
+    ),
+    'the live tree shows the wait',
+  );
 
   for (const { result } of await Promise.all(runs)) assert.equal(result.reply, 'Limited.');
   const arrivals = readModelLog(path.join(workDir, 'model.jsonl'))
