@@ -52,7 +52,12 @@ export function createAgentStore(options: { pool: Pool; agents: () => AgentRegis
         await saveAgentVersion(options.pool, version, definition);
         cache.set(version, definition);
       }
-      return { name, version, maxSteps: definition.max_steps };
+      return {
+        name,
+        version,
+        maxSteps: definition.max_steps,
+        ...(definition.on_budget === 'ask' ? { onBudget: 'ask' as const } : {}),
+      };
     },
     async load(version) {
       const cached = cache.get(version);

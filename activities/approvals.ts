@@ -1,9 +1,16 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Pool } from 'pg';
 import { ErrorType } from '../common/errors';
-import type { CloseApprovalInput, CloseApprovalResult, OpenApprovalInput, OpenApprovalResult } from '../common/types';
+import type {
+  CloseApprovalInput,
+  CloseApprovalResult,
+  ExtendBudgetInput,
+  OpenApprovalInput,
+  OpenApprovalResult,
+} from '../common/types';
 import { storableText } from '../common/text';
 import { closeApproval as closeApprovalRow, openApproval as openApprovalRow } from '../db/approvals';
+import { extendBudget as extendBudgetRows } from '../db/budgets';
 import { decisionProofMatches } from './decision-proofs';
 
 export interface ApprovalActivityOptions {
@@ -24,8 +31,24 @@ export function createApprovalActivities({ pool, decisionKey }: ApprovalActivity
       messageSeq: input.messageSeq,
       toolCallId: input.toolCallId,
       ...(input.timeoutSeconds === undefined ? {} : { timeoutSeconds: input.timeoutSeconds }),
+      ...(input.request === undefined ? {} : { request: input.request }),
     });
     return { approvalId: row.approvalId };
+  }
+
+  /**
+   * Adds an approved extension to a turn's budget (`on_budget: ask`), once per approval and only when Postgres holds
+   * it approved: the workflow waited for the decision, and the activity checks it again.
+   * @returns whether the extension was added (or had been)
+   */
+  async function extendBudget(input: ExtendBudgetInput): Promise<{ extended: boolean }> {
+    const budget = await extendBudgetRows(pool, {
+      rootThreadId: input.scope.rootThreadId,
+      threadId: input.scope.threadId,
+      approvalOperationId: input.approvalOperationId,
+      extension: input.extension,
+    });
+    return { extended: budget !== undefined };
   }
 
   /**
@@ -78,5 +101,5 @@ export function createApprovalActivities({ pool, decisionKey }: ApprovalActivity
     }
   }
 
-  return { openApproval, closeApproval };
+  return { openApproval, extendBudget, closeApproval };
 }

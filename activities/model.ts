@@ -12,11 +12,18 @@ import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
 import { distinctToolCallIds } from '../common/ids';
-import type { CallModelInput, CallModelResult, PlannedToolCall, TokenUsage, ToolCallRequest } from '../common/types';
+import type {
+  BudgetExhaustedDetails,
+  CallModelInput,
+  CallModelResult,
+  PlannedToolCall,
+  TokenUsage,
+  ToolCallRequest,
+} from '../common/types';
 import { storableText } from '../common/text';
 import { readModelCallContext } from '../db/step-context';
 import { markThread } from '../db/delegations';
-import type { Budget } from '../db/budgets';
+import type { Budget, BudgetAmount } from '../db/budgets';
 import { priceOf, pricedUsage, type ModelPrices } from './model-prices';
 import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
@@ -132,7 +139,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     }
     const endpoints = modelEndpointsFor(agent, options);
     // Checked once no reply is stored: a re-run of a call that was made returns its reply whatever the budget says.
-    if (budget !== undefined) checkBudget(budget, endpoints, options.prices ?? {});
+    if (budget !== undefined) checkBudget(budget, agent, input.step, endpoints, options.prices ?? {});
     const activity = Context.current();
     const { attempt, isLocal } = activity.info;
     // A fallback chain: each model gets `fallback_after_attempts` attempts for failures a retry can fix, then the
@@ -523,7 +530,13 @@ export function createModelActivities(options: ModelActivityOptions) {
  * give it more; said so its caller and the person reading the thread know why the turn stopped.
  * @throws ApplicationFailure `Budget.Exhausted`, `Budget.Unpriced`
  */
-function checkBudget(budget: Budget, endpoints: readonly ModelEndpoint[], prices: ModelPrices): void {
+function checkBudget(
+  budget: Budget,
+  agent: Pick<AgentDefinition, 'budget'>,
+  step: number,
+  endpoints: readonly ModelEndpoint[],
+  prices: ModelPrices,
+): void {
   const spent = (
     [
       ['token', budget.tokens, (n: number) => String(n)],
@@ -534,12 +547,22 @@ function checkBudget(budget: Budget, endpoints: readonly ModelEndpoint[], prices
     const [unit, amount, show] = spent;
     if (amount === undefined) return;
     const held = amount.granted - amount.spent - amount.left;
+    // What a person would be asked to add (`on_budget: ask`), in each unit that is spent.
+    const more = (unitAmount: BudgetAmount | undefined, asked: number | undefined) =>
+      unitAmount !== undefined && unitAmount.left <= 0 ? (asked ?? unitAmount.granted) : undefined;
+    const tokens = more(budget.tokens, agent.budget?.tokens);
+    const usd = more(budget.usd, agent.budget?.usd);
+    const details: BudgetExhaustedDetails = {
+      extension: { ...(tokens === undefined ? {} : { tokens }), ...(usd === undefined ? {} : { usd }) },
+      step,
+    };
     throw ApplicationFailure.create({
       type: ErrorType.BudgetExhausted,
       message:
         `the ${unit} budget of this turn is spent (${show(amount.granted)} granted, ${show(amount.spent)} spent` +
         `${held > 0 ? `, ${show(held)} held by its delegations` : ''}), so the model was not asked again`,
       nonRetryable: true,
+      details: [details],
     });
   }
   if (budget.usd === undefined) return;

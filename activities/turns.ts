@@ -5,11 +5,14 @@
  * compose the single-purpose activities and add no behaviour of their own: every write keeps its operation id, so a
  * retried attempt repeats nothing that landed.
  */
+import { ApplicationFailure } from '@temporalio/common';
 import type { ResolvedAgent, StepMode } from '../common/agent-definition';
+import { ErrorType } from '../common/errors';
 import { modelCallInput, runsWithNextModelCall, toolCallInput } from '../common/turn-step-calls';
 import type {
   BeginTurnInput,
   BegunTurn,
+  BudgetExhaustedDetails,
   CallModelInput,
   CallModelResult,
   DelegationLimits,
@@ -128,7 +131,9 @@ export function createTurnActivities(parts: TurnActivityParts) {
     let usage: TokenUsage | null = null;
     const steps: RunStepsResult['steps'] = [];
     for (;;) {
-      const reply = await runToolsThenCallModel({ toolCalls, model: call });
+      const reply = await runToolsThenCallModel({ toolCalls, model: call }).catch((error: unknown) => {
+        throw withBatchUsage(error, usage);
+      });
       steps.push({ step: call.step, ranTools: toolNames, reused: reply.reused });
       if (reply.usage) usage = addUsage(usage ?? ZERO_USAGE, reply.usage);
       const goesOn =
@@ -148,6 +153,22 @@ export function createTurnActivities(parts: TurnActivityParts) {
   }
 
   return { beginTurn, runToolsThenCallModel, runSteps };
+}
+
+/**
+ * A batch's step that found the turn's budget spent fails the batch saying what the steps before it used, so a turn
+ * that goes on after it (`on_budget: ask`) counts them; any other failure is as it was.
+ */
+function withBatchUsage(error: unknown, usage: TokenUsage | null): unknown {
+  if (!(error instanceof ApplicationFailure) || error.type !== ErrorType.BudgetExhausted || usage === null)
+    return error;
+  const [details] = error.details as [BudgetExhaustedDetails];
+  return ApplicationFailure.create({
+    type: error.type,
+    message: error.message,
+    nonRetryable: true,
+    details: [{ ...details, batchUsage: usage } satisfies BudgetExhaustedDetails],
+  });
 }
 
 /** Waits for every promise to settle, then throws the first rejection, if any; else the values, in order. */

@@ -150,6 +150,13 @@ export const agentFrontmatterSchema = z.strictObject({
     .describe(
       "Under a budgeted tree: what a delegated turn of this agent reserves from its caller's budget, in each unit the caller's limits. Default: half of what the caller has left (a fork's tasks: an even share).",
     ),
+  /** What a turn of this agent does when its budget is spent: stop (fail), or ask a person for more and wait. */
+  on_budget: z
+    .enum(['stop', 'ask'], { error: 'must be stop or ask' })
+    .optional()
+    .describe(
+      "When a turn's budget is spent: `stop` fails the turn before its next model call; `ask` waits for a person to approve more (the agent's `budget`, else as much again as it was granted). Default: stop.",
+    ),
   /** A delegated turn of this agent that runs longer than this fails the caller's tool call (it is cancelled). */
   timeout_s: z
     .int()
@@ -239,4 +246,6 @@ export interface ResolvedAgent {
    * step modes existed, and in those that resolve their agent without `beginTurn`: activities.
    */
   steps?: StepMode;
+  /** `ask` when the agent's turns ask a person for more once their budget is spent (`on_budget`); absent: they stop. */
+  onBudget?: 'ask';
 }

@@ -366,6 +366,26 @@ export interface OpenApprovalInput {
   messageSeq: number;
   toolCallId: string;
   timeoutSeconds?: number;
+  /** What is asked for when it is not a tool call of the reply (`extend_budget`): its name and JSON arguments. */
+  request?: { name: string; arguments: string };
+}
+
+/** Input of `extendBudget`: what a person approved adding to the turn's budget (`on_budget: ask`). */
+export interface ExtendBudgetInput {
+  scope: ThreadScope;
+  /** The approval that asked for it. */
+  approvalOperationId: string;
+  extension: { tokens?: number; usd?: number };
+}
+
+/** What a model call that found its turn's budget spent says it would take to go on (its failure's details). */
+export interface BudgetExhaustedDetails {
+  /** What to ask a person to add (`on_budget: ask`): the agent's `budget`, else as much again as was granted. */
+  extension: { tokens?: number; usd?: number };
+  /** The step whose model call was not made. */
+  step: number;
+  /** A batch of steps (`runSteps`) that met it: what its earlier steps used. */
+  batchUsage?: TokenUsage;
 }
 
 export interface OpenApprovalResult {
@@ -448,9 +468,11 @@ export interface AgentTurnInput {
   /**
    * A root turn its thread began (`beginTurn` in the thread's workflow, the `baton-turns-begin-in-thread` patch): the
    * message is recorded and the agent and limits resolved, so the turn does not begin again. With `progress`, the
-   * thread also ran the turn's first local steps, and the turn goes on from the reply whose calls it did not run.
+   * thread also ran the turn's first local steps, and the turn goes on from the reply whose calls it did not run. With
+   * `resume`, the turn's budget was spent at a model call and its agent asks a person for more: the turn goes on with
+   * that call, here, where it can wait.
    */
-  begun?: { agent: ResolvedAgent; limits: DelegationLimits; progress?: TurnProgress };
+  begun?: { agent: ResolvedAgent; limits: DelegationLimits; progress?: TurnProgress; resume?: StepResume };
 }
 
 /** Where a turn's steps left off: the reply of step `step`, whose calls have not run yet, and the usage so far. */
@@ -459,6 +481,17 @@ export interface TurnProgress {
   usage: TokenUsage;
   reply: { seq: number; toolCalls: PlannedToolCall[] };
   /** The MCP tool list the turn's first model call offered, which its later calls keep. */
+  mcpToolList?: string;
+}
+
+/**
+ * A turn going on with a model call at `step` of a transcript that is stored up to it (every earlier call's result
+ * included): the model call that found the turn's budget spent.
+ */
+export interface StepResume {
+  step: number;
+  /** The turn's usage before that step. */
+  usage: TokenUsage;
   mcpToolList?: string;
 }
 

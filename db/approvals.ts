@@ -43,6 +43,11 @@ export interface NewApproval {
   messageSeq: number;
   toolCallId: string;
   timeoutSeconds?: number;
+  /**
+   * What is asked for, when it is not a tool call of the reply (a turn asking for more budget): its name and JSON
+   * arguments, stored as given; `toolCallId` then names the request, and `messageSeq` is where the thread stood.
+   */
+  request?: { name: string; arguments: string };
 }
 
 /**
@@ -76,8 +81,11 @@ export async function openApproval(
          SELECT $1, 'a' || n, n, $2, $3, $4, $5, $6, $7, call->>'name', call->>'arguments',
                 CASE WHEN $8::integer IS NULL THEN NULL ELSE now() + make_interval(secs => $8::integer) END
            FROM (SELECT COALESCE(MAX(number), 0) + 1 AS n FROM approvals WHERE root_thread_id = $1) next,
-                (SELECT (array_agg(call))[1] AS call FROM transcript_messages m, jsonb_array_elements(m.tool_calls) call
-                  WHERE m.thread_id = $2 AND m.seq = $6 AND call->>'id' = $7 HAVING COUNT(*) = 1) reply
+                (SELECT $9::jsonb AS call WHERE $9::jsonb IS NOT NULL
+                 UNION ALL
+                 SELECT (array_agg(call))[1] AS call FROM transcript_messages m, jsonb_array_elements(m.tool_calls) call
+                  WHERE $9::jsonb IS NULL AND m.thread_id = $2 AND m.seq = $6 AND call->>'id' = $7
+                 HAVING COUNT(*) = 1) reply
          RETURNING ${APPROVAL_COLUMNS}`,
         [
           scope.rootThreadId,
@@ -88,6 +96,7 @@ export async function openApproval(
           approval.messageSeq,
           approval.toolCallId,
           approval.timeoutSeconds ?? null,
+          approval.request === undefined ? null : JSON.stringify(approval.request),
         ],
       );
       const row = rows[0];

@@ -3,7 +3,8 @@
  * delegations and fork tasks reserve from their callers' (escrow down the tree), and what each has left. Charging is
  * not here: the stored reply's trigger charges it, once per operation id, in the reply's own transaction.
  */
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { inTransaction } from './transaction';
 import type { Queryable } from './threads';
 
 /** One unit of a budget (tokens, or US dollars). */
@@ -145,4 +146,50 @@ export async function listBudgets(db: Queryable, rootThreadId: string): Promise<
     [rootThreadId],
   );
   return new Map(rows.map((row) => [row.threadId, budgetFrom(row.budget) ?? {}]));
+}
+
+/**
+ * Adds what a person approved to the budget of `threadId` and every budget above it, once per approval (its operation
+ * id), and only when the approval is approved in Postgres: whatever asks, the decision is the person's.
+ * @returns the thread's budget after it, or `undefined` when the approval is not approved (nothing was added)
+ */
+export async function extendBudget(
+  pool: Pool,
+  input: { rootThreadId: string; threadId: string; approvalOperationId: string; extension: BudgetLimit },
+): Promise<Budget | undefined> {
+  return inTransaction(pool, async (client) => {
+    const { rows: approvals } = await client.query<{ status: string }>(
+      'SELECT status FROM approvals WHERE root_thread_id = $1 AND operation_id = $2',
+      [input.rootThreadId, input.approvalOperationId],
+    );
+    if (approvals[0]?.status !== 'approved') return undefined;
+    const { rows: added } = await client.query<{ grantId: string; path: string[] }>(
+      `INSERT INTO budget_extensions (root_thread_id, operation_id, grant_id, tokens, usd)
+       SELECT $1, $2, g.grant_id, $3, $4 FROM budget_grant_of($1, $5) g WHERE g.grant_id IS NOT NULL
+       ON CONFLICT (root_thread_id, operation_id) DO NOTHING
+       RETURNING grant_id AS "grantId", (SELECT path FROM budget_grants b
+                                          WHERE b.root_thread_id = $1 AND b.grant_id = budget_extensions.grant_id) AS path`,
+      [
+        input.rootThreadId,
+        input.approvalOperationId,
+        input.extension.tokens ?? null,
+        input.extension.usd ?? null,
+        input.threadId,
+      ],
+    );
+    const grant = added[0];
+    if (grant !== undefined) {
+      await client.query(
+        `UPDATE budget_grants SET granted_tokens = granted_tokens + COALESCE($3, 0), granted_usd = granted_usd + COALESCE($4, 0)
+          WHERE root_thread_id = $1 AND grant_id = ANY ($2::text[])`,
+        [
+          input.rootThreadId,
+          [...grant.path, grant.grantId],
+          input.extension.tokens ?? null,
+          input.extension.usd ?? null,
+        ],
+      );
+    }
+    return budgetOf(client, input.rootThreadId, input.threadId);
+  });
 }

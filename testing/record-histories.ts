@@ -87,6 +87,8 @@ const agents = new Map(
     '---\nname: floodwatched\ndescription: Watches fw/* through a flood of signals.\n---\nYou watch.\n',
     '---\nname: tracelead\ndescription: Writes a value a traced writer also signals.\n---\nYou write.\n',
     '---\nname: tracewatched\ndescription: Watches tw/*.\n---\nYou watch.\n',
+    '---\nname: budgetasker\ndescription: Asks for more budget.\nsteps: local\non_budget: ask\n' +
+      'budget: { tokens: 100000 }\ncapabilities: [load_arc_task]\n---\nYou ask.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -290,6 +292,10 @@ agents:
     - say: "Stored."
   tracewatched:
     - say: "Seen."
+  budgetasker:
+    - call: load_arc_task
+      args: { task_id: "007bbfb7" }
+    - say: "More was given."
 `,
   'record-histories',
 );
@@ -322,6 +328,8 @@ interface Scenario {
   messageIds?: string[];
   /** Once every message's turn ended and the thread continued as new: send message `index` again under its id. */
   resend?: { index: number; afterRuns: number };
+  /** The conversation's budget (`startThread({ limits: { budget } })`). */
+  budget?: { tokens: number };
   /** Instead of a thread's turns: the agent's turn started by hand with input its workflow code cannot handle. */
   throwingTurn?: boolean;
   /** Watchers whose wake-ups (this many) finish before the thread ends; their workflows' histories are written too. */
@@ -494,6 +502,16 @@ const scenarios: Scenario[] = [
     },
     watchers: [{ name: 'tracewatched', wakeups: 1 }],
   },
+  // A root turn on local steps whose budget is spent at its second model call (`on_budget: ask`): the thread hands the
+  // turn to a turn workflow of its own, which asks for more (an `extend_budget` approval), is approved, adds it and
+  // makes the call.
+  {
+    name: 'budget-ask',
+    agent: 'budgetasker',
+    messages: ['Ask for more.'],
+    budget: { tokens: 30 },
+    decisions: [{ approve: true }],
+  },
 ];
 
 /**
@@ -548,6 +566,7 @@ async function main(): Promise<void> {
           agent: scenario.agent,
           threadId: `replay-${scenario.name}`,
           ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
+          ...(scenario.budget === undefined ? {} : { limits: { budget: scenario.budget } }),
         });
         const { flood, tracedSignal } = scenario;
         if (flood !== undefined) {

@@ -16,6 +16,7 @@ import {
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
 import { approvalOperationId, operationId } from '../common/ids';
+import { describeExtension, EXTEND_BUDGET_REQUEST } from '../common/budget-requests';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import {
@@ -28,6 +29,7 @@ import {
   type AgentTurnResult,
   type AnswerQuestionInput,
   type AnswerQuestionResult,
+  type BudgetExhaustedDetails,
   type CloseApprovalResult,
   type DecideApprovalInput,
   type DecideApprovalResult,
@@ -452,9 +454,60 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
   }
 
   /**
-   * A call that needs a person's approval: stores it as pending, waits (durably, no activity running) for
-   * `decideApproval` or the approval's timeout, then runs the call, or records why it did not run. A turn stopped
-   * while it waits (reclaimed, cancelled) closes its approval as cancelled.
+   * Waits (durably, no activity running) for a person to decide approval `approvalId`, or for its timeout, and says how
+   * it ended. A turn stopped while it waits (reclaimed, cancelled) closes the approval as cancelled.
+   */
+  async function awaitDecision(
+    approvalId: string,
+    what: string,
+    span: { name: string; tool: string },
+    timeoutSeconds: number | undefined,
+  ): Promise<CloseApprovalResult> {
+    decisions.set(approvalId, undefined);
+    setCurrentDetails(
+      `Waiting for a person to approve ${what} (${approvalId}).\n` +
+        `Approve with: baton approve ${scope.rootThreadId} ${approvalId}\n` +
+        `Reject with: baton reject ${scope.rootThreadId} ${approvalId} --reason "<why>"`,
+    );
+    const close = (outcome: { status: 'expired' } | { status: 'cancelled'; reason: string }) =>
+      pg.closeApproval.executeWithOptions({ summary: `approval: ${approvalId} ${outcome.status}` }, [
+        { rootThreadId: scope.rootThreadId, approvalId, outcome },
+      ]);
+    let outcome: CloseApprovalResult | undefined;
+    try {
+      await inWorkflowSpan(
+        span.name,
+        {
+          ...threadSpanAttributes(scope),
+          [BatonAttribute.approvalId]: approvalId,
+          [GenAiAttribute.toolName]: span.tool,
+        },
+        async (opened) => {
+          await condition(
+            () => decisions.get(approvalId) !== undefined,
+            timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
+          );
+          opened.setAttribute(BatonAttribute.approvalStatus, decisions.get(approvalId)?.status ?? 'expired');
+        },
+      );
+      outcome = decisions.get(approvalId);
+      // Refuse later decisions (the validator checks the map); one already on its way may still win in Postgres.
+      decisions.delete(approvalId);
+      outcome ??= await close({ status: 'expired' });
+    } catch (error) {
+      decisions.delete(approvalId);
+      if (isCancellation(error)) {
+        await CancellationScope.nonCancellable(() => close({ status: 'cancelled', reason: 'its turn was stopped' }));
+      }
+      throw error;
+    }
+    setCurrentDetails(`${input.agent} is working.`);
+    return outcome;
+  }
+
+  /**
+   * A call that needs a person's approval: stores it as pending, waits for `decideApproval` or the approval's timeout
+   * (`awaitDecision`), then runs the call, or records why it did not run.
    */
   async function runAfterApproval(
     call: PlannedActivityToolCall & { approval: { timeoutSeconds?: number } },
@@ -477,45 +530,12 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
         },
       ],
     );
-    decisions.set(approvalId, undefined);
-    setCurrentDetails(
-      `Waiting for a person to approve ${input.agent}'s call of ${call.name} (${approvalId}).\n` +
-        `Approve with: baton approve ${scope.rootThreadId} ${approvalId}\n` +
-        `Reject with: baton reject ${scope.rootThreadId} ${approvalId} --reason "<why>"`,
+    const outcome = await awaitDecision(
+      approvalId,
+      `${input.agent}'s call of ${call.name}`,
+      { name: `approval ${call.name}`, tool: call.name },
+      timeoutSeconds,
     );
-    const close = (outcome: { status: 'expired' } | { status: 'cancelled'; reason: string }) =>
-      pg.closeApproval.executeWithOptions({ summary: `approval: ${approvalId} ${outcome.status}` }, [
-        { rootThreadId: scope.rootThreadId, approvalId, outcome },
-      ]);
-    let outcome: CloseApprovalResult | undefined;
-    try {
-      await inWorkflowSpan(
-        `approval ${call.name}`,
-        {
-          ...threadSpanAttributes(scope),
-          [BatonAttribute.approvalId]: approvalId,
-          [GenAiAttribute.toolName]: call.name,
-        },
-        async (span) => {
-          await condition(
-            () => decisions.get(approvalId) !== undefined,
-            timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
-          );
-          span.setAttribute(BatonAttribute.approvalStatus, decisions.get(approvalId)?.status ?? 'expired');
-        },
-      );
-      outcome = decisions.get(approvalId);
-      // Refuse later decisions (the validator checks the map); one already on its way may still win in Postgres.
-      decisions.delete(approvalId);
-      outcome ??= await close({ status: 'expired' });
-    } catch (error) {
-      decisions.delete(approvalId);
-      if (isCancellation(error)) {
-        await CancellationScope.nonCancellable(() => close({ status: 'cancelled', reason: 'its turn was stopped' }));
-      }
-      throw error;
-    }
-    setCurrentDetails(`${input.agent} is working.`);
     if (outcome.status === 'approved') return void (await runToolActivity(call, step, index, messageSeq));
     const content =
       outcome.status === 'rejected'
@@ -527,6 +547,63 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
     await pg.recordMessage.executeWithOptions({ summary: `tool: ${call.name} not approved` }, [
       { scope, operationId: opId, message: { role: 'tool', toolCallId: call.id, content } },
     ]);
+  }
+
+  /** How many times this turn asked for more budget at each step: each ask is an approval of its own. */
+  const budgetAsks = new Map<number, number>();
+
+  /**
+   * The turn's budget is spent and its agent says `on_budget: ask`: asks a person to approve adding what the model
+   * call's failure names (an `extend_budget` approval, listed and decided like any other), waits for the decision,
+   * and adds it once approved (the activity checks the approval again in Postgres). Not approved, the turn fails with
+   * the budget's failure and who declined.
+   * @throws ApplicationFailure `Budget.Exhausted` when the extension was rejected, cancelled or not added
+   */
+  async function askForBudget(exhausted: ApplicationFailure, step: number): Promise<void> {
+    const [details] = exhausted.details as [BudgetExhaustedDetails];
+    const ask = (budgetAsks.get(step) ?? 0) + 1;
+    budgetAsks.set(step, ask);
+    const opId = operationId(runId, 'budget', step, ask);
+    const approvalOpId = approvalOperationId(opId);
+    const { approvalId } = await pg.openApproval.executeWithOptions(
+      { summary: `approval: ${input.agent} asks for more budget` },
+      [
+        {
+          scope,
+          operationId: approvalOpId,
+          workflowId,
+          messageSeq: 0,
+          toolCallId: `budget-${step + 1}-${ask}`,
+          request: { name: EXTEND_BUDGET_REQUEST, arguments: JSON.stringify(details.extension) },
+        },
+      ],
+    );
+    const outcome = await awaitDecision(
+      approvalId,
+      `more budget for ${input.agent} (${describeExtension(details.extension)})`,
+      { name: `approval ${EXTEND_BUDGET_REQUEST}`, tool: EXTEND_BUDGET_REQUEST },
+      undefined,
+    );
+    const declined =
+      outcome.status === 'approved'
+        ? undefined
+        : outcome.status === 'rejected'
+          ? `${outcome.decidedBy} declined to extend it${outcome.reason === undefined ? '' : `: ${outcome.reason}`}`
+          : outcome.status === 'cancelled'
+            ? `its request for more was cancelled (${outcome.reason})`
+            : 'nobody extended it in time';
+    if (declined === undefined) {
+      const { extended } = await pg.extendBudget.executeWithOptions(
+        { summary: `budget: ${input.agent} gets ${describeExtension(details.extension)} more` },
+        [{ scope, approvalOperationId: approvalOpId, extension: details.extension }],
+      );
+      if (extended) return;
+    }
+    throw ApplicationFailure.create({
+      type: ErrorType.BudgetExhausted,
+      message: `${exhausted.message}; ${declined ?? 'the extension was not added'}`,
+      nonRetryable: true,
+    });
   }
 
   /** Carries out every call of one reply at once: tools as activities, the rest in this workflow. */
@@ -603,8 +680,10 @@ async function runAgentTurn(input: AgentTurnInput): Promise<AgentTurnResult> {
       carryToolCalls: fewerDispatches,
       finishTurnOnAnswer: finishWithAnswer,
       ...(input.begun?.progress === undefined ? {} : { from: input.begun.progress }),
+      ...(input.begun?.resume === undefined ? {} : { resume: input.begun.resume }),
       ...(firstBatch === undefined ? {} : { firstBatch }),
       runCalls: runToolCalls,
+      askForBudget,
     },
     turnFinisher(pg, input),
   );

@@ -125,6 +125,8 @@ export async function beginTurnHere(
     turnFinisher(localDb, input),
   );
   if (end.kind === 'calls') return { kind: 'go on', begun: { ...begun, progress: end.progress } };
+  // Its budget is spent and its agent asks for more: a turn workflow of its own waits for the person.
+  if (end.kind === 'ask') return { kind: 'go on', begun: { ...begun, resume: end.resume } };
   // Without `runCalls` the loop stops at the last step's calls, so what ends here is an answer.
   const { steps, usage } = end.result;
   return {

@@ -1,4 +1,11 @@
-import { ApplicationFailure, CancellationScope, log, patched, TemporalFailure } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  log,
+  patched,
+  TemporalFailure,
+} from '@temporalio/workflow';
 import type { ResolvedAgent, StepMode } from '../common/agent-definition';
 import { ErrorType } from '../common/errors';
 import { operationId } from '../common/ids';
@@ -9,9 +16,11 @@ import {
   type AgentTurnResult,
   type BeginTurnInput,
   type BegunTurn,
+  type BudgetExhaustedDetails,
   type CallModelResult,
   type ExecuteToolCallInput,
   type RunStepsResult,
+  type StepResume,
   type ThreadScope,
   type TurnProgress,
 } from '../common/types';
@@ -55,6 +64,13 @@ export const BATCHED_STEPS_PATCH = 'baton-batched-steps';
  * answer), so a turn begun under it has them all without asking.
  */
 export const FIRST_BATCH_IN_BEGIN_PATCH = 'baton-first-batch-in-begin-turn';
+
+/**
+ * A model call that finds its turn's budget spent, under an agent with `on_budget: ask`, asks a person for more (in a
+ * turn workflow) or hands the turn to a turn workflow of its own to ask there (a turn stepping in its thread's or its
+ * fork's workflow), where it used to fail the turn. Budgets are newer than every recorded history, so none reaches it.
+ */
+export const BUDGET_ASK_PATCH = 'baton-budget-ask';
 
 /**
  * A turn's `beginTurn`, wherever the turn begins: from `FIRST_BATCH_IN_BEGIN_PATCH` on it asks for the turn's first
@@ -114,6 +130,8 @@ export interface StepLoopInput extends TurnStepIds {
   stepper?: string;
   /** Where an earlier part of the turn left off: its last reply's calls are run first, then the next step. */
   from?: TurnProgress;
+  /** Where an earlier part of the turn stopped at a spent budget: the loop starts with that step's model call. */
+  resume?: StepResume;
   /** The turn's first batch, run by its `beginTurn` (`BeginTurnInput.firstBatch`): the loop goes on from its reply. */
   firstBatch?: RunStepsResult;
   /**
@@ -121,6 +139,12 @@ export interface StepLoopInput extends TurnStepIds {
    * reply and hands back where it is (`{ kind: 'calls' }`), for a turn workflow to go on from there.
    */
   runCalls?: (reply: TurnProgress['reply'], step: number) => Promise<void>;
+  /**
+   * Asked when a model call finds the turn's budget spent and its agent says `on_budget: ask` (a turn workflow, which
+   * can wait for a person): resolves once more was added, and the step is run again; throws when it was not. Without
+   * it such a turn is handed back (`{ kind: 'ask' }`) for a turn workflow to ask.
+   */
+  askForBudget?: (exhausted: ApplicationFailure, step: number) => Promise<void>;
   /**
    * Without `runCalls`: asked at every reply whose calls would go with the next model call; `false` stops the loop
    * there and hands that reply back (`{ kind: 'calls' }`) for a turn workflow to run its calls and go on.
@@ -130,7 +154,19 @@ export interface StepLoopInput extends TurnStepIds {
 }
 
 export type StepLoopEnd =
-  { kind: 'done'; result: AgentTurnResult; finishedWithAnswer: boolean } | { kind: 'calls'; progress: TurnProgress };
+  | { kind: 'done'; result: AgentTurnResult; finishedWithAnswer: boolean }
+  | { kind: 'calls'; progress: TurnProgress }
+  /** The budget is spent and the agent asks for more: a turn workflow goes on with the call that was not made. */
+  | { kind: 'ask'; resume: StepResume };
+
+/**
+ * The failure of a model call that found its turn's budget spent (`Budget.Exhausted`), or `undefined`: an activity's
+ * failure holds it as its cause; a local activity's may be it.
+ */
+function budgetExhausted(error: unknown): ApplicationFailure | undefined {
+  const failure = error instanceof ActivityFailure ? error.cause : error;
+  return failure instanceof ApplicationFailure && failure.type === ErrorType.BudgetExhausted ? failure : undefined;
+}
 
 /** Where a turn's writes go, fenced by the epoch it was started with. */
 export function turnScope(input: AgentTurnInput): ThreadScope {
@@ -160,20 +196,20 @@ export function threadTurnOperationBase(runId: string, turn: number): string {
  * which the loop goes on from as from any reply. Control flow only.
  */
 export async function runStepLoop(
-  loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls'>>,
+  loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls' | 'askForBudget'>>,
 ): Promise<Extract<StepLoopEnd, { kind: 'done' }>>;
 export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd>;
 export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
   const { agent } = loop;
   const stepper = loop.stepper ?? loop.scope.agent;
-  let usage = loop.from?.usage ?? ZERO_USAGE;
+  let usage = loop.from?.usage ?? loop.resume?.usage ?? ZERO_USAGE;
   // The previous reply's tool calls, when the activity runs them all, left to run in the same activity as the next
   // model call.
   let carried: { names: string[]; calls: ExecuteToolCallInput[] } | undefined;
   // The id of the MCP tool list the first model call offered: the turn keeps that list whatever the servers list
   // later. Data only, no command: histories recorded before it replay the same way.
-  let mcpToolList = loop.from?.mcpToolList;
-  let firstStep = 0;
+  let mcpToolList = loop.from?.mcpToolList ?? loop.resume?.mcpToolList;
+  let firstStep = loop.resume?.step ?? 0;
   // The first batch the turn's `beginTurn` ran (batched steps only): the loop's first step, taken already.
   let firstBatch = loop.activities.batch === undefined ? undefined : loop.firstBatch;
   if (loop.from !== undefined && loop.runCalls !== undefined) {
@@ -184,40 +220,58 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
     const modelCall = modelCallInput(loop, step, { mcpToolList, finishTurnOnAnswer: loop.finishTurnOnAnswer });
     const { batch } = loop.activities;
     let reply: CallModelResult;
-    if (batch !== undefined) {
-      const ran =
-        firstBatch ??
-        (await batch.runSteps.executeWithOptions(
-          {
-            summary:
-              `steps: ${stepper} ` +
-              `${carried === undefined ? '' : `runs ${carried.names.join(', ')}, then `}model steps from ${step + 1}`,
-          },
-          [
+    try {
+      if (batch !== undefined) {
+        const ran =
+          firstBatch ??
+          (await batch.runSteps.executeWithOptions(
             {
-              toolCalls: carried?.calls ?? [],
-              toolNames: carried?.names ?? [],
-              model: modelCall,
-              operationBase: loop.operationBase,
-              maxSteps: agent.maxSteps,
+              summary:
+                `steps: ${stepper} ` +
+                `${carried === undefined ? '' : `runs ${carried.names.join(', ')}, then `}model steps from ${step + 1}`,
             },
-          ],
-        ));
-      firstBatch = undefined;
-      // The batch took the steps up to the one whose reply it hands back.
-      step = ran.step;
-      reply = ran;
-    } else {
-      reply =
-        carried === undefined
-          ? await loop.activities.model.callModel.executeWithOptions(
-              { summary: `model: ${stepper} step ${step + 1}` },
-              [modelCall],
-            )
-          : await loop.activities.steps.runToolsThenCallModel.executeWithOptions(
-              { summary: `step: ${stepper} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
-              [{ toolCalls: carried.calls, model: modelCall }],
-            );
+            [
+              {
+                toolCalls: carried?.calls ?? [],
+                toolNames: carried?.names ?? [],
+                model: modelCall,
+                operationBase: loop.operationBase,
+                maxSteps: agent.maxSteps,
+              },
+            ],
+          ));
+        firstBatch = undefined;
+        // The batch took the steps up to the one whose reply it hands back.
+        step = ran.step;
+        reply = ran;
+      } else {
+        reply =
+          carried === undefined
+            ? await loop.activities.model.callModel.executeWithOptions(
+                { summary: `model: ${stepper} step ${step + 1}` },
+                [modelCall],
+              )
+            : await loop.activities.steps.runToolsThenCallModel.executeWithOptions(
+                { summary: `step: ${stepper} runs ${carried.names.join(', ')}, then model step ${step + 1}` },
+                [{ toolCalls: carried.calls, model: modelCall }],
+              );
+      }
+    } catch (error) {
+      const exhausted = budgetExhausted(error);
+      if (exhausted === undefined || agent.onBudget !== 'ask' || !patched(BUDGET_ASK_PATCH)) throw error;
+      // Everything before the call that was not made is stored: the calls carried with it, a batch's earlier steps.
+      const [details] = exhausted.details as [BudgetExhaustedDetails];
+      const resume = {
+        step: details.step,
+        usage: addUsage(usage, details.batchUsage ?? null),
+        ...(mcpToolList === undefined ? {} : { mcpToolList }),
+      };
+      if (loop.askForBudget === undefined) return { kind: 'ask', resume };
+      await loop.askForBudget(exhausted, details.step);
+      carried = undefined;
+      usage = resume.usage;
+      step = details.step - 1;
+      continue;
     }
     carried = undefined;
     mcpToolList ??= reply.mcpToolList;
@@ -264,7 +318,7 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
  * failure is rethrown as `turnFailure` says. A loop stopped at calls it hands back ended nothing.
  */
 export async function runStepsToTheEnd(
-  loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls'>>,
+  loop: StepLoopInput & Required<Pick<StepLoopInput, 'runCalls' | 'askForBudget'>>,
   finishTurn: FinishTurn,
 ): Promise<Extract<StepLoopEnd, { kind: 'done' }>>;
 export async function runStepsToTheEnd(loop: StepLoopInput, finishTurn: FinishTurn): Promise<StepLoopEnd>;

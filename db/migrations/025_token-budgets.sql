@@ -29,6 +29,20 @@ CREATE TABLE budget_grants (
 CREATE INDEX budget_grants_thread_idx ON budget_grants (thread_id, position);
 CREATE INDEX budget_grants_open_children_idx ON budget_grants (root_thread_id, parent_grant_id) WHERE open;
 
+-- What a person added to a grant by approving a turn's request for more (`on_budget: ask`): once per approval. The
+-- same is added to every grant above it, so the extension is new money and not a draw on its callers' shares.
+CREATE TABLE budget_extensions (
+  root_thread_id text NOT NULL,
+  -- The approval's operation id.
+  operation_id   text NOT NULL,
+  grant_id       text NOT NULL,
+  tokens         bigint,
+  usd            numeric,
+  created_at     timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (root_thread_id, operation_id),
+  FOREIGN KEY (root_thread_id, grant_id) REFERENCES budget_grants (root_thread_id, grant_id)
+);
+
 -- The functions are PL/pgSQL, not SQL: a model call reads its budget at every step, and PL/pgSQL keeps its plans for
 -- the session where a SQL function that cannot be inlined is planned again at each call (about 7 times slower here).
 

@@ -14,6 +14,8 @@ import { formatTree, formatUsage } from '../../client/format';
 import { ExplorerData } from '../../explorer/data';
 import { overviewPage } from '../../explorer/pages';
 import { parseScript } from '../../scripted-model';
+import { EXTEND_BUDGET_REQUEST } from '../../common/budget-requests';
+import { waitFor } from '../chaos/waiting';
 import { readModelLog, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
@@ -31,6 +33,8 @@ function agent(name: string, capabilities: string[] = [], extra = '') {
 const SPENDER_TOKENS = 40;
 const THRIFTY_TOKENS = 5_000;
 const ROOT_TOKENS = 200_000;
+/** The delegated asker's share and extension: about two and a half of its replies. */
+const CHILD_ASKER_TOKENS = 5_000;
 /** The one model with a price (`BATON_MODEL_PRICES`); every other agent runs on the worker's default, unpriced. */
 const PRICED_MODEL = 'priced-model';
 const PRICE = { input_per_million: 3, output_per_million: 15 };
@@ -43,11 +47,28 @@ const agents: AgentRegistry = new Map(
     agent('budget_thrifty', [], `budget: { tokens: ${THRIFTY_TOKENS} }\n`),
     agent('budget_solo'),
     agent('budget_solo_local', [], 'steps: local\n'),
+    agent('budget_asker', [], 'on_budget: ask\nbudget: { tokens: 100000 }\n'),
+    agent('budget_asker_local', [], 'on_budget: ask\nbudget: { tokens: 100000 }\nsteps: local\n'),
+    agent('budget_asker_batched', [], 'on_budget: ask\nbudget: { tokens: 100000 }\nsteps: batched\n'),
+    agent('budget_ask_root', ['budget_child_asker']),
+    agent('budget_child_asker', [], `on_budget: ask\nbudget: { tokens: ${CHILD_ASKER_TOKENS} }\n`),
     agent('budget_priced_root', ['budget_priced_child'], `model: ${PRICED_MODEL}\n`),
     agent('budget_priced_child', [], `model: ${PRICED_MODEL}\n`),
     agent('budget_solo_batched', [], 'steps: batched\n'),
   ].map((a) => [a.name, a]),
 );
+
+/** The agents' suffixes in each step mode: activities, local steps, batched steps. */
+const MODES = ['', '_local', '_batched'] as const;
+
+/** The script of an agent that stores a note, then says `reply`. */
+function noteThenSay(agentName: string, reply: string): string {
+  return `  ${agentName}:
+    - call: store_env_data
+      args: { key: ${agentName}, short_description: "A note.", value: { n: 1 } }
+    - say: "${reply}"
+`;
+}
 
 const script = parseScript(
   `
@@ -69,24 +90,26 @@ agents:
     - say: "never said: the budget stops this call"
   budget_thrifty:
     - say: "thrifty done"
-  budget_solo:
-    - call: store_env_data
-      args: { key: solo, short_description: "The solo note.", value: { n: 1 } }
-    - say: "never said either"
+${MODES.map((suffix) => noteThenSay(`budget_solo${suffix}`, 'never said either')).join('')}
+${MODES.map((suffix) => noteThenSay(`budget_asker${suffix}`, 'asker done')).join('')}
   budget_priced_root:
     - call: budget_priced_child
       args: { message: "Price the part." }
     - say: "priced done"
   budget_priced_child:
     - say: "child priced"
-  budget_solo_local:
+  budget_ask_root:
+    - call: budget_child_asker
+      args: { message: "Take notes." }
+    - say: "ask root done"
+  budget_child_asker:
     - call: store_env_data
-      args: { key: solo_local, short_description: "The solo note.", value: { n: 1 } }
-    - say: "never said either"
-  budget_solo_batched:
+      args: { key: child_one, short_description: "A note.", value: { n: 1 } }
     - call: store_env_data
-      args: { key: solo_batched, short_description: "The solo note.", value: { n: 1 } }
-    - say: "never said either"
+      args: { key: child_two, short_description: "A note.", value: { n: 2 } }
+    - call: store_env_data
+      args: { key: child_three, short_description: "A note.", value: { n: 3 } }
+    - say: "child done"
 `,
   'budgets',
 );
@@ -253,7 +276,7 @@ test("budgets: a world's BATON_BUDGET_TOKENS opens every new root's budget; a ro
   const world = uniqueThreadId('budget-world').replace(/[^a-z0-9-]/gi, '-');
   await harness.client.world(world).set({ BATON_BUDGET_TOKENS: '30' });
   // In each step mode: a step run inside the thread's workflow or a batch stops as one run by a turn workflow does.
-  for (const agentName of ['budget_solo', 'budget_solo_local', 'budget_solo_batched']) {
+  for (const agentName of MODES.map((suffix) => `budget_solo${suffix}`)) {
     const root = uniqueThreadId(agentName.replace(/_/g, '-'));
     const thread = await harness.client.startThread({ agent: agentName, threadId: root, world });
     await assert.rejects(thread.send('Go.'), (error: Error) => {
@@ -362,4 +385,98 @@ test('budgets: in dollars, each reply is priced once by the model that served it
     return true;
   });
   assert.equal(readModelLog(modelLog).filter((entry) => entry.thread === unpriced).length, 0, 'no model was asked');
+});
+
+/** The one pending approval of `root` once it is there. */
+async function pendingApproval(root: string) {
+  return waitFor(`an approval in ${root}`, 60_000, async () => {
+    const [pending] = await harness.client.thread(root).approvals();
+    return pending;
+  });
+}
+
+test('budgets: on_budget: ask waits for a person, and the turn goes on once more is approved, in every step mode', async () => {
+  for (const agentName of MODES.map((suffix) => `budget_asker${suffix}`)) {
+    const root = uniqueThreadId(agentName.replace(/_/g, '-'));
+    const thread = await harness.client.startThread({
+      agent: agentName,
+      threadId: root,
+      limits: { budget: { tokens: 30 } },
+    });
+    const sending = thread.send('Go.');
+    sending.catch(() => undefined);
+    const approval = await pendingApproval(root);
+    assert.equal(approval.tool, EXTEND_BUDGET_REQUEST, agentName);
+    assert.deepEqual(JSON.parse(approval.arguments), { tokens: 100_000 });
+    // The model was asked once: the second call waits for the person, not the model.
+    assert.equal(readModelLog(modelLog).filter((entry) => entry.thread === root).length, 1);
+    assert.deepEqual(await thread.approve(approval.approvalId, { by: 'alice' }), {
+      approvalId: approval.approvalId,
+      status: 'approved',
+    });
+    const result = await sending;
+    assert.equal(result.reply, 'asker done', agentName);
+    const usage = await thread.usage();
+    assert.deepEqual(usage.budget?.tokens, {
+      granted: 100_030,
+      spent: usage.totalTokens,
+      left: 100_030 - usage.totalTokens,
+    });
+    assert.equal(readModelLog(modelLog).filter((entry) => entry.thread === root).length, 2, 'each step asked once');
+  }
+
+  // Declined, the turn fails saying so.
+  const declined = uniqueThreadId('budget-declined');
+  const thread = await harness.client.startThread({
+    agent: 'budget_asker',
+    threadId: declined,
+    limits: { budget: { tokens: 30 } },
+  });
+  const sending = thread.send('Go.');
+  sending.catch(() => undefined);
+  const approval = await pendingApproval(declined);
+  await thread.reject(approval.approvalId, { by: 'bob', reason: 'enough for today' });
+  await assert.rejects(sending, (error: Error) => {
+    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
+    assert.ok(failure instanceof ApplicationFailure);
+    assert.equal(failure.type, ErrorType.BudgetExhausted);
+    assert.match(failure.message, /spent .*; bob declined to extend it: enough for today$/);
+    return true;
+  });
+  assert.equal((await thread.usage()).budget?.tokens?.granted, 30, 'nothing was added');
+});
+
+test('budgets: a delegated turn that asks gets more for itself and every budget above it, its callers untouched', async () => {
+  const root = uniqueThreadId('budget-ask-tree');
+  const thread = await harness.client.startThread({
+    agent: 'budget_ask_root',
+    threadId: root,
+    limits: { budget: { tokens: ROOT_TOKENS } },
+  });
+  const sending = thread.send('Delegate.');
+  sending.catch(() => undefined);
+  const approval = await pendingApproval(root);
+  assert.deepEqual(JSON.parse(approval.arguments), { tokens: CHILD_ASKER_TOKENS });
+  const before = await grantsOf(root);
+  const child = before.find((grant) => grant.agent === 'budget_child_asker');
+  assert.ok(child && child.spent >= CHILD_ASKER_TOKENS, `the child spent its share: ${JSON.stringify(child)}`);
+  const rootBefore = (await thread.usage()).budget?.tokens;
+  await thread.approve(approval.approvalId, { by: 'alice' });
+  assert.equal((await sending).reply, 'ask root done');
+  const after = await grantsOf(root);
+  assert.equal(after.find((grant) => grant.agent === 'budget_child_asker')?.granted, CHILD_ASKER_TOKENS * 2);
+  assert.equal(after.find((grant) => grant.agent === 'budget_ask_root')?.granted, ROOT_TOKENS + CHILD_ASKER_TOKENS);
+  // What the root had left before the approval is what it has left now, less what was spent since: the extension
+  // was new money, not a draw on the root's own.
+  const usage = await thread.usage();
+  assert.ok(rootBefore);
+  assert.equal(usage.budget?.tokens?.left, ROOT_TOKENS + CHILD_ASKER_TOKENS - usage.totalTokens);
+  const { rows } = await harness.pool.query<{ tokens: string; grantId: string }>(
+    'SELECT tokens, grant_id AS "grantId" FROM budget_extensions WHERE root_thread_id = $1',
+    [root],
+  );
+  assert.deepEqual(
+    rows.map((row) => [Number(row.tokens), row.grantId]),
+    [[CHILD_ASKER_TOKENS, child.grantId]],
+  );
 });

@@ -22,6 +22,7 @@ import {
 import { FENCE_FAILED_TURNS_PATCH, FORK_ACTIVITY_STEPS_IN_FORK_PATCH } from '../../workflows/fork-join';
 import {
   BATCHED_STEPS_PATCH,
+  BUDGET_ASK_PATCH,
   CODE_ERRORS_FAIL_TURN_PATCH,
   FIRST_BATCH_IN_BEGIN_PATCH,
 } from '../../workflows/turn-steps';
@@ -184,13 +185,21 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     continuedWith('"deliveries":[{"id":"hi-1","turn":1}'),
     'a recorded thread carried its message ids into its next run',
   );
+  const decisionsIn = (name: string) =>
+    histories
+      .filter((h) => h.file.startsWith(`${name}.`))
+      .flatMap((h) => h.history.events ?? [])
+      .filter(
+        (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'decideApproval',
+      ).length;
   assert.equal(
-    events.filter(
-      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'decideApproval',
-    ).length,
+    decisionsIn('approvals') + decisionsIn('approvals-after-acceptance'),
     4,
     'two recorded turns (before and after decisions were written after their acceptance) each had one call approved and one rejected',
   );
+  // A turn whose budget was spent asked for more (an approval of its own), was approved, and went on.
+  assert.ok(patches.includes(BUDGET_ASK_PATCH), 'a recorded turn asked for more budget');
+  assert.equal(decisionsIn('budget-ask'), 1, 'the budget-ask turn had its request approved');
   // Since the decisions-after-acceptance patch the decision is written by an activity, not a local one in the task.
   assert.ok(patches.includes(DECISIONS_AFTER_ACCEPTANCE_PATCH), 'a recorded turn wrote its decisions after acceptance');
   assert.ok(activities.has('closeApproval'), 'a recorded decision was written by an activity of its own');
