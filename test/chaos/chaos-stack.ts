@@ -29,6 +29,8 @@ export interface ChaosStackOptions {
   readonly agentsDir: string;
   /** More of every worker's configuration, e.g. `BATON_MCP_CONFIG`. */
   readonly workerEnv?: Readonly<Record<string, string>>;
+  /** Agents whose model requests the proxy's `mostAtOnce` leaves out (those outside a limit it checks). */
+  readonly modelUncountedAgents?: readonly string[];
   /**
    * A workflow bundle of these sources (`npm test` builds one per run) for every worker to start from; bundled here
    * once when omitted (`npm run chaos`).
@@ -109,7 +111,10 @@ export async function startChaosStack(options: ChaosStackOptions): Promise<Chaos
       logFile: path.join(options.dir, 'model.jsonl'),
     });
     cleanups.push(() => scripted.close());
-    const model = await startModelFaultProxy(scripted.url);
+    const model = await startModelFaultProxy(
+      scripted.url,
+      options.modelUncountedAgents === undefined ? {} : { uncountedAgents: options.modelUncountedAgents },
+    );
     cleanups.push(() => model.close());
 
     // Bundled once, or given: every worker restart would otherwise spend seconds of CPU in webpack.

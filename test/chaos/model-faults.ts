@@ -22,6 +22,11 @@ export interface FaultCounts {
   dropped: number;
   /** Requests answered 401 because their root thread is refused. */
   unauthorized: number;
+  /**
+   * The most requests the proxy held at once (from receipt to the end of its answer, or its connection's), but for
+   * those of the agents it was told not to count.
+   */
+  mostAtOnce: number;
 }
 
 export interface ModelFaultProxy {
@@ -38,22 +43,37 @@ export interface ModelFaultProxy {
   /** Every model request of this root thread (`x-baton-root-thread`) gets 401 from now on. */
   refuseRoot(rootThreadId: string): void;
   counts(): FaultCounts;
+  /** Starts counting `mostAtOnce` afresh, from the requests held now. */
+  resetMostAtOnce(): void;
   close(): Promise<void>;
 }
 
 /**
  * @param upstream the scripted model's URL (`http://HOST:PORT`, no `/v1`).
+ * @param options.uncountedAgents agents whose requests `mostAtOnce` leaves out (`x-baton-agent`): those outside the
+ *   limit it checks
  */
-export async function startModelFaultProxy(upstream: string): Promise<ModelFaultProxy> {
+export async function startModelFaultProxy(
+  upstream: string,
+  options: { uncountedAgents?: readonly string[] } = {},
+): Promise<ModelFaultProxy> {
   const target = new URL(upstream);
   let fault: ModelFault | undefined;
   let remaining = 0;
   const refused = new Set<string>();
-  const counts: FaultCounts = { requests: 0, statusFaults: 0, dropped: 0, unauthorized: 0 };
+  const counts: FaultCounts = { requests: 0, statusFaults: 0, dropped: 0, unauthorized: 0, mostAtOnce: 0 };
+  let atOnce = 0;
   const sockets = new Set<Socket>();
 
   const server = createServer((req, res) => {
     counts.requests += 1;
+    const agent = headerValue(req, 'x-baton-agent');
+    if (agent === undefined || !options.uncountedAgents?.includes(agent)) {
+      atOnce += 1;
+      counts.mostAtOnce = Math.max(counts.mostAtOnce, atOnce);
+      // Once, however it ends: answered, cut off, or its worker gone.
+      res.once('close', () => (atOnce -= 1));
+    }
     const root = headerValue(req, 'x-baton-root-thread');
     if (root !== undefined && refused.has(root)) {
       counts.unauthorized += 1;
@@ -97,6 +117,9 @@ export async function startModelFaultProxy(upstream: string): Promise<ModelFault
       refused.add(rootThreadId);
     },
     counts: () => ({ ...counts }),
+    resetMostAtOnce: () => {
+      counts.mostAtOnce = atOnce;
+    },
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

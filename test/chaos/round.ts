@@ -56,6 +56,13 @@ const MODEL_BURST_MAX_MS = 30_000;
  */
 export const ROUND_TIMEOUT_MS = 300_000;
 const SHELL_LOG = 'shell-runs.log';
+/**
+ * The limit the round's workers keep (`BATON_MODEL_LIMITS`) on the model every agent but the laggard calls: the model
+ * never has more of its calls at once, whichever worker makes them, through every fault.
+ */
+export const ROUND_MODEL_LIMITS = { 'default/baton-scripted': { concurrent: 2 } } as const;
+/** The agent whose call the model holds past the fork's deadline: on a model name of its own, outside the limit. */
+export const LAGGARD = 'laggard';
 /** Every root's token budget (the world's `BATON_BUDGET_TOKENS`): far more than a round spends. */
 const ROUND_BUDGET_TOKENS = 100_000_000;
 /** The chief's call that waits for approval (`approval: [think]`), and who approves it. */
@@ -77,7 +84,7 @@ export const AGENT_FILES: Readonly<Record<string, string>> = {
   'researcher.md':
     '---\nname: researcher\ndescription: Fans the study out.\ncapabilities: [fork_join, analyst, laggard]\n---\nYou research.\n',
   'analyst.md': '---\nname: analyst\ndescription: Analyses.\ncapabilities: [shell]\n---\nYou analyse.\n',
-  'laggard.md': '---\nname: laggard\ndescription: Never in time.\n---\nYou are late.\n',
+  'laggard.md': '---\nname: laggard\ndescription: Never in time.\nmodel: baton-laggard\n---\nYou are late.\n',
   'mole.md': '---\nname: mole\ndescription: Refused by the model.\n---\nYou are refused.\n',
   'auditor.md': '---\nname: auditor\ndescription: Watches the study as it is written.\n---\nYou audit.\n',
   'hostile.md': HOSTILE_AGENT_FILE,
@@ -207,6 +214,10 @@ export interface RoundReport {
   /** Model requests answered with an injected 5xx/429, and replies cut halfway. */
   modelFaults: number;
   modelDrops: number;
+  /** The most model requests at once (the round's provider limit caps it). */
+  modelMostAtOnce: number;
+  /** Model calls that waited for room under that limit (their `model_call_waiting` events). */
+  modelWaits: number;
   modelUnauthorized: number;
   /** CAS increments applied, of ROOTS × CAS_CLIENTS × CAS_INCREMENTS, and the conflicts retried. */
   casIncrements: number;
@@ -271,6 +282,7 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
   const world = `chaos-${tag}`;
   fs.mkdirSync(context.dir, { recursive: true });
   const workersBefore = stack.workerCounts();
+  stack.model.resetMostAtOnce();
   const modelBefore = stack.model.counts();
 
   const client = await retrying('connect', deadline, () =>
@@ -425,6 +437,15 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
 
     const workersAfter = stack.workerCounts();
     const modelAfter = stack.model.counts();
+    // 7. The provider limit held across every worker, whatever was killed or restarted; the calls it held back said so.
+    const limit = ROUND_MODEL_LIMITS['default/baton-scripted'].concurrent;
+    if (modelAfter.mostAtOnce > limit) {
+      violations.push(`the model had ${modelAfter.mostAtOnce} requests at once, over the limit of ${limit}`);
+    }
+    const { rows: waited } = await pool.query<{ n: number }>(
+      `SELECT COUNT(*)::int AS n FROM run_events WHERE root_thread_id = ANY($1) AND kind = 'model_call_waiting'`,
+      [[...chiefs, mole, hostile]],
+    );
     return {
       round,
       seed,
@@ -437,6 +458,8 @@ export async function runRound(context: RoundContext): Promise<RoundReport> {
       workerCrashes: workersAfter.crashes - workersBefore.crashes,
       modelFaults: modelAfter.statusFaults - modelBefore.statusFaults,
       modelDrops: modelAfter.dropped - modelBefore.dropped,
+      modelMostAtOnce: modelAfter.mostAtOnce,
+      modelWaits: waited[0]?.n ?? 0,
       modelUnauthorized: modelAfter.unauthorized - modelBefore.unauthorized,
       casIncrements,
       casConflicts,

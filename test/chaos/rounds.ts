@@ -9,7 +9,17 @@ import { createPool } from '../../db/pool';
 import type { TemporalResolution } from '../../stack/temporal-cli';
 import { startChaosStack } from './chaos-stack';
 import { stdioServerEntry, writeMcpConfig } from '../../testing/mcp-reference-servers';
-import { AGENT_FILES, describe, markedProcesses, MCP_SERVER_NAME, runRound, SCRIPT, type RoundReport } from './round';
+import {
+  AGENT_FILES,
+  describe,
+  markedProcesses,
+  MCP_SERVER_NAME,
+  LAGGARD,
+  ROUND_MODEL_LIMITS,
+  runRound,
+  SCRIPT,
+  type RoundReport,
+} from './round';
 
 export interface ChaosRunOptions {
   readonly rounds: number;
@@ -36,7 +46,7 @@ export interface ChaosRunResult {
 }
 
 export const TABLE_HEADER =
-  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  cas    conflicts  answers  approved  mcp  merged  given-up  shell  wakes  hostile  steps local/batched/act';
+  'round  seed        ok    secs  faults            roots  401  kills  crashes  5xx/429  drops  at-once  waits  cas    conflicts  answers  approved  mcp  merged  given-up  shell  wakes  hostile  steps local/batched/act';
 
 export function formatRow(report: RoundReport): string {
   const cells = [
@@ -51,6 +61,8 @@ export function formatRow(report: RoundReport): string {
     String(report.workerCrashes).padStart(7),
     String(report.modelFaults).padStart(7),
     String(report.modelDrops).padStart(5),
+    String(report.modelMostAtOnce).padStart(7),
+    String(report.modelWaits).padStart(5),
     String(report.casIncrements).padStart(4),
     String(report.casConflicts).padStart(9),
     String(report.questionsAnswered).padStart(7),
@@ -79,7 +91,10 @@ export async function runChaos(options: ChaosRunOptions): Promise<ChaosRunResult
     temporal: options.temporal,
     script: SCRIPT,
     agentsDir,
-    workerEnv: { BATON_MCP_CONFIG: mcpConfig },
+    // A limit on the model every worker keeps through Postgres, across their kills and the servers' restarts. The
+    // laggards' calls, held by the model past the fork's deadline, go to another model name, outside it.
+    workerEnv: { BATON_MCP_CONFIG: mcpConfig, BATON_MODEL_LIMITS: JSON.stringify(ROUND_MODEL_LIMITS) },
+    modelUncountedAgents: [LAGGARD],
     ...(options.workflowBundle === undefined ? {} : { workflowBundle: options.workflowBundle }),
     log: options.log,
   });
@@ -152,6 +167,8 @@ function failedRound(round: number, seed: number, violation: string): RoundRepor
     workerCrashes: 0,
     modelFaults: 0,
     modelDrops: 0,
+    modelMostAtOnce: 0,
+    modelWaits: 0,
     modelUnauthorized: 0,
     casIncrements: 0,
     casConflicts: 0,
