@@ -25,6 +25,8 @@ import {
   readModelStream,
   stackDecisionKey,
   readStepMode,
+  readModelLimits,
+  readModelPrices,
   readProviders,
   readTemporalConnection,
   readToolsConfig,
@@ -121,6 +123,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const modelStream = readModelStream(env, 'on');
   const steps = readStepMode(env);
   const providerConfigs = readProviders(env);
+  // Limits and prices as a production worker reads them: a budget in dollars needs the prices here too.
+  const modelLimits = readModelLimits(env, providerConfigs);
+  const modelPrices = readModelPrices(env, providerConfigs);
   // A bundle `baton bundle` wrote spares the worker's start seconds of webpack (checked against these sources).
   const workflowBundle = readWorkflowBundle(env, process.cwd());
   // Traces go where the standard OTEL_* variables say, when they name an endpoint.
@@ -258,6 +263,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       openai,
       model: model.model,
       providers,
+      modelLimits,
+      modelPrices,
       catalog,
       maxEnvValueBytes: tools.maxEnvValueBytes,
       modelStream,

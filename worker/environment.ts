@@ -375,7 +375,7 @@ export const PRODUCTION_VARIABLES = {
   },
   BATON_MODEL_LIMITS: {
     topic: 'Models',
-    readBy: ['worker'],
+    readBy: ['worker', 'dev'],
     meaning:
       'Limits on model calls that every worker of the task queue shares, by provider (`default` for the default ' +
       'endpoint) or `provider/model`: `requests_per_minute`, `tokens_per_minute`, `concurrent` (JSON; see the models guide).',
@@ -383,7 +383,7 @@ export const PRODUCTION_VARIABLES = {
   },
   BATON_MODEL_PRICES: {
     topic: 'Models',
-    readBy: ['worker'],
+    readBy: ['worker', 'dev'],
     meaning:
       'What model calls cost, for budgets in dollars, by provider (`default` for the default endpoint) or ' +
       '`provider/model`: `input_per_million`, `output_per_million` in US dollars (JSON; see the budgets guide).',
