@@ -1,13 +1,11 @@
 /**
  * Capacity for model calls under limits every worker of a task queue shares (migration 024). A scope is a provider
  * (`hosted`) or a provider and model (`hosted/big-1`); a call takes a lease in each scope that limits it before its
- * request, in one transaction under each scope's advisory lock (taken in one order, so two calls never wait on each
+ * request, in one statement under each scope's advisory lock (taken in one order, so two calls never wait on each
  * other), and gives the lease back after. The database's clock is the only one read, so workers whose clocks differ
  * still agree.
  */
 import type { Pool } from 'pg';
-import { inTransaction } from './transaction';
-import type { Queryable } from './threads';
 
 /** A scope's limits; any left out does not limit. */
 export interface ModelLimit {
@@ -34,7 +32,9 @@ const CONCURRENCY_POLL_MS = 200;
 
 /**
  * Takes a lease (and logs a request) in every scope when each has room; else takes nothing and says how long to wait
- * for the scope that has none. `leaseId` is this call's, unique per try (a retried call takes a new one).
+ * for the scope that has none. `leaseId` is this call's, unique per try (a retried call takes a new one). One
+ * statement (`model_limit_try_take`, migration 026): each scope's advisory lock, in one order, then its look, then
+ * the leases; expired leases and requests older than a minute are forgotten on the way.
  */
 export async function tryTakeCapacity(
   pool: Pool,
@@ -42,82 +42,26 @@ export async function tryTakeCapacity(
   scopes: readonly LimitedScope[],
 ): Promise<CapacityTry> {
   const ordered = [...scopes].sort((a, b) => a.scope.localeCompare(b.scope));
-  return inTransaction(pool, async (client) => {
-    for (const { scope, limit } of ordered) {
-      await client.query({
-        name: 'baton-model-limit-lock',
-        text: `SELECT pg_advisory_xact_lock(hashtext('baton-model-limit:' || $1))`,
-        values: [scope],
-      });
-      const full = await roomIn(client, scope, limit);
-      if (full !== undefined) return { taken: false, scope, ...full };
-    }
-    for (const { scope } of ordered) {
-      await client.query({
-        name: 'baton-model-limit-take',
-        text: `WITH lease AS (
-                 INSERT INTO model_limit_leases (lease_id, scope, expires_at)
-                 VALUES ($1, $2, now() + make_interval(secs => $3)))
-               INSERT INTO model_limit_requests (lease_id, scope) VALUES ($1, $2)`,
-        values: [leaseId, scope, LEASE_SECONDS],
-      });
-    }
-    return { taken: true };
+  const { rows } = await pool.query<{ tried: { taken: boolean; scope?: string; reason?: string; wait_ms?: number } }>({
+    name: 'baton-model-limit-try-take',
+    text: 'SELECT model_limit_try_take($1, $2::jsonb, $3, $4) AS tried',
+    values: [
+      leaseId,
+      JSON.stringify(
+        ordered.map(({ scope, limit }) => ({
+          scope,
+          ...(limit.concurrent === undefined ? {} : { concurrent: limit.concurrent }),
+          ...(limit.requestsPerMinute === undefined ? {} : { requests_per_minute: limit.requestsPerMinute }),
+          ...(limit.tokensPerMinute === undefined ? {} : { tokens_per_minute: limit.tokensPerMinute }),
+        })),
+      ),
+      LEASE_SECONDS,
+      CONCURRENCY_POLL_MS,
+    ],
   });
-}
-
-/** Why `scope` has no room now and for how long (ms), or `undefined` when it has room. Forgets what has expired. */
-async function roomIn(
-  client: Queryable,
-  scope: string,
-  limit: ModelLimit,
-): Promise<{ waitMs: number; reason: string } | undefined> {
-  const { rows } = await client.query<{
-    blocked_ms: string | null;
-    leases: string;
-    requests: string;
-    request_free_ms: string | null;
-    tokens: string;
-    token_free_ms: string | null;
-  }>({
-    name: 'baton-model-limit-room',
-    text: `WITH forget_leases AS (DELETE FROM model_limit_leases WHERE scope = $1 AND expires_at <= now()),
-                forget_requests AS (
-                  DELETE FROM model_limit_requests WHERE scope = $1 AND sent_at <= now() - interval '1 minute'),
-                recent AS (SELECT sent_at, tokens FROM model_limit_requests
-                            WHERE scope = $1 AND sent_at > now() - interval '1 minute')
-           SELECT (SELECT ceil(extract(epoch FROM until - now()) * 1000) FROM model_limit_blocks
-                    WHERE scope = $1 AND until > now()) AS blocked_ms,
-                  (SELECT count(*) FROM model_limit_leases WHERE scope = $1 AND expires_at > now()) AS leases,
-                  (SELECT count(*) FROM recent) AS requests,
-                  (SELECT ceil(extract(epoch FROM min(sent_at) + interval '1 minute' - now()) * 1000) FROM recent)
-                    AS request_free_ms,
-                  (SELECT coalesce(sum(tokens), 0) FROM recent) AS tokens,
-                  (SELECT ceil(extract(epoch FROM min(sent_at) + interval '1 minute' - now()) * 1000) FROM recent
-                    WHERE tokens > 0) AS token_free_ms`,
-    values: [scope],
-  });
-  const row = rows[0];
-  if (row === undefined) return undefined;
-  if (row.blocked_ms !== null) {
-    return { waitMs: Math.max(1, Number(row.blocked_ms)), reason: 'the provider asked to wait (Retry-After)' };
-  }
-  if (limit.concurrent !== undefined && Number(row.leases) >= limit.concurrent) {
-    return { waitMs: CONCURRENCY_POLL_MS, reason: `${limit.concurrent} call(s) at once` };
-  }
-  if (limit.requestsPerMinute !== undefined && Number(row.requests) >= limit.requestsPerMinute) {
-    return {
-      waitMs: Math.max(1, Number(row.request_free_ms ?? 1)),
-      reason: `${limit.requestsPerMinute} request(s) per minute`,
-    };
-  }
-  if (limit.tokensPerMinute !== undefined && Number(row.tokens) >= limit.tokensPerMinute) {
-    return {
-      waitMs: Math.max(1, Number(row.token_free_ms ?? 1)),
-      reason: `${limit.tokensPerMinute} token(s) per minute`,
-    };
-  }
-  return undefined;
+  const tried = rows[0]?.tried;
+  if (tried === undefined || tried.taken) return { taken: true };
+  return { taken: false, scope: tried.scope ?? '', reason: tried.reason ?? '', waitMs: Number(tried.wait_ms ?? 1) };
 }
 
 /** Keeps a running call's leases from expiring. */
