@@ -11,6 +11,9 @@ import { after, before, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../common/errors';
 import { formatTree, formatUsage } from '../../client/format';
+import { budgetOf, openRootBudget, reserveGrants } from '../../db/budgets';
+import { inTransaction } from '../../db/transaction';
+import { openChildThread, openRootThread } from '../../testing/thread-fixtures';
 import { ExplorerData } from '../../explorer/data';
 import { overviewPage } from '../../explorer/pages';
 import { parseScript } from '../../scripted-model';
@@ -479,4 +482,49 @@ test('budgets: a delegated turn that asks gets more for itself and every budget 
     rows.map((row) => [Number(row.tokens), row.grantId]),
     [[CHILD_ASKER_TOKENS, child.grantId]],
   );
+});
+
+test("budgets: default shares are half of what is left for a delegation and an even split for a fork's tasks", async () => {
+  const pool = harness.pool;
+  const root = await openRootThread(pool, 'budget_share_root');
+  await openRootBudget(pool, root.rootThreadId, { tokens: 1_000, usd: 1 });
+  const children = await Promise.all(
+    ['one', 'two', 'three', 'four'].map((name) => openChildThread(pool, root, `budget_share_${name}`)),
+  );
+  const [one, two, three, four] = children.map((child) => child.threadId);
+  assert.ok(one && two && three && four);
+  const reserve = (grants: Parameters<typeof reserveGrants>[3], split: 'half' | 'even') =>
+    inTransaction(pool, (client) => reserveGrants(client, root.rootThreadId, root.threadId, grants, split));
+
+  // A delegation: half of the 1000 tokens and $1 left.
+  await reserve([{ operationId: 'share-op-1', threadId: one, asked: undefined }], 'half');
+  assert.deepEqual(await budgetOf(pool, root.rootThreadId, one), {
+    tokens: { granted: 500, spent: 0, left: 500 },
+    usd: { granted: 0.5, spent: 0, left: 0.5 },
+  });
+  // A fork of three from the 500 and $0.5 left: one asks 400 tokens (and no dollars), two split evenly what their
+  // caller had left, floored, never more than is left.
+  await reserve(
+    [
+      { operationId: 'share-op-2', threadId: two, asked: { tokens: 400 } },
+      { operationId: 'share-op-3', threadId: three, asked: undefined },
+      { operationId: 'share-op-4', threadId: four, asked: undefined },
+    ],
+    'even',
+  );
+  const granted = async (threadId: string) => {
+    const budget = await budgetOf(pool, root.rootThreadId, threadId);
+    return [budget?.tokens?.granted, budget?.usd?.granted];
+  };
+  assert.deepEqual(await granted(two), [400, 0.166666]);
+  assert.deepEqual(await granted(three), [100, 0.166666]);
+  assert.deepEqual(await granted(four), [0, 0.166666]);
+  // The root holds every open share: 1000 − 500 − 400 − 100 − 0 = 0 tokens left, and $0.000002 (the floors).
+  assert.deepEqual(await budgetOf(pool, root.rootThreadId, root.threadId), {
+    tokens: { granted: 1_000, spent: 0, left: 0 },
+    usd: { granted: 1, spent: 0, left: 0.000002 },
+  });
+  // A share closes with its thread's turn, and what it did not spend returns to its caller.
+  await pool.query(`UPDATE threads SET status = 'completed' WHERE thread_id = $1`, [one]);
+  assert.equal((await budgetOf(pool, root.rootThreadId, root.threadId))?.tokens?.left, 500);
 });
