@@ -3,12 +3,8 @@ import type { Pool } from 'pg';
 import { STEP_MODES, type AgentDefinition, type StepMode } from '../common/agent-definition';
 import type { ContextLimits } from '../common/context-policy';
 import { parseEnvText } from '../common/env-text';
-import {
-  DEFAULT_DELEGATION_LIMITS,
-  MAX_BUDGET_USD,
-  type DelegationLimits,
-  type ResolveLimitsInput,
-} from '../common/types';
+import { MAX_BUDGET_USD } from '../common/budgets';
+import { DEFAULT_DELEGATION_LIMITS, type DelegationLimits, type ResolveLimitsInput } from '../common/types';
 import {
   CONTEXT_LIMIT_VARIABLES,
   DELEGATION_LIMIT_VARIABLES,

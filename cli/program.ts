@@ -27,7 +27,7 @@ import { envAssignmentProblem, envTextProblem, parseEnvText } from '../common/en
 import { describeError } from '../client/errors';
 import { newThreadId } from '../client/thread-ids';
 import { threadIdProblem } from '../common/ids';
-import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from '../common/types';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from '../common/budgets';
 import {
   describeTurn,
   formatEnvEvent,

@@ -51,14 +51,8 @@ import type {
   ThreadWorkflowInput,
   WakeResult,
 } from '../common/types';
-import {
-  MAX_BUDGET_TOKENS,
-  MAX_BUDGET_USD,
-  type AnswerQuestionInput,
-  type DecideApprovalInput,
-  type DecideApprovalResult,
-  type DelegationLimits,
-} from '../common/types';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from '../common/budgets';
+import type { AnswerQuestionInput, DecideApprovalInput, DecideApprovalResult, DelegationLimits } from '../common/types';
 import { createPool } from '../db/pool';
 import { findConnection, type FoundConnection } from './find-connection';
 import { describeConnectFailure } from '../worker/temporal-settings';

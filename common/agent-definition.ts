@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AGENT_NAME_PATTERN } from './ids';
-import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from './types';
+import { MAX_BUDGET_TOKENS, MAX_BUDGET_USD } from './budgets';
 import { MAX_DEBOUNCE_SECONDS, MAX_WATCH_MESSAGE_CHARS, MAX_WATCH_PATTERNS, watchPatternProblem } from './watchers';
 
 /** A watcher's key pattern; a refusal says what is wrong with it (its characters, its length, its wildcards). */

@@ -174,10 +174,6 @@ export interface DelegationLimits {
 }
 
 export const DEFAULT_MAX_FORK_TASKS = 32;
-/** The largest token budget a root or an agent file may set (what a world variable can say). */
-export const MAX_BUDGET_TOKENS = 999_999_999;
-/** The largest dollar budget a root or an agent file may set. */
-export const MAX_BUDGET_USD = 1_000_000;
 export const DEFAULT_MAX_WAIT_SECONDS = 7 * 24 * 3600;
 /**
  * The most seconds a `wait` call may name (about 31 years; the most `BATON_MAX_WAIT_SECONDS` can say), so its deadline

@@ -16,7 +16,7 @@ import {
 } from '@temporalio/workflow';
 import { ErrorType } from '../common/errors';
 import { approvalOperationId, operationId } from '../common/ids';
-import { describeExtension, EXTEND_BUDGET_REQUEST } from '../common/budget-requests';
+import { describeExtension, EXTEND_BUDGET_REQUEST } from '../common/budgets';
 import { BatonSearchAttributes } from '../common/search-attributes';
 import { truncateBytes, turnSummary } from '../common/text';
 import {

@@ -17,7 +17,7 @@ import { openChildThread, openRootThread } from '../../testing/thread-fixtures';
 import { ExplorerData } from '../../explorer/data';
 import { overviewPage } from '../../explorer/pages';
 import { parseScript } from '../../scripted-model';
-import { EXTEND_BUDGET_REQUEST } from '../../common/budget-requests';
+import { EXTEND_BUDGET_REQUEST } from '../../common/budgets';
 import { waitFor } from '../chaos/waiting';
 import { readModelLog, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';

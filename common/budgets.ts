@@ -1,6 +1,12 @@
 /**
- * A turn's request for more budget (`on_budget: ask`), as an approval shows it: pure, for the workflow and the CLI.
+ * Budgets' bounds and a turn's request for more (`on_budget: ask`), as an approval shows it: pure, for the workflow,
+ * the agent files, the SDK and the CLI.
  */
+
+/** The largest token budget a root or an agent file may set (what a world variable can say). */
+export const MAX_BUDGET_TOKENS = 999_999_999;
+/** The largest dollar budget a root or an agent file may set. */
+export const MAX_BUDGET_USD = 1_000_000;
 
 /** The name an approval for more budget carries where a tool call's would be; its arguments are the extension. */
 export const EXTEND_BUDGET_REQUEST = 'extend_budget';
