@@ -349,6 +349,25 @@ export const EXPLORER_JS = `'use strict';
     Object.keys(streams).forEach(function (stream) { if (test(streams[stream])) act(streams[stream]); });
   }
 
+  // A call waiting for room under a limit every worker shares: a line where its streamed text will come, until it does.
+  var waits = {};
+  function waitingCall(event) {
+    endWaiting(event.operationId);
+    var box = document.createElement(onTranscript ? 'li' : 'div');
+    box.className = onTranscript ? 'msg role-assistant live-stream live-waiting' : 'live-stream live-waiting';
+    box.dataset.thread = event.threadId;
+    box.append(head([strong('waiting for capacity'), ' (' + (event.agent || '') + ') · ' + event.scope + ': ' + event.reason]));
+    waits[event.operationId] = { box: box, thread: event.threadId };
+    place(box, event.threadId);
+  }
+  function endWaiting(operation) {
+    var wait = waits[operation];
+    if (!wait) return;
+    wait.box.remove();
+    delete waits[operation];
+    emptyNote();
+  }
+
   // On the tree, the stored reply takes the place of its streamed text under the thread's card.
   function storedReply(event) {
     var old = replies[event.threadId];
@@ -382,7 +401,11 @@ export const EXPLORER_JS = `'use strict';
     if (event.seq > lastSeq) lastSeq = event.seq;
     switch (event.type) {
       case 'delta':
+        endWaiting(operationOf(event.stream));
         if (isMine(event.threadId)) addDelta(event);
+        return;
+      case 'model_call_waiting':
+        if (isMine(event.threadId)) waitingCall(event);
         return;
       case 'stream_abandoned':
         endStream(event.stream);
@@ -392,6 +415,7 @@ export const EXPLORER_JS = `'use strict';
         eachStream(function (entry) { return entry.operation === event.operationId && entry.stream !== event.stream; }, function (entry) { endStream(entry.stream); });
         break;
       case 'model_call_ended':
+        endWaiting(event.operationId);
         if (!onTranscript) storedReply(event);
         // On the transcript the streamed text stays until the page shows the stored message (see apply).
         else eachStream(function (entry) { return entry.operation === event.operationId; }, function (entry) { entry.storedAt = event.seq; });
@@ -401,6 +425,7 @@ export const EXPLORER_JS = `'use strict';
         if (!onTranscript) replyPart(event);
         break;
       case 'turn_ended':
+        Object.keys(waits).forEach(function (operation) { if (waits[operation].thread === event.threadId) endWaiting(operation); });
         eachStream(function (entry) { return entry.thread === event.threadId && entry.storedAt === undefined; }, function (entry) { endStream(entry.stream); });
         break;
     }
@@ -478,6 +503,7 @@ export const EXPLORER_JS = `'use strict';
       // The new tree's cards take the streamed text and the replies shown so far.
       Object.keys(streams).forEach(function (stream) { place(streams[stream].box, streams[stream].thread); });
       Object.keys(replies).forEach(function (thread) { place(replies[thread].box, thread); });
+      Object.keys(waits).forEach(function (operation) { place(waits[operation].box, waits[operation].thread); });
     }
     if (!done) setTimeout(refresh, 2000);
   }

@@ -19,7 +19,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import type { ThreadHandle } from '../../client';
 import { runEventsOf } from '../../common/run-events';
 import type { ThreadScope } from '../../common/types';
-import { announceRunEvents, readRunFeed } from '../../db/run-events';
+import { announceRunEvents, readRunFeed, recordModelCallWaiting } from '../../db/run-events';
 import { ensureThread } from '../../db/threads';
 import { appendMessage } from '../../db/transcripts';
 import { startExplorer, type ExplorerServer } from '../../explorer';
@@ -310,5 +310,44 @@ test(
     await card.locator('text=removed by the browser test').waitFor({ timeout: UI_TIMEOUT_MS });
     await notReloaded(page, 'the root page');
     await page.close();
+  },
+);
+
+test(
+  'explorer live: a call waiting for capacity shows on the tree and the transcript until its reply is stored',
+  { skip: isCi() ? false : missingChromium, timeout: 120_000 },
+  async () => {
+    assert.ok(harness);
+    const pool = harness.pool;
+    const root = uniqueThreadId('waiting');
+    const scope: ThreadScope = { rootThreadId: root, threadId: root, agent: 'lead', epoch: 0 };
+    await ensureThread(pool, { threadId: root, rootThreadId: root, agent: 'lead' });
+    await appendMessage(pool, scope, `${root}:in`, { role: 'user', content: 'Go.' });
+    const pages = await Promise.all([
+      livePage(`/threads/${encodeURIComponent(root)}`),
+      livePage(`/threads/${encodeURIComponent(root)}/transcript`),
+    ]);
+    // What a worker's model call writes while it waits for room (activities/model.ts), then its stored reply.
+    const operationId = `${root}:model:0`;
+    await recordModelCallWaiting(pool, {
+      rootThreadId: root,
+      threadId: root,
+      agent: 'lead',
+      operationId,
+      step: 0,
+      scope: 'default',
+      reason: '2 call(s) at once',
+    });
+    for (const page of pages) {
+      const line = page.locator('.live-waiting');
+      await line.waitFor({ timeout: UI_TIMEOUT_MS });
+      assert.match(await line.innerText(), /waiting for capacity \(lead\) · default: 2 call\(s\) at once/);
+    }
+    await appendMessage(pool, scope, operationId, { role: 'assistant', content: 'Room at last.' });
+    for (const [index, page] of pages.entries()) {
+      await page.locator('.live-waiting').waitFor({ state: 'detached', timeout: UI_TIMEOUT_MS });
+      await notReloaded(page, index === 0 ? 'the tree' : 'the transcript');
+      await page.close();
+    }
   },
 );
