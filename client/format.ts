@@ -179,6 +179,11 @@ export function tokensByProvider(usage: readonly ProviderUsage[]): string {
  * is not the default endpoint), thread id; errors under failures. The tasks of a fork are drawn as one group under
  * their caller, each with its status and what it merged. The total splits by provider in the same case.
  */
+/** Dollars as costs are kept, to the millionth, without trailing zeros: `$0.0045`. */
+export function formatUsd(amount: number): string {
+  return `$${Number(amount.toFixed(6))}`;
+}
+
 /**
  * A budget in a few words, per unit it limits: `1200 of 5000 tokens spent, 300 held, 3500 left; $0.12 of $5 spent,
  * $4.88 left` (held: what open delegations and fork tasks reserved and have not spent).
@@ -193,7 +198,7 @@ export function formatBudget(budget: Budget): string {
     );
   };
   if (budget.tokens) describe(budget.tokens, String, ' tokens');
-  if (budget.usd) describe(budget.usd, (n) => `$${Number(n.toFixed(6))}`, '');
+  if (budget.usd) describe(budget.usd, formatUsd, '');
   return parts.join('; ');
 }
 
@@ -201,7 +206,7 @@ export function formatBudget(budget: Budget): string {
 export function formatUsage(usage: ThreadUsage): string {
   const lines = [
     `${usage.totalTokens} tokens (${usage.promptTokens} in, ${usage.completionTokens} out) in ${usage.modelCalls} model call${usage.modelCalls === 1 ? '' : 's'}` +
-      `${usage.costUsd === undefined ? '' : `, $${Number(usage.costUsd.toFixed(6))} at the workers' prices`}`,
+      `${usage.costUsd === undefined ? '' : `, ${formatUsd(usage.costUsd)} at the workers' prices`}`,
   ];
   for (const entry of usage.byProvider) {
     const calls = `${entry.modelCalls} call${entry.modelCalls === 1 ? '' : 's'}`;

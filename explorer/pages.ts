@@ -3,7 +3,7 @@
  * goes through the `html` template, which escapes it. Links to threads encode the id (delegation ids hold `/`).
  */
 import type { ProviderUsage, QuestionRow, TranscriptMessage } from '../client';
-import { formatBudget, namedProviders, tokensByProvider } from '../client/format';
+import { formatBudget, formatUsd, namedProviders, tokensByProvider } from '../client/format';
 import { MAX_APPROVAL_REASON_CHARS, MAX_DECIDED_BY_CHARS } from '../common/types';
 import type { ThreadRow } from '../db/threads';
 import type {
@@ -118,7 +118,7 @@ function relative(date: Date, now: Date): string {
 
 /** A tree's cost beside its tokens, where its workers priced its replies. */
 function costOf(costUsd: number | undefined): string {
-  return costUsd === undefined ? '' : ` ($${Number(costUsd.toFixed(6))})`;
+  return costUsd === undefined ? '' : ` (${formatUsd(costUsd)})`;
 }
 
 function status(value: string): Html {

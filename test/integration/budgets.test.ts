@@ -126,6 +126,17 @@ function causes(error: unknown): unknown[] {
   return chain;
 }
 
+/** That `sending` fails with an `ApplicationFailure` of `type` somewhere in its causes, its message matching `message`. */
+async function rejectsWith(sending: Promise<unknown>, type: string, message: RegExp, what = ''): Promise<void> {
+  await assert.rejects(sending, (error: Error) => {
+    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
+    assert.ok(failure instanceof ApplicationFailure, `${what}an application failure under ${String(error)}`);
+    assert.equal(failure.type, type, what);
+    assert.match(failure.message, message);
+    return true;
+  });
+}
+
 before(async () => {
   harness = await startTestHarness('budgets', {
     agents,
@@ -282,13 +293,12 @@ test("budgets: a world's BATON_BUDGET_TOKENS opens every new root's budget; a ro
   for (const agentName of MODES.map((suffix) => `budget_solo${suffix}`)) {
     const root = uniqueThreadId(agentName.replace(/_/g, '-'));
     const thread = await harness.client.startThread({ agent: agentName, threadId: root, world });
-    await assert.rejects(thread.send('Go.'), (error: Error) => {
-      const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
-      assert.ok(failure instanceof ApplicationFailure, `${agentName}: an application failure under ${String(error)}`);
-      assert.equal(failure.type, ErrorType.BudgetExhausted, agentName);
-      assert.match(failure.message, /^the token budget of this turn is spent \(30 granted, \d+ spent\)/);
-      return true;
-    });
+    await rejectsWith(
+      thread.send('Go.'),
+      ErrorType.BudgetExhausted,
+      /^the token budget of this turn is spent \(30 granted, \d+ spent\)/,
+      `${agentName}: `,
+    );
     const calls = readModelLog(modelLog).filter((entry) => entry.thread === root);
     assert.equal(calls.length, 1, `${agentName}: the second model call was not made`);
     const usage = await thread.usage();
@@ -365,13 +375,11 @@ test('budgets: in dollars, each reply is priced once by the model that served it
     threadId: poor,
     limits: { budget: { usd: 0.000001 } },
   });
-  await assert.rejects(poorThread.send('Price it.'), (error: Error) => {
-    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
-    assert.ok(failure instanceof ApplicationFailure);
-    assert.equal(failure.type, ErrorType.BudgetExhausted);
-    assert.match(failure.message, /^the dollar budget of this turn is spent \(\$0\.000001 granted, \$[0-9.]+ spent\)/);
-    return true;
-  });
+  await rejectsWith(
+    poorThread.send('Price it.'),
+    ErrorType.BudgetExhausted,
+    /^the dollar budget of this turn is spent \(\$0\.000001 granted, \$[0-9.]+ spent\)/,
+  );
 
   // An agent whose model has no price is not called under a dollar budget.
   const unpriced = uniqueThreadId('budget-unpriced');
@@ -380,13 +388,11 @@ test('budgets: in dollars, each reply is priced once by the model that served it
     threadId: unpriced,
     limits: { budget: { usd: 1 } },
   });
-  await assert.rejects(unpricedThread.send('Save.'), (error: Error) => {
-    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
-    assert.ok(failure instanceof ApplicationFailure);
-    assert.equal(failure.type, ErrorType.BudgetUnpriced);
-    assert.match(failure.message, /no price for default\/[^ ]+ \(nor for its provider\)/);
-    return true;
-  });
+  await rejectsWith(
+    unpricedThread.send('Save.'),
+    ErrorType.BudgetUnpriced,
+    /no price for default\/[^ ]+ \(nor for its provider\)/,
+  );
   assert.equal(readModelLog(modelLog).filter((entry) => entry.thread === unpriced).length, 0, 'no model was asked');
 });
 
@@ -439,13 +445,7 @@ test('budgets: on_budget: ask waits for a person, and the turn goes on once more
   sending.catch(() => undefined);
   const approval = await pendingApproval(declined);
   await thread.reject(approval.approvalId, { by: 'bob', reason: 'enough for today' });
-  await assert.rejects(sending, (error: Error) => {
-    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
-    assert.ok(failure instanceof ApplicationFailure);
-    assert.equal(failure.type, ErrorType.BudgetExhausted);
-    assert.match(failure.message, /spent .*; bob declined to extend it: enough for today$/);
-    return true;
-  });
+  await rejectsWith(sending, ErrorType.BudgetExhausted, /spent .*; bob declined to extend it: enough for today$/);
   assert.equal((await thread.usage()).budget?.tokens?.granted, 30, 'nothing was added');
 });
 
