@@ -5,6 +5,7 @@ import { ErrorType } from '../common/errors';
 import type { Pool } from 'pg';
 import { rootTurnWorkflowId } from '../common/ids';
 import { findMessageByOperation } from '../db/transcripts';
+import { answerObject } from './output';
 import { TurnStatus, type AgentTurnResult, type DeliveredTurnInput, type SendMessageResult } from '../common/types';
 
 /** Activities behind message ids that outlive a run of their thread (`common/deliveries.ts`). */
@@ -43,6 +44,7 @@ export function createDeliveryActivities(deps: { pool: Pool }) {
         reply: answer.content ?? '',
         steps: ended.steps,
         usage: ended.usage,
+        ...(ended.typed === true ? { output: answerObject(answer.content) } : {}),
         threadId: input.rootThreadId,
         turn: input.turn,
       };

@@ -25,6 +25,7 @@ import { appendMessage, findMessageByOperation, findMessageBySeq } from '../db/t
 import type { AgentStore } from './agent-store';
 import { delegatedMessage } from './delegations';
 import { toApplicationFailure } from './failures';
+import { answerObject } from './output';
 import { forkJoinParameters } from './tools/fork-join';
 
 export interface ForkActivityOptions {
@@ -227,7 +228,7 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
           agent: task.agent,
           thread_id: task.threadId,
           status: outcome.status,
-          ...(reply === undefined ? {} : { reply: quote(reply, task.threadId) }),
+          ...(reply === undefined ? {} : taskAnswer(reply, task.threadId, outcome.typed === true)),
           ...(outcome.error === undefined ? {} : { error: outcome.error }),
           ...(merge === undefined ? {} : { merge: mergeView(merge) }),
         })),
@@ -244,6 +245,21 @@ export function createForkActivities({ pool, agentStore, env, envChanged }: Fork
   }
 
   return { openFork, reclaimForkTasks, finishFork };
+}
+
+/**
+ * A task's answer in the `fork_join` result: a typed task's object as it is (so the caller can merge on its fields)
+ * while its JSON fits the quote, else its reply quoted.
+ */
+function taskAnswer(reply: string, threadId: string, typed: boolean): { output: unknown } | { reply: string } {
+  if (typed && [...reply].length <= MAX_FORK_REPLY_CHARS) {
+    try {
+      return { output: answerObject(reply) };
+    } catch {
+      // Checked when it was stored; a reply that no longer parses is quoted as any other.
+    }
+  }
+  return { reply: quote(reply, threadId) };
 }
 
 function quote(reply: string, threadId: string): string {

@@ -49,6 +49,8 @@ export interface ActivityDependencies {
   modelLimits?: ModelLimits;
   /** What model calls cost, for budgets in dollars (`BATON_MODEL_PRICES`). @default none */
   modelPrices?: ModelPrices;
+  /** Providers whose endpoints a typed agent asks for structured output (`BATON_STRUCTURED_OUTPUT`). */
+  structuredOutput?: readonly string[];
   /** The current agent definitions (a function, so a reloaded set is seen by turns that start later). */
   agents: () => AgentRegistry;
   tools: ToolRegistry;
@@ -101,6 +103,7 @@ export function createActivities(deps: ActivityDependencies) {
     providers: deps.providers,
     ...(deps.modelLimits === undefined ? {} : { limits: deps.modelLimits }),
     ...(deps.modelPrices === undefined ? {} : { prices: deps.modelPrices }),
+    ...(deps.structuredOutput === undefined ? {} : { structuredOutput: deps.structuredOutput }),
     ...(deps.modelStream === undefined ? {} : { stream: deps.modelStream }),
   });
   const toolCalls = createToolCallActivities(shared);

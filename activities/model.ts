@@ -5,13 +5,17 @@ import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { DEFAULT_FALLBACK_AFTER_ATTEMPTS, type AgentDefinition } from '../common/agent-definition';
+import {
+  DEFAULT_FALLBACK_AFTER_ATTEMPTS,
+  DEFAULT_OUTPUT_REPAIRS,
+  type AgentDefinition,
+} from '../common/agent-definition';
 import { setBounded } from '../common/bounded-map';
 import { OMITTED_ASSISTANT_HEADER, trimContext, trimWindow } from '../common/context-policy';
 import { ErrorType } from '../common/errors';
 import { interpolate } from '../common/env-text';
 import { buildSystemPrompt } from '../common/system-context';
-import { distinctToolCallIds } from '../common/ids';
+import { distinctToolCallIds, outputRepairOperationId } from '../common/ids';
 import type {
   BudgetExhaustedDetails,
   CallModelInput,
@@ -25,14 +29,15 @@ import { readModelCallContext } from '../db/step-context';
 import { markThread } from '../db/delegations';
 import type { Budget, BudgetAmount } from '../db/budgets';
 import { priceOf, pricedUsage, type ModelPrices } from './model-prices';
-import { appendMessage, type TranscriptMessage } from '../db/transcripts';
+import { appendMessage, countOutputRepairs, type TranscriptMessage } from '../db/transcripts';
 import { loadMcpToolList, saveMcpToolList } from '../db/mcp-tool-lists';
 import { recordModelCallStarted, recordModelCallWaiting } from '../db/run-events';
 import type { AgentStore } from './agent-store';
 import { classifyModelError, movesToNextModelAtOnce } from './model-errors';
 import { DeltaPublisher } from './model-stream';
 import { holdScopes, limitedScopes, withCapacity, type ModelLimits } from './model-limits';
-import { modelEndpointsFor, type ModelEndpoint, type ModelProviders } from './model-providers';
+import { DEFAULT_PROVIDER, modelEndpointsFor, type ModelEndpoint, type ModelProviders } from './model-providers';
+import { asOutputReply, checkOutput, outputRequest, repairMessage, type OutputMode } from './output';
 import type { LimitedScope } from '../db/model-limits';
 import { toApplicationFailure } from './failures';
 import { createActivityMetrics, type ActivityMetrics } from './metrics';
@@ -62,6 +67,12 @@ export interface ModelActivityOptions {
   limits?: ModelLimits;
   /** What model calls cost, for budgets in dollars (`BATON_MODEL_PRICES`). @default none */
   prices?: ModelPrices;
+  /**
+   * Providers (`default` for the default endpoint) whose endpoints take `response_format: json_schema`: a typed
+   * agent's calls there ask for its output that way; elsewhere through the `final_output` tool
+   * (`BATON_STRUCTURED_OUTPUT`). @default none
+   */
+  structuredOutput?: readonly string[];
   agentStore: AgentStore;
   tools: ToolRegistry;
   /**
@@ -88,6 +99,9 @@ const MAX_REMEMBERED_WORLDS = 1000;
 /** Activities that talk to the model endpoint. */
 export function createModelActivities(options: ModelActivityOptions) {
   const { pool } = options;
+  /** How a call to `provider`'s endpoint asks a typed agent for its output. */
+  const outputModeOf = (provider: string | null): OutputMode =>
+    options.structuredOutput?.includes(provider ?? DEFAULT_PROVIDER) === true ? 'json_schema' : 'tool';
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 2000;
   const metrics = options.metrics ?? createActivityMetrics();
   /**
@@ -285,10 +299,14 @@ export function createModelActivities(options: ModelActivityOptions) {
             attempt,
           })
         : undefined;
+      // A typed agent's output: the provider's structured output, else the `final_output` tool.
+      const asked = agent.output === undefined ? undefined : outputRequest(agent.output, outputModeOf(provider));
+      const offeredTools = asked !== undefined && 'tool' in asked ? [...tools, asked.tool] : tools;
       const request = {
         model,
         messages,
-        ...(tools.length > 0 ? { tools } : {}),
+        ...(offeredTools.length > 0 ? { tools: offeredTools } : {}),
+        ...(asked !== undefined && 'response_format' in asked ? { response_format: asked.response_format } : {}),
         ...(agent.temperature === undefined ? {} : { temperature: agent.temperature }),
       };
       const spanAttributes = {
@@ -379,7 +397,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       throw ApplicationFailure.create({ type: ErrorType.ModelInvalidReply, message: 'the model reply had no choices' });
     }
     // A repeated id is made distinct: each call is handled as itself, never as another call holding its id.
-    const toolCalls: ToolCallRequest[] = distinctToolCallIds(
+    const madeCalls: ToolCallRequest[] = distinctToolCallIds(
       (choice.message.tool_calls ?? []).flatMap((call) =>
         call.type === 'function'
           ? [
@@ -392,6 +410,12 @@ export function createModelActivities(options: ModelActivityOptions) {
           : [],
       ),
     );
+    const madeContent = typeof choice.message.content === 'string' ? storableText(choice.message.content) : null;
+    // A typed agent's `final_output` call is its answer, stored as the reply's text.
+    const { content, toolCalls } =
+      agent.output === undefined
+        ? { content: madeContent, toolCalls: madeCalls }
+        : asOutputReply(madeContent, madeCalls);
     const usage: TokenUsage | null = completion.usage
       ? pricedUsage(
           {
@@ -407,8 +431,8 @@ export function createModelActivities(options: ModelActivityOptions) {
       const { message, reused } = await appendMessage(pool, scope, input.operationId, {
         role: 'assistant',
         // Cleaned, not refused: the model call already happened, and a refusal would only make a retry repeat it.
-        content: typeof choice.message.content === 'string' ? storableText(choice.message.content) : null,
-        ...(toolCalls.length > 0 ? { toolCalls } : {}),
+        content,
+        ...(toolCalls.length > 0 ? { toolCalls: [...toolCalls] } : {}),
         usage,
         provider,
         model,
@@ -508,6 +532,10 @@ export function createModelActivities(options: ModelActivityOptions) {
     const toolCalls = await Promise.all(
       (message.toolCalls ?? []).map((call) => planToolCall(call, agent, approvalContext)),
     );
+    // A typed agent's answer is checked against its schema (from the stored reply, so a re-run decides the same).
+    const checked =
+      toolCalls.length === 0 && agent.output !== undefined ? checkOutput(agent.output, message.content) : undefined;
+    if (checked?.ok === false) return askForRepair(message, reused, agent, input, checked.problem);
     // The answer ends the turn: its thread is recorded completed here rather than in a step of its own.
     const turnFinished = input.finishTurnOnAnswer === true && toolCalls.length === 0;
     if (turnFinished) await markThread(pool, input.scope.threadId, 'completed');
@@ -518,6 +546,49 @@ export function createModelActivities(options: ModelActivityOptions) {
       usage: message.usage,
       reused,
       ...(turnFinished ? { turnFinished } : {}),
+      ...(checked?.ok === true ? { output: checked.value } : {}),
+    };
+  }
+
+  /**
+   * A typed agent's answer that did not match its `output`: the model is told why in a message stored after it (once
+   * per step, however often it is re-run) and the turn takes another step, until the agent's `output_repairs` are
+   * used up; then the turn fails.
+   * @throws ApplicationFailure `Output.Invalid`, non-retryable
+   */
+  async function askForRepair(
+    message: TranscriptMessage,
+    reused: boolean,
+    agent: AgentDefinition,
+    input: CallModelInput,
+    problem: string,
+  ): Promise<CallModelResult> {
+    const allowed = agent.output_repairs ?? DEFAULT_OUTPUT_REPAIRS;
+    try {
+      const repairs = await countOutputRepairs(pool, input.scope.threadId, message.seq);
+      if (repairs >= allowed) {
+        throw ApplicationFailure.create({
+          type: ErrorType.OutputInvalid,
+          message:
+            `the answer of ${agent.name} does not match its output schema` +
+            `${allowed > 0 ? ` after ${allowed} ${allowed === 1 ? 'repair' : 'repairs'}` : ''}: ${problem}`,
+          nonRetryable: true,
+        });
+      }
+      await appendMessage(pool, input.scope, outputRepairOperationId(input.operationId), {
+        role: 'user',
+        content: repairMessage(problem, outputModeOf(message.provider), allowed - repairs),
+      });
+    } catch (error) {
+      throw toApplicationFailure(error);
+    }
+    return {
+      seq: message.seq,
+      content: message.content,
+      toolCalls: [],
+      usage: message.usage,
+      reused,
+      outputRepair: true,
     };
   }
 

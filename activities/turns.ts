@@ -136,9 +136,9 @@ export function createTurnActivities(parts: TurnActivityParts) {
       });
       steps.push({ step: call.step, ranTools: toolNames, reused: reply.reused });
       if (reply.usage) usage = addUsage(usage ?? ZERO_USAGE, reply.usage);
+      // A typed agent's answer that did not match its schema goes on too: the model is asked to fix it.
       const goesOn =
-        reply.toolCalls.length > 0 &&
-        reply.toolCalls.every(runsWithNextModelCall) &&
+        (reply.outputRepair === true || (reply.toolCalls.length > 0 && reply.toolCalls.every(runsWithNextModelCall))) &&
         call.step + 1 < input.maxSteps &&
         Date.now() - started < BATCH_BUDGET_MS;
       if (!goesOn) return { ...reply, step: call.step, usage, steps };

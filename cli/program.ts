@@ -334,7 +334,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
         "US dollars the whole run may spend, at the workers' prices (BATON_MODEL_PRICES); over the world's BATON_BUDGET_USD",
         parseBudgetUsd,
       ),
-    'print {threadId, workflowId, reply, ...} as JSON',
+    'print {threadId, workflowId, reply, output, ...} as JSON (output: the object of an agent with an output schema)',
   ).action(async (agent: string, message: string, options: RunFlags) => {
     const output = sendOutput(options);
     // Without a thread id of the caller's own, every run makes a new thread: a repeat would be a second conversation.
@@ -386,7 +386,7 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
         'deliver the message once however often this command is run with the same id (safe to retry after a lost connection)',
       )
       .option('--traceparent <traceparent>', TRACEPARENT_HELP),
-    'print {threadId, reply, status, turn, ...} as JSON',
+    'print {threadId, reply, output, status, turn, ...} as JSON (output: the object of an agent with an output schema)',
   ).action(
     async (threadId: string, message: string, options: OutputFlags & { messageId?: string; traceparent?: string }) => {
       const output = sendOutput(options);

@@ -243,15 +243,15 @@ export interface ThreadLimits extends Partial<Omit<DelegationLimits, 'budgetToke
 }
 
 /** `BatonClient.run`: a new root thread and its first message, with how to send it. */
-export interface RunOptions extends StartThreadOptions, SendOptions {
+export interface RunOptions<T = unknown> extends StartThreadOptions, SendOptions<T> {
   /** The first message. */
   message: string;
 }
 
 /** What `BatonClient.run` did: the thread it started, and its first turn's result. */
-export interface ThreadRun {
+export interface ThreadRun<T = unknown> {
   thread: ThreadHandle;
-  result: SendMessageResult;
+  result: SendMessageResult<T>;
 }
 
 /** A message a thread accepted (`thread.post`): its turn runs, or waits behind the one running. */
@@ -276,9 +276,19 @@ export interface WatchEnvOptions {
   since?: number;
 }
 
-export interface SendOptions {
+/** What checks a typed agent's answer on the caller's side and gives it its type: a zod schema, or anything with `parse`. */
+export interface OutputParser<T> {
+  parse(value: unknown): T;
+}
+
+export interface SendOptions<T = unknown> {
   /** Delivered once however often it is sent (see `send`). At most 200 characters. */
   messageId?: string;
+  /**
+   * For an agent with an `output` schema: checks the turn's `output` with this (a zod schema, say) and types it. The
+   * call fails when the turn gave no `output` (its agent sets none) or this refuses it. @default the output unchecked
+   */
+  output?: OutputParser<T>;
   /**
    * Called with each event of the tree (`thread.events`) from the moment the message is sent until the reply, in
    * order, each once, the turn's last events (its `turn_ended`) included; the next waits until it settles, and the
@@ -450,8 +460,8 @@ export class BatonClient {
    * @throws BatonClientError for an invalid thread id, or one already used when no `messageId` is given; an empty or
    * unstorable message (checked before anything starts); an invalid message id.
    */
-  async run(options: RunOptions): Promise<ThreadRun> {
-    const { message, messageId, onEvent, deltas, traceparent, ...start } = options;
+  async run<T = unknown>(options: RunOptions<T>): Promise<ThreadRun<T>> {
+    const { message, messageId, onEvent, deltas, traceparent, output, ...start } = options;
     const input = threadInput(start);
     const problem = messageTextProblem(message);
     if (problem !== undefined) throw new BatonClientError(problem);
@@ -461,6 +471,7 @@ export class BatonClient {
       ...(onEvent === undefined ? {} : { onEvent }),
       ...(deltas === undefined ? {} : { deltas }),
       ...(traceparent === undefined ? {} : { traceparent }),
+      ...(output === undefined ? {} : { output }),
     };
     return { thread, result: await thread.sendStarting(input, message, send) };
   }
@@ -643,7 +654,7 @@ export class ThreadHandle {
    * thread continued as new (it carries the ids of its last 100 messages, at most 48 KiB of them, into its next run).
    * At most 200 characters. Without one, each call is a new message.
    */
-  async send(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
+  async send<T = unknown>(message: string, options: SendOptions<T> = {}): Promise<SendMessageResult<T>> {
     return this.deliver(options, () => this.sendOnly(message, options.messageId));
   }
 
@@ -651,7 +662,11 @@ export class ThreadHandle {
    * `send` to this thread, which the same call starts with `input` (`BatonClient.run`, which checks `message` first).
    * @internal
    */
-  async sendStarting(input: ThreadWorkflowInput, message: string, options: SendOptions): Promise<SendMessageResult> {
+  async sendStarting<T>(
+    input: ThreadWorkflowInput,
+    message: string,
+    options: SendOptions<T>,
+  ): Promise<SendMessageResult<T>> {
     return this.deliver(options, async () => {
       // Under a message id the call may be a retry of one whose reply was lost: the thread it started then is sent
       // the message again, which its Update id delivers once. Without one, a thread id already taken is refused.
@@ -680,14 +695,22 @@ export class ThreadHandle {
     });
   }
 
-  /** Checks `options.messageId`, then sends with `sending`, with the tree's events to `options.onEvent` if given. */
-  private async deliver(options: SendOptions, sending: () => Promise<SendMessageResult>): Promise<SendMessageResult> {
+  /**
+   * Checks `options.messageId`, then sends with `sending`, with the tree's events to `options.onEvent` if given, and
+   * the turn's `output` checked by `options.output` if given.
+   */
+  private async deliver<T>(
+    options: SendOptions<T>,
+    sending: () => Promise<SendMessageResult>,
+  ): Promise<SendMessageResult<T>> {
     const problem = options.messageId === undefined ? undefined : messageIdProblem(options.messageId);
     if (problem !== undefined) throw new BatonClientError(problem);
     checkTraceparent(options.traceparent);
     const traced = () => withTraceparent(options.traceparent, sending);
-    if (options.onEvent === undefined) return traced();
-    return this.sendWatched(options, options.onEvent, traced);
+    const result = await (options.onEvent === undefined
+      ? traced()
+      : this.sendWatched(options, options.onEvent, traced));
+    return typedResult(result, options.output);
   }
 
   /** The message's Update to the running thread, waiting for its result. */
@@ -706,13 +729,13 @@ export class ThreadHandle {
   }
 
   /** `send`, under the name other agent frameworks use for a run with a callback (`{ onEvent }`). */
-  run(message: string, options: SendOptions = {}): Promise<SendMessageResult> {
+  run<T = unknown>(message: string, options: SendOptions<T> = {}): Promise<SendMessageResult<T>> {
     return this.send(message, options);
   }
 
   /** `sending` with the tree's events delivered to `onEvent` from the moment the message is sent until the reply. */
   private async sendWatched(
-    options: SendOptions,
+    options: Pick<SendOptions, 'deltas'>,
     onEvent: (event: RunEvent) => void | Promise<void>,
     sending: () => Promise<SendMessageResult>,
   ): Promise<SendMessageResult> {
@@ -1634,5 +1657,27 @@ export class WorldHandle {
     if (!isDirectory) throw new BatonClientError(`'${absolute}' is not an existing directory; nothing was changed`);
     await this.set({ working_directory: absolute });
     return absolute;
+  }
+}
+
+/**
+ * A turn's result with its `output` checked by `parser` (`SendOptions.output`), when one is given.
+ * @throws BatonClientError when the turn gave no `output`, or `parser` refuses it (its error as the cause)
+ */
+function typedResult<T>(result: SendMessageResult, parser: OutputParser<T> | undefined): SendMessageResult<T> {
+  if (parser === undefined) return result as SendMessageResult<T>;
+  if (result.output === undefined) {
+    throw new BatonClientError(
+      `turn ${result.turn} of thread '${result.threadId}' gave no output to check: its agent sets no 'output' schema`,
+    );
+  }
+  try {
+    return { ...result, output: parser.parse(result.output) };
+  } catch (error) {
+    throw new BatonClientError(
+      `the output of turn ${result.turn} of thread '${result.threadId}' was refused by the caller's schema: ` +
+        `${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
 }

@@ -29,6 +29,9 @@ export const DEFAULT_STEP_MODE: StepMode = 'activity';
 /** Steps a turn may take when its agent sets no `max_steps`. */
 export const DEFAULT_MAX_STEPS = 25;
 
+/** Answers not matching an agent's `output` the model is asked to fix when the agent sets no `output_repairs`. */
+export const DEFAULT_OUTPUT_REPAIRS = 2;
+
 /** Most models one agent's fallback chain lists. */
 export const MAX_FALLBACK_MODELS = 5;
 
@@ -156,6 +159,26 @@ export const agentFrontmatterSchema = z.strictObject({
     .optional()
     .describe(
       "When a turn's budget is spent: `stop` fails the turn before its next model call; `ask` waits for a person to approve more (the agent's `budget`, else as much again as it was granted). Default: stop.",
+    ),
+  /**
+   * A JSON Schema (an object at its root) the turn's answer must match: the turn ends with a validated object
+   * (`docs/guides/typed-results.md`). Optional (no default), so the versions of agents that set none stay as they were.
+   */
+  output: z
+    .record(z.string(), z.unknown())
+    .refine((schema) => schema.type === 'object', { error: "must be a JSON Schema whose root is 'type: object'" })
+    .optional()
+    .describe(
+      "A JSON Schema (root `type: object`) the turn's answer must match: the model is asked for it (the provider's structured output, else a `final_output` tool), and the caller gets the validated object.",
+    ),
+  /** Answers that do not match `output` the model is asked to fix, with the validation errors, before the turn fails. */
+  output_repairs: z
+    .int()
+    .min(0)
+    .max(10)
+    .optional()
+    .describe(
+      `With \`output\`: answers that do not match it the model is told why and asked again, before the turn fails with Output.Invalid. Default: ${DEFAULT_OUTPUT_REPAIRS}.`,
     ),
   /** A delegated turn of this agent that runs longer than this fails the caller's tool call (it is cancelled). */
   timeout_s: z

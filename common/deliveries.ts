@@ -20,7 +20,9 @@ export interface Delivery {
   ended?: EndedInThread;
 }
 
-export type EndedInThread = { answerOperationId: string; steps: number; usage: TokenUsage } | { failed: string };
+export type EndedInThread =
+  /** `typed`: the answer is the JSON of an object its agent's `output` schema matched, given back as `output`. */
+  { answerOperationId: string; steps: number; usage: TokenUsage; typed?: true } | { failed: string };
 
 /** The longest message id a client may give (`messageId`, `--message-id`): a carried id costs history. */
 export const MAX_MESSAGE_ID_CHARS = 200;

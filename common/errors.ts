@@ -21,6 +21,8 @@ export const ErrorType = {
   BudgetExhausted: 'Budget.Exhausted',
   /** A model call under a dollar budget whose model has no price (`BATON_MODEL_PRICES`): its cost could not count. */
   BudgetUnpriced: 'Budget.Unpriced',
+  /** A typed agent's answers did not match its `output` schema, and the repairs it allows were used up. */
+  OutputInvalid: 'Output.Invalid',
   TurnFailed: 'Turn.Failed',
   /** The turn's own workflow code threw (a bug, or input it cannot handle): the turn fails instead of retrying. */
   TurnCodeFailed: 'Turn.CodeFailed',

@@ -41,6 +41,17 @@ export function approvalOperationId(toolCallOperationId: string): string {
   return `${toolCallOperationId}:approval`;
 }
 
+/** What ends the operation id of a message asking the model to fix an answer that did not match its `output`. */
+export const OUTPUT_REPAIR_SUFFIX = ':output-repair';
+
+/**
+ * Operation id of the message asking the model to fix the answer stored under `replyOperationId` (typed results):
+ * stored once however often the step is re-run, and told apart from a person's message by its end.
+ */
+export function outputRepairOperationId(replyOperationId: string): string {
+  return `${replyOperationId}${OUTPUT_REPAIR_SUFFIX}`;
+}
+
 /**
  * The calls of one model reply with ids that are distinct within it. A reply may give two calls one id (a model's
  * mistake, an endpoint that numbers from 0 per reply, or a crafted reply); everything after the reply tells its calls

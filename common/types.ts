@@ -248,6 +248,13 @@ export interface CallModelResult {
   mcpToolList?: string;
   /** The reply has no tool calls and the turn was recorded completed (`CallModelInput.finishTurnOnAnswer`). */
   turnFinished?: boolean;
+  /** The answer's object, when the agent has an `output` schema and the answer matched it (typed results). */
+  output?: unknown;
+  /**
+   * The answer did not match the agent's `output` schema: a message asking the model to fix it was stored after it,
+   * and the turn takes another step (typed results).
+   */
+  outputRepair?: true;
 }
 
 export interface ExecuteToolCallInput {
@@ -503,6 +510,8 @@ export interface AgentTurnResult {
   reply: string;
   steps: number;
   usage: TokenUsage;
+  /** The answer's validated object, when the agent has an `output` schema (typed results; `reply` is its JSON). */
+  output?: unknown;
 }
 
 /** Input of `threadWorkflow`: a root thread a human (or a client program) talks to. */
@@ -556,7 +565,9 @@ export interface SendMessageInput {
   message: string;
 }
 
-export interface SendMessageResult extends AgentTurnResult {
+export interface SendMessageResult<T = unknown> extends AgentTurnResult {
+  /** The answer's validated object, when the agent has an `output` schema (typed results). */
+  output?: T;
   threadId: string;
   /** 1-based number of this turn in the thread. */
   turn: number;
@@ -676,9 +687,10 @@ export interface FinishForkInput {
   toolCallId: string;
   /**
    * How each task ended; `ranInWorkflowId` for a task that answered in the fork's own workflow (from the
-   * `baton-fork-tasks-begin-in-fork` patch on), which never started the workflow its row names.
+   * `baton-fork-tasks-begin-in-fork` patch on), which never started the workflow its row names; `typed` for a task
+   * whose answer is the JSON of an object its agent's `output` schema matched (given to the caller as an object).
    */
-  outcomes: { taskIndex: number; status: ForkTaskStatus; error?: string; ranInWorkflowId?: string }[];
+  outcomes: { taskIndex: number; status: ForkTaskStatus; error?: string; ranInWorkflowId?: string; typed?: true }[];
   /** Set when the fork was cut short: by its deadline or by the first failure under `fail_fast`. */
   stoppedBy?: 'deadline' | 'fail_fast';
 }

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DelegationThreadMode, ThreadScope } from '../common/types';
+import { OUTPUT_REPAIR_SUFFIX } from '../common/ids';
 import { listBudgets, reserveGrants, type Budget, type BudgetLimit } from './budgets';
 import { BatonDbError } from './errors';
 import { cancelWaitingRequests } from './fences';
@@ -266,7 +267,10 @@ export async function findDelegationMessage(
 
 export async function readContext(client: PoolClient, scope: ThreadScope): Promise<DelegationReads> {
   const { rows: root } = await client.query<{ content: string }>(
-    `SELECT content FROM transcript_messages WHERE thread_id = $1 AND role = 'user' ORDER BY seq DESC LIMIT 1`,
+    // A message asking a typed agent to fix its answer is not the person's.
+    `SELECT content FROM transcript_messages
+      WHERE thread_id = $1 AND role = 'user' AND operation_id NOT LIKE '%${OUTPUT_REPAIR_SUFFIX}'
+      ORDER BY seq DESC LIMIT 1`,
     [scope.rootThreadId],
   );
   const { rows: latest } = await client.query<{ content: string }>(

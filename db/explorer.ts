@@ -4,6 +4,7 @@
  * root-scope env data with scopes and fork attribution, proposals, the env state as of an event, and which threads are
  * watchers' wake-ups. Nothing here writes. Each query is keyed by one root thread, except the root list.
  */
+import { OUTPUT_REPAIR_SUFFIX } from '../common/ids';
 import type { Queryable } from './threads';
 
 /** One root thread as the explorer's front page lists it. */
@@ -44,7 +45,8 @@ export async function listRootThreads(
   >(
     `SELECT t.thread_id AS "threadId", t.agent, t.status, t.world, t.created_at AS "createdAt",
             t.updated_at AS "updatedAt", first.content AS "firstMessage",
-            (SELECT COUNT(*) FROM transcript_messages m WHERE m.thread_id = t.thread_id AND m.role = 'user') AS turns,
+            (SELECT COUNT(*) FROM transcript_messages m WHERE m.thread_id = t.thread_id AND m.role = 'user'
+                AND m.operation_id NOT LIKE '%${OUTPUT_REPAIR_SUFFIX}') AS turns,
             (SELECT COALESCE(SUM((m.usage->>'totalTokens')::bigint), 0) FROM transcript_messages m
               WHERE m.root_thread_id = t.thread_id) AS "totalTokens",
             (SELECT COUNT(*) FROM threads c WHERE c.root_thread_id = t.thread_id) AS threads,

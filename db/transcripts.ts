@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
+import { OUTPUT_REPAIR_SUFFIX } from '../common/ids';
 import { addCost } from '../common/usage';
 import type { Queryable } from './threads';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
@@ -148,6 +149,24 @@ export async function appendMessage(
     checkOperationThread(operationId, scope.threadId, stored.threadId);
     return { message: stored, reused: outcome === 'existing' };
   });
+}
+
+/**
+ * How many times the turn of the reply at `replySeq` was asked to fix its answer (typed results): the repair
+ * messages after the turn's message (the last message of the thread's from a person or a caller) and before the
+ * reply. Counted from the transcript, so a step re-run after a crash counts what the first run stored.
+ */
+export async function countOutputRepairs(db: Queryable, threadId: string, replySeq: number): Promise<number> {
+  const { rows } = await db.query<{ repairs: number }>({
+    name: 'baton-count-output-repairs',
+    text: `SELECT count(*)::int AS repairs FROM transcript_messages
+            WHERE thread_id = $1 AND role = 'user' AND seq < $2 AND operation_id LIKE '%' || $3
+              AND seq > COALESCE((SELECT max(seq) FROM transcript_messages
+                                   WHERE thread_id = $1 AND role = 'user' AND seq < $2
+                                     AND operation_id NOT LIKE '%' || $3), 0)`,
+    values: [threadId, replySeq, OUTPUT_REPAIR_SUFFIX],
+  });
+  return rows[0]?.repairs ?? 0;
 }
 
 /** A thread's transcript in order. */

@@ -27,6 +27,7 @@ import {
   readStepMode,
   readModelLimits,
   readModelPrices,
+  readStructuredOutput,
   readProviders,
   readTemporalConnection,
   readToolsConfig,
@@ -126,6 +127,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   // Limits and prices as a production worker reads them: a budget in dollars needs the prices here too.
   const modelLimits = readModelLimits(env, providerConfigs);
   const modelPrices = readModelPrices(env, providerConfigs);
+  const structuredOutput = readStructuredOutput(env, providerConfigs);
   // A bundle `baton bundle` wrote spares the worker's start seconds of webpack (checked against these sources).
   const workflowBundle = readWorkflowBundle(env, process.cwd());
   // Traces go where the standard OTEL_* variables say, when they name an endpoint.
@@ -265,6 +267,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       providers,
       modelLimits,
       modelPrices,
+      structuredOutput,
       catalog,
       maxEnvValueBytes: tools.maxEnvValueBytes,
       modelStream,

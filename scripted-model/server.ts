@@ -69,6 +69,8 @@ export interface ScriptedModelLogEntry {
   readonly tools: unknown;
   /** Whether the request asked for a streamed reply (`stream: true`). */
   readonly stream: boolean;
+  /** Exactly as received (a structured output's `json_schema`, say); absent when the request had none. */
+  readonly response_format?: unknown;
 }
 
 /** The server was asked to listen on an address other people's machines could reach. */
@@ -372,6 +374,7 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
       messages: body.messages,
       tools: body.tools ?? null,
       stream: body.stream === true,
+      ...(body.response_format === undefined ? {} : { response_format: body.response_format }),
     });
 
     const stream = body.stream === true;

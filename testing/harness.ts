@@ -58,6 +58,8 @@ export interface AgentHarnessOptions {
   modelLimits?: ModelLimits;
   /** What model calls cost, for budgets in dollars (`BATON_MODEL_PRICES`). @default none */
   modelPrices?: ModelPrices;
+  /** Providers whose endpoints a typed agent asks for structured output (`BATON_STRUCTURED_OUTPUT`). @default none */
+  structuredOutput?: readonly string[];
   /** MCP servers whose tools agents call (`connectMcpServers`, `startMcpServers`); the caller closes them. */
   mcp?: McpServers;
   /** Ask the scripted model for streamed replies (`BATON_MODEL_STREAM=on`). @default false */
@@ -101,6 +103,8 @@ export interface ModelLogEntry {
   tools?: unknown[];
   /** Whether the request asked for a streamed reply. */
   stream: boolean;
+  /** The request's `response_format`, when it had one. */
+  response_format?: unknown;
 }
 
 /** Starts a scripted model server and a Baton worker polling `taskQueue`, plus a client for it. */
@@ -142,6 +146,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       ...(options.modelStream === undefined ? {} : { modelStream: options.modelStream }),
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
+      ...(options.structuredOutput === undefined ? {} : { structuredOutput: options.structuredOutput }),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.watchSweepSeconds === undefined ? {} : { watchSweepSeconds: options.watchSweepSeconds }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),

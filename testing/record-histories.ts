@@ -41,7 +41,8 @@ const MCP_SERVER = 'everything';
  * as local activities (`steps: local`) and one whose steps run in batches (`steps: batched`, its first batch also in
  * its `beginTurn`), turns begun (and, with local steps, answered) in their thread's workflow, and fork tasks begun
  * (and stepped, with local and with activity steps) in their fork's workflow, and watchers: woken by a write, through
- * a flood of signals, and by signals naming a traced writer's span.
+ * a flood of signals, and by signals naming a traced writer's span; a turn asked for more budget, and a typed agent
+ * asked to fix its answer.
  */
 const agents = new Map(
   [
@@ -89,6 +90,8 @@ const agents = new Map(
     '---\nname: tracewatched\ndescription: Watches tw/*.\n---\nYou watch.\n',
     '---\nname: budgetasker\ndescription: Asks for more budget.\nsteps: local\non_budget: ask\n' +
       'budget: { tokens: 100000 }\ncapabilities: [load_arc_task]\n---\nYou ask.\n',
+    '---\nname: typist\ndescription: Answers with a typed object.\n' +
+      'output: { type: object, properties: { total: { type: integer } }, required: [total] }\n---\nYou count.\n',
   ].map((text) => {
     const agent = parseAgentFile(text, 'record-histories');
     return [agent.name, agent];
@@ -292,6 +295,10 @@ agents:
     - say: "Stored."
   tracewatched:
     - say: "Seen."
+  typist:
+    - say: "About three."
+    - call: final_output
+      args: { total: 3 }
   budgetasker:
     - call: load_arc_task
       args: { task_id: "007bbfb7" }
@@ -511,6 +518,13 @@ const scenarios: Scenario[] = [
     messages: ['Ask for more.'],
     budget: { tokens: 30 },
     decisions: [{ approve: true }],
+  },
+  // A typed agent (\`output\`) whose first answer is not JSON: the model is told why, and its second answer (a
+  // \`final_output\` call) ends the turn with the object (under baton-typed-output).
+  {
+    name: 'typed-output',
+    agent: 'typist',
+    messages: ['How many?'],
   },
 ];
 

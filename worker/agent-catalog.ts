@@ -3,7 +3,14 @@ import { createToolRegistry, type ToolRegistry } from '../activities/tools';
 import type { McpServers } from '../activities/tools/mcp-servers';
 import type { ShellSandbox } from '../activities/tools/shell-sandbox';
 import { ToolDefinitionError, type UserTool } from '../activities/tools/user-tools';
-import { AgentConfigError, checkCapabilities, checkModels, loadAgents, type AgentRegistry } from './agents';
+import {
+  AgentConfigError,
+  checkCapabilities,
+  checkModels,
+  checkOutputs,
+  loadAgents,
+  type AgentRegistry,
+} from './agents';
 
 export interface AgentCatalogOptions {
   /** The agents directory, loaded now and on `reload()`; or agents defined in code (tests), which never reload. */
@@ -110,6 +117,7 @@ export function createAgentCatalog(options: AgentCatalogOptions): AgentCatalog {
     if (typeof agents !== 'string') {
       checkCapabilities(agents, tools.names, workflowTools, mcpServers);
       checkModels(agents, providers);
+      checkOutputs(agents);
     }
     checkNamesApart(loaded, tools);
     return loaded;

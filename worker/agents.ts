@@ -11,6 +11,33 @@ import {
 } from '../common/agent-definition';
 import { grantsCapability, isUniversalCapability, mcpServerOfCapability } from '../common/capabilities';
 import { routeModel } from '../activities/model-providers';
+import { FINAL_OUTPUT_TOOL, outputSchemaProblem } from '../activities/output';
+
+/**
+ * Refuses an `output` that cannot be checked (not a JSON Schema with an object at its root, or one that does not
+ * compile) and a typed agent that names a capability called like the tool that gives its answer.
+ * @throws AgentConfigError naming the file and the line of `output` or `capabilities`.
+ */
+export function checkOutputs(agents: AgentRegistry): void {
+  for (const agent of agents.values()) {
+    if (agent.output === undefined) continue;
+    const text = fs.existsSync(agent.source) ? fs.readFileSync(agent.source, 'utf8') : '';
+    const problem =
+      typeof agent.output !== 'object' || agent.output === null || agent.output.type !== 'object'
+        ? "must be a JSON Schema whose root is 'type: object'"
+        : outputSchemaProblem(agent.output);
+    if (problem !== undefined) {
+      throw new AgentConfigError(agent.source, frontmatterLine(text, 'output'), `field 'output' ${problem}`);
+    }
+    if (agent.capabilities.includes(FINAL_OUTPUT_TOOL)) {
+      throw new AgentConfigError(
+        agent.source,
+        frontmatterLine(text, 'capabilities'),
+        `capability '${FINAL_OUTPUT_TOOL}' is the tool a typed agent (one with 'output') answers through: rename it`,
+      );
+    }
+  }
+}
 
 /** A bad agent file: names the file, the line when known, and the reason. Stops start-up. */
 export class AgentConfigError extends Error {
@@ -185,6 +212,7 @@ export function loadAgents(dir: string, options: LoadAgentsOptions): AgentRegist
   if (agents.size === 0) throw new AgentConfigError(root, undefined, 'no agent files (*.md) found');
   checkCapabilities(agents, options.toolNames, options.workflowTools, options.mcpServers);
   checkModels(agents, options.providers ?? []);
+  checkOutputs(agents);
   return agents;
 }
 

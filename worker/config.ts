@@ -200,6 +200,8 @@ export const workerEnvSchema = temporalEnvSchema.extend({
   BATON_MODEL_LIMITS: optionalText,
   /** Prices of model calls, as JSON by provider or provider/model (see `readModelPrices`). */
   BATON_MODEL_PRICES: optionalText,
+  /** Providers whose endpoints take `response_format: json_schema`, comma-separated (see `readStructuredOutput`). */
+  BATON_STRUCTURED_OUTPUT: optionalText,
   /**
    * Fault injection for tests only: the worker kills itself (SIGKILL) after a write of this env-data key commits and
    * before it signals the key's watchers, as a crash there would (the chaos test of watchers sets it).
@@ -305,6 +307,8 @@ export interface WorkerConfig {
   readonly modelLimits: ModelLimits;
   /** What model calls cost, for budgets in dollars (BATON_MODEL_PRICES); empty: none. */
   readonly modelPrices: ModelPrices;
+  /** Providers whose endpoints a typed agent's calls ask for structured output (BATON_STRUCTURED_OUTPUT). */
+  readonly structuredOutput: readonly string[];
   /** Model calls ask for streamed replies and assemble them (BATON_MODEL_STREAM=on). */
   readonly modelStream: boolean;
   /** Where turns run their steps when their agent and world set none (BATON_STEPS). */
@@ -678,6 +682,33 @@ function unknownScope(scope: string, providers: readonly Pick<ProviderConfig, 'n
   return `'${scope}' names no configured provider: write a provider (${known.join(', ')}) or <provider>/<model>`;
 }
 
+/**
+ * Reads BATON_STRUCTURED_OUTPUT: the providers (`default` for the default endpoint) whose endpoints take
+ * `response_format: json_schema` (OpenAI's structured outputs), comma-separated. A typed agent's calls to them ask for
+ * its output that way; to any other, through a `final_output` tool, which every endpoint that takes tools can call.
+ * Unset (or empty): none.
+ * @throws ConfigError naming each name that is no configured provider
+ */
+export function readStructuredOutput(
+  env: Readonly<Record<string, string | undefined>>,
+  providers: readonly Pick<ProviderConfig, 'name'>[],
+): readonly string[] {
+  const names = (env.BATON_STRUCTURED_OUTPUT ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  const known = [DEFAULT_PROVIDER, ...providers.map((provider) => provider.name)];
+  const unknown = names.filter((name) => !known.includes(name));
+  if (unknown.length > 0) {
+    throw new ConfigError(
+      unknown.map(
+        (name) => `BATON_STRUCTURED_OUTPUT: '${name}' is no configured provider (providers: ${known.join(', ')})`,
+      ),
+    );
+  }
+  return Object.freeze([...new Set(names)]);
+}
+
 /** One scope's price in BATON_MODEL_PRICES: dollars per million input and output tokens. */
 const modelPriceSchema = z.strictObject({
   input_per_million: z.number().nonnegative().max(1_000_000),
@@ -836,6 +867,7 @@ export function readWorkerConfig(
     providers,
     modelLimits: readModelLimits(env, providers),
     modelPrices: readModelPrices(env, providers),
+    structuredOutput: readStructuredOutput(env, providers),
     modelStream: value.BATON_MODEL_STREAM === 'on',
     steps: value.BATON_STEPS,
     ...(value.BATON_FAULT_KILL_BEFORE_WATCH_SIGNAL === undefined

@@ -80,6 +80,12 @@ export interface BatonWorkerOptions {
    * call it. @default none
    */
   modelPrices?: ModelPrices;
+  /**
+   * Providers (`default` for the default endpoint) whose endpoints take `response_format: json_schema`: a typed
+   * agent's calls there ask for its `output` that way, elsewhere through a `final_output` tool
+   * (`readStructuredOutput` reads `BATON_STRUCTURED_OUTPUT`). @default none
+   */
+  structuredOutput?: readonly string[];
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
   /** Ask every endpoint for streamed replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
@@ -220,6 +226,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       providers,
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
+      ...(options.structuredOutput === undefined ? {} : { structuredOutput: options.structuredOutput }),
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),

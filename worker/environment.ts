@@ -389,6 +389,13 @@ export const PRODUCTION_VARIABLES = {
       '`provider/model`: `input_per_million`, `output_per_million` in US dollars (JSON; see the budgets guide).',
     default: 'none',
   },
+  BATON_STRUCTURED_OUTPUT: {
+    topic: 'Models',
+    readBy: ['worker', 'dev'],
+    meaning:
+      "Providers (`default` for the default endpoint), comma-separated, whose endpoints take `response_format: json_schema`: a typed agent's calls there ask for its `output` that way; elsewhere through a `final_output` tool (see the typed results guide).",
+    default: 'none: the `final_output` tool everywhere',
+  },
   BATON_STEPS: {
     topic: 'Models',
     readBy: ['worker', 'dev', 'demo'],

@@ -11,7 +11,15 @@ export {
   type WorkerTuningOptions,
 } from './create-worker';
 export { createAgentCatalog, type AgentCatalog, type AgentCatalogOptions } from './agent-catalog';
-export { AgentConfigError, checkCapabilities, loadAgents, parseAgentFile, type LoadAgentsOptions } from './agents';
+export {
+  AgentConfigError,
+  checkCapabilities,
+  checkOutputs,
+  loadAgents,
+  parseAgentFile,
+  type LoadAgentsOptions,
+} from './agents';
+export { outputSchema, type OutputSchema } from '../activities/output';
 export type { AgentDefinition, AgentRegistry } from '../common/agent-definition';
 export { createModelClient, createProviderClients, describeModelRoutes } from './model-client';
 export { DEFAULT_PROVIDER, type ModelProviders } from '../activities/model-providers';

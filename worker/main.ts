@@ -112,6 +112,7 @@ export async function runWorkerFromEnv(
       providers,
       modelLimits: config.modelLimits,
       modelPrices: config.modelPrices,
+      structuredOutput: config.structuredOutput,
       catalog,
       maxEnvValueBytes: config.tools.maxEnvValueBytes,
       modelStream: config.modelStream,

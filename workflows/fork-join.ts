@@ -88,6 +88,8 @@ export interface ForkJoinContext {
 interface TaskOutcome {
   status: ForkTaskStatus;
   error?: string;
+  /** The task's answer is the JSON of an object its agent's `output` schema matched (`FinishForkInput.outcomes`). */
+  typed?: true;
 }
 
 export async function runForkJoin(
@@ -206,7 +208,7 @@ export async function runForkJoin(
       settle(
         task,
         result.status === TurnStatus.Completed
-          ? { status: 'success' }
+          ? { status: 'success', ...(result.output === undefined ? {} : { typed: true as const }) }
           : { status: 'failed', error: `${task.agent} ran out of steps (${result.steps}) without an answer` },
       );
     } catch (error) {

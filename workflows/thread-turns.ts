@@ -132,6 +132,11 @@ export async function beginTurnHere(
   return {
     kind: 'answered',
     result: end.result,
-    ended: { answerOperationId: operationId(operationBase, 'model', steps - 1), steps, usage },
+    ended: {
+      answerOperationId: operationId(operationBase, 'model', steps - 1),
+      steps,
+      usage,
+      ...(end.result.output === undefined ? {} : { typed: true }),
+    },
   };
 }

@@ -73,6 +73,13 @@ export const FIRST_BATCH_IN_BEGIN_PATCH = 'baton-first-batch-in-begin-turn';
 export const BUDGET_ASK_PATCH = 'baton-budget-ask';
 
 /**
+ * A typed agent's answer that does not match its `output` schema is followed by a message asking the model to fix it,
+ * and the turn takes another step (`CallModelResult.outputRepair`). Typed results are newer than every history
+ * recorded before them, whose replies never ask for it.
+ */
+export const TYPED_OUTPUT_PATCH = 'baton-typed-output';
+
+/**
  * A turn's `beginTurn`, wherever the turn begins: from `FIRST_BATCH_IN_BEGIN_PATCH` on it asks for the turn's first
  * batch (under the batch's profile, which that batch needs), before it as it always ran. `firstBatchInBegin` says
  * which, for the patches the turn then no longer checks.
@@ -276,10 +283,18 @@ export async function runStepLoop(loop: StepLoopInput): Promise<StepLoopEnd> {
     carried = undefined;
     mcpToolList ??= reply.mcpToolList;
     usage = addUsage(usage, reply.usage);
+    // A typed agent's answer that did not match its schema: the model was told why, and is asked again.
+    if (reply.outputRepair === true && patched(TYPED_OUTPUT_PATCH)) continue;
     if (reply.toolCalls.length === 0) {
       return {
         kind: 'done',
-        result: { status: TurnStatus.Completed, reply: reply.content ?? '', steps: step + 1, usage },
+        result: {
+          status: TurnStatus.Completed,
+          reply: reply.content ?? '',
+          steps: step + 1,
+          usage,
+          ...(reply.output === undefined ? {} : { output: reply.output }),
+        },
         finishedWithAnswer: reply.turnFinished === true,
       };
     }

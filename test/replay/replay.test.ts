@@ -25,6 +25,7 @@ import {
   BUDGET_ASK_PATCH,
   CODE_ERRORS_FAIL_TURN_PATCH,
   FIRST_BATCH_IN_BEGIN_PATCH,
+  TYPED_OUTPUT_PATCH,
 } from '../../workflows/turn-steps';
 import {
   DELIVERIES_ACROSS_RUNS_PATCH,
@@ -200,6 +201,21 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
   // A turn whose budget was spent asked for more (an approval of its own), was approved, and went on.
   assert.ok(patches.includes(BUDGET_ASK_PATCH), 'a recorded turn asked for more budget');
   assert.equal(decisionsIn('budget-ask'), 1, 'the budget-ask turn had its request approved');
+  // A typed agent's first answer did not match its schema: it was asked to fix it, and its turn ended with the object.
+  assert.ok(patches.includes(TYPED_OUTPUT_PATCH), 'a recorded turn asked its model to fix a typed answer');
+  const typedTurn = histories.find((h) => h.file.startsWith('typed-output.turn-'));
+  const typedEvents = typedTurn?.history.events ?? [];
+  assert.equal(
+    typedEvents.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'callModel').length,
+    2,
+    'the typed turn called its model twice: the answer that was refused, and the one that matched',
+  );
+  const typedResult = typedEvents.at(-1)?.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0]?.data;
+  assert.deepEqual(
+    (JSON.parse(Buffer.from(typedResult ?? []).toString('utf8')) as { output?: unknown }).output,
+    { total: 3 },
+    'the typed turn ended with its object',
+  );
   // Since the decisions-after-acceptance patch the decision is written by an activity, not a local one in the task.
   assert.ok(patches.includes(DECISIONS_AFTER_ACCEPTANCE_PATCH), 'a recorded turn wrote its decisions after acceptance');
   assert.ok(activities.has('closeApproval'), 'a recorded decision was written by an activity of its own');
