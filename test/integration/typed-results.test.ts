@@ -20,6 +20,7 @@ import { readModelLog, startTestHarness, type AgentHarness, type ModelLogEntry }
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { createModelClient } from '../../worker/model-client';
+import { directActivities } from './direct-activities';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'typed-results-'));
@@ -140,6 +141,7 @@ after(async () => {
 });
 
 test('typed results: an answer that is no JSON is repaired, and the turn ends with the object, in every step mode', async () => {
+  const roots = new Map<string, string>();
   for (const [name, total] of [
     ['counter', 3],
     ['counter_local', 2],
@@ -173,7 +175,36 @@ test('typed results: an answer that is no JSON is repaired, and the turn ends wi
     );
     assert.match(transcript[2]?.operationId ?? '', /:output-repair$/, name);
     assert.deepEqual(JSON.parse(transcript[3]?.content ?? ''), { total, items }, name);
+    roots.set(name, root);
   }
+
+  // Each step run again (as after a crash) decides from its stored reply as the first run did: the refused answer is
+  // refused again without a second repair message, the answer gives the same object, and no model is asked.
+  const root = roots.get('counter') ?? '';
+  const direct = directActivities(harness, { agents, workDir, tools: [], source: 'typed-results' });
+  const { version } = await direct.run(direct.activities.resolveAgent, { name: 'counter' });
+  const { rows } = await harness.pool.query<{ epoch: number }>('SELECT epoch FROM threads WHERE thread_id = $1', [
+    root,
+  ]);
+  const scope = { rootThreadId: root, threadId: root, agent: 'counter', epoch: Number(rows[0]?.epoch) };
+  const replies = (await transcriptOf(root)).filter((message) => message.role === 'assistant');
+  const rerun = (step: number) =>
+    direct.run(direct.activities.callModel, {
+      scope,
+      world: 'default',
+      agentVersion: version,
+      operationId: replies[step]?.operationId ?? '',
+      step,
+    });
+  const refused = await rerun(0);
+  assert.equal(refused.reused, true);
+  assert.equal(refused.outputRepair, true);
+  assert.equal(refused.output, undefined);
+  const answered = await rerun(1);
+  assert.equal(answered.reused, true);
+  assert.deepEqual(answered.output, { total: 3, items: ['i0', 'i1', 'i2'] });
+  assert.equal((await transcriptOf(root)).length, 4, 'nothing stored again');
+  assert.equal(requestsOf(root).length, 2, 'no model asked again');
 });
 
 test('typed results: a provider with structured output gets the schema as response_format, and its answer is checked too', async () => {

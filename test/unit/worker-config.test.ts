@@ -36,6 +36,7 @@ test('worker config: defaults fill what is not set', () => {
     providers: [],
     modelLimits: {},
     modelPrices: {},
+    structuredOutput: [],
     modelStream: false,
     steps: 'activity',
     watchSweepSeconds: 10,
