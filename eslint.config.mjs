@@ -48,6 +48,7 @@ const ROOMS = [
   'stack',
   'worker',
   'client',
+  'evals',
   'explorer',
   'mcp-server',
   'dev',

@@ -36,6 +36,7 @@ import { createWorldActivities, loadWorldVariables, stepModeFor } from './worlds
 import type { ToolRegistry } from './tools';
 import { meterEnvWrites, type ActivityMetrics } from './metrics';
 import type { ActivityTracing } from './tracing';
+import { createReplayAnswers } from './eval-replay';
 
 export interface ActivityDependencies {
   pool: Pool;
@@ -78,6 +79,11 @@ export interface ActivityDependencies {
   tracing?: ActivityTracing;
   /** Metrics of model requests and tool runs (activities/metrics.ts). @default none recorded */
   metrics?: ActivityMetrics;
+  /**
+   * Answer the calls of the root threads an experiment replays from their records (activities/eval-replay.ts): set
+   * on the workers of an evaluation's task queue only. @default false
+   */
+  evalReplays?: boolean;
 }
 
 export function createActivities(deps: ActivityDependencies) {
@@ -94,6 +100,7 @@ export function createActivities(deps: ActivityDependencies) {
     ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
     env,
     watchers: { changed: envChanged, add: (request: AddWatcherRequest) => addWatcherFromTool(deps.pool, request) },
+    ...(deps.evalReplays === true ? { replay: createReplayAnswers(deps.pool) } : {}),
   };
   const threads = createThreadActivities({ pool: deps.pool });
   const modelCalls = createModelActivities({

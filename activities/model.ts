@@ -54,6 +54,7 @@ import type { ApprovalContext } from './tools/types';
 import { checkToolCall } from './tools/validate';
 import { waitTool, type WaitArguments } from './tools/universal';
 import { contextLimitsFor, worldVariablesOf } from './worlds';
+import type { ReplayAnswers } from './eval-replay';
 
 export interface ModelActivityOptions {
   pool: Pool;
@@ -73,6 +74,8 @@ export interface ModelActivityOptions {
    * (`BATON_STRUCTURED_OUTPUT`). @default none
    */
   structuredOutput?: readonly string[];
+  /** An evaluation worker's replays: every call of a replayed thread goes to the tool activity. @default none */
+  replay?: ReplayAnswers;
   agentStore: AgentStore;
   tools: ToolRegistry;
   /**
@@ -529,8 +532,14 @@ export function createModelActivities(options: ModelActivityOptions) {
         agent,
         world: { name: input.world, variables },
       });
+    // A replay's every call (a delegation, a fork, a question included) is answered by the tool activity.
+    const replaying = options.replay !== undefined && (await options.replay.isReplay(input.scope.rootThreadId));
     const toolCalls = await Promise.all(
-      (message.toolCalls ?? []).map((call) => planToolCall(call, agent, approvalContext)),
+      (message.toolCalls ?? []).map((call): Promise<PlannedToolCall> =>
+        replaying
+          ? Promise.resolve({ id: call.id, name: call.name, kind: 'tool' })
+          : planToolCall(call, agent, approvalContext),
+      ),
     );
     // A typed agent's answer is checked against its schema (from the stored reply, so a re-run decides the same).
     const checked =

@@ -24,6 +24,7 @@ import { isToolError, type ToolDefinition, type ToolOutput, type WorldContext } 
 import { mcpWorldRefusal } from './tools/mcp-world';
 import { checkToolCall } from './tools/validate';
 import { worldVariablesOf } from './worlds';
+import type { ReplayAnswers } from './eval-replay';
 
 export interface ToolCallActivityOptions {
   pool: Pool;
@@ -38,6 +39,8 @@ export interface ToolCallActivityOptions {
   tracing?: ActivityTracing;
   /** Metrics of the tools run (activities/metrics.ts). @default none recorded */
   metrics?: ActivityMetrics;
+  /** An evaluation worker's replays: a replayed thread's calls are answered from the record. @default none */
+  replay?: ReplayAnswers;
 }
 
 /** Outcomes of tool runs whose recording in Postgres failed, kept for the retry that lands on this worker. */
@@ -91,10 +94,29 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       );
 
     let outcome: { content: string; ok: boolean };
+    const checkedCall = checkToolCall(call, agent, options.tools);
+    // A replay answers the call from the record; past its divergence a read-only tool may run live.
+    const replayed = await options.replay?.answer(
+      scope,
+      call,
+      { messageSeq: input.messageSeq, operationId: input.operationId },
+      checkedCall.ok &&
+        checkedCall.kind === 'tool' &&
+        checkedCall.tool.run !== undefined &&
+        !checkedCall.tool.sideEffects,
+    );
+    if (replayed?.kind === 'recorded') {
+      const { message } = await appendMessage(pool, scope, input.operationId, {
+        role: 'tool',
+        toolCallId: call.id,
+        content: replayed.content,
+      });
+      return { seq: message.seq, ok: replayed.ok };
+    }
     // Replies are stored with distinct call ids (`distinctToolCallIds`); one stored before that may repeat an id, and
     // then which call this is cannot be told: none of them runs, rather than one run with another's arguments.
     const repeated = (replyToolCalls ?? []).filter((candidate) => candidate.id === call.id).length > 1;
-    const checked = checkToolCall(call, agent, options.tools);
+    const checked = checkedCall;
     const outsideWorld =
       checked.ok && options.tools.mcpServerOf(call.name) !== undefined
         ? mcpWorldRefusal(options.tools, call.name, world.variables)

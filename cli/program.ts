@@ -47,6 +47,7 @@ import {
   formatWatchEvents,
 } from '../client/format';
 import { DEFAULT_STATE_DIR, readStackFile } from '../stack/stack-file';
+import { addEvalCommands } from './eval-commands';
 import {
   outputForSend,
   outputForWatch,
@@ -1549,6 +1550,16 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
       print(Boolean(options.json), outcomes, formatReplay(outcomes));
       if (outcomes.some((replayed) => !replayed.ok)) exit.code = 1;
     });
+
+  addEvalCommands(program, {
+    io,
+    exit,
+    connectOptions,
+    withClient,
+    print,
+    stateDirPath,
+    fail: (message) => new CliError(message),
+  });
 
   program
     .command('worker')

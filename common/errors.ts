@@ -23,6 +23,8 @@ export const ErrorType = {
   BudgetUnpriced: 'Budget.Unpriced',
   /** A typed agent's answers did not match its `output` schema, and the repairs it allows were used up. */
   OutputInvalid: 'Output.Invalid',
+  /** A replay's call did not match the recorded run (docs/guides/evals.md): the replay stopped there. */
+  EvalDiverged: 'Eval.Diverged',
   TurnFailed: 'Turn.Failed',
   /** The turn's own workflow code threw (a bug, or input it cannot handle): the turn fails instead of retrying. */
   TurnCodeFailed: 'Turn.CodeFailed',

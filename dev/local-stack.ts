@@ -73,6 +73,10 @@ export interface LocalStackOptions {
    * logged address carries the latter.
    */
   explorer?: { port?: number };
+  /** Answer the calls of root threads an experiment replays from their records (an evaluation's worker). */
+  evalReplays?: boolean;
+  /** Write `stack.json` in `stateDir` for other CLI commands. @default true */
+  writeStackFile?: boolean;
 }
 
 /** The explorer a local stack serves. */
@@ -90,6 +94,10 @@ export interface LocalExplorer {
 
 export interface LocalStack {
   readonly stack: StackFile;
+  /** The agents the worker runs (as last loaded). */
+  agents(): AgentRegistry;
+  /** The worker's default model and its providers' names. */
+  readonly model: { model: string; providers: string[] };
   readonly worker: Worker;
   /** Settles when the worker stops (on `close()`, or by itself on a fatal error). */
   readonly workerRun: Promise<void>;
@@ -273,6 +281,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       modelStream,
       steps,
       decisionKey: decision.key,
+      ...(options.evalReplays === true ? { evalReplays: true } : {}),
       ...(workflowBundle === undefined ? {} : { workflowBundle: { codePath: workflowBundle } }),
       ...(tracing === undefined ? {} : { tracing }),
     });
@@ -352,11 +361,15 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       pid: process.pid,
       startedAt: new Date().toISOString(),
     };
-    writeStackFile(stateDir, stack);
-    opened.push(() => Promise.resolve(removeStackFile(stateDir, process.pid)));
+    if (options.writeStackFile !== false) {
+      writeStackFile(stateDir, stack);
+      opened.push(() => Promise.resolve(removeStackFile(stateDir, process.pid)));
+    }
 
     return {
       stack,
+      agents: () => catalog.agents(),
+      model: { model: model.model, providers: providerConfigs.map((provider) => provider.name) },
       worker,
       workerRun,
       workflowsUrl: (query) =>

@@ -25,6 +25,7 @@ import {
 } from '../db/explorer';
 import { listForks, type ForkRow, type ForkTaskRow } from '../db/forks';
 import { findThread, type ThreadRow } from '../db/threads';
+import { findExperiment, listExperiments, type EvalCaseRow, type ExperimentRow } from '../db/evals';
 import { listWakeups, listWatchers, type WakeupRow } from '../db/watchers';
 
 export type { ApprovalRow, EnvLogEvent, EnvProposal, RootThreadSummary, ScopedEnvEntry, ThreadWakeup, WakeupRow };
@@ -86,6 +87,16 @@ export class ExplorerData {
 
   rootThreads(search?: string): Promise<RootThreadSummary[]> {
     return listRootThreads(this.db, search ? { search } : {});
+  }
+
+  /** The newest experiments (docs/guides/evals.md). */
+  experiments(): Promise<ExperimentRow[]> {
+    return listExperiments(this.db);
+  }
+
+  /** One experiment and its cases, or `undefined`. */
+  experiment(experimentId: string): Promise<{ experiment: ExperimentRow; cases: EvalCaseRow[] } | undefined> {
+    return findExperiment(this.db, experimentId);
   }
 
   /** A stored thread, or `undefined`. */

@@ -64,7 +64,7 @@ export function traceUrl(context: PageContext, rootThreadId: string): string | u
   return context.traceUrl?.split(TRACE_URL_PLACEHOLDER).join(encodeURIComponent(rootThreadId));
 }
 
-function layout(title: string, body: Html, options: { crumbs?: Html; bodyData?: Html } = {}): Html {
+export function layout(title: string, body: Html, options: { crumbs?: Html; bodyData?: Html } = {}): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -90,7 +90,7 @@ function time(date: Date | null | undefined): Html {
   return html`<time datetime="${iso}" title="${iso}">${iso.slice(11, 19)}</time>`;
 }
 
-function dateTime(date: Date | null | undefined): Html {
+export function dateTime(date: Date | null | undefined): Html {
   if (!date) return html`<span class="muted">—</span>`;
   const iso = new Date(date).toISOString();
   return html`<time datetime="${iso}" title="${iso}">${iso.slice(0, 19).replace('T', ' ')}</time>`;
@@ -121,7 +121,7 @@ function costOf(costUsd: number | undefined): string {
   return costUsd === undefined ? '' : ` (${formatUsd(costUsd)})`;
 }
 
-function status(value: string): Html {
+export function status(value: string): Html {
   return html`<span class="status status-${value.replace(/[^a-z_]/g, '')}">${value}</span>`;
 }
 
@@ -174,6 +174,7 @@ export function errorPage(title: string, message: string): Html {
 
 export function rootListPage(rows: readonly RootThreadSummary[], search: string): Html {
   const body = html`<h1>Threads</h1>
+    <p><a href="/experiments">Experiments</a></p>
     <form class="search" method="get" action="/">
       <input
         type="search"

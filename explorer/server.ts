@@ -20,6 +20,8 @@ import { explorerApiRoutesAt, type ExplorerApiRoute } from './api-routes';
 import { EXPLORER_CSS, EXPLORER_JS } from './assets';
 import { crossSiteRequest, loopbackHostHeaders } from './http-guards';
 import { ExplorerData } from './data';
+import { comparisonPage, experimentListPage, experimentPage } from './experiment-pages';
+import { compareExperiments, summarize } from '../evals';
 import type { Html } from './html';
 import {
   envPage,
@@ -271,6 +273,8 @@ export async function startExplorer(options: ExplorerOptions): Promise<ExplorerS
       res.writeHead(204).end();
       return;
     }
+    if (!api && route[0] === 'experiments')
+      return sendHtml(res, 200, await experimentsRoute(data, route.slice(1), url));
     if (route[0] !== 'threads') throw new HttpError(404, `nothing at ${url.pathname}`);
     if (api && route.length === 1) return sendJson(res, 200, await data.rootThreads(searchParam(url)));
 
@@ -804,4 +808,29 @@ function sendAsset(res: http.ServerResponse, type: string, text: string): void {
 function redirect(res: http.ServerResponse, location: string, status = 302): void {
   res.writeHead(status, { location });
   res.end();
+}
+
+/**
+ * The pages under `/experiments`: the list (`/experiments`), one experiment (`/experiments/<id>`), and two side by side
+ * (`/experiments/compare?a=<id>&b=<id>`).
+ * @throws HttpError 404 for an unknown experiment or path, 400 for a comparison without both ids
+ */
+async function experimentsRoute(data: ExplorerData, rest: readonly string[], url: URL): Promise<Html> {
+  if (rest.length === 0 || (rest.length === 1 && rest[0] === '')) return experimentListPage(await data.experiments());
+  const found = async (id: string) => {
+    const experiment = await data.experiment(id);
+    if (experiment === undefined) throw new HttpError(404, `no experiment '${id}'`);
+    return experiment;
+  };
+  if (rest.length === 1 && rest[0] === 'compare') {
+    const a = url.searchParams.get('a');
+    const b = url.searchParams.get('b');
+    if (!a || !b) throw new HttpError(400, 'a comparison needs two experiments: ?a=<id>&b=<id>');
+    return comparisonPage(compareExperiments(await found(a), await found(b)));
+  }
+  if (rest.length === 1) {
+    const { experiment, cases } = await found(rest[0] ?? '');
+    return experimentPage(experiment, cases, summarize(cases));
+  }
+  throw new HttpError(404, `nothing at ${url.pathname}`);
 }

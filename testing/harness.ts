@@ -60,6 +60,8 @@ export interface AgentHarnessOptions {
   modelPrices?: ModelPrices;
   /** Providers whose endpoints a typed agent asks for structured output (`BATON_STRUCTURED_OUTPUT`). @default none */
   structuredOutput?: readonly string[];
+  /** Answer the calls of threads an experiment replays from their records (`runExperiment({ replay })`). @default false */
+  evalReplays?: boolean;
   /** MCP servers whose tools agents call (`connectMcpServers`, `startMcpServers`); the caller closes them. */
   mcp?: McpServers;
   /** Ask the scripted model for streamed replies (`BATON_MODEL_STREAM=on`). @default false */
@@ -147,6 +149,7 @@ export async function startAgentHarness(options: AgentHarnessOptions): Promise<A
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
       ...(options.structuredOutput === undefined ? {} : { structuredOutput: options.structuredOutput }),
+      ...(options.evalReplays === true ? { evalReplays: true } : {}),
       ...(options.steps === undefined ? {} : { steps: options.steps }),
       ...(options.watchSweepSeconds === undefined ? {} : { watchSweepSeconds: options.watchSweepSeconds }),
       ...(options.watchFaults === undefined ? {} : { watchFaults: options.watchFaults }),

@@ -86,6 +86,11 @@ export interface BatonWorkerOptions {
    * (`readStructuredOutput` reads `BATON_STRUCTURED_OUTPUT`). @default none
    */
   structuredOutput?: readonly string[];
+  /**
+   * Answer the calls of root threads an experiment replays from their records (`baton eval replay`): for the workers
+   * of an evaluation's own task queue only. @default false
+   */
+  evalReplays?: boolean;
   /** Largest env-data value, as JSON. @default 100 KiB */
   maxEnvValueBytes?: number;
   /** Ask every endpoint for streamed replies and assemble them (`BATON_MODEL_STREAM=on`). @default false */
@@ -227,6 +232,7 @@ export async function createBatonWorker(options: BatonWorkerOptions): Promise<Wo
       ...(options.modelLimits === undefined ? {} : { modelLimits: options.modelLimits }),
       ...(options.modelPrices === undefined ? {} : { modelPrices: options.modelPrices }),
       ...(options.structuredOutput === undefined ? {} : { structuredOutput: options.structuredOutput }),
+      ...(options.evalReplays === true ? { evalReplays: true } : {}),
       agents: () => catalog.agents(),
       tools: catalog.tools,
       ...(maxEnvValueBytes === undefined ? {} : { maxEnvValueBytes }),

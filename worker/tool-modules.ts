@@ -33,7 +33,7 @@ async function loadToolModule(file: string): Promise<UserTool[]> {
     const reason = error instanceof Error ? (error.message.split('\n')[0] ?? error.name) : String(error);
     throw new ToolDefinitionError(source, `the module failed to load: ${reason}`);
   }
-  const exported = exportedTools(namespace);
+  const exported = exportedList(namespace, 'tools');
   if (exported === undefined) {
     throw new ToolDefinitionError(
       source,
@@ -44,7 +44,8 @@ async function loadToolModule(file: string): Promise<UserTool[]> {
   return prepareUserTools(exported, source);
 }
 
-function importModule(file: string): Promise<unknown> {
+/** Imports a user's JavaScript or TypeScript module (tools, scorers). */
+export function importModule(file: string): Promise<unknown> {
   const url = pathToFileURL(file).href;
   if (!TYPESCRIPT.test(file)) return import(url);
   // tsx's scoped loader: it compiles this import (and what it imports) without hooking the whole process.
@@ -52,15 +53,16 @@ function importModule(file: string): Promise<unknown> {
 }
 
 /**
- * The tools array of a module namespace: `tools`, else the default export. A CommonJS module (or TypeScript compiled
- * to it) arrives with its `module.exports` as the default, so the same names are looked up there too.
+ * The array a module namespace exports as `name` (`tools`, `scorers`), else as its default export. A CommonJS module
+ * (or TypeScript compiled to it) arrives with its `module.exports` as the default, so the same names are looked up
+ * there too.
  */
-function exportedTools(namespace: unknown): unknown {
+export function exportedList(namespace: unknown, name: string): unknown {
   const record = (value: unknown) =>
     typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined;
   const module = record(namespace);
   const inner = record(module?.default);
-  return module?.tools ?? inner?.tools ?? (Array.isArray(module?.default) ? module?.default : inner?.default);
+  return module?.[name] ?? inner?.[name] ?? (Array.isArray(module?.default) ? module?.default : inner?.default);
 }
 
 /** `, tools a, b from <file>` for the ready line, or nothing without user tools. */
