@@ -57,6 +57,8 @@ export interface EvalCaseRow {
   scores: Record<string, { score: number; reason?: string }>;
   divergence: Divergence | null;
   liveCalls: number;
+  /** A replay's recorded run, scored by the same scorers (`null` outside replays). */
+  recordedScores: Record<string, { score: number; reason?: string }> | null;
 }
 
 export interface ExperimentRow extends NewExperiment {
@@ -82,12 +84,12 @@ export async function insertExperiment(db: Queryable, experiment: NewExperiment)
 export async function recordCase(db: Queryable, experimentId: string, row: EvalCaseRow): Promise<void> {
   await db.query(
     `INSERT INTO eval_cases (experiment_id, case_id, position, thread_id, agent, input, status, reply, output, error,
-                             usage, duration_ms, scores, divergence, live_calls)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                             usage, duration_ms, scores, divergence, live_calls, recorded_scores)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
      ON CONFLICT (experiment_id, case_id) DO UPDATE SET
        status = EXCLUDED.status, reply = EXCLUDED.reply, output = EXCLUDED.output, error = EXCLUDED.error,
        usage = EXCLUDED.usage, duration_ms = EXCLUDED.duration_ms, scores = EXCLUDED.scores,
-       divergence = EXCLUDED.divergence, live_calls = EXCLUDED.live_calls`,
+       divergence = EXCLUDED.divergence, live_calls = EXCLUDED.live_calls, recorded_scores = EXCLUDED.recorded_scores`,
     [
       experimentId,
       row.caseId,
@@ -104,6 +106,7 @@ export async function recordCase(db: Queryable, experimentId: string, row: EvalC
       JSON.stringify(row.scores),
       row.divergence === null ? null : JSON.stringify(row.divergence),
       row.liveCalls,
+      row.recordedScores === null ? null : JSON.stringify(row.recordedScores),
     ],
   );
 }
@@ -131,7 +134,8 @@ export async function findExperiment(
   if (experiment === undefined) return undefined;
   const { rows: cases } = await db.query<EvalCaseRow>(
     `SELECT case_id AS "caseId", position, thread_id AS "threadId", agent, input, status, reply, output, error, usage,
-            duration_ms AS "durationMs", scores, divergence, live_calls AS "liveCalls"
+            duration_ms AS "durationMs", scores, divergence, live_calls AS "liveCalls",
+            recorded_scores AS "recordedScores"
        FROM eval_cases WHERE experiment_id = $1 ORDER BY position`,
     [experimentId],
   );

@@ -105,9 +105,15 @@ export function formatExperiment(report: {
         ? ''
         : `, diverged at call ${c.divergence.call} (step ${c.divergence.step}): made ${c.divergence.made.name}, ` +
           `recorded ${c.divergence.recorded?.name ?? 'nothing'}`;
+    const before =
+      c.recordedScores === null
+        ? ''
+        : `; the recorded run: ${Object.entries(c.recordedScores)
+            .map(([name, { score }]) => `${name} ${score.toFixed(2)}`)
+            .join(', ')}`;
     lines.push(
       `  ${c.caseId}: ${c.status}${diverged}${c.liveCalls > 0 ? `, ${c.liveCalls} live calls` : ''}` +
-        `${scores ? `; ${scores}` : ''}  (${c.threadId})`,
+        `${scores ? `; ${scores}` : ''}${before}  (${c.threadId})`,
     );
   }
   for (const [name, s] of Object.entries(report.summary.scorers)) {

@@ -34,6 +34,10 @@ export const evalCaseSchema = z.strictObject({
   scores: z.record(z.string(), z.strictObject({ score, reason: z.string().optional() })),
   divergence: divergenceSchema.nullable(),
   liveCalls: z.int().min(0).describe('Calls a replay ran live (under live-read-only).'),
+  recordedScores: z
+    .record(z.string(), z.strictObject({ score, reason: z.string().optional() }))
+    .nullable()
+    .describe('A replay’s recorded run, scored by the same scorers; null outside replays.'),
 });
 
 export const scorerSummarySchema = z.strictObject({

@@ -86,6 +86,20 @@ function failureOf(error: unknown): { diverged: boolean; message: string } {
   return { diverged: false, message: rootCause(error) ?? (error instanceof Error ? error.message : String(error)) };
 }
 
+/** Each scorer's score of one run; a scorer that throws gives 0, saying why. */
+async function scoreWith(scorers: readonly Scorer[], context: ScoreContext): Promise<EvalCaseRow['scores']> {
+  const scores: EvalCaseRow['scores'] = {};
+  for (const scorer of scorers) {
+    try {
+      const { score, reason } = await scorer.run(context);
+      scores[scorer.name] = { score: clampScore(score), ...(reason === undefined ? {} : { reason }) };
+    } catch (error) {
+      scores[scorer.name] = { score: 0, reason: `the scorer failed: ${failureOf(error).message}` };
+    }
+  }
+  return scores;
+}
+
 /** The figures of each scorer, and the whole. */
 export function summarize(cases: readonly EvalCaseRow[]): ExperimentSummary {
   const statuses: Record<string, number> = {};
@@ -188,38 +202,36 @@ async function runCase(
   }
   const durationMs = Date.now() - started;
   const replay = options.replay === undefined ? undefined : await findReplay(db, threadId);
-  const judgeThreads = new Map<string, number>();
-  const context: ScoreContext = {
+  // Each judge's turn is a root thread of its own, numbered within the case.
+  let asked = 0;
+  /** What a scorer reads of the run `result` of root thread `scored`. */
+  const contextOf = (scored: string, outcome: ScoreContext['result']): ScoreContext => ({
     case: c,
     input,
-    result,
-    threadId,
+    result: outcome,
+    threadId: scored,
     ...(recorded === undefined ? {} : { recorded: { reply: recorded.reply } }),
     client,
     async toolCalls(name) {
-      const calls = await treeCalls(db, threadId);
+      const calls = await treeCalls(db, scored);
       return name === undefined ? calls : calls.filter((call) => call.name === name);
     },
     async ask(judgeAgent, message) {
-      const n = (judgeThreads.get(judgeAgent) ?? 0) + 1;
-      judgeThreads.set(judgeAgent, n);
+      asked += 1;
       const { result: judged } = await client.run({
         agent: judgeAgent,
-        threadId: `${threadId}.j${judgeThreads.size}${n > 1 ? `.${n}` : ''}`.slice(0, 64),
+        threadId: `eval-${run.experimentId}-${run.position}-j${asked}`,
         message,
       });
       return { reply: judged.reply, ...(judged.output === undefined ? {} : { output: judged.output }) };
     },
-  };
-  const scores: EvalCaseRow['scores'] = {};
-  for (const scorer of run.scorers) {
-    try {
-      const { score, reason } = await scorer.run(context);
-      scores[scorer.name] = { score: clampScore(score), ...(reason === undefined ? {} : { reason }) };
-    } catch (error) {
-      scores[scorer.name] = { score: 0, reason: `the scorer failed: ${failureOf(error).message}` };
-    }
-  }
+  });
+  const scores = await scoreWith(run.scorers, contextOf(threadId, result));
+  // A replay scores the recorded run too, by the same scorers, so the report shows both.
+  const recordedScores =
+    options.replay === undefined || c.thread === undefined || recorded === undefined
+      ? null
+      : await scoreWith(run.scorers, contextOf(c.thread, { status: 'completed', reply: recorded.reply }));
   return {
     caseId: c.id,
     position: run.position,
@@ -234,6 +246,7 @@ async function runCase(
     durationMs,
     scores,
     divergence: replay?.divergence ?? null,
+    recordedScores,
     liveCalls: replay?.liveCalls ?? 0,
   };
 }

@@ -29,6 +29,8 @@ CREATE TABLE eval_cases (
   scores         jsonb NOT NULL DEFAULT '{}'::jsonb,
   divergence     jsonb,
   live_calls     integer NOT NULL DEFAULT 0,
+  -- A replay's recorded run, scored by the same scorers.
+  recorded_scores jsonb,
   PRIMARY KEY (experiment_id, case_id)
 );
 

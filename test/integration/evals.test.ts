@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { runCli } from '../../cli/program';
 import { createPool } from '../../db/pool';
 import { findExperiment } from '../../db/evals';
@@ -132,12 +132,19 @@ async function baton(args: string[]): Promise<{ code: number; stdout: string; st
 
 const refundsRun = () => (fs.existsSync(refunds) ? fs.readFileSync(refunds, 'utf8').split('\n').filter(Boolean) : []);
 
+/** The first experiment: the dataset on v1, whose case threads the replays below take as recorded runs. */
 let first: ExperimentReport;
+/** The refunds paid live by the first experiment. */
+let firstRefunds: number;
 
-test('evals: a dataset of five cases scored by code and by a judge, stored, then compared across two agent versions', async () => {
+before(async () => {
   const a = await baton(['eval', 'run', dataset, '--agents', v1, '--scorers', scorerModule, '--json']);
   assert.equal(a.code, 0, a.stderr);
   first = experimentReportSchema.parse(JSON.parse(a.stdout)) as ExperimentReport;
+  firstRefunds = refundsRun().length;
+});
+
+test('evals: a dataset of five cases scored by code and by a judge, stored, then compared across two agent versions', async () => {
   assert.equal(first.cases.length, 5);
   assert.deepEqual(
     first.cases.map((c) => [c.caseId, c.status, c.scores.exact?.score]),
@@ -154,7 +161,7 @@ test('evals: a dataset of five cases scored by code and by a judge, stored, then
   assert.equal(first.cases[0]?.scores['judge:grader']?.reason, 'graded 5');
   assert.equal(first.summary.scorers['tool:refund<=1']?.mean, 1);
   assert.deepEqual(first.cases[0]?.scores['refund-noted'], { score: 1, reason: 'noted {"amount":12}' });
-  assert.equal(refundsRun().length, 5, 'each case refunded once, live');
+  assert.equal(firstRefunds, 5, 'each case refunded once, live');
   assert.ok(first.agents.desk && first.agents.lookup, 'the agents versions are recorded');
   // Stored in Postgres as printed.
   const stored = await findExperiment(pool, first.experimentId);
@@ -241,6 +248,7 @@ test('evals: a recorded team run replayed with the same agents reproduces it, wi
   assert.equal(only?.liveCalls, 0);
   assert.equal(only?.reply, 'Refunded 12 EUR.');
   assert.deepEqual(only?.scores.recorded, { score: 1 });
+  assert.deepEqual(only?.recordedScores?.recorded, { score: 1 }, 'the recorded run is scored by the same scorers');
   assert.equal(refundsRun().length, before, 'the refund was answered from the record, not run');
   // The delegation was answered too (no child thread), and the env write was not applied.
   const { rows: children } = await pool.query('SELECT 1 FROM threads WHERE root_thread_id = $1 AND thread_id <> $1', [
@@ -279,6 +287,7 @@ test('evals: a replay with a changed prompt reports where it diverged and runs n
   assert.match(only?.divergence?.made.arguments ?? '', /and its customer/);
   assert.match(only?.error ?? '', /the replay diverged from thread '.+' at call 1 \(step 1, desk\)/);
   assert.deepEqual(only?.scores.recorded, { score: 0, reason: 'differs from the recorded reply' });
+  assert.deepEqual(only?.recordedScores?.recorded, { score: 1 });
   assert.equal(refundsRun().length, before, 'nothing ran live');
   const text = await baton(['eval', 'show', report.experimentId]);
   assert.match(text.stdout, /diverged at call 1 \(step 1\): made lookup, recorded lookup/);

@@ -121,6 +121,7 @@ function row(caseId: string, status: EvalCaseRow['status'], scores: Record<strin
     scores: Object.fromEntries(Object.entries(scores).map(([name, score]) => [name, { score }])),
     divergence: null,
     liveCalls: 0,
+    recordedScores: null,
   };
 }
 
