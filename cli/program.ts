@@ -1597,11 +1597,13 @@ function createProgram(io: CliIo, exit: { code: number }): Command {
     });
 
   // `worker` and `setup` install the runtime themselves, from their validated configuration (metrics included);
-  // `replay` installs one that keeps the core's replay warnings off stdout. Only `dev` and `demo` run a worker here:
-  // every other command leaves the signals alone, so Ctrl-C or a `kill` ends it at the first signal (the runtime's
-  // handlers would take that one to shut down workers it does not have, and the process would go on).
+  // `replay` installs one that keeps the core's replay warnings off stdout (the top-level command: `eval replay` runs
+  // a worker and takes the runtime here, at BATON_LOG_LEVEL). Only `dev` and `demo` run a worker here that keeps
+  // running: every other command leaves the signals alone, so Ctrl-C or a `kill` ends it at the first signal (the
+  // runtime's handlers would take that one to shut down workers it does not have, and the process would go on).
   program.hook('preAction', (_program, command) => {
-    if (command.name() !== 'worker' && command.name() !== 'setup' && command.name() !== 'replay') {
+    const installsItsOwn = command.parent === program && ['worker', 'setup', 'replay'].includes(command.name());
+    if (!installsItsOwn) {
       const runsWorker = command.name() === 'dev' || command.name() === 'demo';
       installRuntime(parseLogLevel(io.env.BATON_LOG_LEVEL), runsWorker ? {} : { shutdownSignals: [] });
     }
