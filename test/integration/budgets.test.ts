@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { ApplicationFailure } from '@temporalio/common';
 import { ErrorType } from '../../common/errors';
 import { formatTree, formatUsage } from '../../client/format';
 import { budgetOf, openRootBudget, reserveGrants } from '../../db/budgets';
@@ -19,6 +18,7 @@ import { overviewPage } from '../../explorer/pages';
 import { parseScript } from '../../scripted-model';
 import { EXTEND_BUDGET_REQUEST } from '../../common/budgets';
 import { waitFor } from '../chaos/waiting';
+import { rejectsWith } from './failures';
 import { readModelLog, startTestHarness, type AgentHarness } from '../../testing/harness';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
@@ -118,24 +118,6 @@ ${MODES.map((suffix) => noteThenSay(`budget_asker${suffix}`, 'asker done')).join
 );
 
 let harness: AgentHarness;
-
-/** An error and its causes, outermost first. */
-function causes(error: unknown): unknown[] {
-  const chain: unknown[] = [];
-  for (let at = error; at !== undefined && chain.length < 10; at = (at as { cause?: unknown }).cause) chain.push(at);
-  return chain;
-}
-
-/** That `sending` fails with an `ApplicationFailure` of `type` somewhere in its causes, its message matching `message`. */
-async function rejectsWith(sending: Promise<unknown>, type: string, message: RegExp, what = ''): Promise<void> {
-  await assert.rejects(sending, (error: Error) => {
-    const failure = causes(error).find((cause) => cause instanceof ApplicationFailure);
-    assert.ok(failure instanceof ApplicationFailure, `${what}an application failure under ${String(error)}`);
-    assert.equal(failure.type, type, what);
-    assert.match(failure.message, message);
-    return true;
-  });
-}
 
 before(async () => {
   harness = await startTestHarness('budgets', {

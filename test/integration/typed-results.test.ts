@@ -21,6 +21,7 @@ import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { createModelClient } from '../../worker/model-client';
 import { directActivities } from './direct-activities';
+import { causes } from './failures';
 
 const env = readTestEnv();
 const workDir = fs.mkdtempSync(path.join(env.stateDir, 'typed-results-'));
@@ -97,13 +98,6 @@ agents:
 
 let harness: AgentHarness;
 let structuredModel: ScriptedModelServer;
-
-/** An error and its causes, outermost first. */
-function causes(error: unknown): unknown[] {
-  const chain: unknown[] = [];
-  for (let at = error; at !== undefined && chain.length < 10; at = (at as { cause?: unknown }).cause) chain.push(at);
-  return chain;
-}
 
 /** The scripted model's requests for `threadId`, in order. */
 const requestsOf = (threadId: string, file = modelLog): ModelLogEntry[] =>
