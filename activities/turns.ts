@@ -13,6 +13,8 @@ import type {
   BeginTurnInput,
   BegunTurn,
   BudgetExhaustedDetails,
+  EnsureThreadInput,
+  EnsureThreadResult,
   CallModelInput,
   CallModelResult,
   DelegationLimits,
@@ -39,6 +41,8 @@ export const BATCH_BUDGET_MS = 2 * 60_000;
 
 export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
+  /** Creates the thread record if it is new; its epoch. */
+  ensureThread(input: EnsureThreadInput): Promise<EnsureThreadResult>;
   /** Where a turn of `agent` in `world` runs its steps. */
   stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
   /** Registers (and starts) the watchers the agent's frontmatter declares, in the turn's root. */
@@ -54,16 +58,20 @@ export interface TurnActivityParts {
 
 export function createTurnActivities(parts: TurnActivityParts) {
   /**
-   * A turn's start: resolves the agent's version, where its steps run and (a root turn's) delegation limits, opens
-   * the root's budget when those set one and it has none yet, marks the thread running, registers the watchers the agent declares in this root and records the incoming message.
-   * Short Postgres work, run as a local activity; asked for a first batch (`input.firstBatch`) and the agent's steps
-   * `batched`, it then runs the turn's first steps as `runSteps` would, saving the workflow one call back between
-   * the two.
+   * A turn's start: opens the thread's record when asked (`input.openThread`: a thread's first turn), resolves the
+   * agent's version, where its steps run and (a root turn's) delegation limits, opens the root's budget when those set
+   * one and it has none yet, marks the thread running, registers the watchers the agent declares in this root and
+   * records the incoming message. Short Postgres work, run as a local activity; asked for a first batch
+   * (`input.firstBatch`) and the agent's steps `batched`, it then runs the turn's first steps as `runSteps` would,
+   * saving the workflow one call back between the two.
    * @throws ApplicationFailure `Agent.NotFound`, `Thread.StaleEpoch`, `Thread.NotFound`
    */
   async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
     const agent = await parts.resolveAgent({ name: input.scope.agent });
     const world = input.world ?? 'default';
+    // The thread's record first when this turn opens it: the mark and the watchers need the row, and the writes after
+    // go under its epoch (the workflow learns it from the result).
+    const opened = input.openThread && (await parts.ensureThread(input.openThread));
     // The reads and the thread's mark go to Postgres at once; the message is recorded after the mark (the run feed
     // shows the turn start before its message). Every one settles before a failure fails the attempt.
     const [steps, limits] = await allSettledOrThrow([
@@ -72,6 +80,7 @@ export function createTurnActivities(parts: TurnActivityParts) {
       parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
       parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
+    const scope = opened === undefined ? input.scope : { ...input.scope, epoch: opened.epoch };
     // Beside the message, both before the turn's first model call, which finds its root's budget open.
     const budget =
       limits !== undefined && (limits.budgetTokens !== undefined || limits.budgetUsd !== undefined)
@@ -79,12 +88,17 @@ export function createTurnActivities(parts: TurnActivityParts) {
         : undefined;
     await allSettledOrThrow([
       budget && parts.openRootBudget({ rootThreadId: input.scope.rootThreadId, limit: budget }),
-      parts.recordMessage({ scope: input.scope, operationId: input.operationId, message: input.message }),
+      parts.recordMessage({ scope, operationId: input.operationId, message: input.message }),
     ] as const);
-    const begun = { ...agent, steps, ...(limits === undefined ? {} : { limits }) };
+    const begun = {
+      ...agent,
+      steps,
+      ...(limits === undefined ? {} : { limits }),
+      ...(opened === undefined ? {} : { epoch: opened.epoch }),
+    };
     if (input.firstBatch === undefined || steps !== 'batched' || agent.maxSteps < 1) return begun;
     const { operationBase } = input.firstBatch;
-    const ids = { scope: input.scope, world, agent, operationBase };
+    const ids = { scope, world, agent, operationBase };
     try {
       const firstBatch = await runSteps({
         toolCalls: [],

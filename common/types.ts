@@ -283,6 +283,12 @@ export interface BeginTurnInput {
    * is left to a `runSteps` of the turn's own, which finds every step it stored.
    */
   firstBatch?: { operationBase: string };
+  /**
+   * Open the thread's record first (`ensureThread`), as the thread's first turn does when its message came with the
+   * thread's start: the turn's writes then go under the epoch the record has (not `scope.epoch`), which the result
+   * hands back (`BegunTurn.epoch`).
+   */
+  openThread?: EnsureThreadInput;
 }
 
 /** The tool calls of one model reply (each as `executeToolCall` takes it), then the model call that follows. */
@@ -553,6 +559,8 @@ export interface BegunTurn extends ResolvedAgent {
   limits?: DelegationLimits;
   /** The turn's first batch of steps, when it was asked for (`BeginTurnInput.firstBatch`) and ran. */
   firstBatch?: RunStepsResult;
+  /** The thread's epoch, when this beginning opened the thread (`BeginTurnInput.openThread`). */
+  epoch?: number;
 }
 
 export interface ResolveLimitsInput {

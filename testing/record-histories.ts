@@ -339,6 +339,8 @@ interface Scenario {
   budget?: { tokens: number };
   /** Instead of a thread's turns: the agent's turn started by hand with input its workflow code cannot handle. */
   throwingTurn?: boolean;
+  /** The thread started with its first message in one call (`run`: Update-with-Start), not `startThread` then `send`. */
+  startedByRun?: boolean;
   /** Watchers whose wake-ups (this many) finish before the thread ends; their workflows' histories are written too. */
   watchers?: { name: string; wakeups: number }[];
   /**
@@ -519,6 +521,21 @@ const scenarios: Scenario[] = [
     budget: { tokens: 30 },
     decisions: [{ approve: true }],
   },
+  // Threads started with their first message (\`run\`): the first turn's beginTurn opens the thread's record
+  // (under baton-first-turn-opens-thread), answering in the thread (batched) or going on in a turn workflow that is
+  // handed the epoch (activity steps), whose second message is sent as usual.
+  {
+    name: 'first-turn-opens-thread',
+    agent: 'batcher',
+    messages: ['Step in batches.'],
+    startedByRun: true,
+  },
+  {
+    name: 'first-turn-opens-thread-activity',
+    agent: 'greeter',
+    messages: ['Hi', 'Hi again'],
+    startedByRun: true,
+  },
   // A typed agent (\`output\`) whose first answer is not JSON: the model is told why, and its second answer (a
   // \`final_output\` call) ends the turn with the object (under baton-typed-output).
   {
@@ -576,12 +593,15 @@ async function main(): Promise<void> {
           await recordThrowingTurn(harness, scenario);
           continue;
         }
-        const thread = await harness.client.startThread({
+        const start = {
           agent: scenario.agent,
           threadId: `replay-${scenario.name}`,
           ...(scenario.continueAsNewAfterTurns ? { continueAsNewAfterTurns: scenario.continueAsNewAfterTurns } : {}),
           ...(scenario.budget === undefined ? {} : { limits: { budget: scenario.budget } }),
-        });
+        };
+        const thread = scenario.startedByRun
+          ? harness.client.thread(start.threadId)
+          : await harness.client.startThread(start);
         const { flood, tracedSignal } = scenario;
         if (flood !== undefined) {
           await thread.addWatcher({ agent: flood.watcher, keys: flood.keys, debounceS: flood.debounceS });
@@ -595,7 +615,11 @@ async function main(): Promise<void> {
         }
         for (const [index, message] of scenario.messages.entries()) {
           const messageId = scenario.messageIds?.[index];
-          const reply = thread.send(message, messageId === undefined ? {} : { messageId });
+          const options = messageId === undefined ? {} : { messageId };
+          const reply =
+            scenario.startedByRun && index === 0
+              ? harness.client.run({ ...start, message, ...options }).then(({ result }) => result)
+              : thread.send(message, options);
           for (const answer of scenario.answers ?? []) {
             const questionId = await firstOpenQuestion(() => thread.questions());
             await thread.answer(questionId, answer);

@@ -1,7 +1,12 @@
 import { patched, workflowInfo } from '@temporalio/workflow';
 import type { EndedInThread } from '../common/deliveries';
 import { operationId } from '../common/ids';
-import { DEFAULT_DELEGATION_LIMITS, type AgentTurnInput, type AgentTurnResult } from '../common/types';
+import {
+  DEFAULT_DELEGATION_LIMITS,
+  type AgentTurnInput,
+  type AgentTurnResult,
+  type EnsureThreadInput,
+} from '../common/types';
 import { localDb } from './activity-profiles';
 import {
   BATCHED_STEPS_PATCH,
@@ -13,11 +18,16 @@ import {
   turnScope,
 } from './turn-steps';
 
-/** How a turn begun in another turn's workflow (its thread's, its fork's) goes on. */
-export type TurnBegunHere =
+/**
+ * How a turn begun in another turn's workflow (its thread's, its fork's) goes on; `epoch` when its beginning opened the
+ * thread (`BeginHereOptions.openThread`): the thread's epoch, which the turn went on under and a turn workflow of its own
+ * must be given.
+ */
+export type TurnBegunHere = { epoch?: number } & (
   | { kind: 'answered'; result: AgentTurnResult; ended: EndedInThread }
   /** In a turn workflow of its own, from where the workflow that began it left it (`AgentTurnInput.begun`). */
-  | { kind: 'go on'; begun: NonNullable<AgentTurnInput['begun']> };
+  | { kind: 'go on'; begun: NonNullable<AgentTurnInput['begun']> }
+);
 
 /**
  * Begins a root turn inside its thread's workflow task (from the `baton-turns-begin-in-thread` patch): `beginTurn`
@@ -32,11 +42,17 @@ export type TurnBegunHere =
  * again, on another worker) finds every step it stored. A step that fails fails the turn here as it would in a turn
  * workflow: the thread's row records it, and the message's Update fails with the reason.
  */
-export function beginTurnInThread(input: AgentTurnInput, turn: number, runId: string): Promise<TurnBegunHere> {
+export function beginTurnInThread(
+  input: AgentTurnInput,
+  turn: number,
+  runId: string,
+  options: Pick<BeginHereOptions, 'openThread'> = {},
+): Promise<TurnBegunHere> {
   return beginTurnHere(
     input,
     threadTurnOperationBase(runId, turn),
     `turn ${turn}: ${input.agent} starts, message from ${input.sender}`,
+    options,
   );
 }
 
@@ -62,6 +78,11 @@ export interface BeginHereOptions {
    * workflow (a fork's tasks, from `FORK_ACTIVITY_STEPS_IN_FORK_PATCH`), rather than in a turn workflow of their own.
    */
   activityStepsHere?: () => boolean;
+  /**
+   * The thread's record, which the turn's `beginTurn` opens first (`BeginTurnInput.openThread`): the thread's first turn,
+   * whose message came with its start. The turn then goes on under the epoch the record has, not `input.epoch`.
+   */
+  openThread?: EnsureThreadInput;
 }
 
 /**
@@ -80,15 +101,14 @@ export async function beginTurnHere(
   options: BeginHereOptions = {},
 ): Promise<TurnBegunHere> {
   const { deadlineAt, stepper } = options;
-  const scope = turnScope(input);
   const world = input.world ?? 'default';
   const {
-    begun: { limits, firstBatch, ...agent },
+    begun: { limits, firstBatch, epoch: openedEpoch, ...agent },
     firstBatchInBegin,
   } = await beginTurnAndFirstBatch(
     summary,
     {
-      scope,
+      scope: turnScope(input),
       operationId: operationId(operationBase, 'in'),
       message:
         input.delegationOperationId === undefined
@@ -96,10 +116,14 @@ export async function beginTurnHere(
           : { role: 'user', delegationOperationId: input.delegationOperationId },
       world,
       ...(input.limitsFromWorld === undefined ? {} : { limits: input.limitsFromWorld }),
+      ...(options.openThread === undefined ? {} : { openThread: options.openThread }),
     },
     operationBase,
     deadlineAt,
   );
+  // A beginning that opened the thread learnt its epoch: the turn's later writes go under it.
+  const scope = turnScope(openedEpoch === undefined ? input : { ...input, epoch: openedEpoch });
+  const opened = openedEpoch === undefined ? {} : { epoch: openedEpoch };
   const begun = { agent, limits: limits ?? input.limits ?? DEFAULT_DELEGATION_LIMITS };
   const batched = agent.steps === 'batched' && (firstBatchInBegin || patched(BATCHED_STEPS_PATCH));
   const mode =
@@ -108,7 +132,7 @@ export async function beginTurnHere(
       : agent.steps === 'activity' && options.activityStepsHere?.() === true
         ? 'activity'
         : undefined;
-  if (mode === undefined) return { kind: 'go on', begun };
+  if (mode === undefined) return { kind: 'go on', begun, ...opened };
   const end = await runStepsToTheEnd(
     {
       scope,
@@ -124,13 +148,14 @@ export async function beginTurnHere(
     },
     turnFinisher(localDb, input),
   );
-  if (end.kind === 'calls') return { kind: 'go on', begun: { ...begun, progress: end.progress } };
+  if (end.kind === 'calls') return { kind: 'go on', begun: { ...begun, progress: end.progress }, ...opened };
   // Its budget is spent and its agent asks for more: a turn workflow of its own waits for the person.
-  if (end.kind === 'ask') return { kind: 'go on', begun: { ...begun, resume: end.resume } };
+  if (end.kind === 'ask') return { kind: 'go on', begun: { ...begun, resume: end.resume }, ...opened };
   // Without `runCalls` the loop stops at the last step's calls, so what ends here is an answer.
   const { steps, usage } = end.result;
   return {
     kind: 'answered',
+    ...opened,
     result: end.result,
     ended: {
       answerOperationId: operationId(operationBase, 'model', steps - 1),

@@ -22,6 +22,7 @@ import { BatonSearchAttributes } from '../common/search-attributes';
 import { describeWait, truncateBytes, turnSummary } from '../common/text';
 import type {
   AgentTurnInput,
+  EnsureThreadInput,
   SendMessageInput,
   SendMessageResult,
   ThreadStatus,
@@ -72,6 +73,14 @@ export const TURNS_BEGIN_IN_THREAD_PATCH = 'baton-turns-begin-in-thread';
  */
 export const THREAD_OPENS_IN_ITS_TASK_PATCH = 'baton-thread-opens-in-its-task';
 
+/**
+ * A message that came with the thread's start (`run`: Update-with-Start) begins its turn at once, and the turn's
+ * `beginTurn` opens the thread's record first (`BeginTurnInput.openThread`), handing back its epoch: one local
+ * activity's round trip fewer before the turn's first model call. Should that beginning fail, the thread opens its
+ * record itself, as before. Histories recorded before opened the record first in every run.
+ */
+export const FIRST_TURN_OPENS_THREAD_PATCH = 'baton-first-turn-opens-thread';
+
 export const DEFAULT_CONTINUE_AS_NEW_AFTER_TURNS = 100;
 
 /** Sends a human message to the thread; resolves with the agent's reply once its turn ends. */
@@ -98,6 +107,10 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   // Set once the thread record exists. Handlers are registered before the first await (an Update that arrives
   // with the first workflow task and finds no handler is rejected), so turns wait for this instead.
   let epoch: number | undefined = undefined;
+  // The thread's record as its first turn opens it (FIRST_TURN_OPENS_THREAD_PATCH): asked for by the run's start,
+  // taken by the turn that begins first, and settled once that turn's beginning has opened it or failed.
+  let firstTurnOpens: EnsureThreadInput | undefined = undefined;
+  let openingSettled = false;
   let turns = turnsAtStart;
   let busy = false;
   let ending = false;
@@ -158,7 +171,9 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
 
   async function runTurnNow(message: string, messageId: string | undefined): Promise<SendMessageResult> {
     pending -= 1;
-    await condition(() => epoch !== undefined);
+    const openThread = firstTurnOpens;
+    firstTurnOpens = undefined;
+    if (openThread === undefined) await condition(() => epoch !== undefined);
     turns += 1;
     const turn = turns;
     const delivery: Delivery | undefined = messageId === undefined ? undefined : { id: messageId, turn };
@@ -193,19 +208,30 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
       if (patched(TURNS_BEGIN_IN_THREAD_PATCH)) {
         let begun;
         try {
-          begun = await beginTurnInThread(turnInput, turn, workflowInfo().runId);
+          begun = await beginTurnInThread(
+            turnInput,
+            turn,
+            workflowInfo().runId,
+            openThread === undefined ? {} : { openThread },
+          );
         } catch (error) {
           // The turn failed here, so no turn workflow keeps why: the delivery carries it, cut so that the last 100
           // deliveries a run hands its successor stay far below a payload's limit.
           if (delivery !== undefined)
             delivery.ended = { failed: truncateBytes(rootMessage(error), MAX_CARRIED_FAILURE_BYTES) };
           throw error;
+        } finally {
+          if (openThread !== undefined) openingSettled = true;
+        }
+        if (begun.epoch !== undefined) {
+          epoch = begun.epoch;
+          childInput = { ...childInput, epoch: begun.epoch };
         }
         if (begun.kind === 'answered') {
           if (delivery !== undefined) delivery.ended = begun.ended;
           return { ...begun.result, threadId: rootThreadId, turn };
         }
-        childInput = { ...turnInput, begun: begun.begun };
+        childInput = { ...childInput, begun: begun.begun };
         childType = rootTurnWorkflow;
       }
       const result = await executeChild(childType, {
@@ -276,12 +302,21 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
     ending = true;
   });
 
-  const opened = await (patched(THREAD_OPENS_IN_ITS_TASK_PATCH) ? localDb : db).ensureThread.executeWithOptions(
-    { summary: `thread: open ${rootThreadId}` },
-    [{ threadId: rootThreadId, rootThreadId, agent, world }],
-  );
-  epoch = opened.epoch;
-  setCurrentDetails('Waiting for a message.');
+  const record = { threadId: rootThreadId, rootThreadId, agent, world };
+  // A message taken with the start (its handler ran as the handlers were set, above) opens the record in its turn's
+  // beginning; the thread opens it here only if that beginning fails before it could.
+  if (pending > 0 && patched(FIRST_TURN_OPENS_THREAD_PATCH)) {
+    firstTurnOpens = record;
+    await condition(() => epoch !== undefined || openingSettled);
+  }
+  if (epoch === undefined) {
+    const opened = await (patched(THREAD_OPENS_IN_ITS_TASK_PATCH) ? localDb : db).ensureThread.executeWithOptions(
+      { summary: `thread: open ${rootThreadId}` },
+      [record],
+    );
+    epoch = opened.epoch;
+  }
+  if (!busy) setCurrentDetails('Waiting for a message.');
   await condition(() => (ending || (shouldContinueAsNew() && !busy)) && allHandlersFinished());
   if (ending) {
     if (patched(STOP_WATCHERS_PATCH)) {

@@ -17,7 +17,7 @@ import { listMessages } from '../../db/transcripts';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
-import { turnDispatches } from '../../testing/turn-dispatches';
+import { threadDispatches, turnDispatches } from '../../testing/turn-dispatches';
 import { parseAgentFile, type AgentRegistry } from '../../worker/agents';
 import { waitFor } from '../chaos/waiting';
 
@@ -99,14 +99,12 @@ async function history(
 }
 
 /**
- * What a history dispatched, in order: activity types, local ones as `local:<type> (<summary>)`, children. The
- * thread's history starts with its opening, a local activity inside its first task, which is not the turn's.
+ * What a history dispatched, in order: activity types, local ones as `local:<type> (<summary>)`, children; the
+ * thread's after its opening (`threadDispatches`), which is not the turn's.
  */
 async function dispatches(threadId: string, of: 'thread' | 'turn' = 'thread'): Promise<string[]> {
-  const all = turnDispatches(await history(threadId, of));
-  if (of === 'turn') return all;
-  assert.equal(all[0], `local:ensureThread (thread: open ${threadId})`);
-  return all.slice(1);
+  if (of === 'thread') return threadDispatches(harness.client.temporal, threadId);
+  return turnDispatches(await history(threadId, of));
 }
 
 /** Whether the thread's first turn ran a workflow of its own. */

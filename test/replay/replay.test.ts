@@ -29,6 +29,7 @@ import {
 } from '../../workflows/turn-steps';
 import {
   DELIVERIES_ACROSS_RUNS_PATCH,
+  FIRST_TURN_OPENS_THREAD_PATCH,
   LIMITS_IN_TURN_PATCH,
   STOP_WATCHERS_PATCH,
   THREAD_OPENS_IN_ITS_TASK_PATCH,
@@ -216,6 +217,16 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     { total: 3 },
     'the typed turn ended with its object',
   );
+  // Threads started with their message (`run`): the first turn's beginTurn opened the thread's record, which the
+  // thread did not open in a local activity of its own, and handed its epoch on (to a turn workflow too).
+  assert.ok(patches.includes(FIRST_TURN_OPENS_THREAD_PATCH), 'a recorded first turn opened its thread');
+  for (const name of ['first-turn-opens-thread', 'first-turn-opens-thread-activity']) {
+    const threadEvents = histories.find((h) => h.file === `${name}.thread.0.json`)?.history.events ?? [];
+    assert.equal(localActivityResults(threadEvents, 'ensureThread').length, 0, `${name}: no ensureThread of its own`);
+    const begun = localActivityResults(threadEvents, 'beginTurn') as BegunTurn[];
+    assert.equal(typeof begun[0]?.epoch, 'number', `${name}: its first beginTurn handed back the thread's epoch`);
+    assert.equal(begun[1]?.epoch, undefined, `${name}: a later turn opened nothing`);
+  }
   // Since the decisions-after-acceptance patch the decision is written by an activity, not a local one in the task.
   assert.ok(patches.includes(DECISIONS_AFTER_ACCEPTANCE_PATCH), 'a recorded turn wrote its decisions after acceptance');
   assert.ok(activities.has('closeApproval'), 'a recorded decision was written by an activity of its own');

@@ -193,3 +193,45 @@ test('beginTurn: a first batch that fails leaves the turn begun, without it, for
   assert.equal(begun.firstBatch, undefined);
   assert.equal(modelCalls.length, 2, 'the batch stopped at the step that failed');
 });
+
+test('beginTurn: asked to open the thread, it opens it before marking it running, and the turn writes under its epoch', async () => {
+  const batch = batcher([[think('a')], []]);
+  const calls: string[] = [];
+  const parts = {
+    ...batch.parts,
+    resolveAgent: () => Promise.resolve({ name: 'batcher', version: 'v1', maxSteps: 25 }),
+    stepModeOf: () => Promise.resolve('batched'),
+    registerWatchersOf: () => Promise.resolve(),
+    ensureThread: async (input: { threadId: string }) => {
+      // A slow open: the mark and the message still wait for the row.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      calls.push(`ensure ${input.threadId}`);
+      return { epoch: 4 };
+    },
+    finishTurn: (input: { status: string }) => {
+      calls.push(`mark ${input.status}`);
+      return Promise.resolve();
+    },
+    recordMessage: (input: { scope: { epoch: number } }) => {
+      calls.push(`record at epoch ${input.scope.epoch}`);
+      return Promise.resolve({ seq: 1 });
+    },
+  } as unknown as TurnActivityParts;
+  const { beginTurn } = createTurnActivities(parts);
+  const begun = await beginTurn({
+    scope,
+    operationId: operationId(OPERATION_BASE, 'in'),
+    message: { role: 'user', content: 'Go.' },
+    firstBatch: { operationBase: OPERATION_BASE },
+    openThread: { threadId: 'root', rootThreadId: 'root', agent: 'batcher', world: 'default' },
+  });
+  assert.deepEqual(calls, ['ensure root', 'mark running', 'record at epoch 4']);
+  assert.equal(begun.epoch, 4, 'the epoch the workflow goes on with');
+  assert.deepEqual(
+    batch.modelCalls.map((call) => call.scope.epoch),
+    [4, 4],
+    'the first batch writes under the opened epoch',
+  );
+  const { begin } = beginner('batched', [[]]);
+  assert.equal((await begin()).epoch, undefined, 'a turn that opens nothing hands back no epoch');
+});
