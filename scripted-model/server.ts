@@ -56,6 +56,11 @@ export interface ScriptedModelServer {
 export interface ScriptedModelLogEntry {
   /** ISO 8601 time the request was received. */
   readonly time: string;
+  /**
+   * The same moment in milliseconds since the epoch, with the fraction the process's clock gives
+   * (`performance.timeOrigin + performance.now()`): for latencies measured against that clock in the same process.
+   */
+  readonly receivedMs: number;
   /** `x-baton-agent`, or null when the header is missing. */
   readonly agent: string | null;
   /** `x-baton-thread`, else `x-baton-root-thread`, else null. */
@@ -365,8 +370,10 @@ export async function startScriptedModelServer(options: ScriptedModelServerOptio
     const thread = header(req.headers, 'x-baton-thread') ?? header(req.headers, 'x-baton-root-thread');
     total++;
     if (agent !== undefined) counts.set(agent, (counts.get(agent) ?? 0) + 1);
+    const receivedMs = performance.timeOrigin + performance.now();
     logRequest({
-      time: new Date().toISOString(),
+      time: new Date(receivedMs).toISOString(),
+      receivedMs,
       agent: agent ?? null,
       thread: thread ?? null,
       headers: batonHeaders(req.headers),

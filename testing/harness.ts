@@ -97,6 +97,8 @@ export interface AgentHarness {
 /** One line of the scripted model's request log. */
 export interface ModelLogEntry {
   time: string;
+  /** When the request was received, in ms since the epoch with a fraction (`ScriptedModelLogEntry.receivedMs`). */
+  receivedMs: number;
   agent: string;
   thread: string;
   headers: Record<string, string>;

@@ -320,12 +320,15 @@ test('scripted-model server: the request log holds one JSON line per request wit
   for (const entry of entries) {
     assert.ok(!Number.isNaN(Date.parse(entry.time)));
     assert.equal(new Date(entry.time).toISOString(), entry.time);
+    // The same moment with its fraction: within the millisecond `time` names.
+    assert.equal(Math.floor(entry.receivedMs), Date.parse(entry.time));
   }
   const [first, second] = entries;
   assert.deepEqual(
-    { ...first, time: undefined },
+    { ...first, time: undefined, receivedMs: undefined },
     {
       time: undefined,
+      receivedMs: undefined,
       agent: 'solver',
       thread: 'th-6',
       headers: { 'x-baton-agent': 'solver', 'x-baton-root-thread': 'root-1', 'x-baton-thread': 'th-6' },
@@ -336,9 +339,10 @@ test('scripted-model server: the request log holds one JSON line per request wit
     },
   );
   assert.deepEqual(
-    { ...second, time: undefined },
+    { ...second, time: undefined, receivedMs: undefined },
     {
       time: undefined,
+      receivedMs: undefined,
       agent: 'solver',
       thread: 'root-1',
       headers: { 'x-baton-agent': 'solver', 'x-baton-root-thread': 'root-1' },
