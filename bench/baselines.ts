@@ -57,16 +57,17 @@ export function benchAgents(files: Record<string, string>): AgentRegistry {
   return new Map(Object.entries(files).map(([name, text]) => [name, parseAgentFile(text, `${name}.md`)]));
 }
 
-/** Script lines of an agent that thinks `steps - 1` times, then answers: a turn of `steps` model calls. */
-export function stepsScript(agent: string, steps: number): string {
-  return (
-    `  ${agent}:\n` +
+/**
+ * Script lines of an agent that thinks `steps - 1` times, then answers: a turn of `steps` model calls; with `turns`,
+ * that many such turns one after another (a standing thread's).
+ */
+export function stepsScript(agent: string, steps: number, turns = 1): string {
+  const turn =
     Array.from(
       { length: steps - 1 },
       (_, i) => `    - call: think\n      args: { thought: "Step ${i + 1}: checking the next part of the task." }\n`,
-    ).join('') +
-    '    - say: "Done: every part checked."\n'
-  );
+    ).join('') + '    - say: "Done: every part checked."\n';
+  return `  ${agent}:\n` + turn.repeat(turns);
 }
 
 /** A script from the agents' lines (`stepsScript` and the like). */
@@ -141,11 +142,17 @@ export function batonTurn(
   client: BatonClient,
   agent: string,
   steps: number,
-  options: { thread?: Partial<StartThreadOptions>; check?: (threadId: string) => Promise<void> } = {},
+  options: {
+    thread?: Partial<StartThreadOptions>;
+    check?: (threadId: string) => Promise<void>;
+    /** Told the thread's id as its timed part begins (a bench timing the turn's first model call). */
+    started?: (threadId: string) => void;
+  } = {},
 ): () => Promise<() => Promise<void>> {
   return () => {
     const threadId = uniqueThreadId(`bench-${agent}`);
     return Promise.resolve(async () => {
+      options.started?.(threadId);
       const { thread, result } = await client.run({ ...options.thread, agent, threadId, message: TURN_MESSAGE });
       if (result.status !== 'completed' || result.steps !== steps) {
         throw new Error(`Baton turn ended ${result.status} after ${result.steps} steps, not completed after ${steps}`);
@@ -175,8 +182,16 @@ export function recordedRequest(harness: AgentHarness, agent?: string): Recorded
   };
 }
 
-/** Activities of the hand-written baseline: the same reads, request and inserts as Baton's, nothing more. */
-function createBaselineActivities(pool: Pool, openai: OpenAI, request: RecordedRequest): StepBenchActivities {
+/**
+ * Activities of the hand-written baseline: the same reads, request and inserts as Baton's, nothing more. `noopStarts`
+ * keeps when each workflow's first `noop` began (the process's clock), to time how soon a workflow's code runs.
+ */
+function createBaselineActivities(
+  pool: Pool,
+  openai: OpenAI,
+  request: RecordedRequest,
+  noopStarts: Map<string, number>,
+): StepBenchActivities {
   const insert = async (
     scope: { threadId: string; rootThreadId: string },
     message: { role: string; content: string | null; toolCalls?: unknown; toolCallId?: string },
@@ -250,7 +265,13 @@ function createBaselineActivities(pool: Pool, openai: OpenAI, request: RecordedR
       return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
     },
     runTool: async (input) => insert(input, { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id }),
-    noop: () => Promise.resolve(),
+    noop: () => {
+      const workflowId = Context.current().info.workflowExecution?.workflowId;
+      if (workflowId !== undefined && !noopStarts.has(workflowId)) {
+        noopStarts.set(workflowId, performance.timeOrigin + performance.now());
+      }
+      return Promise.resolve();
+    },
   };
 }
 
@@ -259,6 +280,8 @@ export interface BaselineSide {
   readonly client: Client;
   readonly taskQueue: string;
   readonly pool: Pool;
+  /** When each workflow's first no-op activity began, by workflow id (`performance.timeOrigin + performance.now()`). */
+  readonly noopStarts: ReadonlyMap<string, number>;
 }
 
 /**
@@ -272,6 +295,7 @@ export async function startBaselines(
   const taskQueue = uniqueTaskQueue(`bench-${options.name}-baseline`);
   const openai = createModelClient({ baseURL: options.modelBaseURL, apiKey: 'scripted', model: 'baton-scripted' });
   const request = options.request ?? { agent: 'none', system: '', tools: [] };
+  const noopStarts = new Map<string, number>();
   for (let i = 0; i < (options.workers ?? 1); i++) {
     const connection = await NativeConnection.connect({ address: context.stack.temporalAddress });
     context.defer(() => connection.close());
@@ -279,7 +303,7 @@ export async function startBaselines(
       connection,
       taskQueue,
       workflowsPath: require.resolve('./baseline-workflows'),
-      activities: createBaselineActivities(options.pool, openai, request),
+      activities: createBaselineActivities(options.pool, openai, request, noopStarts),
     });
     const running = worker.run();
     context.defer(async () => {
@@ -289,7 +313,7 @@ export async function startBaselines(
   }
   const connection = await Connection.connect({ address: context.stack.temporalAddress });
   context.defer(() => connection.close());
-  return { client: new Client({ connection }), taskQueue, pool: options.pool };
+  return { client: new Client({ connection }), taskQueue, pool: options.pool, noopStarts };
 }
 
 /**
@@ -319,21 +343,22 @@ export function handWrittenTurn(
   };
 }
 
-/** Prepares a floor turn: `steps` no-op activities in a row (with `local`, local activities). */
+/**
+ * Prepares a floor turn: `steps` no-op activities in a row (with `local`, local activities). `started` is told the
+ * workflow's id as the timed part begins (its first no-op's start is then in `side.noopStarts`).
+ */
 export function floorTurn(
   side: BaselineSide,
   steps: number,
-  options: { local?: boolean } = {},
+  options: { local?: boolean; started?: (workflowId: string) => void } = {},
 ): () => Promise<() => Promise<void>> {
   return () =>
     Promise.resolve(async () => {
+      const workflowId = uniqueThreadId('bench-floor');
+      options.started?.(workflowId);
       await side.client.workflow.execute<typeof floorTurnWorkflow>(
         options.local ? 'floorLocalTurnWorkflow' : 'floorTurnWorkflow',
-        {
-          taskQueue: side.taskQueue,
-          workflowId: uniqueThreadId('bench-floor'),
-          args: [steps],
-        },
+        { taskQueue: side.taskQueue, workflowId, args: [steps] },
       );
     });
 }

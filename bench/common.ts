@@ -166,7 +166,8 @@ export async function runConcurrently(
 /** A case of a benchmark: one timed run at a time. */
 export interface BenchCase {
   readonly name: string;
-  readonly run: () => Promise<RunResult>;
+  /** One timed run; `round` counts from 0 (-1 for the untimed warm-up), for a case that notes more than its times. */
+  readonly run: (round: number) => Promise<RunResult>;
   /** Runs per round, when not the one `interleave` was given. */
   readonly repeats?: number;
 }
@@ -193,7 +194,7 @@ export async function interleave(
   const measured = new Map<string, Measured>(cases.map((c) => [c.name, { name: c.name, latenciesMs: [], rounds: [] }]));
   for (const bench of cases) {
     log(`warm-up: ${bench.name}`);
-    await bench.run();
+    await bench.run(-1);
   }
   for (let round = 0; round < rounds; round++) {
     log(`round ${round + 1} of ${rounds}`);
@@ -202,7 +203,7 @@ export async function interleave(
       const latencies: number[] = [];
       let wallMs = 0;
       for (let repeat = 0; repeat < (bench.repeats ?? repeats); repeat++) {
-        const result = await bench.run();
+        const result = await bench.run(round);
         latencies.push(...result.latenciesMs);
         wallMs += result.wallMs;
       }

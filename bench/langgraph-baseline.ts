@@ -34,10 +34,18 @@ export type LangGraphDurability = (typeof LANGGRAPH_DURABILITIES)[number];
 /** What `think` answers in Baton (activities/tools/universal.ts), so the tool message is the same. */
 const THOUGHT_RECORDED = 'Thought recorded.';
 
-/** The LangGraph side: its checkpointer and a way to prepare one turn on a fresh `thread_id`. */
+/** Told a turn's `thread_id` as its timed part begins (a bench timing the turn's first model call). */
+export type TurnStarted = (threadId: string) => void;
+
+/** The LangGraph side: its checkpointer and ways to prepare one turn, on a fresh `thread_id` or a standing one. */
 export interface LangGraphSide {
   /** Prepares a turn (nothing to set up: a thread exists once its first checkpoint is stored); returns its timed part. */
-  readonly prepareTurn: () => Promise<() => Promise<void>>;
+  readonly prepareTurn: (started?: TurnStarted) => () => Promise<() => Promise<void>>;
+  /**
+   * Prepares the second turn of a thread: its first turn runs untimed (the `standingAgent`'s script answers both);
+   * the timed part is the next message on the checkpointed thread, as a chat's next message.
+   */
+  readonly prepareStandingTurn: (started?: TurnStarted) => () => Promise<() => Promise<void>>;
   /** Runs one turn untimed and counts the rows its checkpointer stored for it. */
   readonly countCheckpointRows: () => Promise<{ checkpoints: number; blobs: number; writes: number }>;
 }
@@ -45,6 +53,7 @@ export interface LangGraphSide {
 /**
  * Builds the graph on the bench's database (creating the checkpointer's tables) and the given scripted model.
  * @param agent the agent whose script the model answers from (its `x-baton-agent` header)
+ * @param standingAgent the agent whose script answers a standing thread's turns (two of `steps` each)
  * @param steps model calls a turn must make (its replies: each a `think` call, then the answer)
  */
 export async function startLangGraph(
@@ -53,6 +62,7 @@ export async function startLangGraph(
     pool: Pool;
     modelBaseURL: string;
     agent: string;
+    standingAgent: string;
     steps: number;
     request: RecordedRequest;
     durability: LangGraphDurability;
@@ -83,8 +93,10 @@ export async function startLangGraph(
   const graph = new StateGraph(MessagesAnnotation)
     .addNode('agent', async (state, config) => {
       const threadId = String(config.configurable?.thread_id);
+      const named: unknown = config.configurable?.agent;
+      const agent = typeof named === 'string' ? named : options.agent;
       const reply = await model.invoke([new SystemMessage(options.request.system), ...state.messages], {
-        options: { headers: { 'x-baton-thread': threadId, 'x-baton-root-thread': threadId } },
+        options: { headers: { 'x-baton-agent': agent, 'x-baton-thread': threadId, 'x-baton-root-thread': threadId } },
       });
       return { messages: [reply] };
     })
@@ -94,18 +106,29 @@ export async function startLangGraph(
     .addEdge('tools', 'agent')
     .compile({ checkpointer });
 
-  const runTurn = async (threadId: string): Promise<void> => {
+  const runTurn = async (threadId: string, agent = options.agent): Promise<void> => {
     const result = await graph.invoke(
       { messages: [new HumanMessage(TURN_MESSAGE)] },
-      { configurable: { thread_id: threadId }, durability: options.durability },
+      { configurable: { thread_id: threadId, agent }, durability: options.durability },
     );
     checkTurn(result.messages, options.steps);
   };
 
   return {
-    prepareTurn: () => {
+    prepareTurn: (started) => () => {
       const threadId = uniqueThreadId('bench-langgraph');
-      return Promise.resolve(() => runTurn(threadId));
+      return Promise.resolve(() => {
+        started?.(threadId);
+        return runTurn(threadId);
+      });
+    },
+    prepareStandingTurn: (started) => async () => {
+      const threadId = uniqueThreadId('bench-langgraph-standing');
+      await runTurn(threadId, options.standingAgent);
+      return () => {
+        started?.(threadId);
+        return runTurn(threadId, options.standingAgent);
+      };
     },
     countCheckpointRows: async () => {
       const threadId = uniqueThreadId('bench-langgraph');
@@ -127,8 +150,12 @@ export async function startLangGraph(
   };
 }
 
-/** A turn must end after `steps` model replies (each but the last calling a tool), every call answered. */
-function checkTurn(messages: readonly BaseMessage[], steps: number): void {
+/**
+ * A turn must end after `steps` model replies (each but the last calling a tool), every call answered: counted from
+ * its message, the thread's last human one (a standing thread's state holds its earlier turns too).
+ */
+function checkTurn(allMessages: readonly BaseMessage[], steps: number): void {
+  const messages = allMessages.slice(allMessages.findLastIndex((message) => message.type === 'human') + 1);
   const replies = messages.filter((message) => message.type === 'ai').length;
   const toolResults = messages.filter((message) => message.type === 'tool').length;
   const last = messages.at(-1);

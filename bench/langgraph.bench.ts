@@ -23,6 +23,8 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { rootTurnWorkflowId } from '../common/ids';
+import type { BatonClient } from '../client';
+import type { SendMessageResult } from '../common/types';
 import type { ModelLogEntry } from '../testing/harness';
 import { uniqueThreadId } from '../testing/test-env';
 import { turnDispatches } from '../testing/turn-dispatches';
@@ -67,17 +69,26 @@ const STEPS = 10;
 const ACTIVITY_AGENT = 'stepper';
 const LOCAL_AGENT = 'stepper-local';
 const BATCHED_AGENT = 'stepper-batched';
+/** A batched agent whose script answers two turns: a standing thread's first (untimed) and its next. */
+const STANDING_AGENT = 'stepper-standing';
 /** The script LangGraph's model node is answered from (its `x-baton-agent`). */
 const LANGGRAPH_AGENT = 'langgraph';
+/** LangGraph's standing threads' script: two turns. */
+const LANGGRAPH_STANDING_AGENT = 'langgraph-standing';
 /** The script the hand-written local-activity loop is answered from. */
 const HAND_AGENT = 'hand-local';
-/** One no-op local activity in a workflow, at 1 thread: `floor-local` less it is nine local activities' round trips. */
-const FLOOR_ONE_CASE = 'floor-one-local@1';
+/**
+ * One no-op local activity in a workflow, started and awaited: at 1 thread, `floor-local` less it is nine local
+ * activities' round trips; at any, the least a Temporal workflow takes to run code on a worker.
+ */
+const FLOOR_ONE_CASE = 'floor-one-local';
 /**
  * Targets: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
  */
 const TARGET_RATIO = 1;
+/** Targets on the time to a turn's first model call, Baton (batched) / LangGraph: at 1 thread, and with more. */
+const FIRST_CALL_TARGET = { alone: 2, concurrent: 1.5 };
 
 const { common, values } = parseBenchArgs(process.argv.slice(2), [5, 3], {
   turns: { type: 'string' },
@@ -98,11 +109,15 @@ runBench(common, async (context) => {
       [ACTIVITY_AGENT]: benchAgentFile(ACTIVITY_AGENT),
       [LOCAL_AGENT]: benchAgentFile(LOCAL_AGENT, [], { steps: 'local' }),
       [BATCHED_AGENT]: benchAgentFile(BATCHED_AGENT, [], { steps: 'batched' }),
+      [STANDING_AGENT]: benchAgentFile(STANDING_AGENT, [], { steps: 'batched' }),
     }),
     script: benchScript(
-      [ACTIVITY_AGENT, LOCAL_AGENT, BATCHED_AGENT, LANGGRAPH_AGENT, HAND_AGENT].map((agent) =>
-        stepsScript(agent, STEPS),
-      ),
+      [
+        ...[ACTIVITY_AGENT, LOCAL_AGENT, BATCHED_AGENT, LANGGRAPH_AGENT, HAND_AGENT].map((agent) =>
+          stepsScript(agent, STEPS),
+        ),
+        ...[STANDING_AGENT, LANGGRAPH_STANDING_AGENT].map((agent) => stepsScript(agent, STEPS, 2)),
+      ],
       'langgraph-bench',
     ),
     modelLogFile: modelLogFile(context, 'langgraph'),
@@ -129,6 +144,7 @@ runBench(common, async (context) => {
     pool: baton.harness.pool,
     modelBaseURL: baton.harness.model.baseURL,
     agent: LANGGRAPH_AGENT,
+    standingAgent: LANGGRAPH_STANDING_AGENT,
     steps: STEPS,
     request: recordedRequest(baton.harness, ACTIVITY_AGENT),
     durability: durability as LangGraphDurability,
@@ -142,8 +158,22 @@ runBench(common, async (context) => {
   const checkpointRows = await langGraph.countCheckpointRows();
   const requests = compareLastRequests(baton, ACTIVITY_AGENT, LANGGRAPH_AGENT);
 
+  const starts = new TurnStarts();
   const cases: BenchCase[] = threadCounts.flatMap((threads) => {
     const repeats = threads === 1 ? turns : 1;
+    /** A case whose turns' first model calls are timed too: its runs note each thread as its timed part begins. */
+    const timingFirstCall = (
+      name: string,
+      prepare: (started: (threadId: string) => void) => () => Promise<() => Promise<void>>,
+    ): BenchCase => ({
+      name,
+      repeats,
+      run: (round) =>
+        runConcurrently(
+          threads,
+          prepare((threadId) => starts.note(name, round, threadId)),
+        ),
+    });
     return [
       {
         name: `baton-activity@${threads}`,
@@ -155,12 +185,19 @@ runBench(common, async (context) => {
         repeats,
         run: () => runConcurrently(threads, batonTurn(baton.client, LOCAL_AGENT, STEPS)),
       },
-      {
-        name: `baton-batched@${threads}`,
-        repeats,
-        run: () => runConcurrently(threads, batonTurn(baton.client, BATCHED_AGENT, STEPS)),
-      },
-      { name: `langgraph@${threads}`, repeats, run: () => runConcurrently(threads, langGraph.prepareTurn) },
+      // Batched: a new thread started with its message in one call (`run`), then in two (`startThread`, `send`), and
+      // a standing thread's next message; LangGraph: a new `thread_id`, and a standing one's next message.
+      timingFirstCall(`baton-batched@${threads}`, (started) =>
+        batonTurn(baton.client, BATCHED_AGENT, STEPS, { started }),
+      ),
+      timingFirstCall(`baton-batched-start-send@${threads}`, (started) =>
+        batonStartThenSend(baton.client, BATCHED_AGENT, started),
+      ),
+      timingFirstCall(`baton-batched-standing@${threads}`, (started) =>
+        batonStandingTurn(baton.client, STANDING_AGENT, started),
+      ),
+      timingFirstCall(`langgraph@${threads}`, (started) => langGraph.prepareTurn(started)),
+      timingFirstCall(`langgraph-standing@${threads}`, (started) => langGraph.prepareStandingTurn(started)),
       {
         name: `hand-local@${threads}`,
         repeats,
@@ -171,10 +208,9 @@ runBench(common, async (context) => {
         repeats,
         run: () => runConcurrently(threads, floorTurn(baseline, STEPS, { local: true })),
       },
-      // One no-op local activity in a workflow: with `floor-local`, what one more local activity costs.
-      ...(threads === 1
-        ? [{ name: FLOOR_ONE_CASE, repeats, run: () => runConcurrently(1, floorTurn(baseline, 1, { local: true })) }]
-        : []),
+      // One no-op local activity in a workflow started and awaited: with `floor-local`, what one more local activity
+      // costs; and what Temporal alone takes to start a workflow and run its code, the floor of a turn's first call.
+      timingFirstCall(`${FLOOR_ONE_CASE}@${threads}`, (started) => floorTurn(baseline, 1, { local: true, started })),
     ];
   });
   log(
@@ -183,6 +219,10 @@ runBench(common, async (context) => {
   );
   const measured = await interleave(cases, common.rounds, 1);
   const get = (name: string) => measured.get(name) as Measured;
+  // The first model call of each timed turn, from the scripted model's log (both sides' requests reach it); the floor's
+  // first code, from its no-op's start.
+  const firstCalls = starts.firstMoments(requestTimes(baton.harness.modelRequests()), baseline.noopStarts);
+  const firstCall = (name: string) => firstCalls.get(name) as Measured;
 
   const comparisons: Comparison[] = threadCounts.flatMap((threads) => {
     const activity = get(`baton-activity@${threads}`);
@@ -205,7 +245,7 @@ runBench(common, async (context) => {
         figures: { msPerStep },
       }),
       compareCases(`per step, ${threads} thread(s): Baton-batched / LangGraph`, batched, graph, {
-        ...(threads === 1 ? { target: TARGET_RATIO } : {}),
+        target: TARGET_RATIO,
       }),
       compareCases(`per step, ${threads} thread(s): Baton-activity / LangGraph`, activity, graph),
       compareCases(`per step, ${threads} thread(s): Baton-local / Baton-activity`, local, activity),
@@ -213,6 +253,7 @@ runBench(common, async (context) => {
       compareCases(`per step, ${threads} thread(s): Baton-local / hand-written local`, local, hand),
       compareCases(`per step, ${threads} thread(s): hand-written local / LangGraph`, hand, graph),
       compareCases(`per step, ${threads} thread(s): floor-local / LangGraph`, floor, graph),
+      ...startComparisons(threads, get, firstCall),
       ...(threads > 1
         ? [
             compareStepsPerSecond(`steps/s, ${threads} threads: LangGraph / Baton-local`, graph, local, TARGET_RATIO),
@@ -247,11 +288,18 @@ runBench(common, async (context) => {
       cases: cases.map((c) => {
         const m = get(c.name);
         const { perSecond } = throughputSummary(m);
-        return { name: c.name, msPerStep: perStep(m), stepsPerSecond: round1(perSecond * STEPS), ...latencySummary(m) };
+        const first = firstCalls.get(c.name);
+        return {
+          name: c.name,
+          msPerStep: perStep(m),
+          stepsPerSecond: round1(perSecond * STEPS),
+          ...latencySummary(m),
+          ...(first === undefined ? {} : { firstCallMs: latencySummary(first).medianMs }),
+        };
       }),
       comparisons,
       notes: [
-        ...(measured.has(FLOOR_ONE_CASE) && measured.has('floor-local@1') ? [localRoundTrips(get)] : []),
+        ...(measured.has(`${FLOOR_ONE_CASE}@1`) && measured.has('floor-local@1') ? [localRoundTrips(get)] : []),
         `a LangGraph turn stored ${checkpointRows.checkpoints} checkpoints, ${checkpointRows.blobs} blobs and ` +
           `${checkpointRows.writes} pending writes (durability ${durability})`,
         `the last request of a turn: ${requests.messages} messages and ${requests.tools} tools on both sides, ` +
@@ -266,6 +314,169 @@ runBench(common, async (context) => {
 });
 
 /**
+ * How soon a turn starts, at `threads` threads: the time from the call that sends its message to its first model call
+ * (Baton batched: a new thread by `run`, by `startThread` then `send`, a standing thread's next message; LangGraph: a
+ * new `thread_id`, a standing one's next message), against LangGraph's, with the targets; and the whole turn of each
+ * Baton way against LangGraph's. The floor: how soon a plain Temporal workflow started and awaited runs its first
+ * local activity, against LangGraph's first call: what no Temporal-based start can go below.
+ */
+function startComparisons(
+  threads: number,
+  get: (name: string) => Measured,
+  firstCall: (name: string) => Measured,
+): Comparison[] {
+  const target = threads === 1 ? FIRST_CALL_TARGET.alone : FIRST_CALL_TARGET.concurrent;
+  const at = (name: string) => `${name}@${threads}`;
+  const title = (what: string) => `${what}, ${threads} thread(s)`;
+  return [
+    compareCases(
+      title('first model call: Baton-batched run / LangGraph'),
+      firstCall(at('baton-batched')),
+      firstCall(at('langgraph')),
+      { target },
+    ),
+    compareCases(
+      title('first model call: Baton-batched startThread+send / LangGraph'),
+      firstCall(at('baton-batched-start-send')),
+      firstCall(at('langgraph')),
+      { target },
+    ),
+    compareCases(
+      title('first model call: Baton-batched standing thread / LangGraph standing thread'),
+      firstCall(at('baton-batched-standing')),
+      firstCall(at('langgraph-standing')),
+      { target },
+    ),
+    compareCases(
+      title(
+        'first code run: Temporal floor (a workflow started, its first local activity) / LangGraph first model call',
+      ),
+      firstCall(at(FLOOR_ONE_CASE)),
+      firstCall(at('langgraph')),
+    ),
+    compareCases(
+      title('whole turn: Baton-batched startThread+send / LangGraph'),
+      get(at('baton-batched-start-send')),
+      get(at('langgraph')),
+      { target: TARGET_RATIO },
+    ),
+    compareCases(
+      title('whole turn: Baton-batched standing thread / LangGraph standing thread'),
+      get(at('baton-batched-standing')),
+      get(at('langgraph-standing')),
+      { target: TARGET_RATIO },
+    ),
+  ];
+}
+
+/**
+ * A new thread of `agent` started by `startThread`, then sent the turn's message by `send`, both timed (as a chat app
+ * that creates a conversation, then posts to it); ended after, untimed.
+ */
+function batonStartThenSend(
+  client: BatonClient,
+  agent: string,
+  started: (threadId: string) => void,
+): () => Promise<() => Promise<void>> {
+  return () => {
+    const threadId = uniqueThreadId(`bench-${agent}`);
+    return Promise.resolve(async () => {
+      started(threadId);
+      const thread = await client.startThread({ agent, threadId });
+      checkTurn(agent, await thread.send(TURN_MESSAGE));
+      void thread.end().catch(() => undefined);
+    });
+  };
+}
+
+/**
+ * A standing thread's next message: the thread started and its first turn answered untimed; the timed part is `send`
+ * of the second message (the agent's script answers two turns); ended after, untimed.
+ */
+function batonStandingTurn(
+  client: BatonClient,
+  agent: string,
+  started: (threadId: string) => void,
+): () => Promise<() => Promise<void>> {
+  return async () => {
+    const threadId = uniqueThreadId(`bench-${agent}`);
+    const { thread, result } = await client.run({ agent, threadId, message: TURN_MESSAGE });
+    checkTurn(agent, result);
+    return async () => {
+      started(threadId);
+      checkTurn(agent, await thread.send(TURN_MESSAGE));
+      void thread.end().catch(() => undefined);
+    };
+  };
+}
+
+/** A Baton turn of the bench must complete after its `STEPS` model calls. */
+function checkTurn(agent: string, result: SendMessageResult): void {
+  if (result.status !== 'completed' || result.steps !== STEPS) {
+    throw new Error(`${agent}'s turn ended ${result.status} after ${result.steps} steps, not completed after ${STEPS}`);
+  }
+}
+
+/** The times the scripted model received each thread's requests (`receivedMs`), by thread, in order. */
+function requestTimes(requests: readonly ModelLogEntry[]): Map<string, number[]> {
+  const times = new Map<string, number[]>();
+  for (const request of requests) {
+    if (request.thread === null || request.thread === undefined) continue;
+    const list = times.get(request.thread) ?? [];
+    list.push(request.receivedMs);
+    times.set(request.thread, list);
+  }
+  return times;
+}
+
+/**
+ * When each timed turn began, by case and round (`note`, as its timed part starts), so that its first model call can
+ * be timed afterwards from what the scripted model logged (read once, after the rounds: nothing is read while timing).
+ * Marks and the log's `receivedMs` share the process's clock.
+ */
+class TurnStarts {
+  private readonly marks: { caseName: string; round: number; id: string; startedMs: number }[] = [];
+
+  note(caseName: string, round: number, id: string): void {
+    this.marks.push({ caseName, round, id, startedMs: performance.timeOrigin + performance.now() });
+  }
+
+  /**
+   * Per case, the time from each timed turn's start to the first moment after it among `moments` of its thread (the
+   * scripted model's requests) or `firstMoments` (one per workflow id: a floor's first activity), over the rounds.
+   * @throws when a timed turn has no such moment (its first call was not logged)
+   */
+  firstMoments(
+    moments: ReadonlyMap<string, readonly number[]>,
+    firstMoments: ReadonlyMap<string, number>,
+  ): Map<string, Measured> {
+    const byCase = new Map<string, { latenciesMs: number[]; byRound: Map<number, number[]> }>();
+    for (const mark of this.marks) {
+      if (mark.round < 0) continue;
+      const found =
+        (moments.get(mark.id) ?? []).find((moment) => moment >= mark.startedMs) ?? firstMoments.get(mark.id);
+      if (found === undefined) throw new Error(`no first model call was logged for ${mark.id} (${mark.caseName})`);
+      const entry = byCase.get(mark.caseName) ?? { latenciesMs: [], byRound: new Map<number, number[]>() };
+      entry.latenciesMs.push(found - mark.startedMs);
+      entry.byRound.set(mark.round, [...(entry.byRound.get(mark.round) ?? []), found - mark.startedMs]);
+      byCase.set(mark.caseName, entry);
+    }
+    return new Map(
+      [...byCase].map(([name, entry]) => [
+        name,
+        {
+          name,
+          latenciesMs: entry.latenciesMs,
+          rounds: [...entry.byRound.keys()]
+            .sort((a, b) => a - b)
+            .map((round) => ({ medianMs: median(entry.byRound.get(round) ?? []), perSecond: Number.NaN })),
+        },
+      ]),
+    );
+  }
+}
+
+/**
  * What one more local activity costs at 1 thread, against what a local step may cost for `steps: local` to be no
  * slower than LangGraph. A local-step turn runs the same steps as a batched one (the same I/O, in the same
  * activities' code), plus a local activity's round trip through the workflow per step: so it can take no longer than
@@ -273,12 +484,12 @@ runBench(common, async (context) => {
  */
 function localRoundTrips(get: (name: string) => Measured): string {
   const median1 = (name: string) => latencySummary(get(name)).medianMs;
-  const temporalRoundTrip = (median1('floor-local@1') - median1(FLOOR_ONE_CASE)) / (STEPS - 1);
+  const temporalRoundTrip = (median1('floor-local@1') - median1(`${FLOOR_ONE_CASE}@1`)) / (STEPS - 1);
   const batonRoundTrip = (median1('baton-local@1') - median1('baton-batched@1')) / STEPS;
   const budget = (median1('langgraph@1') - median1('baton-batched@1')) / STEPS;
   return (
     `a local activity's round trip at 1 thread: ${round1(temporalRoundTrip)} ms with Temporal alone ` +
-    `((floor-local − ${FLOOR_ONE_CASE}) / ${STEPS - 1}), ${round1(batonRoundTrip)} ms per step in Baton ` +
+    `((floor-local − ${FLOOR_ONE_CASE}@1) / ${STEPS - 1}), ${round1(batonRoundTrip)} ms per step in Baton ` +
     `((baton-local − baton-batched) / ${STEPS}); for baton-local ≤ LangGraph it may cost ${round1(budget)} ms ` +
     `((langgraph − baton-batched) / ${STEPS})`
   );
