@@ -74,15 +74,20 @@ export async function workflowHistory(client: Client, workflowId: string): Promi
 
 /**
  * What a thread's workflow dispatched after its opening: a local activity of its first task (checked, not the turn's),
- * or, for a thread started with its message (`run`), none: its first turn's `beginTurn` opened it (checked to come first).
+ * or none when its first message came with its first workflow task (`run`, or a `send` quick enough): its first turn's
+ * `beginTurn` opened it then (checked to come first).
  */
 export async function threadDispatches(client: Client, threadId: string): Promise<string[]> {
-  const all = turnDispatches(await workflowHistory(client, `baton/${threadId}`));
-  if (all[0] === `local:ensureThread (thread: open ${threadId})`) return all.slice(1);
+  return afterOpening(turnDispatches(await workflowHistory(client, `baton/${threadId}`)), threadId);
+}
+
+/** A thread's dispatches (`turnDispatches` of its history) less its opening, as `threadDispatches` says. */
+export function afterOpening(dispatches: readonly string[], threadId: string): string[] {
+  if (dispatches[0] === `local:ensureThread (thread: open ${threadId})`) return dispatches.slice(1);
   assert.match(
-    all[0] ?? '',
+    dispatches[0] ?? '',
     /^local:beginTurn \(turn 1: /,
     `thread ${threadId} opened by neither itself nor its first turn`,
   );
-  return all;
+  return [...dispatches];
 }

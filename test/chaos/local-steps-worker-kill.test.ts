@@ -20,7 +20,7 @@ import { listMessages } from '../../db/transcripts';
 import { readModelLog, requestStep, requestsPerStep as requestsOfSteps } from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
-import { dispatchOf, turnDispatches } from '../../testing/turn-dispatches';
+import { afterOpening, dispatchOf, turnDispatches } from '../../testing/turn-dispatches';
 import { useKillableWorkers } from '../../testing/worker-process';
 import { settle, waitFor, type Settled } from './waiting';
 
@@ -133,13 +133,13 @@ const lines = (file: string): string[] =>
 const shellRuns = (mode: Mode): string[] => lines(path.join(shellDirOf(mode), RUNS_FILE));
 
 /**
- * What the thread's history shows of the turn (the Web UI's view): the thread opened, then each step a local activity
- * marker with its summary, or (batched) one marker for the whole turn; and what worker B ran again.
+ * What the thread's history shows of the turn (the Web UI's view) after the thread's opening (`afterOpening`): each
+ * step a local activity marker with its summary, or (batched) one marker for the whole turn; and what worker B ran
+ * again.
  */
-const EXPECTED: Record<Mode, { dispatches: (threadId: string) => string[]; rerun: string }> = {
+const EXPECTED: Record<Mode, { dispatches: string[]; rerun: string }> = {
   local: {
-    dispatches: (threadId) => [
-      `local:ensureThread (thread: open ${threadId})`,
+    dispatches: [
       'local:beginTurn (turn 1: scribe starts, message from human)',
       'local:callModel (model: scribe step 1)',
       'local:runToolsThenCallModel (step: scribe runs think, then model step 2)',
@@ -150,10 +150,7 @@ const EXPECTED: Record<Mode, { dispatches: (threadId: string) => string[]; rerun
   },
   // The turn's first batch runs in its `beginTurn`: here, all four steps.
   batched: {
-    dispatches: (threadId) => [
-      `local:ensureThread (thread: open ${threadId})`,
-      'local:beginTurn (turn 1: batch-scribe starts, message from human)',
-    ],
+    dispatches: ['local:beginTurn (turn 1: batch-scribe starts, message from human)'],
     rerun: 'beginTurn (turn 1: batch-scribe starts',
   },
 };
@@ -341,12 +338,12 @@ test(
             );
             assert.notEqual(starts[2]?.stream, starts[3]?.stream, 'the two attempts of the third call stream apart');
 
-            // The thread's history (the Web UI's view): the thread opened, then every step a local activity marker with
+            // The thread's history (the Web UI's view): after its opening, every step a local activity marker with
             // its summary, once (the answer's model call also records the turn completed); no turn workflow and no
             // activity scheduled on the server for the turn; and the kill seen as a workflow task that timed out.
             const events = (await client.temporal.workflow.getHandle(turnId).fetchHistory()).events ?? [];
-            const dispatches = turnDispatches(events);
-            assert.deepEqual(dispatches, EXPECTED[mode].dispatches(threadId));
+            const all = turnDispatches(events);
+            assert.deepEqual(afterOpening(all, threadId), EXPECTED[mode].dispatches);
             assert.ok(
               !events.some(
                 (event) =>
@@ -361,8 +358,7 @@ test(
             assert.deepEqual(recordedByA, recordedBeforeKill, 'worker A recorded nothing after it died');
             // What worker B ran again: the steps after those worker A recorded (local), or the batch it was in (batched:
             // the turn's beginning, which ran it).
-            const rerun =
-              mode === 'local' ? dispatches.slice(recordedByA.length, -1) : dispatches.slice(recordedByA.length);
+            const rerun = mode === 'local' ? all.slice(recordedByA.length, -1) : all.slice(recordedByA.length);
             st.diagnostic(`recorded by worker A before the kill: ${recordedByA.join('; ') || 'nothing'}`);
             st.diagnostic(`run again by worker B: ${rerun.join('; ')}`);
             assert.ok(

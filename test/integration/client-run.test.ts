@@ -8,7 +8,11 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { WithStartWorkflowOperation, WorkflowIdConflictPolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { threadWorkflowId } from '../../common/ids';
+import type { BegunTurn } from '../../common/types';
+import { findThread } from '../../db/threads';
 import { listMessages } from '../../db/transcripts';
+import { localActivityResults } from '../../testing/turn-dispatches';
+import { rejectsWith } from './failures';
 import { parseScript } from '../../scripted-model';
 import { startOwnTemporal } from '../../testing/test-stack';
 import { skipUnlessCi } from '../../testing/ci';
@@ -63,6 +67,11 @@ for (const { agent, steps } of MODES) {
     const accepted = events.findIndex((event) => event.workflowExecutionUpdateAcceptedEventAttributes);
     assert.ok(accepted > 0, "the message's Update is in the history");
     assert.equal(events.slice(0, accepted).filter((event) => event.workflowTaskStartedEventAttributes).length, 1);
+    // The turn's beginning opened the thread's record (no local activity of the thread's own before it) and handed
+    // the thread its epoch, which the record holds.
+    assert.deepEqual(localActivityResults(events, 'ensureThread'), []);
+    const [begun] = localActivityResults(events, 'beginTurn') as BegunTurn[];
+    assert.equal(begun?.epoch, (await findThread(harness.pool, threadId))?.epoch);
 
     // A thread like any other: its next message is its second turn.
     const second = await thread.send('Again.');
@@ -79,6 +88,19 @@ for (const { agent, steps } of MODES) {
     await thread.end();
   });
 }
+
+test('run naming an agent no worker knows: the turn fails before the record is open, so the thread opens it itself and takes its next message', async () => {
+  const threadId = uniqueThreadId('run-unknown');
+  await rejectsWith(harness.client.run({ agent: 'nobody', threadId, message: 'Hi.' }), 'Agent.NotFound', /nobody/);
+  const thread = harness.client.thread(threadId);
+  // Its next message does not wait for ever for a record: it fails the same way, and the thread runs on.
+  await rejectsWith(thread.send('Again.'), 'Agent.NotFound', /nobody/);
+  const events = (await thread.workflow.fetchHistory()).events ?? [];
+  assert.equal(localActivityResults(events, 'ensureThread').length, 1, 'the thread opened its record itself');
+  assert.equal((await findThread(harness.pool, threadId))?.threadId, threadId);
+  assert.equal((await thread.status()).turns, 2);
+  await thread.end();
+});
 
 test('run under a thread id already taken fails with a clear error, and the running thread gets no message', async () => {
   const threadId = uniqueThreadId('run-taken');

@@ -16,6 +16,7 @@ import { parseScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
 import { uniqueThreadId } from '../../testing/test-env';
 import {
+  afterOpening,
   eventSummary,
   localActivityResults,
   turnDispatches,
@@ -114,7 +115,7 @@ test('long tool calls: in batched steps, a batch stops at a tool over 840 s, whi
   const result = await (await harness.client.startThread({ agent: 'batcher', threadId })).send('Report.');
   assert.equal(result.reply, 'Reported.');
   const thread = await history(`baton/${threadId}`);
-  assert.deepEqual(turnDispatches(thread).slice(1), [
+  assert.deepEqual(afterOpening(turnDispatches(thread), threadId), [
     'local:beginTurn (turn 1: batcher starts, message from human)',
     'child:rootTurnWorkflow',
   ]);
