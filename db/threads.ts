@@ -21,9 +21,11 @@ const THREAD_COLUMNS = `thread_id AS "threadId", root_thread_id AS "rootThreadId
 
 /** Creates the thread record if it does not exist yet (idempotent) and returns it. */
 export async function ensureThread(db: Queryable, input: EnsureThreadInput): Promise<ThreadRow> {
-  await db.query(
+  // A new record comes back from its insert, in one round trip (a new thread's opening waits for it); one that
+  // existed is read.
+  const { rows } = await db.query<ThreadRow>(
     `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, world)
-     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING`,
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLUMNS}`,
     [
       input.threadId,
       input.rootThreadId,
@@ -33,7 +35,7 @@ export async function ensureThread(db: Queryable, input: EnsureThreadInput): Pro
       input.world ?? 'default',
     ],
   );
-  const thread = await findThread(db, input.threadId);
+  const thread = rows[0] ?? (await findThread(db, input.threadId));
   if (!thread) throw new ThreadNotFoundError(input.threadId);
   return thread;
 }
