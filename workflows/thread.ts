@@ -74,10 +74,11 @@ export const TURNS_BEGIN_IN_THREAD_PATCH = 'baton-turns-begin-in-thread';
 export const THREAD_OPENS_IN_ITS_TASK_PATCH = 'baton-thread-opens-in-its-task';
 
 /**
- * A message that came with the thread's start (`run`: Update-with-Start) begins its turn at once, and the turn's
- * `beginTurn` opens the thread's record first (`BeginTurnInput.openThread`), handing back its epoch: one local
- * activity's round trip fewer before the turn's first model call. Should that beginning fail, the thread opens its
- * record itself, as before. Histories recorded before opened the record first in every run.
+ * A message taken in the thread's first workflow task (sent with its start by `run`, Update-with-Start, or a `send`
+ * that reached the task) begins its turn at once, and the turn's `beginTurn` opens the thread's record first
+ * (`BeginTurnInput.openThread`), handing back its epoch: one local activity's round trip fewer before the turn's first
+ * model call. Should that beginning fail, the thread opens its record itself, as before. Histories recorded before
+ * opened the record first in every run.
  */
 export const FIRST_TURN_OPENS_THREAD_PATCH = 'baton-first-turn-opens-thread';
 
