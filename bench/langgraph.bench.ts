@@ -518,10 +518,7 @@ function compareStepsPerSecond(name: string, subject: Measured, baseline: Measur
 async function dispatchedSteps(baton: BatonSide, agent: string): Promise<{ activities: number; local: number }> {
   const threadId = uniqueThreadId(`bench-${agent}`);
   const thread = await baton.client.startThread({ agent, threadId });
-  const result = await thread.send(TURN_MESSAGE);
-  if (result.status !== 'completed' || result.steps !== STEPS) {
-    throw new Error(`${agent}'s turn ended ${result.status} after ${result.steps} steps, not completed after ${STEPS}`);
-  }
+  checkTurn(agent, await thread.send(TURN_MESSAGE));
   await thread.end();
   const workflow = baton.client.temporal.workflow;
   const events: temporal.api.history.v1.IHistoryEvent[] =
