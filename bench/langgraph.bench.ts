@@ -20,9 +20,10 @@
  * round, as many turns as threads), `--threads LIST` (default `1,10`), `--langgraph-durability async|sync|exit`
  * (default `async`, LangGraph's own).
  */
-import { WorkflowNotFoundError } from '@temporalio/client';
-import type { temporal } from '@temporalio/proto';
-import { rootTurnWorkflowId } from '../common/ids';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { tsToMs } from '@temporalio/common/lib/time';
+import type { google, temporal } from '@temporalio/proto';
+import { rootTurnWorkflowId, threadWorkflowId } from '../common/ids';
 import type { BatonClient } from '../client';
 import type { SendMessageResult } from '../common/types';
 import type { ModelLogEntry } from '../testing/harness';
@@ -41,6 +42,7 @@ import {
   startBaselines,
   stepsScript,
   TURN_MESSAGE,
+  type BaselineSide,
   type BatonSide,
 } from './baselines';
 import {
@@ -223,6 +225,10 @@ runBench(common, async (context) => {
   // first code, from its no-op's start.
   const firstCalls = starts.firstMoments(requestTimes(baton.harness.modelRequests()), baseline.noopStarts);
   const firstCall = (name: string) => firstCalls.get(name) as Measured;
+  const breakdowns: string[] = [];
+  for (const threads of threadCounts) {
+    breakdowns.push(await startBreakdown(threads, starts, baton, baseline, firstCalls));
+  }
 
   const comparisons: Comparison[] = threadCounts.flatMap((threads) => {
     const activity = get(`baton-activity@${threads}`);
@@ -299,6 +305,7 @@ runBench(common, async (context) => {
       }),
       comparisons,
       notes: [
+        ...breakdowns,
         ...(measured.has(`${FLOOR_ONE_CASE}@1`) && measured.has('floor-local@1') ? [localRoundTrips(get)] : []),
         `a LangGraph turn stored ${checkpointRows.checkpoints} checkpoints, ${checkpointRows.blobs} blobs and ` +
           `${checkpointRows.writes} pending writes (durability ${durability})`,
@@ -441,6 +448,11 @@ class TurnStarts {
     this.marks.push({ caseName, round, id, startedMs: performance.timeOrigin + performance.now() });
   }
 
+  /** The timed turns of `caseName` (not its warm-up runs): each one's id and when its timed part began. */
+  timed(caseName: string): { id: string; startedMs: number }[] {
+    return this.marks.filter((mark) => mark.caseName === caseName && mark.round >= 0);
+  }
+
   /**
    * Per case, the time from each timed turn's start to the first moment after it among `moments` of its thread (the
    * scripted model's requests) or `firstMoments` (one per workflow id: a floor's first activity), over the rounds.
@@ -474,6 +486,94 @@ class TurnStarts {
       ]),
     );
   }
+}
+
+/**
+ * Where a new thread's first model call went, at `threads` threads (the `baton-batched` case, started by `run`), beside
+ * where a plain Temporal workflow's first code went (`floor-one-local`), read after the rounds: from the call's start
+ * to the server's start of the workflow and to its first workflow task starting (the history's event times), to the
+ * first write of the turn's first local activity (Baton: its thread's record, which that activity opens; the floor:
+ * its no-op's start), and on to the model call (the scripted model's log). The median of each part over the timed
+ * turns (so the parts need not add up to the median whole). All on this machine's one clock.
+ */
+async function startBreakdown(
+  threads: number,
+  starts: TurnStarts,
+  baton: BatonSide,
+  floor: BaselineSide,
+  firstCalls: ReadonlyMap<string, Measured>,
+): Promise<string> {
+  const batonCase = `baton-batched@${threads}`;
+  const floorCase = `${FLOOR_ONE_CASE}@${threads}`;
+  const batonTurns = starts.timed(batonCase);
+  const recorded = await baton.harness.pool.query<{ thread_id: string; ms: number }>(
+    'SELECT thread_id, extract(epoch FROM created_at) * 1000 AS ms FROM threads WHERE thread_id = ANY($1)',
+    [batonTurns.map((turn) => turn.id)],
+  );
+  const opened = new Map(recorded.rows.map((row) => [row.thread_id, Number(row.ms)]));
+  const firstCallMs = requestTimes(baton.harness.modelRequests());
+  const parts = async (
+    turns: readonly { id: string; startedMs: number }[],
+    client: Client,
+    workflowIdOf: (id: string) => string,
+    codeAt: (id: string) => number | undefined,
+    callAt?: (id: string, after: number) => number | undefined,
+  ) => {
+    const spans: number[][] = [];
+    for (const turn of turns) {
+      const moments = await startMoments(client, workflowIdOf(turn.id));
+      const code = codeAt(turn.id);
+      if (code === undefined) throw new Error(`no first local activity was seen for ${turn.id}`);
+      const call = callAt?.(turn.id, turn.startedMs);
+      spans.push([
+        moments.startedMs - turn.startedMs,
+        moments.firstTaskMs - moments.startedMs,
+        code - moments.firstTaskMs,
+        ...(call === undefined ? [] : [call - code]),
+      ]);
+    }
+    return (spans[0] ?? []).map((_, index) => round1(median(spans.map((span) => span[index] ?? Number.NaN))));
+  };
+  const [toStarted, toTask, toCode, toCall] = await parts(
+    batonTurns,
+    baton.client.temporal,
+    threadWorkflowId,
+    (id) => opened.get(id),
+    (id, after) => (firstCallMs.get(id) ?? []).find((moment) => moment >= after),
+  );
+  const [floorToStarted, floorToTask, floorToCode] = await parts(
+    starts.timed(floorCase),
+    floor.client,
+    (id) => id,
+    (id) => floor.noopStarts.get(id),
+  );
+  const whole = (name: string) => {
+    const measured = firstCalls.get(name);
+    return measured === undefined ? Number.NaN : round1(latencySummary(measured).medianMs);
+  };
+  return (
+    `where a new thread's first model call went, ${threads} thread(s), median ms of each part: Baton-batched run: ` +
+    `${toStarted} until the server started its workflow, ${toTask} until its first workflow task started, ${toCode} ` +
+    `until its first local activity wrote the thread's record, ${toCall} until the model call (whole: ` +
+    `${whole(batonCase)}); a plain Temporal workflow (${FLOOR_ONE_CASE}): ${floorToStarted}, ${floorToTask}, ` +
+    `${floorToCode} until its no-op local activity started (whole: ${whole(floorCase)})`
+  );
+}
+
+/** When the server started a workflow, and when its first workflow task started (its history's event times, in ms). */
+async function startMoments(client: Client, workflowId: string): Promise<{ startedMs: number; firstTaskMs: number }> {
+  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const started = events.find((event) => event.workflowExecutionStartedEventAttributes);
+  const firstTask = events.find((event) => event.workflowTaskStartedEventAttributes);
+  if (started?.eventTime == null || firstTask?.eventTime == null) {
+    throw new Error(`the history of ${workflowId} has no start or no started workflow task`);
+  }
+  return { startedMs: eventMs(started.eventTime), firstTaskMs: eventMs(firstTask.eventTime) };
+}
+
+/** An event time in ms since the epoch, with the fraction its nanoseconds give. */
+function eventMs(time: google.protobuf.ITimestamp): number {
+  return tsToMs(time) + ((time.nanos ?? 0) % 1e6) / 1e6;
 }
 
 /**
