@@ -41,8 +41,8 @@ export const BATCH_BUDGET_MS = 2 * 60_000;
 
 export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
-  /** Creates the thread record if it is new; its epoch. */
-  ensureThread(input: EnsureThreadInput): Promise<EnsureThreadResult>;
+  /** Creates the thread record if it is new and marks it running, in one round trip; its epoch. */
+  openThreadRunning(input: EnsureThreadInput): Promise<EnsureThreadResult>;
   /** Where a turn of `agent` in `world` runs its steps. */
   stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
   /** Registers (and starts) the watchers the agent's frontmatter declares, in the turn's root. */
@@ -69,17 +69,19 @@ export function createTurnActivities(parts: TurnActivityParts) {
   async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
     const agent = await parts.resolveAgent({ name: input.scope.agent });
     const world = input.world ?? 'default';
-    // The thread's record first when this turn opens it: the mark and the watchers need the row, and the writes after
-    // go under its epoch (the workflow learns it from the result).
-    const opened = input.openThread && (await parts.ensureThread(input.openThread));
     // The reads and the thread's mark go to Postgres at once; the message is recorded after the mark (the run feed
-    // shows the turn start before its message). Every one settles before a failure fails the attempt.
-    const [steps, limits] = await allSettledOrThrow([
+    // shows the turn start before its message). Every one settles before a failure fails the attempt. A turn that
+    // opens its thread opens the record and marks it running in one call, and the writes after go under the record's
+    // epoch (the workflow learns it from the result); its watchers need the record, so they are registered after it.
+    const opening = input.openThread;
+    const [steps, limits, opened] = await allSettledOrThrow([
       parts.stepModeOf(agent, world),
       input.limits && parts.resolveLimits({ world, ...input.limits }),
-      parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
-      parts.registerWatchersOf(agent, input.scope.rootThreadId),
+      opening && parts.openThreadRunning(opening),
+      opening === undefined && parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
+      opening === undefined && parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
+    if (opening !== undefined) await parts.registerWatchersOf(agent, input.scope.rootThreadId);
     const scope = opened === undefined ? input.scope : { ...input.scope, epoch: opened.epoch };
     // Beside the message, both before the turn's first model call, which finds its root's budget open.
     const budget =

@@ -40,6 +40,31 @@ export async function ensureThread(db: Queryable, input: EnsureThreadInput): Pro
   return thread;
 }
 
+/**
+ * Opens a thread's record if it is new and marks it running, in one round trip (migration 028): what `ensureThread`
+ * then `markThread(…, 'running')` do, for the turn that opens its thread. The turn's start reaches the run feed as
+ * every turn's does (the record's status changes to running).
+ * @returns the thread's epoch
+ * @throws ThreadNotFoundError when no record could be marked (one deleted meanwhile)
+ */
+export async function openThreadRunning(db: Queryable, input: EnsureThreadInput): Promise<number> {
+  const { rows } = await db.query<{ epoch: number | null }>({
+    name: 'baton-open-thread-running',
+    text: 'SELECT open_thread_running($1, $2, $3, $4, $5, $6) AS epoch',
+    values: [
+      input.threadId,
+      input.rootThreadId,
+      input.parentThreadId ?? null,
+      input.agent,
+      input.caller ?? null,
+      input.world ?? 'default',
+    ],
+  });
+  const epoch = rows[0]?.epoch;
+  if (epoch === null || epoch === undefined) throw new ThreadNotFoundError(input.threadId);
+  return epoch;
+}
+
 export async function findThread(db: Queryable, threadId: string): Promise<ThreadRow | undefined> {
   const { rows } = await db.query<ThreadRow>(`SELECT ${THREAD_COLUMNS} FROM threads WHERE thread_id = $1`, [threadId]);
   return rows[0];

@@ -194,18 +194,21 @@ test('beginTurn: a first batch that fails leaves the turn begun, without it, for
   assert.equal(modelCalls.length, 2, 'the batch stopped at the step that failed');
 });
 
-test('beginTurn: asked to open the thread, it opens it before marking it running, and the turn writes under its epoch', async () => {
+test('beginTurn: asked to open the thread, it opens and marks it in one call, then registers watchers and records under its epoch', async () => {
   const batch = batcher([[think('a')], []]);
   const calls: string[] = [];
   const parts = {
     ...batch.parts,
     resolveAgent: () => Promise.resolve({ name: 'batcher', version: 'v1', maxSteps: 25 }),
     stepModeOf: () => Promise.resolve('batched'),
-    registerWatchersOf: () => Promise.resolve(),
-    ensureThread: async (input: { threadId: string }) => {
-      // A slow open: the mark and the message still wait for the row.
+    registerWatchersOf: () => {
+      calls.push('watchers');
+      return Promise.resolve();
+    },
+    openThreadRunning: async (input: { threadId: string }) => {
+      // A slow open: the watchers and the message still wait for the row.
       await new Promise((resolve) => setTimeout(resolve, 20));
-      calls.push(`ensure ${input.threadId}`);
+      calls.push(`open ${input.threadId} running`);
       return { epoch: 4 };
     },
     finishTurn: (input: { status: string }) => {
@@ -225,7 +228,11 @@ test('beginTurn: asked to open the thread, it opens it before marking it running
     firstBatch: { operationBase: OPERATION_BASE },
     openThread: { threadId: 'root', rootThreadId: 'root', agent: 'batcher', world: 'default' },
   });
-  assert.deepEqual(calls, ['ensure root', 'mark running', 'record at epoch 4']);
+  assert.deepEqual(
+    calls,
+    ['open root running', 'watchers', 'record at epoch 4'],
+    'no separate mark: the opening call marks the thread running',
+  );
   assert.equal(begun.epoch, 4, 'the epoch the workflow goes on with');
   assert.deepEqual(
     batch.modelCalls.map((call) => call.scope.epoch),
