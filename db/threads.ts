@@ -26,14 +26,7 @@ export async function ensureThread(db: Queryable, input: EnsureThreadInput): Pro
   const { rows } = await db.query<ThreadRow>(
     `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, world)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLUMNS}`,
-    [
-      input.threadId,
-      input.rootThreadId,
-      input.parentThreadId ?? null,
-      input.agent,
-      input.caller ?? null,
-      input.world ?? 'default',
-    ],
+    recordValues(input),
   );
   const thread = rows[0] ?? (await findThread(db, input.threadId));
   if (!thread) throw new ThreadNotFoundError(input.threadId);
@@ -51,18 +44,23 @@ export async function openThreadRunning(db: Queryable, input: EnsureThreadInput)
   const { rows } = await db.query<{ epoch: number | null }>({
     name: 'baton-open-thread-running',
     text: 'SELECT open_thread_running($1, $2, $3, $4, $5, $6) AS epoch',
-    values: [
-      input.threadId,
-      input.rootThreadId,
-      input.parentThreadId ?? null,
-      input.agent,
-      input.caller ?? null,
-      input.world ?? 'default',
-    ],
+    values: recordValues(input),
   });
   const epoch = rows[0]?.epoch;
   if (epoch === null || epoch === undefined) throw new ThreadNotFoundError(input.threadId);
   return epoch;
+}
+
+/** A new record's columns, in the order the insert of `ensureThread` and `open_thread_running` take them. */
+function recordValues(input: EnsureThreadInput): (string | null)[] {
+  return [
+    input.threadId,
+    input.rootThreadId,
+    input.parentThreadId ?? null,
+    input.agent,
+    input.caller ?? null,
+    input.world ?? 'default',
+  ];
 }
 
 export async function findThread(db: Queryable, threadId: string): Promise<ThreadRow | undefined> {
