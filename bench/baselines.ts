@@ -13,7 +13,7 @@ import { Context } from '@temporalio/activity';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
-import type { BatonClient, StartThreadOptions } from '../client';
+import type { BatonClient, StartThreadOptions, ThreadHandle } from '../client';
 import type { StepMode } from '../common/agent-definition';
 import { ensureThread } from '../db/threads';
 import { listMessages } from '../db/transcripts';
@@ -22,7 +22,7 @@ import { parseScript, type Script } from '../scripted-model';
 import { uniqueTaskQueue, uniqueThreadId } from '../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../worker/agents';
 import { createModelClient } from '../worker/model-client';
-import type { BenchContext } from './common';
+import type { BenchContext, Untimed } from './common';
 import type {
   fanOutTurnsWorkflow,
   fanOutWorkflow,
@@ -148,7 +148,7 @@ export function batonTurn(
     /** Told the thread's id as its timed part begins (a bench timing the turn's first model call). */
     started?: (threadId: string) => void;
   } = {},
-): () => Promise<() => Promise<void>> {
+): () => Promise<() => Promise<Untimed>> {
   return () => {
     const threadId = uniqueThreadId(`bench-${agent}`);
     return Promise.resolve(async () => {
@@ -158,9 +158,18 @@ export function batonTurn(
         throw new Error(`Baton turn ended ${result.status} after ${result.steps} steps, not completed after ${steps}`);
       }
       await options.check?.(threadId);
-      void thread.end().catch(() => undefined);
+      return () => endThread(thread);
     });
   };
+}
+
+/**
+ * Ends a thread a timed turn started and waits for its workflow to close, untimed (`runConcurrently`): its end's
+ * workflow task and local activity then cost the run that started it, not whatever case runs next.
+ */
+export async function endThread(thread: ThreadHandle): Promise<void> {
+  await thread.end();
+  await thread.result();
 }
 
 /** The system prompt and tools Baton's worker sent, so the baseline's request is the same size. */

@@ -144,23 +144,35 @@ export interface RunResult {
 }
 
 /**
- * Prepares `count` items (not timed), then starts them all at once and times each, and the whole.
+ * What an item's timed part may hand back: work its run must see finished before the next run starts, but not time
+ * (ending the thread it started: left running, that thread's end would fall into whatever case runs next).
+ */
+export type Untimed = () => Promise<void>;
+
+/**
+ * Prepares `count` items (not timed), then starts them all at once and times each, and the whole; then waits, untimed,
+ * for what their timed parts handed back.
  * @param prepare sets one item up and returns its timed part.
  */
 export async function runConcurrently(
   count: number,
-  prepare: () => Promise<() => Promise<unknown>>,
+  prepare: () => Promise<() => Promise<void | Untimed>>,
 ): Promise<RunResult> {
   const runs = await Promise.all(Array.from({ length: count }, () => prepare()));
+  const afterwards: Untimed[] = [];
   const start = performance.now();
   const latenciesMs = await Promise.all(
     runs.map(async (run) => {
       const itemStart = performance.now();
-      await run();
-      return performance.now() - itemStart;
+      const after = await run();
+      const latencyMs = performance.now() - itemStart;
+      if (after !== undefined) afterwards.push(after);
+      return latencyMs;
     }),
   );
-  return { latenciesMs, wallMs: performance.now() - start };
+  const wallMs = performance.now() - start;
+  await Promise.all(afterwards.map((after) => after()));
+  return { latenciesMs, wallMs };
 }
 
 /** A case of a benchmark: one timed run at a time. */

@@ -34,6 +34,7 @@ import {
   benchAgentFile,
   benchAgents,
   benchScript,
+  endThread,
   floorTurn,
   handWrittenTurn,
   modelLogFile,
@@ -63,6 +64,7 @@ import {
   type BenchCase,
   type Comparison,
   type Measured,
+  type Untimed,
 } from './common';
 import { LANGGRAPH_DURABILITIES, startLangGraph, type LangGraphDurability } from './langgraph-baseline';
 
@@ -166,7 +168,7 @@ runBench(common, async (context) => {
     /** A case whose turns' first model calls are timed too: its runs note each thread as its timed part begins. */
     const timingFirstCall = (
       name: string,
-      prepare: (started: (threadId: string) => void) => () => Promise<() => Promise<void>>,
+      prepare: (started: (threadId: string) => void) => () => Promise<() => Promise<void | Untimed>>,
     ): BenchCase => ({
       name,
       repeats,
@@ -384,14 +386,14 @@ function batonStartThenSend(
   client: BatonClient,
   agent: string,
   started: (threadId: string) => void,
-): () => Promise<() => Promise<void>> {
+): () => Promise<() => Promise<Untimed>> {
   return () => {
     const threadId = uniqueThreadId(`bench-${agent}`);
     return Promise.resolve(async () => {
       started(threadId);
       const thread = await client.startThread({ agent, threadId });
       checkTurn(agent, await thread.send(TURN_MESSAGE));
-      void thread.end().catch(() => undefined);
+      return () => endThread(thread);
     });
   };
 }
@@ -404,7 +406,7 @@ function batonStandingTurn(
   client: BatonClient,
   agent: string,
   started: (threadId: string) => void,
-): () => Promise<() => Promise<void>> {
+): () => Promise<() => Promise<Untimed>> {
   return async () => {
     const threadId = uniqueThreadId(`bench-${agent}`);
     const { thread, result } = await client.run({ agent, threadId, message: TURN_MESSAGE });
@@ -412,7 +414,7 @@ function batonStandingTurn(
     return async () => {
       started(threadId);
       checkTurn(agent, await thread.send(TURN_MESSAGE));
-      void thread.end().catch(() => undefined);
+      return () => endThread(thread);
     };
   };
 }
