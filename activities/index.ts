@@ -4,11 +4,10 @@
  */
 import type OpenAI from 'openai';
 import type { Pool } from 'pg';
-import type { EnsureThreadInput, EnsureThreadResult, ResolveAgentInput } from '../common/types';
+import type { ResolveAgentInput } from '../common/types';
 import { DEFAULT_STEP_MODE, type AgentRegistry, type ResolvedAgent, type StepMode } from '../common/agent-definition';
 import { EnvStore } from '../db/env-data';
 import { announceRunEvents } from '../db/run-events';
-import { openThreadRunning as openThreadRunningRow } from '../db/threads';
 import { createAgentStore } from './agent-store';
 import { createApprovalActivities } from './approvals';
 import { createDelegationActivities } from './delegations';
@@ -103,7 +102,8 @@ export function createActivities(deps: ActivityDependencies) {
     watchers: { changed: envChanged, add: (request: AddWatcherRequest) => addWatcherFromTool(deps.pool, request) },
     ...(deps.evalReplays === true ? { replay: createReplayAnswers(deps.pool) } : {}),
   };
-  const threads = createThreadActivities({ pool: deps.pool });
+  // Opening a thread with its message is part of a turn's beginning, not an activity of its own.
+  const { openThreadWithMessage, ...threads } = createThreadActivities({ pool: deps.pool });
   const modelCalls = createModelActivities({
     ...shared,
     openai: deps.openai,
@@ -125,10 +125,6 @@ export function createActivities(deps: ActivityDependencies) {
     if (definition.steps !== undefined) return definition.steps;
     return stepModeFor(definition, await loadWorldVariables(deps.pool, world), workerDefault);
   };
-  /** Opens a thread's record if it is new and marks it running (a turn that opens its thread). */
-  const openThreadRunning = async (input: EnsureThreadInput): Promise<EnsureThreadResult> => ({
-    epoch: await openThreadRunningRow(deps.pool, input),
-  });
   /** Registers the watchers the agent's frontmatter declares in the turn's root, starting those that are new. */
   const registerWatchersOf = async (agent: ResolvedAgent, rootThreadId: string): Promise<void> => {
     const definition = await agentStore.load(agent.version);
@@ -156,7 +152,7 @@ export function createActivities(deps: ActivityDependencies) {
       ...worlds,
       resolveAgent,
       stepModeOf,
-      openThreadRunning,
+      openThreadWithMessage,
       registerWatchersOf,
     }),
     resolveAgent,

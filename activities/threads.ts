@@ -4,7 +4,7 @@ import { ErrorType } from '../common/errors';
 import type { EnsureThreadInput, EnsureThreadResult, RecordMessageInput, RecordMessageResult } from '../common/types';
 import { openRootBudget as openRootBudgetRow, type BudgetLimit } from '../db/budgets';
 import { ensureThread as ensureThreadRow } from '../db/threads';
-import { appendMessage } from '../db/transcripts';
+import { appendMessage, openThreadWithMessage as openThreadWithMessageRow } from '../db/transcripts';
 import { findDelegationMessage } from '../db/delegations';
 import { storableText } from '../common/text';
 import { toApplicationFailure } from './failures';
@@ -26,34 +26,74 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
    * @throws ApplicationFailure `Thread.StaleEpoch`, `Thread.NotFound`
    */
   async function recordMessage(input: RecordMessageInput): Promise<RecordMessageResult> {
-    const { message } = input;
     try {
-      let content: string;
-      if ('delegationOperationId' in message) {
-        const stored = await findDelegationMessage(pool, input.scope.rootThreadId, message.delegationOperationId);
-        if (stored === undefined) {
-          throw ApplicationFailure.create({
-            type: ErrorType.ThreadNotFound,
-            message: `no delegation '${message.delegationOperationId}' in root '${input.scope.rootThreadId}' holds this thread's message`,
-            nonRetryable: true,
-          });
-        }
-        content = stored;
-      } else {
-        // A tool result the workflow composed (a human's answer, a child's reply) is cleaned of what Postgres cannot
-        // store rather than failing the turn; a human's own message with such text is refused by the Update
-        // validator before it gets here.
-        content = message.role === 'tool' ? storableText(message.content) : message.content;
-      }
-      const { message: stored } = await appendMessage(pool, input.scope, input.operationId, {
-        role: message.role,
-        content,
-        ...(message.role === 'tool' ? { toolCallId: message.toolCallId } : {}),
-      });
+      const { message: stored } = await appendMessage(
+        pool,
+        input.scope,
+        input.operationId,
+        await messageToStore(input),
+      );
       return { seq: stored.seq };
     } catch (error) {
       throw toApplicationFailure(error);
     }
+  }
+
+  /**
+   * Opens the thread's record (created if new, marked running) and records the message of the turn that opens it, in
+   * one round trip (`recordMessage` fenced by the epoch the record has, which it hands back). Idempotent.
+   * @throws ApplicationFailure `Thread.NotFound`; `InvalidInput` for a message of another thread than the record's
+   */
+  async function openThreadWithMessage(
+    thread: EnsureThreadInput,
+    input: RecordMessageInput,
+  ): Promise<EnsureThreadResult & RecordMessageResult> {
+    if (input.scope.threadId !== thread.threadId || input.scope.rootThreadId !== thread.rootThreadId) {
+      throw ApplicationFailure.create({
+        type: ErrorType.InvalidInput,
+        message: `the message of thread '${input.scope.threadId}' cannot open thread '${thread.threadId}'`,
+        nonRetryable: true,
+      });
+    }
+    try {
+      const message = await messageToStore(input);
+      const opened = await openThreadWithMessageRow(pool, thread, input.operationId, {
+        role: message.role,
+        agent: input.scope.agent,
+        content: message.content,
+        ...(message.toolCallId === undefined ? {} : { toolCallId: message.toolCallId }),
+      });
+      return { epoch: opened.epoch, seq: opened.message.seq };
+    } catch (error) {
+      throw toApplicationFailure(error);
+    }
+  }
+
+  /**
+   * The message `input` stores: a delegation's is read from where the delegation stored it.
+   * @throws ApplicationFailure `Thread.NotFound` for a delegation that holds no message for this thread
+   */
+  async function messageToStore(
+    input: RecordMessageInput,
+  ): Promise<{ role: 'user' | 'tool'; content: string; toolCallId?: string }> {
+    const { message } = input;
+    if ('delegationOperationId' in message) {
+      const stored = await findDelegationMessage(pool, input.scope.rootThreadId, message.delegationOperationId);
+      if (stored === undefined) {
+        throw ApplicationFailure.create({
+          type: ErrorType.ThreadNotFound,
+          message: `no delegation '${message.delegationOperationId}' in root '${input.scope.rootThreadId}' holds this thread's message`,
+          nonRetryable: true,
+        });
+      }
+      return { role: 'user', content: stored };
+    }
+    // A tool result the workflow composed (a human's answer, a child's reply) is cleaned of what Postgres cannot store
+    // rather than failing the turn; a human's own message with such text is refused by the Update validator before it
+    // gets here.
+    return message.role === 'tool'
+      ? { role: 'tool', content: storableText(message.content), toolCallId: message.toolCallId }
+      : { role: 'user', content: message.content };
   }
 
   /** Opens a root thread's budget unless it has one. Idempotent. */
@@ -61,5 +101,5 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
     await openRootBudgetRow(pool, input.rootThreadId, input.limit);
   }
 
-  return { ensureThread, recordMessage, openRootBudget };
+  return { ensureThread, recordMessage, openThreadWithMessage, openRootBudget };
 }

@@ -41,8 +41,11 @@ export const BATCH_BUDGET_MS = 2 * 60_000;
 
 export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
-  /** Creates the thread record if it is new and marks it running, in one round trip; its epoch. */
-  openThreadRunning(input: EnsureThreadInput): Promise<EnsureThreadResult>;
+  /**
+   * Creates the thread record if it is new, marks it running and records the message of the turn that opens it, in one
+   * round trip: the record's epoch, under which the message went.
+   */
+  openThreadWithMessage(thread: EnsureThreadInput, input: RecordMessageInput): Promise<EnsureThreadResult>;
   /** Where a turn of `agent` in `world` runs its steps. */
   stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
   /** Registers (and starts) the watchers the agent's frontmatter declares, in the turn's root. */
@@ -69,19 +72,21 @@ export function createTurnActivities(parts: TurnActivityParts) {
   async function beginTurn(input: BeginTurnInput): Promise<BegunTurn> {
     const agent = await parts.resolveAgent({ name: input.scope.agent });
     const world = input.world ?? 'default';
+    const message = { scope: input.scope, operationId: input.operationId, message: input.message };
     // The reads and the thread's mark go to Postgres at once; the message is recorded after the mark (the run feed
-    // shows the turn start before its message). Every one settles before a failure fails the attempt. A turn that
-    // opens its thread opens the record and marks it running in one call, and the writes after go under the record's
-    // epoch (the workflow learns it from the result); its watchers need the record, so they are registered after it.
+    // shows the turn start before its message), once the reads have succeeded. Every one settles before a failure
+    // fails the attempt. A turn that opens its thread opens the record, marks it running and records the message in
+    // one call beside the reads (a read that fails then leaves the message stored, which the attempt that retries it
+    // finds under its operation id); the message goes under the record's epoch, which the workflow learns from the
+    // result. Its watchers need the record, so they are registered after it.
     const opening = input.openThread;
     const [steps, limits, opened] = await allSettledOrThrow([
       parts.stepModeOf(agent, world),
       input.limits && parts.resolveLimits({ world, ...input.limits }),
-      opening && parts.openThreadRunning(opening),
+      opening && parts.openThreadWithMessage(opening, message),
       opening === undefined && parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
       opening === undefined && parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
-    if (opening !== undefined) await parts.registerWatchersOf(agent, input.scope.rootThreadId);
     const scope = opened === undefined ? input.scope : { ...input.scope, epoch: opened.epoch };
     // Beside the message, both before the turn's first model call, which finds its root's budget open.
     const budget =
@@ -90,7 +95,8 @@ export function createTurnActivities(parts: TurnActivityParts) {
         : undefined;
     await allSettledOrThrow([
       budget && parts.openRootBudget({ rootThreadId: input.scope.rootThreadId, limit: budget }),
-      parts.recordMessage({ scope, operationId: input.operationId, message: input.message }),
+      opened === undefined && parts.recordMessage(message),
+      opened !== undefined && parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);
     const begun = {
       ...agent,

@@ -26,7 +26,7 @@ export async function ensureThread(db: Queryable, input: EnsureThreadInput): Pro
   const { rows } = await db.query<ThreadRow>(
     `INSERT INTO threads (thread_id, root_thread_id, parent_thread_id, agent, caller, world)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING RETURNING ${THREAD_COLUMNS}`,
-    recordValues(input),
+    threadRecordValues(input),
   );
   const thread = rows[0] ?? (await findThread(db, input.threadId));
   if (!thread) throw new ThreadNotFoundError(input.threadId);
@@ -34,25 +34,10 @@ export async function ensureThread(db: Queryable, input: EnsureThreadInput): Pro
 }
 
 /**
- * Opens a thread's record if it is new and marks it running, in one round trip (migration 028): what `ensureThread`
- * then `markThread(…, 'running')` do, for the turn that opens its thread. The turn's start reaches the run feed as
- * every turn's does (the record's status changes to running).
- * @returns the thread's epoch
- * @throws ThreadNotFoundError when no record could be marked (one deleted meanwhile)
+ * A new record's columns, in the order the insert of `ensureThread`, `open_thread_running` and
+ * `open_thread_with_message` take them.
  */
-export async function openThreadRunning(db: Queryable, input: EnsureThreadInput): Promise<number> {
-  const { rows } = await db.query<{ epoch: number | null }>({
-    name: 'baton-open-thread-running',
-    text: 'SELECT open_thread_running($1, $2, $3, $4, $5, $6) AS epoch',
-    values: recordValues(input),
-  });
-  const epoch = rows[0]?.epoch;
-  if (epoch === null || epoch === undefined) throw new ThreadNotFoundError(input.threadId);
-  return epoch;
-}
-
-/** A new record's columns, in the order the insert of `ensureThread` and `open_thread_running` take them. */
-function recordValues(input: EnsureThreadInput): (string | null)[] {
+export function threadRecordValues(input: EnsureThreadInput): (string | null)[] {
   return [
     input.threadId,
     input.rootThreadId,

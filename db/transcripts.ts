@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
-import type { ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
+import type { EnsureThreadInput, ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
 import { OUTPUT_REPAIR_SUFFIX } from '../common/ids';
 import { addCost } from '../common/usage';
-import type { Queryable } from './threads';
+import { threadRecordValues, type Queryable } from './threads';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import { logStaleRefusal } from './refusals';
 
@@ -121,9 +121,7 @@ export async function appendMessage(
   return logStaleRefusal(pool, scope, 'transcript', operationId, async () => {
     // One round trip (migration 015): the epoch checked under the thread's row lock first, so a reclaimed turn is
     // refused even for an operation it had already written; then the operation's earlier message, else the insert.
-    const { rows } = await pool.query<
-      { outcome: 'inserted' | 'existing' | 'stale' | 'no_thread'; currentEpoch: number | null } & TranscriptMessage
-    >({
+    const { rows } = await pool.query<AppendOutcome>({
       name: 'baton-append-message',
       text: `SELECT r.outcome, r.current_epoch AS "currentEpoch", ${messageColumns('(r.message)')}
                FROM append_transcript_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) r`,
@@ -142,13 +140,66 @@ export async function appendMessage(
         message.model ?? null,
       ],
     });
-    const row = rows[0];
-    if (!row || row.outcome === 'no_thread') throw new ThreadNotFoundError(scope.threadId);
-    if (row.outcome === 'stale') throw new StaleEpochError(scope.threadId, scope.epoch, row.currentEpoch ?? -1);
-    const { outcome, currentEpoch: _epoch, ...stored } = row;
-    checkOperationThread(operationId, scope.threadId, stored.threadId);
-    return { message: stored, reused: outcome === 'existing' };
+    return appended(rows[0], scope, operationId);
   });
+}
+
+/** What `append_transcript_message` answered, as `appendMessage` returns it. */
+type AppendOutcome = {
+  outcome: 'inserted' | 'existing' | 'stale' | 'no_thread';
+  currentEpoch: number | null;
+} & TranscriptMessage;
+
+/**
+ * The message an append stored or found, from its outcome row.
+ * @throws ThreadNotFoundError, StaleEpochError; BatonDbError when the operation id wrote to another thread
+ */
+function appended(
+  row: AppendOutcome | undefined,
+  scope: Pick<ThreadScope, 'threadId' | 'epoch'>,
+  operationId: string,
+): { message: TranscriptMessage; reused: boolean } {
+  if (!row || row.outcome === 'no_thread') throw new ThreadNotFoundError(scope.threadId);
+  if (row.outcome === 'stale') throw new StaleEpochError(scope.threadId, scope.epoch, row.currentEpoch ?? -1);
+  const { outcome, currentEpoch: _epoch, ...stored } = row;
+  checkOperationThread(operationId, scope.threadId, stored.threadId);
+  return { message: stored, reused: outcome === 'existing' };
+}
+
+/**
+ * Opens a thread's record and appends its turn's message under the epoch the record has, in one round trip (migration
+ * 029), for the turn that opens its thread: the record is created if new (as `ensureThread` does) and marked running
+ * (as `markThread(…, 'running')` does, so the turn's start reaches the run feed as every turn's does), then the message
+ * appended as `appendMessage` would. A repeated call finds the record and the message its first call stored.
+ * @returns the record's epoch, and the message as `appendMessage` returns it
+ * @throws ThreadNotFoundError when no record could be marked (one deleted meanwhile); BatonDbError when the
+ *   operation id wrote to another thread of the root
+ */
+export async function openThreadWithMessage(
+  db: Queryable,
+  thread: EnsureThreadInput,
+  operationId: string,
+  message: { role: 'user' | 'tool'; agent: string; content: string; toolCallId?: string },
+): Promise<{ epoch: number; message: TranscriptMessage; reused: boolean }> {
+  const { rows } = await db.query<AppendOutcome & { openedEpoch: number | null }>({
+    name: 'baton-open-thread-with-message',
+    text: `SELECT r.opened_epoch AS "openedEpoch", r.outcome, r.current_epoch AS "currentEpoch",
+                  ${messageColumns('(r.message)')}
+             FROM open_thread_with_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) r`,
+    values: [
+      ...threadRecordValues(thread),
+      operationId,
+      message.role,
+      message.agent,
+      message.content,
+      message.toolCallId ?? null,
+    ],
+  });
+  const row = rows[0];
+  const epoch = row?.openedEpoch;
+  if (row === undefined || epoch === null || epoch === undefined) throw new ThreadNotFoundError(thread.threadId);
+  const { openedEpoch: _opened, ...outcome } = row;
+  return { epoch, ...appended(outcome, { threadId: thread.threadId, epoch }, operationId) };
 }
 
 /**

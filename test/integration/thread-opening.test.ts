@@ -1,15 +1,18 @@
 /**
- * A thread's record opened and marked running in one call (`openThreadRunning`, migration 028), as the turn that
- * opens its thread does: against the test stack's Postgres, it leaves what `ensureThread` then `markThread(…,
- * 'running')` leave (the record as given, running, its start in the run feed once), on a new record and on one that
- * already exists (a retried attempt, a record a turn had finished), and hands back the record's epoch.
+ * A thread's record opened, marked running and its turn's message recorded in one call (`openThreadWithMessage`,
+ * migration 029), as the turn that opens its thread does: against the test stack's Postgres, it leaves what
+ * `ensureThread`, `markThread(…, 'running')` and `appendMessage` leave one after the other (the record as given,
+ * running, its start and then its message in the run feed once each; the message under the record's epoch), on a new
+ * record and on one that already exists (a retried attempt, a record a turn had finished), and hands back the
+ * record's epoch.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { markThread } from '../../db/delegations';
-import { ThreadNotFoundError } from '../../db/errors';
+import { BatonDbError, StaleEpochError, ThreadNotFoundError } from '../../db/errors';
 import { createPool } from '../../db/pool';
-import { ensureThread, findThread, openThreadRunning } from '../../db/threads';
+import { ensureThread, findThread } from '../../db/threads';
+import { appendMessage, listMessages, openThreadWithMessage } from '../../db/transcripts';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 
 const env = readTestEnv();
@@ -28,10 +31,20 @@ async function feedKinds(rootThreadId: string, threadId: string): Promise<string
   return rows.map((row) => row.kind);
 }
 
-test('a new record: opened as given, marked running, its turn in the feed once however often the call is repeated', async () => {
+/** A root's messages as role, content and operation id. */
+async function messages(threadId: string): Promise<[string, string | null, string][]> {
+  return (await listMessages(pool, threadId)).map((m) => [m.role, m.content, m.operationId]);
+}
+
+const hello = (agent: string) => ({ role: 'user' as const, agent, content: 'Hello.' });
+
+test('a new record: opened as given, marked running, its message recorded, each once however often the call is repeated', async () => {
   const root = uniqueThreadId('open-new');
   const input = { threadId: root, rootThreadId: root, agent: 'lead', world: 'w-open' };
-  assert.equal(await openThreadRunning(pool, input), 0, 'a new record starts at epoch 0');
+  const opened = await openThreadWithMessage(pool, input, `${root}:in`, hello('lead'));
+  assert.equal(opened.epoch, 0, 'a new record starts at epoch 0');
+  assert.equal(opened.reused, false);
+  assert.deepEqual([opened.message.threadId, opened.message.content], [root, 'Hello.']);
   const thread = await findThread(pool, root);
   assert.ok(thread);
   assert.deepEqual(
@@ -44,39 +57,82 @@ test('a new record: opened as given, marked running, its turn in the feed once h
     [root],
   );
   assert.deepEqual(rows[0], { world: 'w-open', started: true, finished: false });
-  assert.deepEqual(await feedKinds(root, root), ['turn_started']);
-  // A retried attempt of the turn's beginning: the same record, still one start in the feed.
-  assert.equal(await openThreadRunning(pool, input), 0);
-  assert.deepEqual(await feedKinds(root, root), ['turn_started']);
+  assert.deepEqual(await feedKinds(root, root), ['turn_started', 'message'], 'the start, then the message');
+  assert.deepEqual(await messages(root), [['user', 'Hello.', `${root}:in`]]);
+  // A retried attempt of the turn's beginning: the same record and message, still one start and one message.
+  const again = await openThreadWithMessage(pool, input, `${root}:in`, hello('lead'));
+  assert.deepEqual([again.epoch, again.reused, again.message.seq], [0, true, opened.message.seq]);
+  assert.deepEqual(await feedKinds(root, root), ['turn_started', 'message']);
+  assert.deepEqual(await messages(root), [['user', 'Hello.', `${root}:in`]]);
 });
 
-test('an existing record: left as it was but marked running again, under the epoch it has', async () => {
+test('an existing record: left as it was but marked running again, the message under the epoch it has', async () => {
   const root = uniqueThreadId('open-old');
   await ensureThread(pool, { threadId: root, rootThreadId: root, agent: 'lead' });
   await markThread(pool, root, 'running');
   await markThread(pool, root, 'failed', 'the model refused');
   await pool.query('UPDATE threads SET epoch = 3 WHERE thread_id = $1', [root]);
   // Another agent and world given: an existing record keeps its own.
-  assert.equal(await openThreadRunning(pool, { threadId: root, rootThreadId: root, agent: 'other', world: 'x' }), 3);
+  const opened = await openThreadWithMessage(
+    pool,
+    { threadId: root, rootThreadId: root, agent: 'other', world: 'x' },
+    `${root}:in`,
+    hello('lead'),
+  );
+  assert.equal(opened.epoch, 3);
   const { rows } = await pool.query<{ agent: string; world: string; status: string; last_error: string | null }>(
     'SELECT agent, world, status, last_error FROM threads WHERE thread_id = $1',
     [root],
   );
   assert.deepEqual(rows[0], { agent: 'lead', world: 'default', status: 'running', last_error: null });
-  assert.deepEqual(await feedKinds(root, root), ['turn_started', 'turn_ended', 'turn_started']);
+  assert.deepEqual(await feedKinds(root, root), ['turn_started', 'turn_ended', 'turn_started', 'message']);
+  // The message went under that epoch, and the turn goes on under it: its next write is taken, an older one refused.
+  await assert.rejects(
+    appendMessage(pool, { rootThreadId: root, threadId: root, agent: 'lead', epoch: 0 }, `${root}:old`, {
+      role: 'assistant',
+      content: 'Stale.',
+    }),
+    StaleEpochError,
+  );
+  await appendMessage(pool, { rootThreadId: root, threadId: root, agent: 'lead', epoch: 3 }, `${root}:out`, {
+    role: 'assistant',
+    content: 'Hi.',
+  });
+  assert.equal((await messages(root)).length, 2);
 });
 
 test('an insert Postgres refuses fails the call and stores nothing', async () => {
   const root = uniqueThreadId('open-orphan');
   // A child record whose parent does not exist: the insert fails on the parent's foreign key.
   await assert.rejects(
-    openThreadRunning(pool, {
-      threadId: `${root}/child-1`,
-      rootThreadId: root,
-      parentThreadId: `${root}/missing`,
-      agent: 'helper',
-    }),
+    openThreadWithMessage(
+      pool,
+      { threadId: `${root}/child-1`, rootThreadId: root, parentThreadId: `${root}/missing`, agent: 'helper' },
+      `${root}:in`,
+      hello('helper'),
+    ),
     (error: unknown) => !(error instanceof ThreadNotFoundError) && error instanceof Error,
   );
-  assert.equal(await findThread(pool, `${root}/child-1`), undefined, 'nothing stored');
+  assert.equal(await findThread(pool, `${root}/child-1`), undefined, 'no record');
+  assert.deepEqual(await messages(`${root}/child-1`), [], 'no message');
+});
+
+test('an operation id that wrote to another thread of the root is refused: nothing recorded in this thread', async () => {
+  const root = uniqueThreadId('open-taken');
+  await ensureThread(pool, { threadId: root, rootThreadId: root, agent: 'lead' });
+  await appendMessage(pool, { rootThreadId: root, threadId: root, agent: 'lead', epoch: 0 }, `${root}:taken`, {
+    role: 'user',
+    content: 'First.',
+  });
+  const child = `${root}/child-1`;
+  await assert.rejects(
+    openThreadWithMessage(
+      pool,
+      { threadId: child, rootThreadId: root, parentThreadId: root, agent: 'helper' },
+      `${root}:taken`,
+      hello('helper'),
+    ),
+    (error: unknown) => error instanceof BatonDbError && /already wrote to thread/.test(error.message),
+  );
+  assert.deepEqual(await messages(child), [], 'no message of the child');
 });

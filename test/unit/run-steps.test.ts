@@ -194,7 +194,7 @@ test('beginTurn: a first batch that fails leaves the turn begun, without it, for
   assert.equal(modelCalls.length, 2, 'the batch stopped at the step that failed');
 });
 
-test('beginTurn: asked to open the thread, it opens and marks it in one call, then registers watchers and records under its epoch', async () => {
+test('beginTurn: asked to open the thread, it opens it with the message in one call, then registers watchers, and goes on under its epoch', async () => {
   const batch = batcher([[think('a')], []]);
   const calls: string[] = [];
   const parts = {
@@ -205,18 +205,18 @@ test('beginTurn: asked to open the thread, it opens and marks it in one call, th
       calls.push('watchers');
       return Promise.resolve();
     },
-    openThreadRunning: async (input: { threadId: string }) => {
-      // A slow open: the watchers and the message still wait for the row.
+    openThreadWithMessage: async (thread: { threadId: string }, input: { operationId: string }) => {
+      // A slow open: the watchers still wait for the row.
       await new Promise((resolve) => setTimeout(resolve, 20));
-      calls.push(`open ${input.threadId} running`);
+      calls.push(`open ${thread.threadId} with ${input.operationId}`);
       return { epoch: 4 };
     },
     finishTurn: (input: { status: string }) => {
       calls.push(`mark ${input.status}`);
       return Promise.resolve();
     },
-    recordMessage: (input: { scope: { epoch: number } }) => {
-      calls.push(`record at epoch ${input.scope.epoch}`);
+    recordMessage: () => {
+      calls.push('record');
       return Promise.resolve({ seq: 1 });
     },
   } as unknown as TurnActivityParts;
@@ -230,8 +230,8 @@ test('beginTurn: asked to open the thread, it opens and marks it in one call, th
   });
   assert.deepEqual(
     calls,
-    ['open root running', 'watchers', 'record at epoch 4'],
-    'no separate mark: the opening call marks the thread running',
+    [`open root with ${operationId(OPERATION_BASE, 'in')}`, 'watchers'],
+    'no separate mark or message: the opening call marks the thread running and records the message',
   );
   assert.equal(begun.epoch, 4, 'the epoch the workflow goes on with');
   assert.deepEqual(
