@@ -32,7 +32,15 @@ import { readRunFeed } from '../db/run-events';
 import { uniqueThreadId } from '../testing/test-env';
 import type { FromReaders, ToReaders } from './stream-readers';
 import { tallyEvent, type Tally } from './stream-tally';
-import { benchAgentFile, benchAgents, benchScript, startBaton, TURN_MESSAGE, type BatonSide } from './baselines';
+import {
+  benchAgentFile,
+  benchAgents,
+  benchScript,
+  endThread,
+  startBaton,
+  TURN_MESSAGE,
+  type BatonSide,
+} from './baselines';
 import {
   compareCases,
   interleave,
@@ -346,7 +354,7 @@ async function batch(
       const difference = await checkTurn(pool, thread.threadId, options.steps, options.streaming, reader);
       if (reader && difference === undefined) complete++;
       mismatch ??= difference;
-      void thread.end().catch(() => undefined);
+      await endThread(thread);
     }),
   );
   if (readers.length > 0) {
