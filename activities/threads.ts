@@ -56,12 +56,9 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
       });
     }
     try {
-      const message = await messageToStore(input);
       const opened = await openThreadWithMessageRow(pool, thread, input.operationId, {
-        role: message.role,
+        ...(await messageToStore(input)),
         agent: input.scope.agent,
-        content: message.content,
-        ...(message.toolCallId === undefined ? {} : { toolCallId: message.toolCallId }),
       });
       return { epoch: opened.epoch, seq: opened.message.seq };
     } catch (error) {
