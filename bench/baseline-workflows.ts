@@ -8,6 +8,11 @@
  *   retries too.
  * - {@link handWrittenLocalTurnWorkflow}: the same loop with its activities run as local activities, inside the
  *   workflow task (what a hand-written loop with Temporal's local activities costs, against Baton's `steps: local`).
+ * - {@link handWrittenThreadWorkflow}: a durable conversation as anyone would start one with Temporal: a workflow per
+ *   conversation, its first message sent with its start (Update-with-Start, so the caller gets the turn's result),
+ *   its first local activity storing the conversation and its message in one write (what a crash needs kept) and
+ *   then making the first model call, then the same loop: the least a durable start with Temporal does, the floor
+ *   under Baton's new thread by `run`.
  * - {@link floorTurnWorkflow}: the engine floor, `steps` activities that do nothing, one after another, and
  *   {@link floorLocalTurnWorkflow}: `steps` local activities that do nothing.
  * - {@link fanOutWorkflow}: a plain child-workflow fan-out, `width` {@link fanOutChildWorkflow}s started at once and
@@ -15,7 +20,17 @@
  * - {@link fanOutTurnsWorkflow}: the same fan-out whose children do a fork task's I/O: each a one-step
  *   {@link handWrittenTurnWorkflow} (record the task message, one model call) on a thread of its own.
  */
-import { executeChild, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  defineSignal,
+  defineUpdate,
+  executeChild,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 
 /** A tool call the model asked for, as the hand-written loop passes it on. */
 export interface BenchToolCall {
@@ -27,6 +42,15 @@ export interface BenchToolCall {
 export interface StepBenchActivities {
   /** Inserts the human message. */
   recordHuman(input: { threadId: string; rootThreadId: string; text: string }): Promise<void>;
+  /**
+   * A conversation's first step: inserts its record and its first human message in one statement, then does what
+   * `callModel` does (one local activity, as Baton's turn begins with its first model call).
+   */
+  openThreadThenCallModel(input: {
+    threadId: string;
+    rootThreadId: string;
+    text: string;
+  }): Promise<{ toolCalls: BenchToolCall[]; text: string }>;
   /** Reads the transcript, asks the model, inserts its reply; returns the tool calls it made. */
   callModel(input: { threadId: string; rootThreadId: string }): Promise<{ toolCalls: BenchToolCall[]; text: string }>;
   /** Runs a tool (only `think`, which does nothing) and inserts its result. */
@@ -46,11 +70,18 @@ export interface HandWrittenTurnInput {
   maxSteps: number;
 }
 
-/** A turn of at most `maxSteps` model calls, each step through `run`; returns how many it made. */
-async function handWrittenLoop(run: StepBenchActivities, input: HandWrittenTurnInput): Promise<number> {
-  await run.recordHuman(input);
+/**
+ * A turn of at most `maxSteps` model calls, each step through `run`; returns how many it made. Its message is stored
+ * first, or (`opening`: a conversation's first) with its conversation's record in the first step's activity.
+ */
+async function handWrittenLoop(
+  run: StepBenchActivities,
+  input: HandWrittenTurnInput,
+  opening = false,
+): Promise<number> {
+  if (!opening) await run.recordHuman(input);
   for (let step = 1; step <= input.maxSteps; step++) {
-    const reply = await run.callModel(input);
+    const reply = opening && step === 1 ? await run.openThreadThenCallModel(input) : await run.callModel(input);
     if (reply.toolCalls.length === 0) return step;
     await Promise.all(reply.toolCalls.map((call) => run.runTool({ ...input, call })));
   }
@@ -65,6 +96,38 @@ export async function handWrittenTurnWorkflow(input: HandWrittenTurnInput): Prom
 /** The same turn with its steps as local activities, inside the workflow task. */
 export async function handWrittenLocalTurnWorkflow(input: HandWrittenTurnInput): Promise<number> {
   return handWrittenLoop(localActivities, input);
+}
+
+/** A message to a {@link handWrittenThreadWorkflow}: its text and the most model calls its turn may make. */
+export interface HandWrittenMessage {
+  text: string;
+  maxSteps: number;
+}
+
+/** Sends a {@link handWrittenThreadWorkflow} a message; its result is how many model calls the turn made. */
+export const handWrittenMessageUpdate = defineUpdate<number, [HandWrittenMessage]>('sendMessage');
+/** Ends a {@link handWrittenThreadWorkflow} once its turns are done. */
+export const handWrittenEndSignal = defineSignal('end');
+
+/**
+ * One conversation: each message a turn of local activities, one after another; the first stores the conversation's
+ * record with its message. Ends when signalled.
+ */
+export async function handWrittenThreadWorkflow(thread: { threadId: string; rootThreadId: string }): Promise<void> {
+  let ending = false;
+  let opened = false;
+  let queue: Promise<unknown> = Promise.resolve();
+  setHandler(handWrittenEndSignal, () => {
+    ending = true;
+  });
+  setHandler(handWrittenMessageUpdate, (message) => {
+    const opening = !opened;
+    opened = true;
+    const turn = queue.then(() => handWrittenLoop(localActivities, { ...thread, ...message }, opening));
+    queue = turn.catch(() => undefined);
+    return turn;
+  });
+  await condition(() => ending && allHandlersFinished());
 }
 
 /** `steps` no-op activities in a row. */

@@ -8,7 +8,7 @@ import type { BatonWorkerTracing } from '../worker/tracing';
 import type { ModelLimits } from '../activities/model-limits';
 import type { ModelPrices } from '../activities/model-prices';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type OpenAI from 'openai';
@@ -23,12 +23,15 @@ import { uniqueTaskQueue, uniqueThreadId } from '../testing/test-env';
 import { parseAgentFile, type AgentRegistry } from '../worker/agents';
 import { createModelClient } from '../worker/model-client';
 import type { BenchContext, Untimed } from './common';
-import type {
-  fanOutTurnsWorkflow,
-  fanOutWorkflow,
-  floorTurnWorkflow,
-  handWrittenTurnWorkflow,
-  StepBenchActivities,
+import {
+  handWrittenEndSignal,
+  handWrittenMessageUpdate,
+  type fanOutTurnsWorkflow,
+  type fanOutWorkflow,
+  type floorTurnWorkflow,
+  type handWrittenThreadWorkflow,
+  type handWrittenTurnWorkflow,
+  type StepBenchActivities,
 } from './baseline-workflows';
 
 /** The message every benchmark turn starts with. */
@@ -224,55 +227,80 @@ function createBaselineActivities(
       ],
     );
   };
+  const callModel: StepBenchActivities['callModel'] = async (input) => {
+    const transcript = await listMessages(pool, input.threadId);
+    const completion = await openai.chat.completions.create(
+      {
+        model: 'baton-scripted',
+        messages: [
+          { role: 'system', content: request.system },
+          ...transcript.map((m): OpenAI.Chat.Completions.ChatCompletionMessageParam => {
+            if (m.role === 'tool') return { role: 'tool', content: m.content ?? '', tool_call_id: m.toolCallId ?? '' };
+            if (m.role === 'user') return { role: 'user', content: m.content ?? '' };
+            return {
+              role: 'assistant',
+              content: m.content,
+              ...(m.toolCalls
+                ? {
+                    tool_calls: m.toolCalls.map((call) => ({
+                      id: call.id,
+                      type: 'function' as const,
+                      function: { name: call.name, arguments: call.arguments },
+                    })),
+                  }
+                : {}),
+            };
+          }),
+        ],
+        tools: request.tools,
+      },
+      {
+        headers: {
+          'x-baton-agent': request.agent,
+          'x-baton-thread': input.threadId,
+          'x-baton-root-thread': input.rootThreadId,
+        },
+      },
+    );
+    const message = completion.choices[0]?.message;
+    const toolCalls = (message?.tool_calls ?? []).flatMap((call) =>
+      call.type === 'function' ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments }] : [],
+    );
+    await insert(input, {
+      role: 'assistant',
+      content: message?.content ?? null,
+      ...(toolCalls.length > 0 ? { toolCalls } : {}),
+    });
+    return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
+  };
+  /** The conversation's record and its first message in one statement (its row checks its thread's at the end). */
+  const openThread = async (input: { threadId: string; rootThreadId: string; text: string }): Promise<void> => {
+    const info = Context.current().info;
+    await pool.query(
+      `WITH thread AS (
+         INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ($2, $1, $3)
+         ON CONFLICT (thread_id) DO NOTHING
+       )
+       INSERT INTO transcript_messages (root_thread_id, thread_id, seq, role, agent, content, operation_id)
+       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, 'user', $3, $4, $5
+         FROM transcript_messages WHERE thread_id = $2
+       ON CONFLICT (root_thread_id, operation_id) DO NOTHING`,
+      [
+        input.rootThreadId,
+        input.threadId,
+        request.agent,
+        input.text,
+        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}:opening`,
+      ],
+    );
+  };
   return {
     recordHuman: async (input) => insert(input, { role: 'user', content: input.text }),
-    callModel: async (input) => {
-      const transcript = await listMessages(pool, input.threadId);
-      const completion = await openai.chat.completions.create(
-        {
-          model: 'baton-scripted',
-          messages: [
-            { role: 'system', content: request.system },
-            ...transcript.map((m): OpenAI.Chat.Completions.ChatCompletionMessageParam => {
-              if (m.role === 'tool')
-                return { role: 'tool', content: m.content ?? '', tool_call_id: m.toolCallId ?? '' };
-              if (m.role === 'user') return { role: 'user', content: m.content ?? '' };
-              return {
-                role: 'assistant',
-                content: m.content,
-                ...(m.toolCalls
-                  ? {
-                      tool_calls: m.toolCalls.map((call) => ({
-                        id: call.id,
-                        type: 'function' as const,
-                        function: { name: call.name, arguments: call.arguments },
-                      })),
-                    }
-                  : {}),
-              };
-            }),
-          ],
-          tools: request.tools,
-        },
-        {
-          headers: {
-            'x-baton-agent': request.agent,
-            'x-baton-thread': input.threadId,
-            'x-baton-root-thread': input.rootThreadId,
-          },
-        },
-      );
-      const message = completion.choices[0]?.message;
-      const toolCalls = (message?.tool_calls ?? []).flatMap((call) =>
-        call.type === 'function' ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments }] : [],
-      );
-      await insert(input, {
-        role: 'assistant',
-        content: message?.content ?? null,
-        ...(toolCalls.length > 0 ? { toolCalls } : {}),
-      });
-      return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
+    openThreadThenCallModel: async (input) => {
+      await openThread(input);
+      return callModel(input);
     },
+    callModel,
     runTool: async (input) => insert(input, { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id }),
     noop: () => {
       const workflowId = Context.current().info.workflowExecution?.workflowId;
@@ -350,6 +378,42 @@ export function handWrittenTurn(
       if (made !== steps) throw new Error(`hand-written turn took ${String(made)} steps, not ${steps}`);
     };
   };
+}
+
+/**
+ * Prepares a hand-written conversation's start: a {@link handWrittenThreadWorkflow} started with its first message in
+ * one call (Update-with-Start, as Baton's `run`), whose turn stores the conversation and the message, then makes
+ * `steps` model calls. `started` is told its id as the timed part begins. Ended after, untimed.
+ */
+export function handWrittenStart(
+  side: BaselineSide,
+  steps: number,
+  started: (threadId: string) => void,
+): () => Promise<() => Promise<Untimed>> {
+  return () =>
+    Promise.resolve(async () => {
+      const threadId = uniqueThreadId('bench-hand-start');
+      started(threadId);
+      const startWorkflowOperation = new WithStartWorkflowOperation<typeof handWrittenThreadWorkflow>(
+        'handWrittenThreadWorkflow',
+        {
+          taskQueue: side.taskQueue,
+          workflowId: threadId,
+          args: [{ threadId, rootThreadId: threadId }],
+          workflowIdConflictPolicy: 'FAIL',
+        },
+      );
+      const made = await side.client.workflow.executeUpdateWithStart(handWrittenMessageUpdate, {
+        args: [{ text: TURN_MESSAGE, maxSteps: steps + 5 }],
+        startWorkflowOperation,
+      });
+      if (made !== steps) throw new Error(`hand-written start's turn took ${String(made)} steps, not ${steps}`);
+      return async () => {
+        const handle = side.client.workflow.getHandle(threadId);
+        await handle.signal(handWrittenEndSignal);
+        await handle.result();
+      };
+    });
 }
 
 /**

@@ -8,8 +8,10 @@
  * - LangGraph.js: a `StateGraph` with a model node (`ChatOpenAI`) and a `ToolNode`, checkpointed by `PostgresSaver`
  *   (bench/langgraph-baseline.ts), on a fresh `thread_id` per turn,
  * - and, to tell Baton's cost from Temporal's, the hand-written Temporal loop doing the same I/O with its steps as
- *   local activities (`hand-local`), and 10 no-op local activities in one workflow (`floor-local`; at 1 thread also
- *   one, `floor-one-local`, so that the report can say what one local activity's round trip costs),
+ *   local activities (`hand-local`), a hand-written durable conversation started with its first message
+ *   (`hand-start`: Update-with-Start, its record and message stored in one write before the first model call), and
+ *   10 no-op local activities in one workflow (`floor-local`; also one, `floor-one-local`, so that the report can say
+ *   what one local activity's round trip costs and how soon a plain workflow's code runs),
  *
  * all calling the same scripted model server with the same system prompt and tools, on one stack and one database
  * (bench/common.ts). Rounds rotate the order of all cases. It prints ms per step at 1 thread and steps per second
@@ -36,6 +38,7 @@ import {
   benchScript,
   endThread,
   floorTurn,
+  handWrittenStart,
   handWrittenTurn,
   modelLogFile,
   recordedRequest,
@@ -86,6 +89,11 @@ const HAND_AGENT = 'hand-local';
  * activities' round trips; at any, the least a Temporal workflow takes to run code on a worker.
  */
 const FLOOR_ONE_CASE = 'floor-one-local';
+/**
+ * A hand-written durable conversation's start (bench/baseline-workflows.ts `handWrittenThreadWorkflow`): started with
+ * its first message by Update-with-Start, the conversation and its message stored in one write, then the model call.
+ */
+const HAND_START_CASE = 'hand-start';
 /**
  * Targets: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
@@ -207,6 +215,8 @@ runBench(common, async (context) => {
         repeats,
         run: () => runConcurrently(threads, handWrittenTurn(baseline, HAND_AGENT, STEPS, { local: true })),
       },
+      // A durable conversation started as anyone would with Temporal alone: the floor under Baton's new thread.
+      timingFirstCall(`${HAND_START_CASE}@${threads}`, (started) => handWrittenStart(baseline, STEPS, started)),
       {
         name: `floor-local@${threads}`,
         repeats,
@@ -326,8 +336,10 @@ runBench(common, async (context) => {
  * How soon a turn starts, at `threads` threads: the time from the call that sends its message to its first model call
  * (Baton batched: a new thread by `run`, by `startThread` then `send`, a standing thread's next message; LangGraph: a
  * new `thread_id`, a standing one's next message), against LangGraph's, with the targets; and the whole turn of each
- * Baton way against LangGraph's. The floor: how soon a plain Temporal workflow started and awaited runs its first
- * local activity, against LangGraph's first call: what no Temporal-based start can go below.
+ * Baton way against LangGraph's. The floors: how soon a plain Temporal workflow started and awaited runs its first
+ * local activity, against LangGraph's first call (what no Temporal-based start can go below), and how soon a
+ * hand-written durable start makes its first model call (what a start that keeps the message first costs with
+ * Temporal alone), against LangGraph's and Baton's.
  */
 function startComparisons(
   threads: number,
@@ -362,6 +374,18 @@ function startComparisons(
       ),
       firstCall(at(FLOOR_ONE_CASE)),
       firstCall(at('langgraph')),
+    ),
+    compareCases(
+      title(
+        'first model call: hand-written durable start (Update-with-Start, record and message in one write) / LangGraph',
+      ),
+      firstCall(at(HAND_START_CASE)),
+      firstCall(at('langgraph')),
+    ),
+    compareCases(
+      title('first model call: Baton-batched run / hand-written durable start'),
+      firstCall(at('baton-batched')),
+      firstCall(at(HAND_START_CASE)),
     ),
     compareCases(
       title('whole turn: Baton-batched startThread+send / LangGraph'),
@@ -492,10 +516,11 @@ class TurnStarts {
 
 /**
  * Where a new thread's first model call went, at `threads` threads (the `baton-batched` case, started by `run`), beside
- * where a plain Temporal workflow's first code went (`floor-one-local`), read after the rounds: from the call's start
- * to the server's start of the workflow and to its first workflow task starting (the history's event times), to the
- * first write of the turn's first local activity (Baton: its thread's record, which that activity opens; the floor:
- * its no-op's start), and on to the model call (the scripted model's log). The median of each part over the timed
+ * where a hand-written durable start's went (`hand-start`) and where a plain Temporal workflow's first code went
+ * (`floor-one-local`), read after the rounds: from the call's start to the server's start of the workflow and to its
+ * first workflow task starting (the history's event times), to the first write of the turn's first local activity
+ * (Baton and `hand-start`: the thread's record, which that activity opens; the floor: its no-op's start), and on to
+ * the model call (the scripted model's log). The median of each part over the timed
  * turns (so the parts need not add up to the median whole). All on this machine's one clock.
  */
 async function startBreakdown(
@@ -507,10 +532,13 @@ async function startBreakdown(
 ): Promise<string> {
   const batonCase = `baton-batched@${threads}`;
   const floorCase = `${FLOOR_ONE_CASE}@${threads}`;
+  const handCase = `${HAND_START_CASE}@${threads}`;
   const batonTurns = starts.timed(batonCase);
+  const handTurns = starts.timed(handCase);
+  // Both open their thread's record in their first local activity's first write.
   const recorded = await baton.harness.pool.query<{ thread_id: string; ms: number }>(
     'SELECT thread_id, extract(epoch FROM created_at) * 1000 AS ms FROM threads WHERE thread_id = ANY($1)',
-    [batonTurns.map((turn) => turn.id)],
+    [[...batonTurns, ...handTurns].map((turn) => turn.id)],
   );
   const opened = new Map(recorded.rows.map((row) => [row.thread_id, Number(row.ms)]));
   const firstCallMs = requestTimes(baton.harness.modelRequests());
@@ -543,6 +571,13 @@ async function startBreakdown(
     (id) => opened.get(id),
     (id, after) => (firstCallMs.get(id) ?? []).find((moment) => moment >= after),
   );
+  const [handToStarted, handToTask, handToCode, handToCall] = await parts(
+    handTurns,
+    floor.client,
+    (id) => id,
+    (id) => opened.get(id),
+    (id, after) => (firstCallMs.get(id) ?? []).find((moment) => moment >= after),
+  );
   const [floorToStarted, floorToTask, floorToCode] = await parts(
     starts.timed(floorCase),
     floor.client,
@@ -557,7 +592,9 @@ async function startBreakdown(
     `where a new thread's first model call went, ${threads} thread(s), median ms of each part: Baton-batched run: ` +
     `${toStarted} until the server started its workflow, ${toTask} until its first workflow task started, ${toCode} ` +
     `until its first local activity wrote the thread's record, ${toCall} until the model call (whole: ` +
-    `${whole(batonCase)}); a plain Temporal workflow (${FLOOR_ONE_CASE}): ${floorToStarted}, ${floorToTask}, ` +
+    `${whole(batonCase)}); a hand-written durable start (${HAND_START_CASE}): ${handToStarted}, ${handToTask}, ` +
+    `${handToCode}, ${handToCall} (whole: ${whole(handCase)}); a plain Temporal workflow (${FLOOR_ONE_CASE}): ` +
+    `${floorToStarted}, ${floorToTask}, ` +
     `${floorToCode} until its no-op local activity started (whole: ${whole(floorCase)})`
   );
 }
