@@ -23,14 +23,26 @@ type WebpackConfig = Parameters<NonNullable<BundleOptions['webpackConfigHook']>>
  * follows each JavaScript file's source map back to its original; compiled workflows (an installed package's
  * `dist/`) would then be named in the bundle by TypeScript files the package does not ship, so they are bundled as
  * the JavaScript that runs, and `workflowBundleProblem` compares a bundle with the files this worker has.
+ *
+ * Its ES modules are concatenated into one scope each where webpack can (`concatenateModules`, which the SDK's
+ * development-mode build leaves off): the worker evaluates the bundle's modules again for every workflow it creates (a
+ * new thread, each turn, fork task and delegation), and without it each module pays webpack's require and a getter
+ * per export there. `npm run bench -- langgraph` times a new thread's first model call, which waits for its creation.
  */
 export const WORKFLOW_BUNDLER_OPTIONS = {
   webpackConfigHook: (config: WebpackConfig): WebpackConfig =>
-    withoutSourceMapsUnder(
-      WORKFLOWS_PATH.endsWith('.ts') ? UNSHIPPED_SOURCES : [...UNSHIPPED_SOURCES, SOURCE_ROOT],
-      config,
+    withConcatenatedModules(
+      withoutSourceMapsUnder(
+        WORKFLOWS_PATH.endsWith('.ts') ? UNSHIPPED_SOURCES : [...UNSHIPPED_SOURCES, SOURCE_ROOT],
+        config,
+      ),
     ),
 } satisfies Pick<BundleOptions, 'webpackConfigHook'>;
+
+/** `config` with webpack's module concatenation on (the semantics of the modules are kept; only their wrapping goes). */
+function withConcatenatedModules(config: WebpackConfig): WebpackConfig {
+  return { ...config, optimization: { ...config.optimization, concatenateModules: true } };
+}
 
 /**
  * Packages whose source maps name TypeScript sources their npm package does not ship (OpenTelemetry's, in the

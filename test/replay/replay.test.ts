@@ -8,7 +8,7 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { AgentTurnInput, BegunTurn } from '../../common/types';
-import { WORKFLOWS_PATH } from '../../worker/workflow-bundle';
+import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { tracedWorkerParts } from '../../worker/tracing';
 import * as workflows from '../../workflows';
@@ -419,7 +419,11 @@ function collectPayloadSizes(value: unknown, sizes: number[] = []): number[] {
 }
 
 test('replay: every recorded history replays against the current workflow code', async () => {
-  const results = Worker.runReplayHistories({ workflowsPath: WORKFLOWS_PATH }, histories);
+  // Bundled as a worker bundles it (its webpack settings too), so what replays is the code that runs.
+  const results = Worker.runReplayHistories(
+    { workflowsPath: WORKFLOWS_PATH, bundlerOptions: WORKFLOW_BUNDLER_OPTIONS },
+    histories,
+  );
   const failures: string[] = [];
   let replayed = 0;
   for await (const result of results) {
