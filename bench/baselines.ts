@@ -273,7 +273,10 @@ function createBaselineActivities(
     });
     return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
   };
-  /** The conversation's record and its first message in one statement (its row checks its thread's at the end). */
+  /**
+   * The conversation's record and its first message in one statement: the message's reference to its thread is
+   * checked at the statement's end, after the record's insert.
+   */
   const openThread = async (input: { threadId: string; rootThreadId: string; text: string }): Promise<void> => {
     const info = Context.current().info;
     await pool.query(
