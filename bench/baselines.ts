@@ -204,13 +204,24 @@ function createBaselineActivities(
   request: RecordedRequest,
   noopStarts: Map<string, number>,
 ): StepBenchActivities {
+  /**
+   * Inserts a message under the activity's operation id. `opening` inserts its conversation's record too, in the same
+   * statement: the message's reference to its thread is checked at the statement's end, after the record's insert.
+   */
   const insert = async (
     scope: { threadId: string; rootThreadId: string },
     message: { role: string; content: string | null; toolCalls?: unknown; toolCallId?: string },
+    opening = false,
   ): Promise<void> => {
     const info = Context.current().info;
+    const openThread = opening
+      ? `WITH thread AS (
+           INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ($2, $1, $4) ON CONFLICT (thread_id) DO NOTHING
+         )`
+      : '';
     await pool.query(
-      `INSERT INTO transcript_messages
+      `${openThread}
+       INSERT INTO transcript_messages
          (root_thread_id, thread_id, seq, role, agent, content, tool_calls, tool_call_id, operation_id)
        SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8
          FROM transcript_messages WHERE thread_id = $2
@@ -223,7 +234,8 @@ function createBaselineActivities(
         message.content,
         message.toolCalls === undefined ? null : JSON.stringify(message.toolCalls),
         message.toolCallId ?? null,
-        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}`,
+        // The opening's message and the first model call's reply are stored by one activity.
+        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}${opening ? ':opening' : ''}`,
       ],
     );
   };
@@ -273,34 +285,10 @@ function createBaselineActivities(
     });
     return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
   };
-  /**
-   * The conversation's record and its first message in one statement: the message's reference to its thread is
-   * checked at the statement's end, after the record's insert.
-   */
-  const openThread = async (input: { threadId: string; rootThreadId: string; text: string }): Promise<void> => {
-    const info = Context.current().info;
-    await pool.query(
-      `WITH thread AS (
-         INSERT INTO threads (thread_id, root_thread_id, agent) VALUES ($2, $1, $3)
-         ON CONFLICT (thread_id) DO NOTHING
-       )
-       INSERT INTO transcript_messages (root_thread_id, thread_id, seq, role, agent, content, operation_id)
-       SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, 'user', $3, $4, $5
-         FROM transcript_messages WHERE thread_id = $2
-       ON CONFLICT (root_thread_id, operation_id) DO NOTHING`,
-      [
-        input.rootThreadId,
-        input.threadId,
-        request.agent,
-        input.text,
-        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}:opening`,
-      ],
-    );
-  };
   return {
     recordHuman: async (input) => insert(input, { role: 'user', content: input.text }),
     openThreadThenCallModel: async (input) => {
-      await openThread(input);
+      await insert(input, { role: 'user', content: input.text }, true);
       return callModel(input);
     },
     callModel,
