@@ -119,11 +119,14 @@ export function createActivities(deps: ActivityDependencies) {
   /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
   const resolveAgent = (input: ResolveAgentInput) => agentStore.resolve(input.name);
   /** The agent's `steps`, else its world's, else this worker's: the world is read only when the agent sets none. */
-  const stepModeOf = async (agent: ResolvedAgent, world: string): Promise<StepMode> => {
+  const stepModeOf = async (
+    agent: ResolvedAgent,
+    worldVariables: () => Promise<Record<string, string>>,
+  ): Promise<StepMode> => {
     const definition = await agentStore.load(agent.version);
     const workerDefault = deps.steps ?? DEFAULT_STEP_MODE;
     if (definition.steps !== undefined) return definition.steps;
-    return stepModeFor(definition, await loadWorldVariables(deps.pool, world), workerDefault);
+    return stepModeFor(definition, await worldVariables(), workerDefault);
   };
   /** Registers the watchers the agent's frontmatter declares in the turn's root, starting those that are new. */
   const registerWatchersOf = async (agent: ResolvedAgent, rootThreadId: string): Promise<void> => {
@@ -152,6 +155,7 @@ export function createActivities(deps: ActivityDependencies) {
       ...worlds,
       resolveAgent,
       stepModeOf,
+      loadWorldVariables: (world: string) => loadWorldVariables(deps.pool, world),
       openThreadWithMessage,
       registerWatchersOf,
     }),

@@ -8,6 +8,7 @@ import { appendMessage, openThreadWithMessage as openThreadWithMessageRow } from
 import { findDelegationMessage } from '../db/delegations';
 import { storableText } from '../common/text';
 import { toApplicationFailure } from './failures';
+import { worldVariablesOf } from './worlds';
 
 export interface ThreadActivityOptions {
   pool: Pool;
@@ -41,13 +42,15 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
 
   /**
    * Opens the thread's record (created if new, marked running) and records the message of the turn that opens it, in
-   * one round trip (`recordMessage` fenced by the epoch the record has, which it hands back). Idempotent.
+   * one round trip (`recordMessage` fenced by the epoch the record has, which it hands back). Idempotent. Given a
+   * `world`, the same round trip reads its variables, which the opening turn needs.
    * @throws ApplicationFailure `Thread.NotFound`; `InvalidInput` for a message of another thread than the record's
    */
   async function openThreadWithMessage(
     thread: EnsureThreadInput,
     input: RecordMessageInput,
-  ): Promise<EnsureThreadResult & RecordMessageResult> {
+    world?: string,
+  ): Promise<EnsureThreadResult & RecordMessageResult & { worldVariables?: Record<string, string> }> {
     if (input.scope.threadId !== thread.threadId || input.scope.rootThreadId !== thread.rootThreadId) {
       throw ApplicationFailure.create({
         type: ErrorType.InvalidInput,
@@ -56,11 +59,18 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
       });
     }
     try {
-      const opened = await openThreadWithMessageRow(pool, thread, input.operationId, {
-        ...(await messageToStore(input)),
-        agent: input.scope.agent,
-      });
-      return { epoch: opened.epoch, seq: opened.message.seq };
+      const opened = await openThreadWithMessageRow(
+        pool,
+        thread,
+        input.operationId,
+        { ...(await messageToStore(input)), agent: input.scope.agent },
+        world === undefined ? {} : { world },
+      );
+      return {
+        epoch: opened.epoch,
+        seq: opened.message.seq,
+        ...(world === undefined ? {} : { worldVariables: worldVariablesOf(world, opened.worldVariables) }),
+      };
     } catch (error) {
       throw toApplicationFailure(error);
     }

@@ -17,13 +17,11 @@ import type {
   EnsureThreadResult,
   CallModelInput,
   CallModelResult,
-  DelegationLimits,
   ExecuteToolCallInput,
   ExecuteToolCallResult,
   FinishTurnInput,
   RecordMessageInput,
   RecordMessageResult,
-  ResolveLimitsInput,
   RunStepsInput,
   RunStepsResult,
   RunToolsThenCallModelInput,
@@ -31,6 +29,7 @@ import type {
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import type { BudgetLimit } from '../db/budgets';
+import { limitsFromVariables } from './worlds';
 
 /**
  * A batch of steps (`runSteps`) starts no further step once it has run this long. A step that starts within it still
@@ -42,15 +41,20 @@ export const BATCH_BUDGET_MS = 2 * 60_000;
 export interface TurnActivityParts {
   resolveAgent(input: { name: string }): Promise<ResolvedAgent>;
   /**
-   * Creates the thread record if it is new, marks it running and records the message of the turn that opens it, in one
-   * round trip: the record's epoch, under which the message went.
+   * Creates the thread record if it is new, marks it running and records the message of the turn that opens it, and
+   * reads the variables of `world`, in one round trip: the record's epoch, under which the message went.
    */
-  openThreadWithMessage(thread: EnsureThreadInput, input: RecordMessageInput): Promise<EnsureThreadResult>;
-  /** Where a turn of `agent` in `world` runs its steps. */
-  stepModeOf(agent: ResolvedAgent, world: string): Promise<StepMode>;
+  openThreadWithMessage(
+    thread: EnsureThreadInput,
+    input: RecordMessageInput,
+    world: string,
+  ): Promise<EnsureThreadResult & { worldVariables?: Record<string, string> }>;
+  /** A world's variables as they are now. */
+  loadWorldVariables(world: string): Promise<Record<string, string>>;
+  /** Where a turn of `agent` runs its steps, asking for its world's variables only when the agent sets none. */
+  stepModeOf(agent: ResolvedAgent, worldVariables: () => Promise<Record<string, string>>): Promise<StepMode>;
   /** Registers (and starts) the watchers the agent's frontmatter declares, in the turn's root. */
   registerWatchersOf(agent: ResolvedAgent, rootThreadId: string): Promise<void>;
-  resolveLimits(input: ResolveLimitsInput): Promise<DelegationLimits>;
   /** Opens a root thread's budget unless it has one (the first root turn that begins with a budget opens it). */
   openRootBudget(input: { rootThreadId: string; limit: BudgetLimit }): Promise<void>;
   finishTurn(input: FinishTurnInput): Promise<void>;
@@ -79,11 +83,21 @@ export function createTurnActivities(parts: TurnActivityParts) {
     // one call beside the reads (a read that fails then leaves the message stored, which the attempt that retries it
     // finds under its operation id); the message goes under the record's epoch, which the workflow learns from the
     // result. Its watchers need the record, so they are registered after it.
+    // The world's variables (the step mode of an agent that sets none, a root turn's limits) are read once, and by the
+    // opening call itself when the turn opens its thread.
     const opening = input.openThread;
+    const open = opening && parts.openThreadWithMessage(opening, message, world);
+    let variables: Promise<Record<string, string>> | undefined;
+    const worldVariables = () =>
+      (variables ??=
+        open === undefined
+          ? parts.loadWorldVariables(world)
+          : open.then((opened) => opened.worldVariables ?? parts.loadWorldVariables(world)));
+    const { limits: limitsInput } = input;
     const [steps, limits, opened] = await allSettledOrThrow([
-      parts.stepModeOf(agent, world),
-      input.limits && parts.resolveLimits({ world, ...input.limits }),
-      opening && parts.openThreadWithMessage(opening, message),
+      parts.stepModeOf(agent, worldVariables),
+      limitsInput && worldVariables().then((read) => limitsFromVariables(read, limitsInput.overrides)),
+      open,
       opening === undefined && parts.finishTurn({ threadId: input.scope.threadId, status: 'running' }),
       opening === undefined && parts.registerWatchersOf(agent, input.scope.rootThreadId),
     ] as const);

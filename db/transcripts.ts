@@ -171,7 +171,10 @@ function appended(
  * 029), for the turn that opens its thread: the record is created if new (as `ensureThread` does) and marked running
  * (as `markThread(…, 'running')` does, so the turn's start reaches the run feed as every turn's does), then the message
  * appended as `appendMessage` would. A repeated call finds the record and the message its first call stored.
- * @returns the record's epoch, and the message as `appendMessage` returns it
+ * With `options.world`, the same statement also reads that world's variables (the turn that opens a thread needs them
+ * for its limits and step mode, and one statement takes one connection and one round trip where two would take two).
+ * @returns the record's epoch, the message as `appendMessage` returns it, and the world's variables text when asked
+ *   for (`undefined` for a world without variables or not created yet)
  * @throws ThreadNotFoundError when no record could be marked (one deleted meanwhile); BatonDbError when the
  *   operation id wrote to another thread of the root
  */
@@ -180,11 +183,13 @@ export async function openThreadWithMessage(
   thread: EnsureThreadInput,
   operationId: string,
   message: { role: 'user' | 'tool'; agent: string; content: string; toolCallId?: string },
-): Promise<{ epoch: number; message: TranscriptMessage; reused: boolean }> {
-  const { rows } = await db.query<AppendOutcome & { openedEpoch: number | null }>({
+  options: { world?: string } = {},
+): Promise<{ epoch: number; message: TranscriptMessage; reused: boolean; worldVariables: string | undefined }> {
+  const { rows } = await db.query<AppendOutcome & { openedEpoch: number | null; worldVariables: string | null }>({
     name: 'baton-open-thread-with-message',
     text: `SELECT r.opened_epoch AS "openedEpoch", r.outcome, r.current_epoch AS "currentEpoch",
-                  ${messageColumns('(r.message)')}
+                  ${messageColumns('(r.message)')},
+                  (SELECT w.variables FROM worlds w WHERE w.name = $12::text) AS "worldVariables"
              FROM open_thread_with_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) r`,
     values: [
       ...threadRecordValues(thread),
@@ -193,13 +198,18 @@ export async function openThreadWithMessage(
       message.agent,
       message.content,
       message.toolCallId ?? null,
+      options.world ?? null,
     ],
   });
   const row = rows[0];
   const epoch = row?.openedEpoch;
   if (row === undefined || epoch === null || epoch === undefined) throw new ThreadNotFoundError(thread.threadId);
-  const { openedEpoch: _opened, ...outcome } = row;
-  return { epoch, ...appended(outcome, { threadId: thread.threadId, epoch }, operationId) };
+  const { openedEpoch: _opened, worldVariables, ...outcome } = row;
+  return {
+    epoch,
+    ...appended(outcome, { threadId: thread.threadId, epoch }, operationId),
+    worldVariables: worldVariables ?? undefined,
+  };
 }
 
 /**

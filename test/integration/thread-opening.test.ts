@@ -4,7 +4,7 @@
  * `ensureThread`, `markThread(…, 'running')` and `appendMessage` leave one after the other (the record as given,
  * running, its start and then its message in the run feed once each; the message under the record's epoch), on a new
  * record and on one that already exists (a retried attempt, a record a turn had finished), and hands back the
- * record's epoch.
+ * record's epoch; asked for the turn's world, the same statement reads that world's variables.
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
@@ -13,6 +13,7 @@ import { BatonDbError, StaleEpochError, ThreadNotFoundError } from '../../db/err
 import { createPool } from '../../db/pool';
 import { ensureThread, findThread } from '../../db/threads';
 import { appendMessage, listMessages, openThreadWithMessage } from '../../db/transcripts';
+import { setWorldVariablesText } from '../../db/worlds';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 
 const env = readTestEnv();
@@ -135,4 +136,19 @@ test('an operation id that wrote to another thread of the root is refused: nothi
     (error: unknown) => error instanceof BatonDbError && /already wrote to thread/.test(error.message),
   );
   assert.deepEqual(await messages(child), [], 'no message of the child');
+});
+
+test("asked for its world, the call reads the world's variables in the same statement; a world never set has none", async () => {
+  const root = uniqueThreadId('open-world');
+  const world = `w-${root}`;
+  await setWorldVariablesText(pool, world, 'BATON_STEPS=local\nBATON_MAX_DELEGATION_DEPTH=3\n');
+  const input = { threadId: root, rootThreadId: root, agent: 'lead', world };
+  const opened = await openThreadWithMessage(pool, input, `${root}:in`, hello('lead'), { world });
+  assert.equal(opened.worldVariables, 'BATON_STEPS=local\nBATON_MAX_DELEGATION_DEPTH=3\n');
+  assert.equal(opened.epoch, 0);
+  assert.deepEqual(await messages(root), [['user', 'Hello.', `${root}:in`]], 'and opened the thread with its message');
+  const unset = await openThreadWithMessage(pool, input, `${root}:in`, hello('lead'), { world: `${world}-never` });
+  assert.equal(unset.worldVariables, undefined);
+  const unasked = await openThreadWithMessage(pool, input, `${root}:in`, hello('lead'));
+  assert.equal(unasked.worldVariables, undefined, 'not asked, not read');
 });

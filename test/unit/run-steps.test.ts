@@ -242,3 +242,48 @@ test('beginTurn: asked to open the thread, it opens it with the message in one c
   const { begin } = beginner('batched', [[]]);
   assert.equal((await begin()).epoch, undefined, 'a turn that opens nothing hands back no epoch');
 });
+
+test('beginTurn: the world is read once, for the step mode and the limits both, and by the opening call when it opens the thread', async () => {
+  /** A root turn's beginning of an agent that sets no `steps`; what it read and opened. */
+  const begin = async (openThread: boolean) => {
+    const reads: string[] = [];
+    const batch = batcher([[]]);
+    const parts = {
+      ...batch.parts,
+      resolveAgent: () => Promise.resolve({ name: 'batcher', version: 'v1', maxSteps: 25 }),
+      // As the worker's: the agent sets no steps, so the world's are asked for.
+      stepModeOf: async (_agent: unknown, worldVariables: () => Promise<Record<string, string>>) =>
+        (await worldVariables()).BATON_STEPS,
+      loadWorldVariables: (world: string) => {
+        reads.push(`read ${world}`);
+        return Promise.resolve({ BATON_STEPS: 'batched', BATON_MAX_DELEGATION_DEPTH: '2' });
+      },
+      openThreadWithMessage: (_thread: unknown, _input: unknown, world: string) => {
+        reads.push(`open, reading ${world}`);
+        return Promise.resolve({
+          epoch: 1,
+          worldVariables: { BATON_STEPS: 'batched', BATON_MAX_DELEGATION_DEPTH: '2' },
+        });
+      },
+      registerWatchersOf: () => Promise.resolve(),
+      finishTurn: () => Promise.resolve(),
+      recordMessage: () => Promise.resolve({ seq: 1 }),
+    } as unknown as TurnActivityParts;
+    const begun = await createTurnActivities(parts).beginTurn({
+      scope,
+      operationId: operationId(OPERATION_BASE, 'in'),
+      message: { role: 'user', content: 'Go.' },
+      world: 'w1',
+      limits: { overrides: { maxForkTasks: 3 } },
+      ...(openThread ? { openThread: { threadId: 'root', rootThreadId: 'root', agent: 'batcher', world: 'w1' } } : {}),
+    });
+    return { reads, begun };
+  };
+  for (const openThread of [false, true]) {
+    const { reads, begun } = await begin(openThread);
+    assert.deepEqual(reads, [openThread ? 'open, reading w1' : 'read w1'], 'one read of the turn’s world');
+    assert.equal(begun.steps, 'batched', 'the world’s step mode');
+    assert.equal(begun.limits?.maxDepth, 2, 'the world’s limit');
+    assert.equal(begun.limits?.maxForkTasks, 3, 'the conversation’s own over the world’s');
+  }
+});
