@@ -104,7 +104,8 @@ export function createActivities(deps: ActivityDependencies) {
   };
   // Opening a thread with its message is part of a turn's beginning, not an activity of its own.
   const { openThreadWithMessage, ...threads } = createThreadActivities({ pool: deps.pool });
-  const modelCalls = createModelActivities({
+  // A batch's model call with the reply it stored is part of `runSteps`, not an activity of its own.
+  const { callModelStoring, ...modelCalls } = createModelActivities({
     ...shared,
     openai: deps.openai,
     model: deps.model,
@@ -154,6 +155,7 @@ export function createActivities(deps: ActivityDependencies) {
       ...delegations,
       ...worlds,
       resolveAgent,
+      callModelStoring,
       stepModeOf,
       loadWorldVariables: (world: string) => loadWorldVariables(deps.pool, world),
       openThreadWithMessage,

@@ -99,6 +99,17 @@ const MAX_CACHED_TOOL_LISTS = 1000;
 /** Worlds whose message limit a worker remembers (a name and a number each). */
 const MAX_REMEMBERED_WORLDS = 1000;
 
+/**
+ * A reply a model call has just stored (not one it found stored): its calls with their arguments, and the world's
+ * variables text the call read. A batch runs those calls from it in the same attempt, without reading them back: no
+ * earlier attempt can have stored a result for a reply this attempt stored.
+ */
+export interface StoredReply {
+  seq: number;
+  toolCalls: ToolCallRequest[];
+  worldVariables: string | undefined;
+}
+
 /** Activities that talk to the model endpoint. */
 export function createModelActivities(options: ModelActivityOptions) {
   const { pool } = options;
@@ -136,6 +147,14 @@ export function createModelActivities(options: ModelActivityOptions) {
    * naming a provider this worker lacks), `Thread.StaleEpoch`
    */
   async function callModel(input: CallModelInput): Promise<CallModelResult> {
+    return (await callModelStoring(input)).result;
+  }
+
+  /**
+   * `callModel`, also handing back, when this call stored the reply, what a batch needs to run the reply's calls
+   * without reading them back (`StoredReply`). A reply found stored (a retry's) hands back nothing.
+   */
+  async function callModelStoring(input: CallModelInput): Promise<{ result: CallModelResult; stored?: StoredReply }> {
     const { scope } = input;
     const agent = await options.agentStore.load(input.agentVersion);
     // With a message limit, only the thread's first human message and its newest messages are read (the limit is the
@@ -152,7 +171,7 @@ export function createModelActivities(options: ModelActivityOptions) {
       if (options.tracing !== undefined) trace.getActiveSpan()?.setAttribute(BatonAttribute.replyReused, true);
       // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
       const result = await toResult(stored, true, agent, input, worldVariablesOf(input.world, worldVariables));
-      return input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList };
+      return { result: input.mcpToolList === undefined ? result : { ...result, mcpToolList: input.mcpToolList } };
     }
     const endpoints = modelEndpointsFor(agent, options);
     // Checked once no reply is stored: a re-run of a call that was made returns its reply whatever the budget says.
@@ -440,10 +459,13 @@ export function createModelActivities(options: ModelActivityOptions) {
         provider,
         model,
       });
-      return {
+      const result = {
         ...(await toResult(message, reused, agent, input, variables)),
         ...(mcpToolListId === undefined ? {} : { mcpToolList: mcpToolListId }),
       };
+      return reused
+        ? { result }
+        : { result, stored: { seq: message.seq, toolCalls: message.toolCalls ?? [], worldVariables } };
     } catch (error) {
       throw toApplicationFailure(error);
     }
@@ -601,7 +623,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     };
   }
 
-  return { callModel };
+  return { callModel, callModelStoring };
 }
 
 /**

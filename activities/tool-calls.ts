@@ -25,6 +25,7 @@ import { mcpWorldRefusal } from './tools/mcp-world';
 import { checkToolCall } from './tools/validate';
 import { worldVariablesOf } from './worlds';
 import type { ReplayAnswers } from './eval-replay';
+import type { StoredReply } from './model';
 
 export interface ToolCallActivityOptions {
   pool: Pool;
@@ -66,26 +67,36 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
    * interrupted. Output Postgres cannot store (U+0000, lone surrogates) is cleaned, not refused.
    * @throws ApplicationFailure `Thread.StaleEpoch`, `Agent.NotFound`, `Input.Invalid` (data Postgres refuses)
    */
-  async function executeToolCall(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult> {
+  /**
+   * Runs one tool call of a stored reply and stores its result. `stored`, when the caller has just stored that reply
+   * itself (a batch, in the same attempt), is the reply's calls and the world's variables as its model call read
+   * them: no result of its calls can be stored yet, and its append was fenced by the epoch a moment ago, so the call
+   * is not read back first. The activity Temporal runs gets no `stored`.
+   */
+  async function executeToolCall(input: ExecuteToolCallInput, stored?: StoredReply): Promise<ExecuteToolCallResult> {
     try {
-      return await execute(input);
+      return await execute(input, stored?.seq === input.messageSeq ? stored : undefined);
     } catch (error) {
       throw toApplicationFailure(error);
     }
   }
 
-  async function execute(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult> {
+  async function execute(input: ExecuteToolCallInput, stored: StoredReply | undefined): Promise<ExecuteToolCallResult> {
     const { scope } = input;
     // A reclaimed call runs nothing and gets nothing back, not even a result stored before it was reclaimed.
-    const { done, replyToolCalls, worldVariables } = await readToolCallContext(pool, scope, {
-      operationId: input.operationId,
-      messageSeq: input.messageSeq,
-      world: input.world,
-    });
+    const { done, replyToolCalls, worldVariables } =
+      stored === undefined
+        ? await readToolCallContext(pool, scope, {
+            operationId: input.operationId,
+            messageSeq: input.messageSeq,
+            world: input.world,
+          })
+        : { done: undefined, replyToolCalls: stored.toolCalls, worldVariables: stored.worldVariables };
     if (done) return { seq: done.seq, ok: !(done.content ?? '').startsWith('Error: ') };
 
     const agent = await options.agentStore.load(input.agentVersion);
-    // The world's variables as they are at this call, for the tool's context, the MCP servers it offers and approvals.
+    // The world's variables as they are at this call (a batch's: at the model call that stored the reply, just before),
+    // for the tool's context, the MCP servers it offers and approvals.
     const world = { name: input.world, variables: worldVariablesOf(input.world, worldVariables) };
     const call = replyToolCalls?.find((candidate) => candidate.id === input.toolCallId);
     if (!call)

@@ -29,6 +29,7 @@ import type {
 } from '../common/types';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import type { BudgetLimit } from '../db/budgets';
+import type { StoredReply } from './model';
 import { limitsFromVariables } from './worlds';
 
 /**
@@ -59,8 +60,10 @@ export interface TurnActivityParts {
   openRootBudget(input: { rootThreadId: string; limit: BudgetLimit }): Promise<void>;
   finishTurn(input: FinishTurnInput): Promise<void>;
   recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
-  callModel(input: CallModelInput): Promise<CallModelResult>;
-  executeToolCall(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult>;
+  /** `callModel`, with the reply it stored itself (`StoredReply`), if it did. */
+  callModelStoring(input: CallModelInput): Promise<{ result: CallModelResult; stored?: StoredReply }>;
+  /** Runs one call of a stored reply; given the reply as its caller just stored it, without reading it back. */
+  executeToolCall(input: ExecuteToolCallInput, stored?: StoredReply): Promise<ExecuteToolCallResult>;
 }
 
 export function createTurnActivities(parts: TurnActivityParts) {
@@ -143,9 +146,20 @@ export function createTurnActivities(parts: TurnActivityParts) {
    * retry after the model call failed finds the tool results stored and does not run the tools again.
    */
   async function runToolsThenCallModel(input: RunToolsThenCallModelInput): Promise<CallModelResult> {
+    return (await toolsThenModel(input, undefined)).result;
+  }
+
+  /**
+   * `runToolsThenCallModel`, running the calls from `stored` when it is the reply they belong to, as this attempt
+   * stored it (a batch's step after the first), and handing back the reply the model call stored.
+   */
+  async function toolsThenModel(
+    input: RunToolsThenCallModelInput,
+    stored: StoredReply | undefined,
+  ): Promise<{ result: CallModelResult; stored?: StoredReply }> {
     // Every call settles before an error fails the attempt, so a retry never starts a tool still running here.
-    await allSettledOrThrow(input.toolCalls.map((call) => parts.executeToolCall(call)));
-    return parts.callModel(input.model);
+    await allSettledOrThrow(input.toolCalls.map((call) => parts.executeToolCall(call, stored)));
+    return parts.callModelStoring(input.model);
   }
 
   /**
@@ -165,11 +179,15 @@ export function createTurnActivities(parts: TurnActivityParts) {
     let toolNames = input.toolNames;
     let call = input.model;
     let usage: TokenUsage | null = null;
+    // The reply the previous step stored in this attempt: its calls run without being read back.
+    let stored: StoredReply | undefined;
     const steps: RunStepsResult['steps'] = [];
     for (;;) {
-      const reply = await runToolsThenCallModel({ toolCalls, model: call }).catch((error: unknown) => {
+      const step = await toolsThenModel({ toolCalls, model: call }, stored).catch((error: unknown) => {
         throw withBatchUsage(error, usage);
       });
+      const reply = step.result;
+      stored = step.stored;
       steps.push({ step: call.step, ranTools: toolNames, reused: reply.reused });
       if (reply.usage) usage = addUsage(usage ?? ZERO_USAGE, reply.usage);
       // A typed agent's answer that did not match its schema goes on too: the model is asked to fix it.

@@ -16,31 +16,46 @@ import type {
   PlannedActivityToolCall,
   PlannedToolCall,
 } from '../../common/types';
+import type { StoredReply } from '../../activities/model';
 
 const OPERATION_BASE = 'run-1:turn:1';
 const scope = { rootThreadId: 'root', threadId: 'root', agent: 'batcher', epoch: 0 };
 const think = (id: string): PlannedActivityToolCall => ({ id, name: 'think', kind: 'tool' });
 
 /** A batch whose model replies come from `replies` in turn (each step's model call and tool runs recorded). */
-function batcher(replies: PlannedToolCall[][], onModelCall: () => void = () => undefined) {
+function batcher(
+  replies: PlannedToolCall[][],
+  onModelCall: () => void = () => undefined,
+  options: { reusedAt?: number } = {},
+) {
   const modelCalls: CallModelInput[] = [];
   const toolRuns: ExecuteToolCallInput[] = [];
+  /** For each tool run, the seq of the stored reply it was handed (`undefined`: none, so it reads the reply back). */
+  const handedReplies: (number | undefined)[] = [];
   const parts = {
-    callModel: (input: CallModelInput): Promise<CallModelResult> => {
+    callModelStoring: (input: CallModelInput): Promise<{ result: CallModelResult; stored?: StoredReply }> => {
       modelCalls.push(input);
       onModelCall();
       const toolCalls = replies[modelCalls.length - 1] ?? [];
-      return Promise.resolve({
-        seq: modelCalls.length * 10,
+      const seq = modelCalls.length * 10;
+      // The model call at `reusedAt` found its reply stored (a retry's): it hands back no reply of its own.
+      const reused = options.reusedAt === modelCalls.length - 1;
+      const result = {
+        seq,
         content: toolCalls.length === 0 ? 'Done.' : null,
         toolCalls,
         usage: { promptTokens: 10, completionTokens: 1, totalTokens: 11 },
-        reused: false,
+        reused,
         ...(modelCalls.length === 1 ? { mcpToolList: 'list-1' } : {}),
-      });
+      };
+      const requests = toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: '{}' }));
+      return Promise.resolve(
+        reused ? { result } : { result, stored: { seq, toolCalls: requests, worldVariables: undefined } },
+      );
     },
-    executeToolCall: (input: ExecuteToolCallInput) => {
+    executeToolCall: (input: ExecuteToolCallInput, stored?: StoredReply) => {
       toolRuns.push(input);
+      handedReplies.push(stored?.seq);
       return Promise.resolve({ seq: 0, ok: true });
     },
   } as unknown as TurnActivityParts;
@@ -60,7 +75,7 @@ function batcher(replies: PlannedToolCall[][], onModelCall: () => void = () => u
       operationBase: OPERATION_BASE,
       maxSteps,
     });
-  return { run, modelCalls, toolRuns, parts };
+  return { run, modelCalls, toolRuns, handedReplies, parts };
 }
 
 test('runSteps: goes on through carried tool calls to the answer, each step with the ids the workflow gives it', async () => {
@@ -94,6 +109,16 @@ test('runSteps: goes on through carried tool calls to the answer, each step with
     ],
   );
   assert.deepEqual(result.usage, { promptTokens: 30, completionTokens: 3, totalTokens: 33 }, 'usage of every step');
+});
+
+test('runSteps: a step runs the calls of the reply the batch stored without reading them back; a reply it found stored, they read', async () => {
+  const fresh = batcher([[think('a')], [think('b'), think('c')], []]);
+  await fresh.run();
+  assert.deepEqual(fresh.handedReplies, [10, 20, 20], 'each call handed the reply its model call stored');
+  // The second model call found its reply stored (a retried batch): its calls get no reply handed, so they read theirs.
+  const retried = batcher([[think('a')], [think('b'), think('c')], []], undefined, { reusedAt: 1 });
+  await retried.run();
+  assert.deepEqual(retried.handedReplies, [10, undefined, undefined]);
 });
 
 test('runSteps: stops at a call the workflow carries out, and at max_steps, handing that reply back', async () => {
