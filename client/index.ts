@@ -77,7 +77,7 @@ import { listForks, type ForkRow } from '../db/forks';
 import { listRefusedWrites, type RefusedWrite } from '../db/refusals';
 import { findQuestion, listQuestions, type QuestionRow } from '../db/questions';
 import { findApproval, listApprovals, type ApprovalRow } from '../db/approvals';
-import { findThread } from '../db/threads';
+import { ensureThread, findThread } from '../db/threads';
 import { ThreadNotFoundError } from '../db/errors';
 import type { EnvManifestPage } from '../db/env-data';
 import {
@@ -439,14 +439,19 @@ export class BatonClient {
   }
 
   /**
-   * Starts a root thread answered by `agent`.
-   * @throws BatonClientError for an invalid or already used thread id.
+   * Starts a root thread answered by `agent`. On a client with Baton's database the thread's record is written before
+   * this returns (the thread then waits for nothing before it takes a message).
+   * @throws BatonClientError for an invalid or already used thread id; when the thread started but its record could
+   *   not be written (its first message's turn writes it).
    */
   async startThread(options: StartThreadOptions): Promise<ThreadHandle> {
     const { traceparent, ...start } = options;
-    const input = threadInput(start);
+    // With Baton's database the client opens the thread's record itself, once the workflow has started, so the
+    // thread's first task has nothing to wait for and a message sent now is taken at once.
+    const input: ThreadWorkflowInput = { ...threadInput(start), ...(this.pool ? { recordOpenedByStarter: true } : {}) };
     checkTraceparent(traceparent);
     await withTraceparent(traceparent, () => startThreadWorkflow(this.temporal, input, this.taskQueue));
+    if (this.pool) await openStartedThread(this.pool, input);
     return this.thread(input.rootThreadId);
   }
 
@@ -553,6 +558,29 @@ function delegationLimitsOf(limits: ThreadLimits): Partial<DelegationLimits> {
     ...(tokens === undefined ? {} : { budgetTokens: tokens }),
     ...(usd === undefined ? {} : { budgetUsd: usd }),
   };
+}
+
+/**
+ * Opens the record of a root thread whose workflow was started with `recordOpenedByStarter` (idempotent, as the
+ * thread's own opening is).
+ * @throws BatonClientError when it cannot be written: the thread has started, and its first message's turn opens it
+ */
+async function openStartedThread(pool: Pool, input: ThreadWorkflowInput): Promise<void> {
+  const { rootThreadId, agent, world } = input;
+  try {
+    await ensureThread(pool, {
+      threadId: rootThreadId,
+      rootThreadId,
+      agent,
+      ...(world === undefined ? {} : { world }),
+    });
+  } catch (error) {
+    throw new BatonClientError(
+      `thread '${rootThreadId}' started, but its record could not be written (its first message's turn will write ` +
+        `it): ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
+  }
 }
 
 /** What a failed start of thread `threadId` throws: a clear error when its id is taken, else what failed. */

@@ -542,6 +542,14 @@ export interface ThreadWorkflowInput {
    * again under one of these ids gets that turn's outcome instead of a second turn. @default []
    */
   deliveries?: Delivery[];
+  /**
+   * The thread's starter opens its record (`startThread` on a client with Baton's database, just after the start): the
+   * thread's first task does not, so a message sent right after the start is taken at once, and the turn of the first
+   * message opens the record as a message sent with the start does (idempotently: the record the starter made, or a
+   * new one should the starter not have made it). Only a run that takes no message before its first turn settles
+   * opens it itself. A continued run does not carry it. @default false
+   */
+  recordOpenedByStarter?: boolean;
 }
 
 /** Input of `deliveredTurnResult`: the turn a message delivered in an earlier run of its thread ran as. */

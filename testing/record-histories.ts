@@ -536,6 +536,9 @@ const scenarios: Scenario[] = [
     messages: ['Hi', 'Hi again'],
     startedByRun: true,
   },
+  // A thread started by `startThread` on a client with the database, which opens the record itself: the thread's
+  // first task opens nothing, and the first message's turn (answered in the thread) takes the record's epoch.
+  { name: 'starter-opens-thread', agent: 'quickstep', messages: ['Hi', 'Hi again'] },
   // A typed agent (\`output\`) whose first answer is not JSON: the model is told why, and its second answer (a
   // \`final_output\` call) ends the turn with the object (under baton-typed-output).
   {

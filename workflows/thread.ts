@@ -309,6 +309,12 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   if (pending > 0 && patched(FIRST_TURN_OPENS_THREAD_PATCH)) {
     firstTurnOpens = record;
     await condition(() => epoch !== undefined || openingSettled);
+  } else if (input.recordOpenedByStarter === true) {
+    // The starter opened the record: the first message's turn takes its epoch (no patch: only inputs from this code
+    // on ask for it). A thread ended before any message opens it below, harmlessly again.
+    firstTurnOpens = record;
+    await condition(() => epoch !== undefined || openingSettled || ending);
+    firstTurnOpens = undefined;
   }
   if (epoch === undefined) {
     const opened = await (patched(THREAD_OPENS_IN_ITS_TASK_PATCH) ? localDb : db).ensureThread.executeWithOptions(
@@ -329,8 +335,9 @@ export async function threadWorkflow(input: ThreadWorkflowInput): Promise<Thread
   }
   // Messages that arrive from here on are delivered to the next run: Temporal retries an Update that reaches a
   // run which has closed by continuing as new.
+  const { recordOpenedByStarter: _opened, ...carried } = input;
   return continueAsNew<typeof threadWorkflow>({
-    ...input,
+    ...carried,
     turnsSoFar: turns,
     runsSoFar: runs,
     deliveries: carriedDeliveries(input.deliveries ?? [], deliveries),

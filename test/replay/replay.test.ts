@@ -7,7 +7,7 @@ import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { AgentTurnInput, BegunTurn } from '../../common/types';
+import type { AgentTurnInput, BegunTurn, ThreadWorkflowInput } from '../../common/types';
 import { WORKFLOW_BUNDLER_OPTIONS, WORKFLOWS_PATH } from '../../worker/workflow-bundle';
 import { bundleBatonWorkflows } from '../../worker/create-worker';
 import { tracedWorkerParts } from '../../worker/tracing';
@@ -227,6 +227,18 @@ test('replay: recorded histories cover the thread, turn and scheduled-run workfl
     assert.equal(typeof begun[0]?.epoch, 'number', `${name}: its first beginTurn handed back the thread's epoch`);
     assert.equal(begun[1]?.epoch, undefined, `${name}: a later turn opened nothing`);
   }
+  // A thread whose starter opened its record: its first task runs nothing, and its first turn takes the epoch.
+  const starterOpened = histories.find((h) => h.file === 'starter-opens-thread.thread.0.json')?.history.events ?? [];
+  const startInput = starterOpened[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data;
+  assert.equal(
+    (JSON.parse(Buffer.from(startInput ?? []).toString('utf8')) as ThreadWorkflowInput).recordOpenedByStarter,
+    true,
+    'a recorded thread was started with its record opened by its starter',
+  );
+  assert.equal(localActivityResults(starterOpened, 'ensureThread').length, 0, 'that thread opened nothing itself');
+  const starterBegun = localActivityResults(starterOpened, 'beginTurn') as BegunTurn[];
+  assert.equal(typeof starterBegun[0]?.epoch, 'number', "its first beginTurn handed back the record's epoch");
+  assert.equal(starterBegun[1]?.epoch, undefined, 'its second turn opened nothing');
   // Since the decisions-after-acceptance patch the decision is written by an activity, not a local one in the task.
   assert.ok(patches.includes(DECISIONS_AFTER_ACCEPTANCE_PATCH), 'a recorded turn wrote its decisions after acceptance');
   assert.ok(activities.has('closeApproval'), 'a recorded decision was written by an activity of its own');
