@@ -26,6 +26,7 @@ import type { BenchContext, Untimed } from './common';
 import {
   handWrittenEndSignal,
   handWrittenMessageUpdate,
+  type HandWrittenMessage,
   type fanOutTurnsWorkflow,
   type fanOutWorkflow,
   type floorTurnWorkflow,
@@ -373,31 +374,39 @@ export function handWrittenTurn(
 
 /**
  * Prepares a hand-written conversation's start: a {@link handWrittenThreadWorkflow} started with its first message in
- * one call (Update-with-Start, as Baton's `run`), whose turn stores the conversation and the message, then makes
- * `steps` model calls. `started` is told its id as the timed part begins. Ended after, untimed.
+ * one call (Update-with-Start, as Baton's `run`), or with `messageApart` started by a plain start and then sent the
+ * message by an Update of its own (as Baton's `startThread` then `send`; both calls timed); the message's turn stores
+ * the conversation and the message, then makes `steps` model calls. `started` is told its id as the timed part begins.
+ * Ended after, untimed.
  */
 export function handWrittenStart(
   side: BaselineSide,
   steps: number,
   started: (threadId: string) => void,
+  options: { messageApart?: boolean } = {},
 ): () => Promise<() => Promise<Untimed>> {
   return () =>
     Promise.resolve(async () => {
-      const threadId = uniqueThreadId('bench-hand-start');
+      const threadId = uniqueThreadId(options.messageApart === true ? 'bench-hand-start-send' : 'bench-hand-start');
       started(threadId);
-      const startWorkflowOperation = new WithStartWorkflowOperation<typeof handWrittenThreadWorkflow>(
-        'handWrittenThreadWorkflow',
-        {
-          taskQueue: side.taskQueue,
-          workflowId: threadId,
-          args: [{ threadId, rootThreadId: threadId }],
-          workflowIdConflictPolicy: 'FAIL',
-        },
-      );
-      const made = await side.client.workflow.executeUpdateWithStart(handWrittenMessageUpdate, {
-        args: [{ text: TURN_MESSAGE, maxSteps: steps + 5 }],
-        startWorkflowOperation,
-      });
+      const start = {
+        taskQueue: side.taskQueue,
+        workflowId: threadId,
+        args: [{ threadId, rootThreadId: threadId }] as [{ threadId: string; rootThreadId: string }],
+      };
+      const message = { args: [{ text: TURN_MESSAGE, maxSteps: steps + 5 }] as [HandWrittenMessage] };
+      const made =
+        options.messageApart === true
+          ? await (
+              await side.client.workflow.start<typeof handWrittenThreadWorkflow>('handWrittenThreadWorkflow', start)
+            ).executeUpdate(handWrittenMessageUpdate, message)
+          : await side.client.workflow.executeUpdateWithStart(handWrittenMessageUpdate, {
+              ...message,
+              startWorkflowOperation: new WithStartWorkflowOperation<typeof handWrittenThreadWorkflow>(
+                'handWrittenThreadWorkflow',
+                { ...start, workflowIdConflictPolicy: 'FAIL' },
+              ),
+            });
       if (made !== steps) throw new Error(`hand-written start's turn took ${String(made)} steps, not ${steps}`);
       return async () => {
         const handle = side.client.workflow.getHandle(threadId);

@@ -9,7 +9,8 @@
  *   (bench/langgraph-baseline.ts), on a fresh `thread_id` per turn,
  * - and, to tell Baton's cost from Temporal's, the hand-written Temporal loop doing the same I/O with its steps as
  *   local activities (`hand-local`), a hand-written durable conversation started with its first message
- *   (`hand-start`: Update-with-Start, its record and message stored in one write before the first model call), and
+ *   (`hand-start`: Update-with-Start, its record and message stored in one write before the first model call; and
+ *   `hand-start-send`, the same started, then sent its message in a call of its own), and
  *   10 no-op local activities in one workflow (`floor-local`; also one, `floor-one-local`, so that the report can say
  *   what one local activity's round trip costs and how soon a plain workflow's code runs),
  *
@@ -94,6 +95,8 @@ const FLOOR_ONE_CASE = 'floor-one-local';
  * its first message by Update-with-Start, the conversation and its message stored in one write, then the model call.
  */
 const HAND_START_CASE = 'hand-start';
+/** The same conversation started without its message, then sent it: a durable start in two calls, by hand. */
+const HAND_START_SEND_CASE = 'hand-start-send';
 /**
  * Targets: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
@@ -217,6 +220,10 @@ runBench(common, async (context) => {
       },
       // A durable conversation started as anyone would with Temporal alone: the floor under Baton's new thread.
       timingFirstCall(`${HAND_START_CASE}@${threads}`, (started) => handWrittenStart(baseline, STEPS, started)),
+      // The same by a start then the message in a call of its own: the floor under `startThread` then `send`.
+      timingFirstCall(`${HAND_START_SEND_CASE}@${threads}`, (started) =>
+        handWrittenStart(baseline, STEPS, started, { messageApart: true }),
+      ),
       {
         name: `floor-local@${threads}`,
         repeats,
@@ -386,6 +393,16 @@ function startComparisons(
       title('first model call: Baton-batched run / hand-written durable start'),
       firstCall(at('baton-batched')),
       firstCall(at(HAND_START_CASE)),
+    ),
+    compareCases(
+      title('first model call: hand-written durable start then send (a start, then an Update) / LangGraph'),
+      firstCall(at(HAND_START_SEND_CASE)),
+      firstCall(at('langgraph')),
+    ),
+    compareCases(
+      title('first model call: Baton-batched startThread+send / hand-written durable start then send'),
+      firstCall(at('baton-batched-start-send')),
+      firstCall(at(HAND_START_SEND_CASE)),
     ),
     compareCases(
       title('whole turn: Baton-batched startThread+send / LangGraph'),
@@ -595,7 +612,11 @@ async function startBreakdown(
     `${whole(batonCase)}); a hand-written durable start (${HAND_START_CASE}): ${handToStarted}, ${handToTask}, ` +
     `${handToCode}, ${handToCall} (whole: ${whole(handCase)}); a plain Temporal workflow (${FLOOR_ONE_CASE}): ` +
     `${floorToStarted}, ${floorToTask}, ` +
-    `${floorToCode} until its no-op local activity started (whole: ${whole(floorCase)})`
+    `${floorToCode} until its no-op local activity started (whole: ${whole(floorCase)}); the message in a call of ` +
+    `its own after the start: Baton's startThread+send ` +
+    `${round1(whole(`baton-batched-start-send@${threads}`) - whole(batonCase))} ms after run, a hand-written start ` +
+    `then send (${HAND_START_SEND_CASE}) ` +
+    `${round1(whole(`${HAND_START_SEND_CASE}@${threads}`) - whole(handCase))} ms after ${HAND_START_CASE}`
   );
 }
 
