@@ -42,15 +42,15 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
 
   /**
    * Opens the thread's record (created if new, marked running) and records the message of the turn that opens it, in
-   * one round trip (`recordMessage` fenced by the epoch the record has, which it hands back). Idempotent. Given a
-   * `world`, the same round trip reads its variables, which the opening turn needs.
+   * one round trip (`recordMessage` fenced by the epoch the record has, which it hands back), reading the variables of
+   * `world` (which the opening turn needs) in the same statement. Idempotent.
    * @throws ApplicationFailure `Thread.NotFound`; `InvalidInput` for a message of another thread than the record's
    */
   async function openThreadWithMessage(
     thread: EnsureThreadInput,
     input: RecordMessageInput,
-    world?: string,
-  ): Promise<EnsureThreadResult & RecordMessageResult & { worldVariables?: Record<string, string> }> {
+    world: string,
+  ): Promise<EnsureThreadResult & RecordMessageResult & { worldVariables: Record<string, string> }> {
     if (input.scope.threadId !== thread.threadId || input.scope.rootThreadId !== thread.rootThreadId) {
       throw ApplicationFailure.create({
         type: ErrorType.InvalidInput,
@@ -64,12 +64,12 @@ export function createThreadActivities({ pool }: ThreadActivityOptions) {
         thread,
         input.operationId,
         { ...(await messageToStore(input)), agent: input.scope.agent },
-        world === undefined ? {} : { world },
+        { world },
       );
       return {
         epoch: opened.epoch,
         seq: opened.message.seq,
-        ...(world === undefined ? {} : { worldVariables: worldVariablesOf(world, opened.worldVariables) }),
+        worldVariables: worldVariablesOf(world, opened.worldVariables),
       };
     } catch (error) {
       throw toApplicationFailure(error);

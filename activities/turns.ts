@@ -49,7 +49,7 @@ export interface TurnActivityParts {
     thread: EnsureThreadInput,
     input: RecordMessageInput,
     world: string,
-  ): Promise<EnsureThreadResult & { worldVariables?: Record<string, string> }>;
+  ): Promise<EnsureThreadResult & { worldVariables: Record<string, string> }>;
   /** A world's variables as they are now. */
   loadWorldVariables(world: string): Promise<Record<string, string>>;
   /** Where a turn of `agent` runs its steps, asking for its world's variables only when the agent sets none. */
@@ -93,9 +93,7 @@ export function createTurnActivities(parts: TurnActivityParts) {
     let variables: Promise<Record<string, string>> | undefined;
     const worldVariables = () =>
       (variables ??=
-        open === undefined
-          ? parts.loadWorldVariables(world)
-          : open.then((opened) => opened.worldVariables ?? parts.loadWorldVariables(world)));
+        open === undefined ? parts.loadWorldVariables(world) : open.then((opened) => opened.worldVariables));
     const { limits: limitsInput } = input;
     const [steps, limits, opened] = await allSettledOrThrow([
       parts.stepModeOf(agent, worldVariables),
