@@ -12,7 +12,9 @@
  *   conversation, its first message sent with its start (Update-with-Start, so the caller gets the turn's result),
  *   its first local activity storing the conversation and its message in one write (what a crash needs kept) and
  *   then making the first model call, then the same loop: the least a durable start with Temporal does, the floor
- *   under Baton's new thread by `run`.
+ *   under Baton's new thread by `run`. Started `batched`, each message's whole turn (the writes, reads and model
+ *   calls of every step) runs in one local activity, as a Baton turn with `steps: batched` does: the floor under its
+ *   whole turn.
  * - {@link floorTurnWorkflow}: the engine floor, `steps` activities that do nothing, one after another, and
  *   {@link floorLocalTurnWorkflow}: `steps` local activities that do nothing.
  * - {@link fanOutWorkflow}: a plain child-workflow fan-out, `width` {@link fanOutChildWorkflow}s started at once and
@@ -55,6 +57,11 @@ export interface StepBenchActivities {
   callModel(input: { threadId: string; rootThreadId: string }): Promise<{ toolCalls: BenchToolCall[]; text: string }>;
   /** Runs a tool (only `think`, which does nothing) and inserts its result. */
   runTool(input: { threadId: string; rootThreadId: string; call: BenchToolCall }): Promise<void>;
+  /**
+   * A whole turn in one activity: its message stored (`opening`: with its conversation's record, in one statement),
+   * then what `callModel` and `runTool` do, step after step, until an answer or `maxSteps`; returns the model calls.
+   */
+  runTurn(input: HandWrittenTurnInput & { opening: boolean }): Promise<number>;
   /** Nothing at all. */
   noop(): Promise<void>;
 }
@@ -110,10 +117,14 @@ export const handWrittenMessageUpdate = defineUpdate<number, [HandWrittenMessage
 export const handWrittenEndSignal = defineSignal('end');
 
 /**
- * One conversation: each message a turn of local activities, one after another; the first stores the conversation's
- * record with its message. Ends when signalled.
+ * One conversation: each message a turn of local activities, one after another (`batched`: one local activity for the
+ * whole turn); the first stores the conversation's record with its message. Ends when signalled.
  */
-export async function handWrittenThreadWorkflow(thread: { threadId: string; rootThreadId: string }): Promise<void> {
+export async function handWrittenThreadWorkflow(thread: {
+  threadId: string;
+  rootThreadId: string;
+  batched?: boolean;
+}): Promise<void> {
   let ending = false;
   let opened = false;
   let queue: Promise<unknown> = Promise.resolve();
@@ -123,7 +134,12 @@ export async function handWrittenThreadWorkflow(thread: { threadId: string; root
   setHandler(handWrittenMessageUpdate, (message) => {
     const opening = !opened;
     opened = true;
-    const turn = queue.then(() => handWrittenLoop(localActivities, { ...thread, ...message }, opening));
+    const input = { threadId: thread.threadId, rootThreadId: thread.rootThreadId, ...message };
+    const turn = queue.then(() =>
+      thread.batched === true
+        ? localActivities.runTurn({ ...input, opening })
+        : handWrittenLoop(localActivities, input, opening),
+    );
     queue = turn.catch(() => undefined);
     return turn;
   });

@@ -27,6 +27,7 @@ import {
   handWrittenEndSignal,
   handWrittenMessageUpdate,
   type HandWrittenMessage,
+  type BenchToolCall,
   type fanOutTurnsWorkflow,
   type fanOutWorkflow,
   type floorTurnWorkflow,
@@ -206,13 +207,14 @@ function createBaselineActivities(
   noopStarts: Map<string, number>,
 ): StepBenchActivities {
   /**
-   * Inserts a message under the activity's operation id. `opening` inserts its conversation's record too, in the same
-   * statement: the message's reference to its thread is checked at the statement's end, after the record's insert.
+   * Inserts a message under the activity's operation id (with `part`, one of several the activity inserts). `opening`
+   * inserts its conversation's record too, in the same statement: the message's reference to its thread is checked at
+   * the statement's end, after the record's insert.
    */
   const insert = async (
     scope: { threadId: string; rootThreadId: string },
     message: { role: string; content: string | null; toolCalls?: unknown; toolCallId?: string },
-    opening = false,
+    { opening = false, part }: { opening?: boolean; part?: string } = {},
   ): Promise<void> => {
     const info = Context.current().info;
     const openThread = opening
@@ -236,11 +238,16 @@ function createBaselineActivities(
         message.toolCalls === undefined ? null : JSON.stringify(message.toolCalls),
         message.toolCallId ?? null,
         // The opening's message and the first model call's reply are stored by one activity.
-        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}${opening ? ':opening' : ''}`,
+        `${info.workflowExecution?.runId ?? 'none'}:${info.activityId}${opening ? ':opening' : ''}` +
+          (part === undefined ? '' : `:${part}`),
       ],
     );
   };
-  const callModel: StepBenchActivities['callModel'] = async (input) => {
+  /** `callModel`, its reply inserted under `part` when given (a whole turn's activity inserts one per step). */
+  const callModelPart = async (
+    input: { threadId: string; rootThreadId: string },
+    part?: string,
+  ): Promise<{ toolCalls: BenchToolCall[]; text: string }> => {
     const transcript = await listMessages(pool, input.threadId);
     const completion = await openai.chat.completions.create(
       {
@@ -279,21 +286,36 @@ function createBaselineActivities(
     const toolCalls = (message?.tool_calls ?? []).flatMap((call) =>
       call.type === 'function' ? [{ id: call.id, name: call.function.name, arguments: call.function.arguments }] : [],
     );
-    await insert(input, {
-      role: 'assistant',
-      content: message?.content ?? null,
-      ...(toolCalls.length > 0 ? { toolCalls } : {}),
-    });
+    await insert(
+      input,
+      { role: 'assistant', content: message?.content ?? null, ...(toolCalls.length > 0 ? { toolCalls } : {}) },
+      part === undefined ? {} : { part },
+    );
     return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
   };
+  const runTool = (input: { threadId: string; rootThreadId: string; call: BenchToolCall }, part?: string) =>
+    insert(
+      input,
+      { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id },
+      part === undefined ? {} : { part },
+    );
   return {
     recordHuman: async (input) => insert(input, { role: 'user', content: input.text }),
     openThreadThenCallModel: async (input) => {
-      await insert(input, { role: 'user', content: input.text }, true);
-      return callModel(input);
+      await insert(input, { role: 'user', content: input.text }, { opening: true });
+      return callModelPart(input);
     },
-    callModel,
-    runTool: async (input) => insert(input, { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id }),
+    callModel: (input) => callModelPart(input),
+    runTool: (input) => runTool(input),
+    runTurn: async (input) => {
+      await insert(input, { role: 'user', content: input.text }, { opening: input.opening, part: 'message' });
+      for (let step = 1; step <= input.maxSteps; step++) {
+        const reply = await callModelPart(input, `model-${step}`);
+        if (reply.toolCalls.length === 0) return step;
+        await Promise.all(reply.toolCalls.map((call, index) => runTool({ ...input, call }, `tool-${step}-${index}`)));
+      }
+      return input.maxSteps;
+    },
     noop: () => {
       const workflowId = Context.current().info.workflowExecution?.workflowId;
       if (workflowId !== undefined && !noopStarts.has(workflowId)) {
@@ -376,23 +398,28 @@ export function handWrittenTurn(
  * Prepares a hand-written conversation's start: a {@link handWrittenThreadWorkflow} started with its first message in
  * one call (Update-with-Start, as Baton's `run`), or with `messageApart` started by a plain start and then sent the
  * message by an Update of its own (as Baton's `startThread` then `send`; both calls timed); the message's turn stores
- * the conversation and the message, then makes `steps` model calls. `started` is told its id as the timed part begins.
- * Ended after, untimed.
+ * the conversation and the message, then makes `steps` model calls, a local activity each or, `batched`, all in one.
+ * `started` is told its id as the timed part begins. Ended after, untimed.
  */
 export function handWrittenStart(
   side: BaselineSide,
   steps: number,
   started: (threadId: string) => void,
-  options: { messageApart?: boolean } = {},
+  options: { messageApart?: boolean; batched?: boolean } = {},
 ): () => Promise<() => Promise<Untimed>> {
+  const batched = options.batched === true;
   return () =>
     Promise.resolve(async () => {
-      const threadId = uniqueThreadId(options.messageApart === true ? 'bench-hand-start-send' : 'bench-hand-start');
+      const threadId = uniqueThreadId(
+        `bench-hand${batched ? '-batched' : ''}-start${options.messageApart === true ? '-send' : ''}`,
+      );
       started(threadId);
       const start = {
         taskQueue: side.taskQueue,
         workflowId: threadId,
-        args: [{ threadId, rootThreadId: threadId }] as [{ threadId: string; rootThreadId: string }],
+        args: [{ threadId, rootThreadId: threadId, ...(batched ? { batched } : {}) }] as Parameters<
+          typeof handWrittenThreadWorkflow
+        >,
       };
       const message = { args: [{ text: TURN_MESSAGE, maxSteps: steps + 5 }] as [HandWrittenMessage] };
       const made =

@@ -10,7 +10,8 @@
  * - and, to tell Baton's cost from Temporal's, the hand-written Temporal loop doing the same I/O with its steps as
  *   local activities (`hand-local`), a hand-written durable conversation started with its first message
  *   (`hand-start`: Update-with-Start, its record and message stored in one write before the first model call; and
- *   `hand-start-send`, the same started, then sent its message in a call of its own), and
+ *   `hand-start-send`, the same started, then sent its message in a call of its own; `hand-batched-start` and
+ *   `hand-batched-start-send`, the same two with each turn's steps in one local activity, as Baton's batched), and
  *   10 no-op local activities in one workflow (`floor-local`; also one, `floor-one-local`, so that the report can say
  *   what one local activity's round trip costs and how soon a plain workflow's code runs),
  *
@@ -97,6 +98,12 @@ const FLOOR_ONE_CASE = 'floor-one-local';
 const HAND_START_CASE = 'hand-start';
 /** The same conversation started without its message, then sent it: a durable start in two calls, by hand. */
 const HAND_START_SEND_CASE = 'hand-start-send';
+/**
+ * The same two starts, each turn's writes, reads and model calls in one local activity, as a Baton turn with
+ * `steps: batched`: the floors under the whole turn of Baton's `run` and of its `startThread` then `send`.
+ */
+const HAND_BATCHED_START_CASE = 'hand-batched-start';
+const HAND_BATCHED_START_SEND_CASE = 'hand-batched-start-send';
 /**
  * Targets: at 1 thread a Baton step (local) at most as long as a LangGraph step; with many threads Baton
  * (local) at least as many steps per second as LangGraph (LangGraph's steps/s over Baton's at most 1).
@@ -224,6 +231,13 @@ runBench(common, async (context) => {
       timingFirstCall(`${HAND_START_SEND_CASE}@${threads}`, (started) =>
         handWrittenStart(baseline, STEPS, started, { messageApart: true }),
       ),
+      // Both with each turn in one local activity: the floors under the whole turn of Baton's two ways.
+      timingFirstCall(`${HAND_BATCHED_START_CASE}@${threads}`, (started) =>
+        handWrittenStart(baseline, STEPS, started, { batched: true }),
+      ),
+      timingFirstCall(`${HAND_BATCHED_START_SEND_CASE}@${threads}`, (started) =>
+        handWrittenStart(baseline, STEPS, started, { messageApart: true, batched: true }),
+      ),
       {
         name: `floor-local@${threads}`,
         repeats,
@@ -346,7 +360,8 @@ runBench(common, async (context) => {
  * Baton way against LangGraph's. The floors: how soon a plain Temporal workflow started and awaited runs its first
  * local activity, against LangGraph's first call (what no Temporal-based start can go below), and how soon a
  * hand-written durable start makes its first model call (what a start that keeps the message first costs with
- * Temporal alone), against LangGraph's and Baton's.
+ * Temporal alone), against LangGraph's and Baton's; and the whole turn of the same starts with each turn in one local
+ * activity (the least a durable turn of these steps takes with Temporal alone), against LangGraph's and Baton's.
  */
 function startComparisons(
   threads: number,
@@ -409,6 +424,26 @@ function startComparisons(
       get(at('baton-batched-start-send')),
       get(at('langgraph')),
       { target: TARGET_RATIO },
+    ),
+    compareCases(
+      title('whole turn: hand-written batched durable start (Update-with-Start, one local activity) / LangGraph'),
+      get(at(HAND_BATCHED_START_CASE)),
+      get(at('langgraph')),
+    ),
+    compareCases(
+      title('whole turn: Baton-batched run / hand-written batched durable start'),
+      get(at('baton-batched')),
+      get(at(HAND_BATCHED_START_CASE)),
+    ),
+    compareCases(
+      title('whole turn: hand-written batched durable start then send (a start, then an Update) / LangGraph'),
+      get(at(HAND_BATCHED_START_SEND_CASE)),
+      get(at('langgraph')),
+    ),
+    compareCases(
+      title('whole turn: Baton-batched startThread+send / hand-written batched durable start then send'),
+      get(at('baton-batched-start-send')),
+      get(at(HAND_BATCHED_START_SEND_CASE)),
     ),
     compareCases(
       title('whole turn: Baton-batched standing thread / LangGraph standing thread'),
