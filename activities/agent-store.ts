@@ -19,11 +19,25 @@ export interface AgentStore {
   has(name: string): boolean;
 }
 
-/** Content hash of a definition; the file path is left out so the same agent has one version on every machine. */
+/**
+ * Content hash of a definition, nested settings included (a changed `context`, `output` or model chain is a new
+ * version); the file path is left out so the same agent has one version on every machine.
+ */
 export function agentVersion(definition: AgentDefinition): string {
   const { source: _source, ...content } = definition;
-  const canonical = JSON.stringify(content, Object.keys(content).sort());
-  return createHash('sha256').update(canonical).digest('hex').slice(0, 16);
+  return createHash('sha256').update(canonicalJson(content)).digest('hex').slice(0, 16);
+}
+
+/**
+ * JSON of `value` with the keys of every object, at every depth, in one order, so equal content has one text. (A
+ * replacer array would sort the top level but also drop every nested key not named in it.)
+ */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) =>
+    inner !== null && typeof inner === 'object' && !Array.isArray(inner)
+      ? Object.fromEntries(Object.entries(inner).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : inner,
+  );
 }
 
 /**
