@@ -1,7 +1,8 @@
 /**
  * The run feed in Postgres (migration 014): reading a root's events in order, the events no row of another table
- * makes (a model call starting), and the two announcements: stored events after their commit, streamed output as it
- * comes. Both are NOTIFYs sent outside any writing transaction (see `run_events` in the migration for why).
+ * makes (a model call starting or waiting), and the two announcements: stored events after their commit, streamed
+ * output as it comes. Both are NOTIFYs sent outside any transaction that stores a step (see `run_events` in the
+ * migration for why); a progress mark, a transaction of its own committed without a flush, carries its own.
  */
 import type { Pool } from 'pg';
 import {
@@ -94,35 +95,50 @@ export interface ModelCallStarted {
 }
 
 /**
- * Records that a model call attempt started, with the stream its output is published under, in one statement committed
- * without waiting for the disk (`run_event_unflushed`): it is a progress mark, not data, and a step should not pay a
- * flush for it. Then tells the root's readers.
+ * Records a progress mark of a model call (`kind`, with `data`) and tells the root's readers, in one statement: its
+ * transaction commits without waiting for the disk (`run_event_unflushed`: a mark is not data, and a step should not
+ * pay a flush for it), and the NOTIFY in it goes out as it commits. A step's calls each mark their start, so a separate
+ * announcement would double their statements; a mark's commit, with no flush and no step's rows in it, is short
+ * enough to take its turn among notifying transactions (they commit one at a time).
  */
-export async function recordModelCallStarted(pool: Pool, call: ModelCallStarted): Promise<void> {
+async function recordModelCallMark(
+  pool: Pool,
+  statement: string,
+  call: Pick<ModelCallStarted, 'rootThreadId' | 'threadId' | 'agent'>,
+  kind: 'model_call_started' | 'model_call_waiting',
+  data: Record<string, unknown>,
+): Promise<void> {
   await pool.query({
-    name: 'baton-model-call-started',
-    text: `SELECT run_event_unflushed($1, $2, $3, 'model_call_started', $4)`,
+    name: statement,
+    text: 'SELECT run_event_unflushed($1, $2, $3, $4, $5), pg_notify($6, $7)',
     values: [
       call.rootThreadId,
       call.threadId,
       call.agent,
-      JSON.stringify({
-        operationId: call.operationId,
-        step: call.step,
-        attempt: call.attempt,
-        stream: call.stream,
-        streaming: call.streaming,
-        provider: call.provider,
-        model: call.model,
-      }),
+      kind,
+      JSON.stringify(data),
+      runEventsChannel(call.rootThreadId),
+      JSON.stringify({ rootThreadId: call.rootThreadId }),
     ],
   });
-  announceRunEvents(pool, call.rootThreadId);
+}
+
+/** Records that a model call attempt started, with the stream its output is published under; tells its readers. */
+export async function recordModelCallStarted(pool: Pool, call: ModelCallStarted): Promise<void> {
+  await recordModelCallMark(pool, 'baton-model-call-started', call, 'model_call_started', {
+    operationId: call.operationId,
+    step: call.step,
+    attempt: call.attempt,
+    stream: call.stream,
+    streaming: call.streaming,
+    provider: call.provider,
+    model: call.model,
+  });
 }
 
 /**
  * Records that a model call waits for room under a limit every worker shares (once per scope and reason it waits
- * for), committed without waiting for the disk as its start mark is. Then tells the root's readers.
+ * for), as its start is recorded; tells its readers.
  */
 export async function recordModelCallWaiting(
   pool: Pool,
@@ -131,17 +147,12 @@ export async function recordModelCallWaiting(
     reason: string;
   },
 ): Promise<void> {
-  await pool.query({
-    name: 'baton-model-call-waiting',
-    text: `SELECT run_event_unflushed($1, $2, $3, 'model_call_waiting', $4)`,
-    values: [
-      call.rootThreadId,
-      call.threadId,
-      call.agent,
-      JSON.stringify({ operationId: call.operationId, step: call.step, scope: call.scope, reason: call.reason }),
-    ],
+  await recordModelCallMark(pool, 'baton-model-call-waiting', call, 'model_call_waiting', {
+    operationId: call.operationId,
+    step: call.step,
+    scope: call.scope,
+    reason: call.reason,
   });
-  announceRunEvents(pool, call.rootThreadId);
 }
 
 /**

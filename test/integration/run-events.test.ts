@@ -12,7 +12,8 @@ import type { RunDeltaEvent, RunEvent, StoredRunEvent, ThreadEvents, ThreadHandl
 import type { SendMessageResult } from '../../common/types';
 import { z } from 'zod';
 import { defineTool } from '../../activities/tools/types';
-import { lastRunFeedSeq, readRunFeed } from '../../db/run-events';
+import { runEventsChannel } from '../../common/run-events';
+import { lastRunFeedSeq, readRunFeed, recordModelCallStarted, recordModelCallWaiting } from '../../db/run-events';
 import { listMessages, type TranscriptMessage } from '../../db/transcripts';
 import { validateScript } from '../../scripted-model';
 import { startTestHarness, type AgentHarness } from '../../testing/harness';
@@ -863,5 +864,41 @@ test('run feed: lastEventSeq waits for an event still being written with a lower
   } finally {
     await writer.query('ROLLBACK').catch(() => undefined);
     writer.release();
+  }
+});
+
+test('run feed: a model call’s start mark tells the root’s listeners itself, once it can be read', async () => {
+  const root = uniqueThreadId('mark-told');
+  const listener = await harness.pool.connect();
+  try {
+    const told: string[] = [];
+    listener.on('notification', (message) => told.push(`${message.channel} ${message.payload ?? ''}`));
+    await listener.query(`LISTEN ${runEventsChannel(root)}`);
+    const call = {
+      rootThreadId: root,
+      threadId: root,
+      agent: 'lead',
+      operationId: `${root}:model:0`,
+      step: 0,
+      attempt: 1,
+      stream: `${root}:model:0#1`,
+      streaming: false,
+      provider: 'default',
+      model: 'scripted',
+    };
+    await recordModelCallStarted(harness.pool, call);
+    await recordModelCallWaiting(harness.pool, { ...call, scope: 'model default/scripted', reason: 'at its limit' });
+    // Nothing else announces this root: each notification is the mark's own.
+    await waitFor('both marks to be told', 30_000, () => (told.length >= 2 ? true : undefined));
+    const payload = JSON.stringify({ rootThreadId: root });
+    assert.deepEqual(told, [`${runEventsChannel(root)} ${payload}`, `${runEventsChannel(root)} ${payload}`]);
+    const feed = await readRunFeed(harness.pool, root);
+    assert.deepEqual(
+      feed.map((row) => row.kind),
+      ['model_call_started', 'model_call_waiting'],
+    );
+  } finally {
+    await listener.query('UNLISTEN *').catch(() => undefined);
+    listener.release();
   }
 });
