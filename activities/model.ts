@@ -448,19 +448,28 @@ export function createModelActivities(options: ModelActivityOptions) {
           priceOf(options.prices ?? {}, provider, model),
         )
       : null;
+    // An answer that ends the turn records the thread completed in the statement that stores it (a typed agent's
+    // answer is checked against its schema first, in `toResult`, which then records it).
+    const endsTurn = input.finishTurnOnAnswer === true && toolCalls.length === 0 && agent.output === undefined;
     try {
       await started;
-      const { message, reused } = await appendMessage(pool, scope, input.operationId, {
-        role: 'assistant',
-        // Cleaned, not refused: the model call already happened, and a refusal would only make a retry repeat it.
-        content,
-        ...(toolCalls.length > 0 ? { toolCalls: [...toolCalls] } : {}),
-        usage,
-        provider,
-        model,
-      });
+      const { message, reused } = await appendMessage(
+        pool,
+        scope,
+        input.operationId,
+        {
+          role: 'assistant',
+          // Cleaned, not refused: the model call already happened, and a refusal would only make a retry repeat it.
+          content,
+          ...(toolCalls.length > 0 ? { toolCalls: [...toolCalls] } : {}),
+          usage,
+          provider,
+          model,
+        },
+        { endsTurn },
+      );
       const result = {
-        ...(await toResult(message, reused, agent, input, variables)),
+        ...(await toResult(message, reused, agent, input, variables, { threadMarked: endsTurn })),
         ...(mcpToolListId === undefined ? {} : { mcpToolList: mcpToolListId }),
       };
       return reused
@@ -540,12 +549,17 @@ export function createModelActivities(options: ModelActivityOptions) {
     };
   }
 
+  /**
+   * The call's result from the stored reply. `threadMarked`: the reply's append recorded the thread completed if the
+   * reply ends the turn (`appendMessage`'s `endsTurn`), so it is not recorded again.
+   */
   async function toResult(
     message: TranscriptMessage,
     reused: boolean,
     agent: AgentDefinition,
     input: CallModelInput,
     variables: Readonly<Record<string, string>>,
+    { threadMarked = false }: { threadMarked?: boolean } = {},
   ): Promise<CallModelResult> {
     const approvalContext = (): Promise<ApprovalContext> =>
       Promise.resolve({
@@ -569,7 +583,7 @@ export function createModelActivities(options: ModelActivityOptions) {
     if (checked?.ok === false) return askForRepair(message, reused, agent, input, checked.problem);
     // The answer ends the turn: its thread is recorded completed here rather than in a step of its own.
     const turnFinished = input.finishTurnOnAnswer === true && toolCalls.length === 0;
-    if (turnFinished) await markThread(pool, input.scope.threadId, 'completed');
+    if (turnFinished && !threadMarked) await markThread(pool, input.scope.threadId, 'completed');
     return {
       seq: message.seq,
       content: message.content,

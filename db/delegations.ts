@@ -4,7 +4,7 @@ import { OUTPUT_REPAIR_SUFFIX } from '../common/ids';
 import { listBudgets, reserveGrants, type Budget, type BudgetLimit } from './budgets';
 import { BatonDbError } from './errors';
 import { cancelWaitingRequests } from './fences';
-import { lockThreadAtEpoch, type Queryable } from './threads';
+import { lockThreadAtEpoch, markThreadStatement, type Queryable } from './threads';
 import { logStaleRefusal } from './refusals';
 import { inTransaction } from './transaction';
 import { listProviderUsage, type ProviderUsage } from './transcripts';
@@ -314,11 +314,7 @@ export async function markThread(
 ): Promise<void> {
   const mark = (db: Queryable) =>
     db.query<{ rootThreadId: string }>(
-      `UPDATE threads SET status = $2, last_error = $3, updated_at = now(),
-              started_at = CASE WHEN $2 = 'running' THEN now() ELSE started_at END,
-              finished_at = CASE WHEN $2 = 'running' THEN NULL ELSE now() END
-        WHERE thread_id = $1 AND (status <> 'reclaimed' OR $2 = 'running')
-        RETURNING root_thread_id AS "rootThreadId"`,
+      `${markThreadStatement('$1', '$2', '$3')} RETURNING root_thread_id AS "rootThreadId"`,
       [threadId, status, error ?? null],
     );
   if (status !== 'failed') return void (await mark(pool));

@@ -74,3 +74,14 @@ export function checkEpoch(threadId: string, epoch: number, current: number | nu
   if (current === null || current === undefined) throw new ThreadNotFoundError(threadId);
   if (current !== epoch) throw new StaleEpochError(threadId, epoch, current);
 }
+
+/**
+ * The UPDATE that records how a thread's latest turn is going (`markThread`), over three SQL expressions: the thread's
+ * id, the status and the error. A reclaimed thread keeps saying so unless a new turn in it (`running`) moves it on.
+ */
+export function markThreadStatement(thread: string, status: string, error: string): string {
+  return `UPDATE threads SET status = ${status}, last_error = ${error}, updated_at = now(),
+              started_at = CASE WHEN ${status} = 'running' THEN now() ELSE started_at END,
+              finished_at = CASE WHEN ${status} = 'running' THEN NULL ELSE now() END
+        WHERE thread_id = ${thread} AND (status <> 'reclaimed' OR ${status} = 'running')`;
+}

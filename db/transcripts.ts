@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { EnsureThreadInput, ThreadScope, TokenUsage, ToolCallRequest } from '../common/types';
 import { OUTPUT_REPAIR_SUFFIX } from '../common/ids';
 import { addCost } from '../common/usage';
-import { threadRecordValues, type Queryable } from './threads';
+import { markThreadStatement, threadRecordValues, type Queryable } from './threads';
 import { BatonDbError, StaleEpochError, ThreadNotFoundError } from './errors';
 import { logStaleRefusal } from './refusals';
 
@@ -117,14 +117,13 @@ export async function appendMessage(
   scope: ThreadScope,
   operationId: string,
   message: NewTranscriptMessage,
+  options: { endsTurn?: boolean } = {},
 ): Promise<{ message: TranscriptMessage; reused: boolean }> {
   return logStaleRefusal(pool, scope, 'transcript', operationId, async () => {
     // One round trip (migration 015): the epoch checked under the thread's row lock first, so a reclaimed turn is
     // refused even for an operation it had already written; then the operation's earlier message, else the insert.
     const { rows } = await pool.query<AppendOutcome>({
-      name: 'baton-append-message',
-      text: `SELECT r.outcome, r.current_epoch AS "currentEpoch", ${messageColumns('(r.message)')}
-               FROM append_transcript_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) r`,
+      ...(options.endsTurn === true ? APPEND_ENDING_TURN : APPEND),
       values: [
         scope.rootThreadId,
         scope.threadId,
@@ -143,6 +142,29 @@ export async function appendMessage(
     return appended(rows[0], scope, operationId);
   });
 }
+
+/** The append of `appendMessage`, over its twelve values. */
+const APPEND = {
+  name: 'baton-append-message',
+  text: `SELECT r.outcome, r.current_epoch AS "currentEpoch", ${messageColumns('(r.message)')}
+           FROM append_transcript_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) r`,
+};
+
+/**
+ * The same append, then, when the message it stored (or found under its operation id) is an answer, one without tool
+ * calls, the thread marked `completed` as `markThread` marks it: the turn's end in the statement of its last message,
+ * after it (the status change is the later event of the run feed: the update waits for the append it reads).
+ */
+const APPEND_ENDING_TURN = {
+  name: 'baton-append-message-ending-turn',
+  text: `WITH r AS (SELECT * FROM append_transcript_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)),
+              ended AS (
+                ${markThreadStatement('$2', "'completed'", 'NULL')}
+                   AND EXISTS (SELECT 1 FROM r WHERE r.outcome IN ('inserted', 'existing')
+                                                 AND coalesce(jsonb_array_length((r.message).tool_calls), 0) = 0)
+                RETURNING 1)
+         SELECT r.outcome, r.current_epoch AS "currentEpoch", ${messageColumns('(r.message)')} FROM r`,
+};
 
 /** What `append_transcript_message` answered, as `appendMessage` returns it. */
 type AppendOutcome = {
