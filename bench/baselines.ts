@@ -214,7 +214,7 @@ function createBaselineActivities(
   const insert = async (
     scope: { threadId: string; rootThreadId: string },
     message: { role: string; content: string | null; toolCalls?: unknown; toolCallId?: string },
-    { opening = false, part }: { opening?: boolean; part?: string } = {},
+    { opening = false, part }: { opening?: boolean; part?: string | undefined } = {},
   ): Promise<void> => {
     const info = Context.current().info;
     const openThread = opening
@@ -289,24 +289,21 @@ function createBaselineActivities(
     await insert(
       input,
       { role: 'assistant', content: message?.content ?? null, ...(toolCalls.length > 0 ? { toolCalls } : {}) },
-      part === undefined ? {} : { part },
+      { part },
     );
     return { toolCalls: toolCalls.map(({ id, name }) => ({ id, name })), text: message?.content ?? '' };
   };
+  /** `runTool`, its result inserted under `part` when given. */
   const runTool = (input: { threadId: string; rootThreadId: string; call: BenchToolCall }, part?: string) =>
-    insert(
-      input,
-      { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id },
-      part === undefined ? {} : { part },
-    );
+    insert(input, { role: 'tool', content: 'Thought recorded.', toolCallId: input.call.id }, { part });
   return {
     recordHuman: async (input) => insert(input, { role: 'user', content: input.text }),
     openThreadThenCallModel: async (input) => {
       await insert(input, { role: 'user', content: input.text }, { opening: true });
       return callModelPart(input);
     },
-    callModel: (input) => callModelPart(input),
-    runTool: (input) => runTool(input),
+    callModel: callModelPart,
+    runTool,
     runTurn: async (input) => {
       await insert(input, { role: 'user', content: input.text }, { opening: input.opening, part: 'message' });
       for (let step = 1; step <= input.maxSteps; step++) {

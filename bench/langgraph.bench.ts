@@ -371,6 +371,23 @@ function startComparisons(
   const target = threads === 1 ? FIRST_CALL_TARGET.alone : FIRST_CALL_TARGET.concurrent;
   const at = (name: string) => `${name}@${threads}`;
   const title = (what: string) => `${what}, ${threads} thread(s)`;
+  /**
+   * A floor by hand (`floor`: its case, its label and how it starts) against LangGraph's new thread, then the Baton way
+   * it lies under against it, both on `measure` (`what` is measured).
+   */
+  const underFloor = (
+    what: string,
+    measure: (name: string) => Measured,
+    floor: { name: string; label: string; how: string },
+    baton: { name: string; label: string },
+  ): Comparison[] => [
+    compareCases(
+      title(`${what}: ${floor.label} (${floor.how}) / LangGraph`),
+      measure(at(floor.name)),
+      measure(at('langgraph')),
+    ),
+    compareCases(title(`${what}: ${baton.label} / ${floor.label}`), measure(at(baton.name)), measure(at(floor.name))),
+  ];
   return [
     compareCases(
       title('first model call: Baton-batched run / LangGraph'),
@@ -397,27 +414,21 @@ function startComparisons(
       firstCall(at(FLOOR_ONE_CASE)),
       firstCall(at('langgraph')),
     ),
-    compareCases(
-      title(
-        'first model call: hand-written durable start (Update-with-Start, record and message in one write) / LangGraph',
-      ),
-      firstCall(at(HAND_START_CASE)),
-      firstCall(at('langgraph')),
+    ...underFloor(
+      'first model call',
+      firstCall,
+      {
+        name: HAND_START_CASE,
+        label: 'hand-written durable start',
+        how: 'Update-with-Start, record and message in one write',
+      },
+      { name: 'baton-batched', label: 'Baton-batched run' },
     ),
-    compareCases(
-      title('first model call: Baton-batched run / hand-written durable start'),
-      firstCall(at('baton-batched')),
-      firstCall(at(HAND_START_CASE)),
-    ),
-    compareCases(
-      title('first model call: hand-written durable start then send (a start, then an Update) / LangGraph'),
-      firstCall(at(HAND_START_SEND_CASE)),
-      firstCall(at('langgraph')),
-    ),
-    compareCases(
-      title('first model call: Baton-batched startThread+send / hand-written durable start then send'),
-      firstCall(at('baton-batched-start-send')),
-      firstCall(at(HAND_START_SEND_CASE)),
+    ...underFloor(
+      'first model call',
+      firstCall,
+      { name: HAND_START_SEND_CASE, label: 'hand-written durable start then send', how: 'a start, then an Update' },
+      { name: 'baton-batched-start-send', label: 'Baton-batched startThread+send' },
     ),
     compareCases(
       title('whole turn: Baton-batched startThread+send / LangGraph'),
@@ -425,25 +436,25 @@ function startComparisons(
       get(at('langgraph')),
       { target: TARGET_RATIO },
     ),
-    compareCases(
-      title('whole turn: hand-written batched durable start (Update-with-Start, one local activity) / LangGraph'),
-      get(at(HAND_BATCHED_START_CASE)),
-      get(at('langgraph')),
+    ...underFloor(
+      'whole turn',
+      get,
+      {
+        name: HAND_BATCHED_START_CASE,
+        label: 'hand-written batched durable start',
+        how: 'Update-with-Start, one local activity',
+      },
+      { name: 'baton-batched', label: 'Baton-batched run' },
     ),
-    compareCases(
-      title('whole turn: Baton-batched run / hand-written batched durable start'),
-      get(at('baton-batched')),
-      get(at(HAND_BATCHED_START_CASE)),
-    ),
-    compareCases(
-      title('whole turn: hand-written batched durable start then send (a start, then an Update) / LangGraph'),
-      get(at(HAND_BATCHED_START_SEND_CASE)),
-      get(at('langgraph')),
-    ),
-    compareCases(
-      title('whole turn: Baton-batched startThread+send / hand-written batched durable start then send'),
-      get(at('baton-batched-start-send')),
-      get(at(HAND_BATCHED_START_SEND_CASE)),
+    ...underFloor(
+      'whole turn',
+      get,
+      {
+        name: HAND_BATCHED_START_SEND_CASE,
+        label: 'hand-written batched durable start then send',
+        how: 'a start, then an Update',
+      },
+      { name: 'baton-batched-start-send', label: 'Baton-batched startThread+send' },
     ),
     compareCases(
       title('whole turn: Baton-batched standing thread / LangGraph standing thread'),
