@@ -115,7 +115,8 @@ export function createActivities(deps: ActivityDependencies) {
     ...(deps.structuredOutput === undefined ? {} : { structuredOutput: deps.structuredOutput }),
     ...(deps.modelStream === undefined ? {} : { stream: deps.modelStream }),
   });
-  const toolCalls = createToolCallActivities(shared);
+  // A batch's tool call whose result its next model call stores is part of `runSteps`, not an activity of its own.
+  const { runToolCallForNextStep, ...toolCalls } = createToolCallActivities(shared);
   const delegations = createDelegationActivities({ pool: deps.pool, agentStore, env });
   /** Resolves an agent by name to the version a turn will use throughout. @throws `Agent.NotFound` */
   const resolveAgent = (input: ResolveAgentInput) => agentStore.resolve(input.name);
@@ -156,6 +157,7 @@ export function createActivities(deps: ActivityDependencies) {
       ...worlds,
       resolveAgent,
       callModelStoring,
+      runToolCallForNextStep,
       stepModeOf,
       loadWorldVariables: (world: string) => loadWorldVariables(deps.pool, world),
       openThreadWithMessage,

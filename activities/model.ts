@@ -24,6 +24,7 @@ import type {
   TokenUsage,
   ToolCallRequest,
 } from '../common/types';
+import { allSettledOrThrow } from '../common/settled';
 import { storableText } from '../common/text';
 import { readModelCallContext } from '../db/step-context';
 import { markThread } from '../db/delegations';
@@ -152,21 +153,28 @@ export function createModelActivities(options: ModelActivityOptions) {
 
   /**
    * `callModel`, also handing back, when this call stored the reply, what a batch needs to run the reply's calls
-   * without reading them back (`StoredReply`). A reply found stored (a retry's) hands back nothing.
+   * without reading them back (`StoredReply`). A reply found stored (a retry's) hands back nothing. `storeFirst`
+   * awaits the writes of the results of the step before, which a batch started as its calls finished
+   * (`runToolCallForNextStep`): beside the read of the call's context, before the model is asked.
    */
-  async function callModelStoring(input: CallModelInput): Promise<{ result: CallModelResult; stored?: StoredReply }> {
+  async function callModelStoring(
+    input: CallModelInput,
+    storeFirst?: () => Promise<readonly TranscriptMessage[]>,
+  ): Promise<{ result: CallModelResult; stored?: StoredReply }> {
     const { scope } = input;
     const agent = await options.agentStore.load(input.agentVersion);
     // With a message limit, only the thread's first human message and its newest messages are read (the limit is the
     // agent's, else its world's as last seen here: a guess, checked below once the world's variables are read).
     const window = agent.context?.max_messages ?? worldMessageLimits.get(input.world);
     // A reclaimed turn gets nothing back, not even a reply stored before it was reclaimed, and calls no model.
-    const read = await readModelCallContext(pool, scope, {
-      operationId: input.operationId,
-      world: input.world,
-      window,
-    });
+    // The results of the step before (`storeFirst`) are stored beside the read, both before the model is asked: the
+    // step waits for the longer of the two, not for both one after the other. The read may or may not see them.
+    const [read, storedResults] = await allSettledOrThrow([
+      readModelCallContext(pool, scope, { operationId: input.operationId, world: input.world, window }),
+      storeFirst?.() ?? [],
+    ] as const);
     const { stored, worldVariables, hasEnvData, budget } = read;
+    const transcript = withStoredResults(read.transcript, storedResults);
     if (stored) {
       if (options.tracing !== undefined) trace.getActiveSpan()?.setAttribute(BatonAttribute.replyReused, true);
       // What the first attempt offered is not recorded with its reply; the turn's list, when it has one, goes on.
@@ -251,8 +259,8 @@ export function createModelActivities(options: ModelActivityOptions) {
     // newest tool call reaches back further).
     const context =
       (read.unread === undefined
-        ? trimContext(chat(read.transcript), limits, note)
-        : trimWindow(chat(read.transcript), limits, note, read.unread)) ??
+        ? trimContext(chat(transcript), limits, note)
+        : trimWindow(chat(transcript), limits, note, read.unread)) ??
       trimContext(
         chat(
           (await readModelCallContext(pool, scope, { operationId: input.operationId, world: input.world })).transcript,
@@ -638,6 +646,19 @@ export function createModelActivities(options: ModelActivityOptions) {
   }
 
   return { callModel, callModelStoring };
+}
+
+/**
+ * The transcript as read, with the results stored beside it (`storeFirst`): those it did not see come after
+ * what it did (they are the thread's newest messages, so a window read stays the newest messages, in one run).
+ */
+function withStoredResults(
+  transcript: readonly TranscriptMessage[],
+  results: readonly TranscriptMessage[],
+): readonly TranscriptMessage[] {
+  if (results.length === 0) return transcript;
+  const read = new Set(transcript.map((message) => message.seq));
+  return [...transcript, ...results.filter((message) => !read.has(message.seq))].sort((a, b) => a.seq - b.seq);
 }
 
 /**

@@ -2,9 +2,9 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { Context } from '@temporalio/activity';
 import type { Pool } from 'pg';
 import { setBounded } from '../common/bounded-map';
-import type { ExecuteToolCallInput, ExecuteToolCallResult, ThreadScope } from '../common/types';
+import type { ExecuteToolCallInput, ExecuteToolCallResult, ThreadScope, ToolCallRequest } from '../common/types';
 import { storableText, truncateBytes } from '../common/text';
-import { appendMessage } from '../db/transcripts';
+import { appendMessage, type TranscriptMessage } from '../db/transcripts';
 import { EnvDataError, type EnvStore } from '../db/env-data';
 import { BatonDbError } from '../db/errors';
 import { readToolCallContext } from '../db/step-context';
@@ -44,6 +44,13 @@ export interface ToolCallActivityOptions {
   replay?: ReplayAnswers;
 }
 
+/** A tool call run, its result's write to the transcript under way (`runToolCallForNextStep`). */
+export interface RanToolCall {
+  ok: boolean;
+  /** The write of the result, as `executeToolCall` stores it, once per operation id. */
+  stored: Promise<TranscriptMessage>;
+}
+
 /** Outcomes of tool runs whose recording in Postgres failed, kept for the retry that lands on this worker. */
 const MAX_UNRECORDED_OUTCOMES = 1000;
 
@@ -67,21 +74,48 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
    * interrupted. Output Postgres cannot store (U+0000, lone surrogates) is cleaned, not refused.
    * @throws ApplicationFailure `Thread.StaleEpoch`, `Agent.NotFound`, `Input.Invalid` (data Postgres refuses)
    */
-  /**
-   * Runs one tool call of a stored reply and stores its result. `stored`, when the caller has just stored that reply
-   * itself (a batch, in the same attempt), is the reply's calls and the world's variables as its model call read
-   * them: no result of its calls can be stored yet, and its append was fenced by the epoch a moment ago, so the call
-   * is not read back first. The activity Temporal runs gets no `stored`.
-   */
-  async function executeToolCall(input: ExecuteToolCallInput, stored?: StoredReply): Promise<ExecuteToolCallResult> {
+  async function executeToolCall(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult> {
     try {
-      return await execute(input, stored?.seq === input.messageSeq ? stored : undefined);
+      const ran = await run(input, undefined);
+      if ('done' in ran) return ran.done;
+      return { seq: (await storeResult(input, ran)).seq, ok: ran.outcome.ok };
     } catch (error) {
       throw toApplicationFailure(error);
     }
   }
 
-  async function execute(input: ExecuteToolCallInput, stored: StoredReply | undefined): Promise<ExecuteToolCallResult> {
+  /**
+   * Runs one call of the reply a batch's step has just stored, as `executeToolCall` runs it, and resolves once the
+   * tool has finished, its result's write to the transcript started (`stored`): the step's next model call reads its
+   * context beside that write and awaits it before the model is asked, so the step waits for the longer of the two,
+   * not for both one after the other. `stored` is the reply's calls and the world's variables as its model call read
+   * them: no result of its calls can be stored yet, and its append was fenced by the epoch a moment ago, so the call
+   * is not read back first (unless `stored` is another reply). `undefined` when an earlier attempt stored the result.
+   */
+  async function runToolCallForNextStep(
+    input: ExecuteToolCallInput,
+    stored: StoredReply,
+  ): Promise<RanToolCall | undefined> {
+    try {
+      const ran = await run(input, stored.seq === input.messageSeq ? stored : undefined);
+      if ('done' in ran) return undefined;
+      const write = storeResult(input, ran).catch((error: unknown) => {
+        throw toApplicationFailure(error);
+      });
+      // Awaited by the model call (or, should a sibling call fail, by the batch before it fails); until then a
+      // failed write must not count as unhandled.
+      write.catch(() => undefined);
+      return { ok: ran.outcome.ok, stored: write };
+    } catch (error) {
+      throw toApplicationFailure(error);
+    }
+  }
+
+  /** Runs the call, or finds the result an earlier attempt stored (see `executeToolCall`); stores nothing. */
+  async function run(
+    input: ExecuteToolCallInput,
+    stored: StoredReply | undefined,
+  ): Promise<{ done: ExecuteToolCallResult } | { callId: string; outcome: { content: string; ok: boolean } }> {
     const { scope } = input;
     // A reclaimed call runs nothing and gets nothing back, not even a result stored before it was reclaimed.
     const { done, replyToolCalls, worldVariables } =
@@ -92,7 +126,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
             world: input.world,
           })
         : { done: undefined, replyToolCalls: stored.toolCalls, worldVariables: stored.worldVariables };
-    if (done) return { seq: done.seq, ok: !(done.content ?? '').startsWith('Error: ') };
+    if (done) return { done: { seq: done.seq, ok: !(done.content ?? '').startsWith('Error: ') } };
 
     const agent = await options.agentStore.load(input.agentVersion);
     // The world's variables as they are at this call (a batch's: at the model call that stored the reply, just before),
@@ -103,12 +137,36 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       throw new Error(
         `tool call '${input.toolCallId}' is not in message ${input.messageSeq} of thread '${scope.threadId}'`,
       );
+    return { callId: call.id, outcome: await outcomeOf(input, call, replyToolCalls ?? [], agent, world) };
+  }
 
-    let outcome: { content: string; ok: boolean };
+  /** Appends a call's result to the transcript, once per operation id. */
+  async function storeResult(
+    input: ExecuteToolCallInput,
+    ran: { callId: string; outcome: { content: string } },
+  ): Promise<TranscriptMessage> {
+    const { message } = await appendMessage(pool, input.scope, input.operationId, {
+      role: 'tool',
+      toolCallId: ran.callId,
+      content: ran.outcome.content,
+    });
+    // An outcome kept for a retry is done with once the transcript has it.
+    unrecorded.delete(unrecordedKey(input.scope, input.operationId));
+    return message;
+  }
+
+  /** What the call answers: the tool's output, a refusal, or the recorded answer of a replay. */
+  async function outcomeOf(
+    input: ExecuteToolCallInput,
+    call: ToolCallRequest,
+    replyToolCalls: readonly ToolCallRequest[],
+    agent: AgentDefinition,
+    world: WorldContext,
+  ): Promise<{ content: string; ok: boolean }> {
     const checkedCall = checkToolCall(call, agent, options.tools);
     // A replay answers the call from the record; past its divergence a read-only tool may run live.
     const replayed = await options.replay?.answer(
-      scope,
+      input.scope,
       call,
       { messageSeq: input.messageSeq, operationId: input.operationId },
       checkedCall.ok &&
@@ -116,17 +174,10 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         checkedCall.tool.run !== undefined &&
         !checkedCall.tool.sideEffects,
     );
-    if (replayed?.kind === 'recorded') {
-      const { message } = await appendMessage(pool, scope, input.operationId, {
-        role: 'tool',
-        toolCallId: call.id,
-        content: replayed.content,
-      });
-      return { seq: message.seq, ok: replayed.ok };
-    }
+    if (replayed?.kind === 'recorded') return { content: replayed.content, ok: replayed.ok };
     // Replies are stored with distinct call ids (`distinctToolCallIds`); one stored before that may repeat an id, and
     // then which call this is cannot be told: none of them runs, rather than one run with another's arguments.
-    const repeated = (replyToolCalls ?? []).filter((candidate) => candidate.id === call.id).length > 1;
+    const repeated = replyToolCalls.filter((candidate) => candidate.id === call.id).length > 1;
     const checked = checkedCall;
     const outsideWorld =
       checked.ok && options.tools.mcpServerOf(call.name) !== undefined
@@ -137,31 +188,19 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
         ? await approvalRefusal(input, checked.tool, checked.args, agent, world)
         : undefined;
     if (repeated) {
-      outcome = {
+      return {
         content: `Error: this reply has more than one tool call with the id '${call.id}', so none of them ran.`,
         ok: false,
       };
-    } else if (!checked.ok) {
-      outcome = { content: `Error: ${checked.error}`, ok: false };
-    } else if (checked.kind === 'agent' || !checked.tool.run) {
-      outcome = { content: `Error: '${call.name}' cannot be run as a tool here.`, ok: false };
-    } else if (outsideWorld !== undefined) {
-      outcome = { content: `Error: ${outsideWorld}`, ok: false };
-    } else if (unapproved !== undefined) {
-      outcome = { content: unapproved, ok: false };
-    } else if (checked.tool.sideEffects) {
-      outcome = await runOnce(input, checked.tool, checked.args, agent, world);
-    } else {
-      outcome = await runTool(input, checked.tool, checked.args, agent, world);
     }
-
-    const { message } = await appendMessage(pool, scope, input.operationId, {
-      role: 'tool',
-      toolCallId: call.id,
-      content: outcome.content,
-    });
-    unrecorded.delete(unrecordedKey(scope, input.operationId));
-    return { seq: message.seq, ok: outcome.ok };
+    if (!checked.ok) return { content: `Error: ${checked.error}`, ok: false };
+    if (checked.kind === 'agent' || !checked.tool.run) {
+      return { content: `Error: '${call.name}' cannot be run as a tool here.`, ok: false };
+    }
+    if (outsideWorld !== undefined) return { content: `Error: ${outsideWorld}`, ok: false };
+    if (unapproved !== undefined) return { content: unapproved, ok: false };
+    if (checked.tool.sideEffects) return runOnce(input, checked.tool, checked.args, agent, world);
+    return runTool(input, checked.tool, checked.args, agent, world);
   }
 
   /**
@@ -363,7 +402,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
     }
   }
 
-  return { executeToolCall };
+  return { executeToolCall, runToolCallForNextStep };
 }
 
 function unrecordedKey(scope: ThreadScope, operationId: string): string {

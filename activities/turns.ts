@@ -27,9 +27,12 @@ import type {
   RunToolsThenCallModelInput,
   TokenUsage,
 } from '../common/types';
+import { allSettledOrThrow } from '../common/settled';
 import { addUsage, ZERO_USAGE } from '../common/usage';
 import type { BudgetLimit } from '../db/budgets';
+import type { TranscriptMessage } from '../db/transcripts';
 import type { StoredReply } from './model';
+import type { RanToolCall } from './tool-calls';
 import { limitsFromVariables } from './worlds';
 
 /**
@@ -60,10 +63,21 @@ export interface TurnActivityParts {
   openRootBudget(input: { rootThreadId: string; limit: BudgetLimit }): Promise<void>;
   finishTurn(input: FinishTurnInput): Promise<void>;
   recordMessage(input: RecordMessageInput): Promise<RecordMessageResult>;
-  /** `callModel`, with the reply it stored itself (`StoredReply`), if it did. */
-  callModelStoring(input: CallModelInput): Promise<{ result: CallModelResult; stored?: StoredReply }>;
-  /** Runs one call of a stored reply; given the reply as its caller just stored it, without reading it back. */
-  executeToolCall(input: ExecuteToolCallInput, stored?: StoredReply): Promise<ExecuteToolCallResult>;
+  /**
+   * `callModel`, with the reply it stored itself (`StoredReply`), if it did; awaiting `storeFirst`, the writes of the
+   * step before's results, beside the read of its context and before the model is asked.
+   */
+  callModelStoring(
+    input: CallModelInput,
+    storeFirst?: () => Promise<readonly TranscriptMessage[]>,
+  ): Promise<{ result: CallModelResult; stored?: StoredReply }>;
+  /** Runs one call of a stored reply and stores its result. */
+  executeToolCall(input: ExecuteToolCallInput): Promise<ExecuteToolCallResult>;
+  /**
+   * Runs one call of the reply `stored`, as its caller just stored it (without reading it back), and hands it back with
+   * its result's write under way, for the next model call to await; `undefined` when the result was stored before.
+   */
+  runToolCallForNextStep(input: ExecuteToolCallInput, stored: StoredReply): Promise<RanToolCall | undefined>;
 }
 
 export function createTurnActivities(parts: TurnActivityParts) {
@@ -156,8 +170,27 @@ export function createTurnActivities(parts: TurnActivityParts) {
     stored: StoredReply | undefined,
   ): Promise<{ result: CallModelResult; stored?: StoredReply }> {
     // Every call settles before an error fails the attempt, so a retry never starts a tool still running here.
-    await allSettledOrThrow(input.toolCalls.map((call) => parts.executeToolCall(call, stored)));
-    return parts.callModelStoring(input.model);
+    if (stored === undefined) {
+      await allSettledOrThrow(input.toolCalls.map((call) => parts.executeToolCall(call)));
+      return parts.callModelStoring(input.model);
+    }
+    // The calls of a reply this attempt stored: each result's write starts as its call finishes, as when each call
+    // stored its own, and the model call reads its context beside the writes still under way, awaiting them before the
+    // model is asked.
+    const outcomes = await Promise.allSettled(
+      input.toolCalls.map((call) => parts.runToolCallForNextStep(call, stored)),
+    );
+    const writes = outcomes.flatMap((outcome) =>
+      outcome.status === 'fulfilled' && outcome.value !== undefined ? [outcome.value.stored] : [],
+    );
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) {
+      // The results of the calls that finished are stored all the same (a retry runs none of them again); the call's
+      // failure is what fails the attempt.
+      await Promise.allSettled(writes);
+      throw failed.reason;
+    }
+    return parts.callModelStoring(input.model, () => allSettledOrThrow(writes));
   }
 
   /**
@@ -221,16 +254,4 @@ function withBatchUsage(error: unknown, usage: TokenUsage | null): unknown {
     nonRetryable: true,
     details: [{ ...details, batchUsage: usage } satisfies BudgetExhaustedDetails],
   });
-}
-
-/** Waits for every promise to settle, then throws the first rejection, if any; else the values, in order. */
-async function allSettledOrThrow<T extends readonly unknown[]>(
-  promises: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
-  const outcomes = await Promise.allSettled(promises);
-  const failed = outcomes.find((outcome) => outcome.status === 'rejected');
-  if (failed !== undefined) throw failed.reason;
-  return outcomes.map((outcome) => (outcome as PromiseFulfilledResult<unknown>).value) as {
-    -readonly [K in keyof T]: Awaited<T[K]>;
-  };
 }

@@ -14,7 +14,13 @@ import { after, before, test } from 'node:test';
 import type { temporal } from '@temporalio/proto';
 import type { BegunTurn, RunStepsResult } from '../../common/types';
 import { listMessages } from '../../db/transcripts';
-import { requestsPerStep as requestsOfSteps, startTestHarness, type AgentHarness } from '../../testing/harness';
+import {
+  requestsPerStep as requestsOfSteps,
+  requestStep,
+  startTestHarness,
+  type AgentHarness,
+  type ModelLogEntry,
+} from '../../testing/harness';
 import { parseScript } from '../../scripted-model';
 import { readTestEnv, uniqueThreadId } from '../../testing/test-env';
 import { localActivityResults, turnDispatches, threadDispatches, workflowHistory } from '../../testing/turn-dispatches';
@@ -37,6 +43,7 @@ const agents: AgentRegistry = new Map([
   agent('leader', 'capabilities: [aide]\n'),
   agent('delegator', 'capabilities: [helper]\n'),
   agent('helper'),
+  agent('observed'),
   ['aide', parseAgentFile('---\nname: aide\ndescription: Test agent aide.\n---\nYou are aide.\n', 'aide.md')] as const,
 ]);
 
@@ -83,6 +90,11 @@ agents:
   helper:
     - { call: think, args: { thought: "in my first batch" } }
     - say: "Helped in one batch."
+  observed:
+    - calls:
+        - { call: think, args: { thought: "left" }, id: left }
+        - { call: think, args: { thought: "right" }, id: right }
+    - { say: "Seen.", hold: "observed-answer" }
 `,
   'batched-steps',
 );
@@ -155,6 +167,41 @@ test('batched steps: a turn of four steps is one local activity marker, its begi
     threadId,
   ]);
   assert.equal(rows[0]?.status, 'completed', 'the answer recorded the turn completed');
+});
+
+test('batched steps: a step’s tool results are stored before the model is asked again', async () => {
+  const threadId = uniqueThreadId('observed');
+  const thread = await harness.client.startThread({ agent: 'observed', threadId });
+  const sent = thread.send('Look.');
+  try {
+    // The second model call's reply is held: by the time its request reaches the model, the results it carries must be
+    // in Postgres, as a worker that died now would need them.
+    const deadline = Date.now() + 30_000;
+    let asked: ModelLogEntry | undefined;
+    while (asked === undefined) {
+      asked = harness.modelRequests().find((request) => request.thread === threadId && requestStep(request) === 2);
+      if (asked === undefined) {
+        assert.ok(Date.now() < deadline, 'the second model call never came');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    const stored = await listMessages(harness.pool, threadId);
+    assert.deepEqual(
+      stored.map((message) => message.role),
+      ['user', 'assistant', 'tool', 'tool'],
+    );
+    const storedResults = stored.filter((message) => message.role === 'tool').map((message) => message.toolCallId);
+    assert.deepEqual([...storedResults].sort(), ['left', 'right']);
+    assert.deepEqual(
+      asked.messages.filter((message) => message.role === 'tool').map((message) => message.tool_call_id),
+      storedResults,
+      'the request carried them as stored',
+    );
+  } finally {
+    // Released whatever was seen: a reply left held would keep the worker from shutting down.
+    harness.model.release('observed-answer');
+  }
+  assert.equal((await sent).reply, 'Seen.');
 });
 
 test('batched steps: a model error fails the first batch, and the batches after it ask the model only for the step that failed', async () => {

@@ -24,13 +24,15 @@ function agent(name: string, extra = '') {
 }
 
 const agents: AgentRegistry = new Map(
-  [agent('chatty', 'context:\n  max_messages: 4\n'), agent('plain')].map((a) => [a.name, a]),
+  [
+    agent('chatty', 'context:\n  max_messages: 4\n'),
+    agent('chattybatch', 'context:\n  max_messages: 4\nsteps: batched\n'),
+    agent('plain'),
+  ].map((a) => [a.name, a]),
 );
 
-const script = parseScript(
-  `
-agents:
-  chatty:
+/** The script of both chatty agents: five thoughts over three steps, then two turns' answers. */
+const chattyScript = `
     - calls:
         - { call: think, args: { thought: "one" } }
         - { call: think, args: { thought: "two" } }
@@ -40,7 +42,13 @@ agents:
         - { call: think, args: { thought: "four" } }
         - { call: think, args: { thought: "five" } }
     - say: "first answer"
-    - say: "second answer"
+    - say: "second answer"`;
+
+const script = parseScript(
+  `
+agents:
+  chatty:${chattyScript}
+  chattybatch:${chattyScript}
   plain:
     - call: think
       args: { thought: "alpha" }
@@ -84,11 +92,20 @@ function assertNoOrphanResults(request: ModelLogEntry): void {
 }
 
 test("context policy: the agent's max_messages trims each request, never splits a tool call, and Postgres keeps all", async () => {
+  await checkTrimmedTurns('chatty');
+});
+
+test('context policy: batched steps, whose tool results are stored beside the next read, send the same requests', async () => {
+  await checkTrimmedTurns('chattybatch');
+});
+
+/** Two turns of a chatty agent under its limit of 4 messages: what each request carried, and what Postgres kept. */
+async function checkTrimmedTurns(agentName: string): Promise<void> {
   // The world's default is tighter; the agent's own limit wins.
   const worldName = `ctx-${uniqueThreadId('w').split('-')[1]}`;
   await harness.client.world(worldName).set({ BATON_CONTEXT_MAX_MESSAGES: '2' });
-  const root = uniqueThreadId('chatty');
-  const thread = await harness.client.startThread({ agent: 'chatty', threadId: root, world: worldName });
+  const root = uniqueThreadId(agentName);
+  const thread = await harness.client.startThread({ agent: agentName, threadId: root, world: worldName });
   assert.equal((await thread.send('Count to five.')).reply, 'first answer');
   // The second turn's scripted step is found although the request carries only some of the earlier replies.
   assert.equal((await thread.send('Again.')).reply, 'second answer');
@@ -140,7 +157,7 @@ test("context policy: the agent's max_messages trims each request, never splits 
     ],
   );
   await thread.end();
-});
+}
 
 test("context policy: a world's max_tokens applies to an agent without its own; the newest message is always sent", async () => {
   const worldName = `ctx-${uniqueThreadId('w').split('-')[1]}`;

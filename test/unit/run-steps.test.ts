@@ -16,7 +16,9 @@ import type {
   PlannedActivityToolCall,
   PlannedToolCall,
 } from '../../common/types';
+import type { TranscriptMessage } from '../../db/transcripts';
 import type { StoredReply } from '../../activities/model';
+import type { RanToolCall } from '../../activities/tool-calls';
 
 const OPERATION_BASE = 'run-1:turn:1';
 const scope = { rootThreadId: 'root', threadId: 'root', agent: 'batcher', epoch: 0 };
@@ -32,9 +34,17 @@ function batcher(
   const toolRuns: ExecuteToolCallInput[] = [];
   /** For each tool run, the seq of the stored reply it was handed (`undefined`: none, so it reads the reply back). */
   const handedReplies: (number | undefined)[] = [];
+  /** For each model call, the operation ids of the results it stored beside its read (in the order stored). */
+  const storedFirst: string[][] = [];
+  /** Every result written, by operation id, in the order the writes ended. */
+  const stored: string[] = [];
   const parts = {
-    callModelStoring: (input: CallModelInput): Promise<{ result: CallModelResult; stored?: StoredReply }> => {
+    callModelStoring: async (
+      input: CallModelInput,
+      storeFirst?: () => Promise<readonly TranscriptMessage[]>,
+    ): Promise<{ result: CallModelResult; stored?: StoredReply }> => {
       modelCalls.push(input);
+      storedFirst.push(((await storeFirst?.()) ?? []).map((message) => message.operationId));
       onModelCall();
       const toolCalls = replies[modelCalls.length - 1] ?? [];
       const seq = modelCalls.length * 10;
@@ -53,10 +63,27 @@ function batcher(
         reused ? { result } : { result, stored: { seq, toolCalls: requests, worldVariables: undefined } },
       );
     },
-    executeToolCall: (input: ExecuteToolCallInput, stored?: StoredReply) => {
+    executeToolCall: (input: ExecuteToolCallInput) => {
       toolRuns.push(input);
-      handedReplies.push(stored?.seq);
+      handedReplies.push(undefined);
       return Promise.resolve({ seq: 0, ok: true });
+    },
+    runToolCallForNextStep: async (input: ExecuteToolCallInput, reply: StoredReply): Promise<RanToolCall> => {
+      toolRuns.push(input);
+      handedReplies.push(reply.seq);
+      // A call with the id `fails` throws once the others have finished.
+      if (input.toolCallId === 'fails') {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        throw new Error('the tool failed');
+      }
+      // The result's write starts as the call finishes, and takes longer than the failing call.
+      const write = new Promise<TranscriptMessage>((resolve) =>
+        setTimeout(() => {
+          stored.push(input.operationId);
+          resolve({ operationId: input.operationId } as TranscriptMessage);
+        }, 10),
+      );
+      return { ok: true, stored: write };
     },
   } as unknown as TurnActivityParts;
   const { runSteps } = createTurnActivities(parts);
@@ -75,7 +102,7 @@ function batcher(
       operationBase: OPERATION_BASE,
       maxSteps,
     });
-  return { run, modelCalls, toolRuns, handedReplies, parts };
+  return { run, modelCalls, toolRuns, handedReplies, storedFirst, stored, parts };
 }
 
 test('runSteps: goes on through carried tool calls to the answer, each step with the ids the workflow gives it', async () => {
@@ -119,6 +146,31 @@ test('runSteps: a step runs the calls of the reply the batch stored without read
   const retried = batcher([[think('a')], [think('b'), think('c')], []], undefined, { reusedAt: 1 });
   await retried.run();
   assert.deepEqual(retried.handedReplies, [10, undefined, undefined]);
+});
+
+test('runSteps: the next model call awaits the writes of the results of calls run from the reply the batch stored', async () => {
+  const fresh = batcher([[think('a')], [think('b'), think('c')], []]);
+  await fresh.run();
+  const ids = fresh.toolRuns.map((run) => run.operationId);
+  assert.equal(ids.length, 3);
+  // The first model call awaits no write; each later one awaits those of its step's results.
+  assert.deepEqual(fresh.storedFirst, [[], [ids[0]], [ids[1], ids[2]]]);
+  // A reply found stored: its calls store their results themselves (they were stored before, or are now).
+  const retried = batcher([[think('a')], [think('b'), think('c')], []], undefined, { reusedAt: 1 });
+  await retried.run();
+  assert.deepEqual(
+    retried.storedFirst.map((first) => first.length),
+    [0, 1, 0],
+  );
+});
+
+test('runSteps: a call that fails fails the batch, the results of the calls that finished stored all the same', async () => {
+  const failing = batcher([[think('a')], [think('b'), think('fails'), think('c')], []]);
+  await assert.rejects(failing.run(), /the tool failed/);
+  const ids = failing.toolRuns.map((run) => run.operationId);
+  // Step 1's result went with the second model call; step 2's finished calls were stored, with no model call after.
+  assert.equal(failing.modelCalls.length, 2);
+  assert.deepEqual(failing.stored, [ids[0], ids[1], ids[3]]);
 });
 
 test('runSteps: stops at a call the workflow carries out, and at max_steps, handing that reply back', async () => {
