@@ -46,7 +46,6 @@ export interface ToolCallActivityOptions {
 
 /** A tool call run, its result's write to the transcript under way (`runToolCallForNextStep`). */
 export interface RanToolCall {
-  ok: boolean;
   /** The write of the result, as `executeToolCall` stores it, once per operation id. */
   stored: Promise<TranscriptMessage>;
 }
@@ -105,7 +104,7 @@ export function createToolCallActivities(options: ToolCallActivityOptions) {
       // Awaited by the model call (or, should a sibling call fail, by the batch before it fails); until then a
       // failed write must not count as unhandled.
       write.catch(() => undefined);
-      return { ok: ran.outcome.ok, stored: write };
+      return { stored: write };
     } catch (error) {
       throw toApplicationFailure(error);
     }

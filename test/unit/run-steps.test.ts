@@ -83,7 +83,7 @@ function batcher(
           resolve({ operationId: input.operationId } as TranscriptMessage);
         }, 10),
       );
-      return { ok: true, stored: write };
+      return { stored: write };
     },
   } as unknown as TurnActivityParts;
   const { runSteps } = createTurnActivities(parts);
