@@ -20,6 +20,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { batonSearchAttributeKeys } from '../common/search-attributes';
 import type { TemporalResolution } from './temporal-cli';
 import { TemporalSetupError, TemporalUnavailableError } from './temporal-cli';
+import { listensOn } from './port-owner';
 import { ensureSearchAttributes, SearchAttributeConflictError } from './temporal-setup';
 
 export { SearchAttributeConflictError } from './temporal-setup';
@@ -263,6 +264,19 @@ async function startCliServer(
       );
     }
 
+    // What answered may be another stack's server that won the race for the port (`listensOn`): ours then exits on
+    // its failed bind, and the other goes when its stack does. Where the system cannot tell, the answer is taken.
+    if (!server.running || (await listensOn(server.pid, uiPort === undefined ? [port] : [port, uiPort])) === false) {
+      await ready.connection.close();
+      await server.stop(0);
+      if (attempt < PORT_ATTEMPTS) continue;
+      throw new TemporalStartError(
+        withLog(`\`${resolution.path} server start-dev\` on ${address}: another process holds its ports`),
+        resolution,
+        await server.outputTail(),
+      );
+    }
+
     const stop = (): Promise<void> => server.stop(grace);
     try {
       await ensureSearchAttributes(ready.connection, namespace, searchAttributes);
@@ -492,6 +506,11 @@ export class DevServerProcess {
     if (status?.error !== undefined) return `could not be started: ${status.error.message}`;
     const how = code !== null ? `exited with code ${code}` : `was killed by ${signal ?? 'a signal'}`;
     return `${how} before it was serving`;
+  }
+
+  /** The server's process id (`-1` if it could not be spawned). */
+  get pid(): number {
+    return this.#child.pid ?? -1;
   }
 
   /**

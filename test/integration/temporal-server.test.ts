@@ -327,3 +327,66 @@ for (const output of ['piped', 'logged'] as const) {
       ),
   );
 }
+
+test(
+  'temporal server: another server answering on the chosen ports while this one comes up is not taken for it',
+  { timeout: RESOLVE_TIMEOUT_MS + 2 * SERVER_TIMEOUT_MS },
+  (t) =>
+    withCli(t, (resolution) =>
+      withTempDir(async (dir) => {
+        const [port, uiPort] = await freePorts(2);
+        // Two starts find the same free ports and both spawn a server on them. The second's comes up late (as on a
+        // loaded machine): only once the first's listens, and after the second's probe, which the first's answers;
+        // the second's own server would then lose its bind. The late one starts first, so that both choose the ports
+        // while they are free.
+        const late = join(dir, 'temporal');
+        const spawned = join(dir, 'spawned');
+        await writeFile(
+          late,
+          [
+            '#!/bin/bash',
+            `echo x >> '${spawned}'`,
+            `until (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; do sleep 0.1; done`,
+            'sleep 5',
+            `exec '${resolution.path}' "$@"`,
+            '',
+          ].join('\n'),
+        );
+        await chmod(late, 0o755);
+        const second = startTemporal({ resolution: { ...resolution, path: late }, port, uiPort, stopGracePeriodMs: 0 });
+        second.catch(() => undefined);
+        while (!(await readFile(spawned, 'utf8').catch(() => ''))) await new Promise((r) => setTimeout(r, 20));
+        const first = await startTemporal({ resolution, port, uiPort, stopGracePeriodMs: 0 }).catch(async (error) => {
+          await (await second).stop();
+          throw error;
+        });
+        let secondServer: TemporalServerHandle | undefined;
+        try {
+          secondServer = await second;
+          assert.equal(first.address, `127.0.0.1:${port}`);
+          assert.notEqual(secondServer.address, first.address, 'the second runs a server of its own, elsewhere');
+          assert.notEqual(secondServer.uiUrl, first.uiUrl);
+          await first.stop();
+          assert.equal(await accepts(secondServer.address), true, 'the second answers once the first has gone');
+        } finally {
+          await first.stop();
+          await secondServer?.stop();
+        }
+      }),
+    ),
+);
+
+/** `count` ports free on loopback now, each bound once by the OS and released. */
+async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  const ports = await Promise.all(
+    servers.map(
+      (server) =>
+        new Promise<number>((bound) =>
+          server.listen({ host: '127.0.0.1', port: 0 }, () => bound((server.address() as AddressInfo).port)),
+        ),
+    ),
+  );
+  await Promise.all(servers.map((server) => new Promise((closed) => server.close(closed))));
+  return ports;
+}
