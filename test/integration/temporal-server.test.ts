@@ -294,22 +294,17 @@ for (const output of ['piped', 'logged'] as const) {
           // stack trace is longer than the output tail kept for errors. Later starts run the real CLI.
           const calls = join(dir, 'calls');
           const fake = join(dir, 'temporal');
-          await writeFile(
-            fake,
-            [
-              '#!/bin/sh',
-              `echo x >> '${calls}'`,
-              `if [ "$(wc -l < '${calls}')" -eq 1 ]; then`,
-              `  echo 'level=ERROR msg="Failed to start gRPC listener" error="listen tcp 127.0.0.1:1: bind: address already in use"' >&2`,
-              "  echo 'panic: runtime error: invalid memory address or nil pointer dereference' >&2",
-              '  i=0; while [ $i -lt 80 ]; do echo "  go.uber.org/dig.paramList.BuildList(frame $i)" >&2; i=$((i+1)); done',
-              '  exit 2',
-              'fi',
-              `exec '${resolution.path}' "$@"`,
-              '',
-            ].join('\n'),
-          );
-          await chmod(fake, 0o755);
+          await writeExecutable(fake, [
+            '#!/bin/sh',
+            `echo x >> '${calls}'`,
+            `if [ "$(wc -l < '${calls}')" -eq 1 ]; then`,
+            `  echo 'level=ERROR msg="Failed to start gRPC listener" error="listen tcp 127.0.0.1:1: bind: address already in use"' >&2`,
+            "  echo 'panic: runtime error: invalid memory address or nil pointer dereference' >&2",
+            '  i=0; while [ $i -lt 80 ]; do echo "  go.uber.org/dig.paramList.BuildList(frame $i)" >&2; i=$((i+1)); done',
+            '  exit 2',
+            'fi',
+            `exec '${resolution.path}' "$@"`,
+          ]);
 
           const server = await startTemporal({
             resolution: { ...resolution, path: fake },
@@ -341,18 +336,13 @@ test(
         // while they are free.
         const late = join(dir, 'temporal');
         const spawned = join(dir, 'spawned');
-        await writeFile(
-          late,
-          [
-            '#!/bin/bash',
-            `echo x >> '${spawned}'`,
-            `until (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; do sleep 0.1; done`,
-            'sleep 5',
-            `exec '${resolution.path}' "$@"`,
-            '',
-          ].join('\n'),
-        );
-        await chmod(late, 0o755);
+        await writeExecutable(late, [
+          '#!/bin/bash',
+          `echo x >> '${spawned}'`,
+          `until (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null; do sleep 0.1; done`,
+          'sleep 5',
+          `exec '${resolution.path}' "$@"`,
+        ]);
         const second = startTemporal({ resolution: { ...resolution, path: late }, port, uiPort, stopGracePeriodMs: 0 });
         second.catch(() => undefined);
         while (!(await readFile(spawned, 'utf8').catch(() => ''))) await new Promise((r) => setTimeout(r, 20));
@@ -389,4 +379,10 @@ async function freePorts(count: number): Promise<number[]> {
   );
   await Promise.all(servers.map((server) => new Promise((closed) => server.close(closed))));
   return ports;
+}
+
+/** Writes a script of `lines` at `file`, executable. */
+async function writeExecutable(file: string, lines: readonly string[]): Promise<void> {
+  await writeFile(file, [...lines, ''].join('\n'));
+  await chmod(file, 0o755);
 }
