@@ -11,14 +11,10 @@ import { readdir, readFile, readlink } from 'node:fs/promises';
  * held by another process or by none, `undefined` when the system cannot tell (no `/proc`, or it cannot be read).
  */
 export async function listensOn(pid: number, ports: readonly number[]): Promise<boolean | undefined> {
-  let tables: string[];
-  try {
-    tables = await Promise.all(
-      ['/proc/net/tcp', '/proc/net/tcp6'].map((file) => readFile(file, 'utf8').catch(() => '')),
-    );
-  } catch {
-    return undefined;
-  }
+  // A table that cannot be read counts as empty; with neither, the system cannot tell.
+  const tables = await Promise.all(
+    ['/proc/net/tcp', '/proc/net/tcp6'].map((file) => readFile(file, 'utf8').catch(() => '')),
+  );
   if (tables.every((table) => table === '')) return undefined;
   let held: Set<string>;
   try {

@@ -11,7 +11,7 @@ import { BatonSearchAttributes, batonSearchAttributeKeys } from '../../common/se
 import type { TemporalResolution } from '../../stack/temporal-cli';
 import { resolveTemporal } from '../../stack/temporal-cli';
 import type { TemporalServerHandle } from '../../stack/temporal-server';
-import { startTemporal, TemporalStartError, webUiWorkflowsUrl } from '../../stack/temporal-server';
+import { choosePort, startTemporal, TemporalStartError, webUiWorkflowsUrl } from '../../stack/temporal-server';
 import { skipUnlessCi } from '../../testing/ci';
 
 /** A cold `go install` of the CLI takes 3–5 minutes on two cores; everything else here takes seconds. */
@@ -329,7 +329,8 @@ test(
   (t) =>
     withCli(t, (resolution) =>
       withTempDir(async (dir) => {
-        const [port, uiPort] = await freePorts(2);
+        const port = await choosePort('127.0.0.1', 0);
+        const uiPort = await choosePort('127.0.0.1', 0, [port]);
         // Two starts find the same free ports and both spawn a server on them. The second's comes up late (as on a
         // loaded machine): only once the first's listens, and after the second's probe, which the first's answers;
         // the second's own server would then lose its bind. The late one starts first, so that both choose the ports
@@ -365,21 +366,6 @@ test(
       }),
     ),
 );
-
-/** `count` ports free on loopback now, each bound once by the OS and released. */
-async function freePorts(count: number): Promise<number[]> {
-  const servers = Array.from({ length: count }, () => createServer());
-  const ports = await Promise.all(
-    servers.map(
-      (server) =>
-        new Promise<number>((bound) =>
-          server.listen({ host: '127.0.0.1', port: 0 }, () => bound((server.address() as AddressInfo).port)),
-        ),
-    ),
-  );
-  await Promise.all(servers.map((server) => new Promise((closed) => server.close(closed))));
-  return ports;
-}
 
 /** Writes a script of `lines` at `file`, executable. */
 async function writeExecutable(file: string, lines: readonly string[]): Promise<void> {
